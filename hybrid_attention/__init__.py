@@ -1,0 +1,39 @@
+"""hybrid-attention: Boltzmann attention with learnable Ising couplings.
+
+The model side (this package) depends on numpy and torch only: ``import hybrid_attention`` never imports
+qiskit or pennylane. Quantum and classical samplers live in :mod:`hybrid_attention.backends` and circuits in
+:mod:`hybrid_attention.circuits` (both loaded lazily, on first use).
+
+Conventions (SPEC section 2) are fixed in :mod:`hybrid_attention.ising`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from . import exact
+from .ising import IsingProblem
+
+__version__ = "0.1.0"
+
+__all__ = ["IsingProblem", "exact", "__version__"]
+
+# Names resolved lazily so that importing the package stays light.
+_LAZY = {
+    "boltzmann_attention": ("hybrid_attention.attention", "boltzmann_attention"),
+    "BoltzmannAttention": ("hybrid_attention.attention", "BoltzmannAttention"),
+    "TransformerConfig": ("hybrid_attention.model", "TransformerConfig"),
+    "Transformer": ("hybrid_attention.model", "Transformer"),
+    "get_sampler": ("hybrid_attention.backends", "get_sampler"),
+    "available_samplers": ("hybrid_attention.backends", "available_samplers"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        mod, attr = _LAZY[name]
+        return getattr(importlib.import_module(mod), attr)
+    if name in {"metrics", "bridge", "attention", "model", "circuits", "backends", "tasks"}:
+        return importlib.import_module(f"hybrid_attention.{name}")
+    raise AttributeError(f"module 'hybrid_attention' has no attribute {name!r}")

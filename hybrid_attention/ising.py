@@ -1,0 +1,376 @@
+"""Ising problems and the toolkit's fixed conventions (SPEC section 2).
+
+This module owns :class:`IsingProblem` and the conventions every other module follows:
+
+* Spins ``s_j`` take values in ``{-1, +1}``. The energy has the physics sign::
+
+      E(s) = - sum_j h_j s_j - sum_{j<k} J_jk s_j s_k,      p(s) = exp(-beta E(s)) / Z
+
+  ``J`` is symmetric with a zero diagonal; ``J > 0`` is ferromagnetic (cooperative). A single free spin
+  has ``<s> = tanh(beta h)``.
+* Spin ``j`` is qubit ``j``. Bit ``b_j = 0`` (Z eigenvalue +1) is ``s_j = +1``, so ``s = 1 - 2 b``.
+  A configuration's integer index is ``c = sum_j b_j 2**j`` (qiskit's little-endian order: qubit 0 is the
+  least significant bit, the rightmost character of a qiskit bitstring).
+* Spin arrays keep column ``j`` for spin ``j``; bitstrings are for display only.
+* A ``mask`` marks the spins that take part in a problem. Masked-out spins do not exist for that problem
+  (SPEC section 3): they are *dropped*, never pinned. Wherever the toolkit must still carry them (a circuit
+  on ``n`` qubits, a ``(..., n)`` array), a dropped spin is decoupled (zero field, zero couplings), which
+  leaves the distribution of the other spins exactly as if it had been removed; statistics report it as 0.
+* dimod uses the opposite sign: convert with ``h -> -h``, ``J -> -J`` (see :meth:`IsingProblem.to_dimod`).
+
+Shapes: ``h`` is ``(*batch, n)``; ``J`` is ``(n, n)`` (shared by the whole batch) or ``(*batch, n, n)``;
+``mask`` is ``(*batch, n)`` boolean or ``None``; ``beta`` is a positive scalar or a tensor broadcastable to
+``batch``.
+
+Example:
+    >>> import torch
+    >>> from hybrid_attention import IsingProblem
+    >>> p = IsingProblem(torch.tensor([0.5, -0.2]), torch.tensor([[0.0, 1.0], [1.0, 0.0]]))
+    >>> p.energy(torch.tensor([1, 1]))
+    tensor(-1.3000)
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+__all__ = ["IsingProblem", "spins_to_bits", "bits_to_spins", "spins_to_index", "index_to_spins"]
+
+logger = logging.getLogger(__name__)
+
+_SYM_RTOL = 1e-5
+_SYM_ATOL = 1e-8
+
+
+def _as_float_tensor(x: Any, name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Coerce array-likes to a floating tensor; numpy float64 stays float64, Python floats become float32."""
+    if isinstance(x, torch.Tensor):
+        t = x
+    elif isinstance(x, np.ndarray):
+        if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer) or x.dtype == bool):
+            raise TypeError(f"{name} must be a real numeric array, got numpy dtype {x.dtype}")
+        t = torch.from_numpy(np.ascontiguousarray(x))
+    elif isinstance(x, (list, tuple, int, float)):
+        t = torch.tensor(x)
+    else:
+        raise TypeError(f"{name} must be a torch.Tensor, numpy array or sequence of numbers, got {type(x).__name__}")
+    if t.is_complex():
+        raise TypeError(f"{name} must be real, got complex dtype {t.dtype}")
+    if dtype is not None:
+        t = t.to(dtype)
+    elif not t.is_floating_point():
+        t = t.to(torch.get_default_dtype())
+    return t
+
+
+class IsingProblem:
+    """A batch of Ising problems ``E(s) = -h.s - sum_{j<k} J_jk s_j s_k`` at inverse temperature ``beta``.
+
+    Args:
+        h: fields, shape ``(*batch, n)``.
+        J: couplings, shape ``(n, n)`` (shared across the batch) or ``(*batch, n, n)``; symmetric with a zero
+            diagonal (use :meth:`from_couplings` to build one from an upper-triangular or unsymmetrised
+            matrix). ``None`` means no couplings.
+        beta: inverse temperature, a positive number or a tensor broadcastable to ``batch`` (default 1).
+        mask: optional boolean ``(*batch, n)``; ``False`` drops a spin from its problem (not pinned).
+
+    Raises:
+        ValueError: non-finite values, mismatched shapes, asymmetric ``J`` or nonzero diagonal, ``beta <= 0``,
+            ``n == 0``.
+        TypeError: non-numeric inputs, or a non-boolean mask.
+
+    The tensors keep autograd history, so problems built from model activations are differentiable.
+    """
+
+    def __init__(self, h: Any, J: Any = None, *, beta: Any = 1.0, mask: Any = None) -> None:
+        h = _as_float_tensor(h, "h")
+        if h.ndim < 1:
+            raise ValueError(f"h must have shape (*batch, n) with at least one dimension, got a scalar")
+        n = h.shape[-1]
+        if n == 0:
+            raise ValueError("h has n = 0 spins; an Ising problem needs at least one spin")
+        if J is None:
+            J = torch.zeros(n, n, dtype=h.dtype, device=h.device)
+        J = _as_float_tensor(J, "J", dtype=h.dtype)
+        if J.ndim < 2 or J.shape[-2:] != (n, n):
+            raise ValueError(f"J must have shape (n, n) or (*batch, n, n) with n = {n} (from h), got {tuple(J.shape)}")
+        if J.ndim > 2 and J.shape[:-2] != h.shape[:-1]:
+            try:
+                torch.broadcast_shapes(J.shape[:-2], h.shape[:-1])
+            except RuntimeError:
+                raise ValueError(
+                    f"J's batch shape {tuple(J.shape[:-2])} does not broadcast with h's batch shape {tuple(h.shape[:-1])}"
+                ) from None
+        _check_finite(h, "h")
+        _check_finite(J, "J")
+        _check_symmetric(J)
+        self.h = h
+        self.J = J
+        self.beta = _check_beta(beta, h)
+        self.mask = _check_mask(mask, h)
+
+    # ------------------------------------------------------------------ construction helpers
+    @classmethod
+    def from_couplings(cls, h: Any, J: Any, *, symmetrize: str = "upper", beta: Any = 1.0, mask: Any = None) -> "IsingProblem":
+        """Build a problem from a coupling matrix that is not yet symmetric with zero diagonal.
+
+        Args:
+            h: fields ``(*batch, n)``.
+            J: ``(n, n)`` or ``(*batch, n, n)``.
+            symmetrize: ``"upper"`` reads ``J_jk`` for ``j < k`` from the strict upper triangle (the lower
+                triangle and diagonal are ignored); ``"average"`` uses ``(J + J^T) / 2`` with the diagonal zeroed.
+        """
+        hh = _as_float_tensor(h, "h")
+        J = _as_float_tensor(J, "J", dtype=hh.dtype)
+        if J.ndim < 2 or J.shape[-1] != J.shape[-2]:
+            raise ValueError(f"J must be square in its last two dimensions, got shape {tuple(J.shape)}")
+        if symmetrize == "upper":
+            U = torch.triu(J, diagonal=1)
+            Js = U + U.transpose(-1, -2)
+        elif symmetrize == "average":
+            Js = 0.5 * (J + J.transpose(-1, -2))
+            Js = Js - torch.diag_embed(torch.diagonal(Js, dim1=-2, dim2=-1))
+        else:
+            raise ValueError(f"symmetrize must be 'upper' or 'average', got {symmetrize!r}")
+        return cls(hh, Js, beta=beta, mask=mask)
+
+    @classmethod
+    def from_dimod(cls, h: dict | Sequence[float], J: dict, *, n: int | None = None, beta: float = 1.0) -> "IsingProblem":
+        """Build from dimod-style ``h`` (dict or list) and ``J`` (dict of pairs), converting dimod's sign
+        (``E = +h.s + J s s``) to the physics sign used here."""
+        if isinstance(h, dict):
+            n = n if n is not None else (max(list(h) + [v for e in J for v in e]) + 1 if (h or J) else 0)
+            hv = np.zeros(n)
+            for j, v in h.items():
+                hv[int(j)] = -float(v)
+        else:
+            hv = -np.asarray(h, dtype=float)
+            n = hv.shape[0]
+        Jm = np.zeros((n, n))
+        for (a, b), v in J.items():
+            if a == b:
+                raise ValueError(f"dimod J has a self-coupling on spin {a}")
+            Jm[a, b] -= float(v)
+            Jm[b, a] -= float(v)
+        return cls(torch.from_numpy(hv), torch.from_numpy(Jm), beta=beta)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def n(self) -> int:
+        """Number of spins (including masked ones)."""
+        return self.h.shape[-1]
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        return self.h.shape[:-1]
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.h.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.h.device
+
+    @property
+    def shared_couplings(self) -> bool:
+        """True when ``J`` has shape ``(n, n)`` and is shared by the whole batch."""
+        return self.J.ndim == 2
+
+    def num_active(self) -> torch.Tensor:
+        """Number of spins that take part in each problem, shape ``batch``."""
+        if self.mask is None:
+            return torch.full(self.batch_shape, self.n, dtype=torch.long, device=self.device)
+        return self.mask.sum(-1)
+
+    def beta_tensor(self) -> torch.Tensor:
+        """``beta`` broadcast to the batch shape (a tensor of the problem's dtype)."""
+        b = torch.as_tensor(self.beta, dtype=self.dtype, device=self.device)
+        return b.expand(self.batch_shape) if b.ndim == 0 else torch.broadcast_to(b, self.batch_shape)
+
+    def __repr__(self) -> str:
+        m = "" if self.mask is None else f", masked={int((~self.mask).sum())}"
+        jb = "shared" if self.shared_couplings else f"batched {tuple(self.J.shape)}"
+        beta = float(self.beta) if not isinstance(self.beta, torch.Tensor) or self.beta.numel() == 1 else "tensor"
+        return f"IsingProblem(n={self.n}, batch={tuple(self.batch_shape)}, J={jb}, beta={beta}, dtype={self.dtype}{m})"
+
+    # ------------------------------------------------------------------ views
+    def dropped(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Fields and couplings with masked spins decoupled: ``(h, J)`` with zero field and zero couplings on
+        every dropped spin. ``J`` keeps its shape ((n, n) when shared and unmasked, else (*batch, n, n)).
+
+        A decoupled spin is free and independent; the other spins are distributed exactly as if it had been
+        removed. This is how the circuit and sampler backends realise dropping.
+        """
+        if self.mask is None:
+            return self.h, self.J
+        m = self.mask.to(self.dtype)
+        h = self.h * m
+        J = self.J * m[..., :, None] * m[..., None, :]
+        return h, J
+
+    def expanded_couplings(self) -> torch.Tensor:
+        """Couplings as ``(*batch, n, n)`` (masked spins decoupled)."""
+        _, J = self.dropped()
+        return J.expand(*self.batch_shape, self.n, self.n)
+
+    def flatten(self) -> "IsingProblem":
+        """The same problems with the batch flattened to one dimension ``(B,)`` (a scalar batch becomes ``(1,)``)."""
+        B = int(np.prod(self.batch_shape)) if len(self.batch_shape) else 1
+        J = self.J if self.shared_couplings else self.J.expand(*self.batch_shape, self.n, self.n).reshape(B, self.n, self.n)
+        mask = None if self.mask is None else self.mask.reshape(B, self.n)
+        beta = self.beta
+        if isinstance(beta, torch.Tensor) and beta.numel() > 1:
+            beta = self.beta_tensor().reshape(B)
+        return IsingProblem(self.h.reshape(B, self.n), J, beta=beta, mask=mask)
+
+    def detach(self) -> "IsingProblem":
+        beta = self.beta.detach() if isinstance(self.beta, torch.Tensor) else self.beta
+        mask = self.mask
+        return IsingProblem(self.h.detach(), self.J.detach(), beta=beta, mask=mask)
+
+    def to(self, dtype: torch.dtype | None = None, device: Any = None) -> "IsingProblem":
+        beta = self.beta.to(dtype=dtype, device=device) if isinstance(self.beta, torch.Tensor) else self.beta
+        mask = None if self.mask is None else self.mask.to(device=device)
+        return IsingProblem(self.h.to(dtype=dtype, device=device), self.J.to(dtype=dtype, device=device), beta=beta, mask=mask)
+
+    def __getitem__(self, idx: Any) -> "IsingProblem":
+        """Index the batch dimensions: ``problem[3]``, ``problem[:8]``."""
+        if len(self.batch_shape) == 0:
+            raise IndexError("this IsingProblem has no batch dimension to index")
+        h = self.h[idx]
+        J = self.J if self.shared_couplings else self.J.expand(*self.batch_shape, self.n, self.n)[idx]
+        mask = None if self.mask is None else self.mask[idx]
+        beta = self.beta
+        if isinstance(beta, torch.Tensor) and beta.numel() > 1:
+            beta = self.beta_tensor()[idx]
+        return IsingProblem(h, J, beta=beta, mask=mask)
+
+    def coupling_edges(self, tol: float = 0.0) -> list[tuple[int, int]]:
+        """Pairs ``(j, k)``, ``j < k``, whose coupling is nonzero (``|J_jk| > tol``) in any problem of the batch."""
+        _, J = self.dropped()
+        nz = (J.detach().abs() > tol)
+        if nz.ndim > 2:
+            nz = nz.reshape(-1, self.n, self.n).any(0)
+        iu = torch.triu_indices(self.n, self.n, offset=1)
+        keep = nz[iu[0], iu[1]]
+        return [(int(a), int(b)) for a, b in zip(iu[0][keep], iu[1][keep])]
+
+    # ------------------------------------------------------------------ physics
+    def energy(self, s: Any) -> torch.Tensor:
+        """Energy ``E(s)`` of spin configurations.
+
+        Args:
+            s: ±1 spins of shape ``(*batch, n)`` or ``(*batch, R, n)`` / ``(R, n)`` (R configurations per
+                problem); any shape that broadcasts against ``(*batch, [R,] n)``. Masked spins are ignored.
+
+        Returns:
+            energies with the broadcast shape without the last dimension.
+        """
+        s = torch.as_tensor(s, device=self.device).to(self.dtype)
+        if s.shape[-1] != self.n:
+            raise ValueError(f"spin configurations must have last dimension n = {self.n}, got shape {tuple(s.shape)}")
+        h, J = self.dropped()
+        extra = s.ndim - self.h.ndim  # 1 when s carries a reads dimension
+        if extra > 0:
+            h = h.unsqueeze(-2)
+            J = J if J.ndim == 2 else J.unsqueeze(-3)
+        field = (s * h).sum(-1)
+        coupling = 0.5 * ((s @ J) * s).sum(-1) if J.ndim == 2 else 0.5 * (torch.einsum("...j,...jk,...k->...", s, J, s))
+        return -(field + coupling)
+
+    def to_dimod(self) -> tuple[dict[int, float], dict[tuple[int, int], float]]:
+        """``(h, J)`` dicts in dimod's sign convention (``E = h.s + J s s``) for an unbatched problem, masked
+        spins omitted. Hand these to ``dimod.BinaryQuadraticModel.from_ising``; never qubit bits as BINARY."""
+        if len(self.batch_shape) != 0:
+            raise ValueError(f"to_dimod needs an unbatched problem, got batch shape {tuple(self.batch_shape)}")
+        h, J = self.dropped()
+        active = [j for j in range(self.n) if self.mask is None or bool(self.mask[j])]
+        hd = {j: -float(h[j]) for j in active}
+        Jd = {(j, k): -float(J[j, k]) for j in active for k in active if j < k and float(J[j, k]) != 0.0}
+        return hd, Jd
+
+
+# ---------------------------------------------------------------------- validation helpers
+def _check_finite(t: torch.Tensor, name: str) -> None:
+    if not torch.isfinite(t).all():
+        bad = (~torch.isfinite(t)).nonzero()[0].tolist()
+        raise ValueError(f"{name} must be finite, got a non-finite value {t[tuple(bad)].item()} at index {bad}")
+
+
+def _check_symmetric(J: torch.Tensor) -> None:
+    Jd = J.detach()
+    diag = torch.diagonal(Jd, dim1=-2, dim2=-1)
+    if (diag != 0).any():
+        raise ValueError(
+            f"J must have a zero diagonal (no self-couplings), got max |J_jj| = {diag.abs().max().item():.3g}; "
+            "use IsingProblem.from_couplings(h, J, symmetrize=...) to build from an unsymmetrised matrix"
+        )
+    if not torch.allclose(Jd, Jd.transpose(-1, -2), rtol=_SYM_RTOL, atol=_SYM_ATOL):
+        err = (Jd - Jd.transpose(-1, -2)).abs().max().item()
+        raise ValueError(
+            f"J must be symmetric, got max |J - J^T| = {err:.3g}; use IsingProblem.from_couplings(h, J, "
+            "symmetrize='upper') for an upper-triangular J or symmetrize='average' for (J + J^T)/2"
+        )
+
+
+def _check_beta(beta: Any, h: torch.Tensor) -> Any:
+    if isinstance(beta, bool) or not isinstance(beta, (int, float, torch.Tensor, np.floating, np.integer)):
+        raise TypeError(f"beta must be a positive number or tensor, got {type(beta).__name__}")
+    if isinstance(beta, torch.Tensor):
+        if not torch.isfinite(beta).all() or (beta <= 0).any():
+            raise ValueError(f"beta must be finite and > 0, got {beta.detach().cpu().numpy()}")
+        try:
+            torch.broadcast_shapes(beta.shape, h.shape[:-1])
+        except RuntimeError:
+            raise ValueError(f"beta of shape {tuple(beta.shape)} does not broadcast to batch shape {tuple(h.shape[:-1])}") from None
+        return beta
+    beta = float(beta)
+    if not np.isfinite(beta) or beta <= 0:
+        raise ValueError(f"beta must be finite and > 0, got {beta}")
+    return beta
+
+
+def _check_mask(mask: Any, h: torch.Tensor) -> torch.Tensor | None:
+    if mask is None:
+        return None
+    m = torch.as_tensor(mask, device=h.device)
+    if m.dtype != torch.bool:
+        raise TypeError(f"mask must be boolean (True = spin takes part), got dtype {m.dtype}")
+    if m.shape != h.shape:
+        try:
+            m = torch.broadcast_to(m, h.shape)
+        except RuntimeError:
+            raise ValueError(f"mask must have the shape of h {tuple(h.shape)}, got {tuple(m.shape)}") from None
+    if m.all():
+        return None
+    return m
+
+
+# ---------------------------------------------------------------------- spin/bit conversions
+def spins_to_bits(s: Any) -> np.ndarray:
+    """±1 spins to bits with ``b = (1 - s) / 2`` (s = +1 is bit 0, the Z = +1 eigenstate)."""
+    s = np.asarray(s)
+    return ((1 - s) // 2).astype(np.uint8)
+
+
+def bits_to_spins(b: Any) -> np.ndarray:
+    """Bits to ±1 spins, ``s = 1 - 2 b`` (int8)."""
+    return (1 - 2 * np.asarray(b, dtype=np.int8)).astype(np.int8)
+
+
+def spins_to_index(s: Any) -> np.ndarray:
+    """Configuration index ``c = sum_j b_j 2**j`` (qubit/spin 0 least significant), shape ``s.shape[:-1]``."""
+    b = spins_to_bits(s).astype(np.int64)
+    return (b << np.arange(b.shape[-1], dtype=np.int64)).sum(-1)
+
+
+def index_to_spins(c: Any, n: int) -> np.ndarray:
+    """Inverse of :func:`spins_to_index`: int8 spins of shape ``c.shape + (n,)``."""
+    c = np.asarray(c, dtype=np.int64)
+    b = (c[..., None] >> np.arange(n, dtype=np.int64)) & 1
+    return (1 - 2 * b).astype(np.int8)
