@@ -35,7 +35,7 @@ class DQASchedule:
 
     Example:
         >>> s = DQASchedule(tau=1.0, steps=4)
-        >>> s.dt, [round(t, 3) for t in s.times()]
+        >>> s.dt, [round(float(t), 3) for t in s.times()]
         (0.25, [0.125, 0.375, 0.625, 0.875])
     """
 
