@@ -152,8 +152,9 @@ def _logspace_stats(h, J, beta, a, want_corr):
     fA = h[..., :a] @ SA.transpose(0, 1)
     fB = h[..., a:] @ SB.transpose(0, 1)
     L = beta[..., None, None] * (fA.unsqueeze(-2) + fB.unsqueeze(-1) + C)
-    logZ = torch.logsumexp(L.flatten(-2), dim=-1)
-    p = torch.exp(L - logZ[..., None, None])
+    Lf = L.flatten(-2)
+    logZ = torch.logsumexp(Lf, dim=-1)
+    p = torch.softmax(Lf, dim=-1).reshape(L.shape)  # normalised by its own sum: stays in [0, 1] in float32
     pA, pB = p.sum(-2), p.sum(-1)
     m = torch.cat([pA @ SA, pB @ SB], dim=-1)
     corr = None
