@@ -1,0 +1,263 @@
+"""Boltzmann attention (SPEC section 3): the functional form and the multi-head ``BoltzmannAttention`` module.
+
+For one head and query ``i`` with visible keys ``K_i`` (causal: ``j <= i``; bidirectional: all ``j``) the
+scores ``h_ij = q_i . k_j / sqrt(d)`` are the local fields of an Ising model over the spins of ``K_i`` (masked
+keys are dropped, not pinned), ``J`` is a learnable coupling matrix shared by all inputs,
+``m_ij = <s_j>`` under ``p_i(s) ∝ exp(-beta E_i(s))``, ``alpha_ij = (1 + m_ij) / 2`` and the attention weights
+are ``a_ij = alpha_ij / sum_{k in K_i} alpha_ik``.
+
+Modes (the paper's four-way ablation):
+
+* ``softmax``: standard scaled dot-product attention.
+* ``hj``: Boltzmann attention, exact marginals by enumeration (:mod:`hybrid_attention.exact`) or from a sampler.
+* ``h``: ``J = 0``: independent spins, ``alpha = sigmoid(2 beta h)`` in closed form (normalised sigmoid attention).
+* ``j``: ``h = 0``: the energy is spin-flip symmetric, every ``m = 0`` and attention is exactly uniform over the
+  visible keys (closed form; ``J`` then gets zero gradient, which is the exact answer). With a sampler, the
+  sampler is run with ``h = 0`` and its (noisy) marginals are used.
+
+Example:
+    >>> import torch
+    >>> from hybrid_attention.attention import boltzmann_attention
+    >>> q = k = v = torch.randn(2, 1, 5, 8)
+    >>> J = torch.zeros(1, 5, 5)
+    >>> boltzmann_attention(q, k, v, J, mode="hj").shape
+    torch.Size([2, 1, 5, 8])
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from . import exact
+
+__all__ = ["MODES", "boltzmann_attention", "attention_weights", "BoltzmannAttention", "symmetric_couplings"]
+
+MODES = ("softmax", "hj", "h", "j")
+
+
+def _check_mode(mode: Any) -> str:
+    if not isinstance(mode, str):
+        raise TypeError(f"mode must be a string, one of {MODES}, got {type(mode).__name__}")
+    if mode not in MODES:
+        raise ValueError(f"unknown attention mode {mode!r}; expected one of {MODES}")
+    return mode
+
+
+def _beta_tensor(beta: Any, H: int, like: torch.Tensor) -> torch.Tensor:
+    """``beta`` (scalar or ``(H,)``, float or tensor) as a tensor of shape ``(H,)``; must be finite and > 0."""
+    b = beta if isinstance(beta, torch.Tensor) else torch.as_tensor(float(beta) if not isinstance(beta, (list, tuple)) else beta)
+    b = b.to(dtype=like.dtype, device=like.device)
+    if b.ndim == 0:
+        b = b.expand(H)
+    if b.shape != (H,):
+        raise ValueError(f"beta must be a scalar or have shape (H,) = ({H},), got shape {tuple(b.shape)}")
+    bd = b.detach()
+    if not bool(torch.isfinite(bd).all()) or bool((bd <= 0).any()):
+        raise ValueError(f"beta must be finite and > 0, got {bd.tolist()}")
+    return b
+
+
+def _check_J(J: Any, H: int, T: int, like: torch.Tensor) -> torch.Tensor:
+    if not isinstance(J, torch.Tensor):
+        raise TypeError(f"J must be a torch.Tensor of shape (H, T', T'), got {type(J).__name__}")
+    if J.ndim != 3 or J.shape[0] != H or J.shape[1] != J.shape[2] or J.shape[1] < T:
+        raise ValueError(f"J must have shape (H, T', T') with H = {H} and T' >= T = {T}, got {tuple(J.shape)}")
+    Jd = J.detach()[:, :T, :T]
+    if not bool(torch.isfinite(Jd).all()):
+        raise ValueError("J must be finite")
+    tol = 1e-6 * max(1.0, float(Jd.abs().max())) if Jd.numel() else 0.0
+    if Jd.numel() and float((Jd - Jd.transpose(1, 2)).abs().max()) > tol:
+        raise ValueError("J must be symmetric (J[h, j, k] == J[h, k, j]); build it with symmetric_couplings()")
+    if Jd.numel() and float(torch.diagonal(Jd, dim1=1, dim2=2).abs().max()) > tol:
+        raise ValueError("J must have a zero diagonal")
+    return J[:, :T, :T].to(like.dtype)
+
+
+def _visible(Tq: int, T: int, causal: bool, device: Any) -> torch.Tensor:
+    """Boolean ``(Tq, T)`` mask of keys visible to each query (causal: key ``j <= i``)."""
+    if not causal:
+        return torch.ones(Tq, T, dtype=torch.bool, device=device)
+    return torch.ones(Tq, T, dtype=torch.bool, device=device).tril()
+
+
+def _normalise(alpha: torch.Tensor, vis: torch.Tensor) -> torch.Tensor:
+    """``alpha / sum(alpha)`` over visible keys, finite even if every visible alpha underflowed to 0.
+
+    ``alpha`` is clamped below at the smallest normal number of its dtype, so when all visible keys are
+    saturated negative (``m = -1`` in floating point) the row becomes uniform over them instead of ``0 / 0``.
+    """
+    tiny = torch.finfo(alpha.dtype).tiny
+    alpha = alpha.clamp_min(tiny) * vis.to(alpha.dtype)
+    return alpha / alpha.sum(-1, keepdim=True)
+
+
+def attention_weights(h: torch.Tensor, J: torch.Tensor | None = None, *, mode: str = "hj", causal: bool = True, beta: Any = 1.0,
+                      sampler: Any = None, num_reads: int | None = None, seed: Any = None) -> torch.Tensor:
+    """Normalised attention weights from scores.
+
+    Args:
+        h: scores ``(B, H, Tq, T)`` (``q.k / sqrt(d)``); causal requires ``Tq == T``.
+        J: couplings ``(H, T', T')``, ``T' >= T`` (leading ``T x T`` block used); required for ``hj`` and ``j``.
+        mode: ``softmax | hj | h | j`` (module docstring).
+        causal: mask future keys (they are dropped from query ``i``'s Ising system).
+        beta: inverse temperature, scalar or ``(H,)``, float or (learnable) tensor.
+        sampler: ``None`` for exact marginals, else a sampler object passed to
+            :func:`hybrid_attention.bridge.attention_marginals` (DQA samples give a Boltzmann surrogate at the
+            sampler's effective beta; see the bridge).
+        num_reads, seed: forwarded to the sampler.
+
+    Returns:
+        ``(B, H, Tq, T)`` weights, zero on masked keys, rows summing to 1.
+    """
+    mode = _check_mode(mode)
+    if not isinstance(h, torch.Tensor) or h.ndim != 4:
+        raise ValueError(f"scores h must be a tensor of shape (B, H, Tq, T), got {getattr(h, 'shape', type(h).__name__)}")
+    B, H, Tq, T = h.shape
+    if causal and Tq != T:
+        raise ValueError(f"causal attention needs as many queries as keys, got Tq = {Tq}, T = {T}")
+    vis = _visible(Tq, T, causal, h.device)
+    if mode == "softmax":
+        if sampler is not None:
+            raise ValueError("mode 'softmax' does not use a sampler; pass sampler=None")
+        return torch.softmax(h.masked_fill(~vis, float("-inf")), dim=-1)
+    b = _beta_tensor(beta, H, h)
+    if mode in ("hj", "j"):
+        if J is None:
+            raise ValueError(f"mode {mode!r} needs couplings J of shape (H, T', T'), got None")
+        J = _check_J(J, H, T, h)
+    if sampler is None:
+        if mode == "h":
+            # independent spins: (1 + tanh(beta h)) / 2 = sigmoid(2 beta h); normalise in log space so the
+            # weights stay exact and finite for any |h| (softmax of log-sigmoid is alpha / sum alpha).
+            logit = F.logsigmoid(2.0 * b[None, :, None, None] * h).masked_fill(~vis, float("-inf"))
+            return torch.softmax(logit, dim=-1)
+        if mode == "j":
+            # h = 0: spin-flip symmetry gives m = 0 exactly, alpha = 1/2 on every visible key.
+            w = vis.to(h.dtype).expand(B, H, Tq, T)
+            return w / w.sum(-1, keepdim=True)
+        exact.check_size(T)
+        m = exact.causal_marginals(h, J, b) if causal else exact.bidirectional_marginals(h, J, b)
+    else:
+        from .bridge import attention_marginals  # written by the quantum-bridge issue; imported on use
+
+        if mode == "h":
+            J = torch.zeros(H, T, T, dtype=h.dtype, device=h.device)
+        elif mode == "j":
+            h = torch.zeros_like(h)
+        m = attention_marginals(h, J, b, sampler=sampler, causal=causal, num_reads=num_reads, seed=seed)
+    return _normalise((1.0 + m) / 2.0, vis)
+
+
+def boltzmann_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, J: torch.Tensor | None = None, *, mode: str = "hj",
+                        causal: bool = True, beta: Any = 1.0, sampler: Any = None, num_reads: int | None = None,
+                        seed: Any = None) -> torch.Tensor:
+    """Boltzmann attention (SPEC section 3): ``o_i = sum_j a_ij v_j``.
+
+    Args:
+        q: queries ``(B, H, Tq, d)``.
+        k: keys ``(B, H, T, d)``.
+        v: values ``(B, H, T, dv)``.
+        J: couplings ``(H, T', T')`` with ``T' >= T``, symmetric with zero diagonal (leading ``T x T`` block
+            used); needed for modes ``hj`` and ``j``, ignored by ``softmax`` and ``h``.
+        mode: ``softmax | hj | h | j``.
+        causal: query ``i`` sees keys ``j <= i`` only (masked keys are dropped from its Ising system).
+        beta: inverse temperature: a float, or a tensor of shape ``()`` or ``(H,)`` (may require grad).
+        sampler: ``None`` (exact marginals) or a sampler object from :mod:`hybrid_attention.backends`.
+        num_reads, seed: forwarded to the sampler.
+
+    Returns:
+        ``(B, H, Tq, dv)``, differentiable w.r.t. ``q``, ``k``, ``v``, ``J`` and a tensor ``beta``. Works in
+        float32 and float64.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.ndim != 4:
+            raise ValueError(f"{name} must be a tensor of shape (B, H, T, d), got {getattr(t, 'shape', type(t).__name__)}")
+    if q.shape[:2] != k.shape[:2] or k.shape[:3] != v.shape[:3] or q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"incompatible shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    h = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    a = attention_weights(h, J, mode=mode, causal=causal, beta=beta, sampler=sampler, num_reads=num_reads, seed=seed)
+    return a @ v
+
+
+def symmetric_couplings(raw: torch.Tensor) -> torch.Tensor:
+    """Symmetric, zero-diagonal couplings from a raw ``(H, T, T)`` parameter: its strict upper triangle mirrored."""
+    U = torch.triu(raw, diagonal=1)
+    return U + U.transpose(-1, -2)
+
+
+class BoltzmannAttention(nn.Module):
+    """Multi-head (causal) self-attention with Boltzmann weights.
+
+    Args:
+        n_embd: model width (divisible by ``n_head``).
+        n_head: number of heads; each head has its own couplings ``J`` of shape ``(block_size, block_size)``.
+        block_size: largest sequence length ``T``.
+        mode: ``softmax | hj | h | j``.
+        beta: initial inverse temperature (> 0).
+        learn_beta: learn ``log beta`` per head.
+        causal: causal masking.
+        dropout: dropout on the output projection.
+        sampler, num_reads: optional sampler (``None`` = exact) and reads per call.
+
+    ``J`` is stored as a raw parameter ``J_raw`` (initialised to zero); :attr:`J` mirrors its strict upper
+    triangle, so it is symmetric with a zero diagonal by construction, after any optimiser step.
+    Modes ``softmax`` and ``h`` have no couplings parameter.
+
+    Example:
+        >>> import torch
+        >>> att = BoltzmannAttention(16, 2, block_size=8, mode="hj")
+        >>> att(torch.randn(3, 8, 16)).shape
+        torch.Size([3, 8, 16])
+    """
+
+    def __init__(self, n_embd: int, n_head: int, block_size: int, *, mode: str = "hj", beta: float = 1.0, learn_beta: bool = False,
+                 causal: bool = True, dropout: float = 0.0, bias: bool = True, sampler: Any = None, num_reads: int | None = None) -> None:
+        super().__init__()
+        mode = _check_mode(mode)
+        if n_embd % n_head:
+            raise ValueError(f"n_embd must be divisible by n_head, got n_embd = {n_embd}, n_head = {n_head}")
+        if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta > 0):
+            raise ValueError(f"beta must be a finite number > 0, got {beta!r}")
+        self.n_head, self.n_embd, self.block_size = n_head, n_embd, block_size
+        self.mode, self.causal = mode, causal
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd, bias=bias)
+        self.c_proj = nn.Linear(n_embd, n_embd, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+        if mode in ("hj", "j"):
+            self.J_raw = nn.Parameter(torch.zeros(n_head, block_size, block_size))
+        else:
+            self.register_parameter("J_raw", None)
+        log_beta = torch.full((n_head,), math.log(beta))
+        if learn_beta:
+            self.log_beta = nn.Parameter(log_beta)
+        else:
+            self.register_buffer("log_beta", log_beta)
+        self.sampler, self.num_reads, self.seed = sampler, num_reads, None
+
+    @property
+    def J(self) -> torch.Tensor | None:
+        """Couplings ``(n_head, block_size, block_size)``, symmetric, zero diagonal (``None`` without couplings)."""
+        return None if self.J_raw is None else symmetric_couplings(self.J_raw)
+
+    @property
+    def beta(self) -> torch.Tensor:
+        """Inverse temperature per head, shape ``(n_head,)``."""
+        return self.log_beta.exp()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x (B, T, n_embd) -> (B, T, n_embd)``."""
+        B, T, C = x.shape
+        if T > self.block_size:
+            raise ValueError(f"sequence length {T} exceeds block_size {self.block_size}")
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        shape = (B, T, self.n_head, C // self.n_head)
+        q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
+        y = boltzmann_attention(q, k, v, self.J, mode=self.mode, causal=self.causal, beta=self.beta,
+                                sampler=self.sampler, num_reads=self.num_reads, seed=self.seed)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.dropout(self.c_proj(y))

@@ -1,0 +1,203 @@
+"""Decoder-only Transformer (nanoGPT style) with Boltzmann attention: :class:`TransformerConfig`, :class:`Transformer`.
+
+Two heads:
+
+* ``head="lm"``: next-token logits over the vocabulary (Tiny Shakespeare).
+* ``head="position"``: a pointer head: at each position ``i`` logits over the ``block_size`` positions
+  ``j <= i`` (later positions are masked), for the bracket task (closing bracket -> its matching opening bracket).
+  The loss counts only positions whose target is not ``ignore_index`` (-100).
+
+Example:
+    >>> import torch
+    >>> cfg = TransformerConfig(vocab_size=10, block_size=8, n_embd=16, attention="hj")
+    >>> model = Transformer(cfg)
+    >>> idx = torch.randint(0, 10, (2, 8))
+    >>> logits, loss = model(idx, idx)
+    >>> tuple(logits.shape), bool(loss > 0)
+    ((2, 8, 10), True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from . import exact as _exact
+from .attention import MODES, BoltzmannAttention
+
+__all__ = ["TransformerConfig", "Transformer", "IGNORE_INDEX", "HEADS"]
+
+IGNORE_INDEX = -100
+HEADS = ("lm", "position")
+
+
+@dataclass
+class TransformerConfig:
+    """Model hyperparameters (names as in nanoGPT).
+
+    Attributes:
+        vocab_size: number of token ids.
+        block_size: largest sequence length ``T`` (Ising spins per query in modes ``hj``/``j``).
+        n_layer, n_head, n_embd: depth, heads per layer, width (``n_embd % n_head == 0``).
+        ffn: include the MLP sub-block (the bracket ablation also runs without it).
+        dropout: dropout probability.
+        attention: ``softmax | hj | h | j``.
+        beta: (initial) inverse temperature of the Ising attention.
+        learn_beta: learn ``log beta`` per head.
+        head: ``lm`` (next-token) or ``position`` (pointer over positions).
+        bias: biases in linear layers and layer norms.
+        exact_max_spins: limit for exact enumeration (``exact.MAX_SPINS``); checked for ``hj``/``j`` with the
+            exact path (``exact=True``).
+        exact: whether marginals are computed exactly (``False`` when a sampler is attached).
+    """
+
+    vocab_size: int
+    block_size: int
+    n_layer: int = 1
+    n_head: int = 1
+    n_embd: int = 64
+    ffn: bool = True
+    dropout: float = 0.0
+    attention: str = "hj"
+    beta: float = 1.0
+    learn_beta: bool = False
+    head: str = "lm"
+    bias: bool = True
+    exact: bool = True
+    exact_max_spins: int = _exact.MAX_SPINS
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ``ValueError``/``TypeError`` with the expected and received value for bad settings."""
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError(f"TransformerConfig.{name} must be an int, got {type(v).__name__} {v!r}")
+            if v < 1:
+                raise ValueError(f"TransformerConfig.{name} must be >= 1, got {v}")
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd must be divisible by n_head, got n_embd = {self.n_embd}, n_head = {self.n_head}")
+        if self.attention not in MODES:
+            raise ValueError(f"unknown attention mode {self.attention!r}; expected one of {MODES}")
+        if self.head not in HEADS:
+            raise ValueError(f"unknown head {self.head!r}; expected one of {HEADS}")
+        if not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if not (isinstance(self.beta, (int, float)) and math.isfinite(self.beta) and self.beta > 0):
+            raise ValueError(f"beta must be a finite number > 0, got {self.beta!r}")
+        if self.exact and self.attention in ("hj", "j") and self.block_size > self.exact_max_spins:
+            raise ValueError(
+                f"block_size = {self.block_size} is above the exact-enumeration limit of {self.exact_max_spins} spins for "
+                f"attention {self.attention!r} (each query is an Ising system over up to block_size keys, 2**block_size "
+                "states); use block_size <= the limit, attention 'softmax' or 'h', or an approximate sampler"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: TransformerConfig) -> None:
+        super().__init__()
+        self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=cfg.bias)
+        self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=cfg.bias)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.c_proj(F.gelu(self.c_fc(x))))
+
+
+class Block(nn.Module):
+    """Pre-norm residual block: attention, then (optionally) the MLP."""
+
+    def __init__(self, cfg: TransformerConfig) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
+        self.attn = BoltzmannAttention(cfg.n_embd, cfg.n_head, cfg.block_size, mode=cfg.attention, beta=cfg.beta,
+                                       learn_beta=cfg.learn_beta, dropout=cfg.dropout, bias=cfg.bias)
+        self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias) if cfg.ffn else None
+        self.mlp = MLP(cfg) if cfg.ffn else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))
+        if self.mlp is not None:
+            x = x + self.mlp(self.ln_2(x))
+        return x
+
+
+class Transformer(nn.Module):
+    """Decoder-only Transformer: token + learned position embeddings, ``n_layer`` blocks, final norm, head.
+
+    ``forward(idx (B, T) int64, targets (B, T) | None) -> (logits, loss)``; logits are ``(B, T, vocab_size)``
+    for ``head="lm"`` and ``(B, T, block_size)`` for ``head="position"`` (entries ``j > i`` are ``-inf``);
+    ``loss`` is the mean cross-entropy over targets != -100, or ``None`` without targets.
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        if not isinstance(config, TransformerConfig):
+            raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
+        config.validate()
+        self.config = config
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.wpe = nn.Embedding(config.block_size, config.n_embd)
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
+        out = config.vocab_size if config.head == "lm" else config.block_size
+        self.head = nn.Linear(config.n_embd, out, bias=config.head == "position")
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():  # GPT-2 scaled init of residual projections
+            if name.endswith("c_proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    @property
+    def attention_layers(self) -> list[BoltzmannAttention]:
+        return [b.attn for b in self.blocks]
+
+    def set_sampler(self, sampler: Any, num_reads: int | None = None, seed: Any = None) -> None:
+        """Attach a sampler (``None`` = exact) to every attention layer."""
+        for layer in self.attention_layers:
+            layer.sampler, layer.num_reads, layer.seed = sampler, num_reads, seed
+
+    def couplings(self) -> list[torch.Tensor | None]:
+        """Per layer: ``J`` of shape ``(n_head, block_size, block_size)`` (detached) or ``None``."""
+        return [None if a.J is None else a.J.detach().clone() for a in self.attention_layers]
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if idx.ndim != 2:
+            raise ValueError(f"idx must have shape (B, T), got {tuple(idx.shape)}")
+        B, T = idx.shape
+        if T > self.config.block_size:
+            raise ValueError(f"sequence length {T} exceeds block_size {self.config.block_size}")
+        pos = torch.arange(T, device=idx.device)
+        x = self.drop(self.wte(idx) + self.wpe(pos))
+        for block in self.blocks:
+            x = block(x)
+        logits = self.head(self.ln_f(x))
+        if self.config.head == "position":
+            future = torch.ones(T, self.config.block_size, dtype=torch.bool, device=idx.device).triu(1)
+            logits = logits.masked_fill(future, float("-inf"))
+        loss = None
+        if targets is not None:
+            if targets.shape != idx.shape:
+                raise ValueError(f"targets must have shape {tuple(idx.shape)}, got {tuple(targets.shape)}")
+            loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T), ignore_index=IGNORE_INDEX)
+        return logits, loss
