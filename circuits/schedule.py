@@ -32,6 +32,10 @@ class DQASchedule:
         energy_scale: ``lambda``, the problem energy scale (``B(tau) = energy_scale``).
         shape: ``"linear"`` (SPEC default) or ``"sin2"`` (``s(x) = sin^2(pi x / 2)``).
         order: 1 (SPEC default, problem then driver) or 2 (symmetric splitting).
+        field_scale: factor on the fields inside the circuit (compensation: DQA samples couplings at about
+            twice the inverse temperature of the fields, so ``field_scale=2`` balances them; see
+            :mod:`hybrid_attention.circuits.temperature`). Default 1 (the SPEC program).
+        coupling_scale: factor on the couplings inside the circuit (default 1).
 
     Example:
         >>> s = DQASchedule(tau=1.0, steps=4)
@@ -45,9 +49,11 @@ class DQASchedule:
     energy_scale: float = 1.0
     shape: str = "linear"
     order: int = 1
+    field_scale: float = 1.0
+    coupling_scale: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("tau", "gamma", "energy_scale"):
+        for name in ("tau", "gamma", "energy_scale", "field_scale", "coupling_scale"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not math.isfinite(float(v)):
                 raise ValueError(f"DQASchedule.{name} must be a finite number, got {v!r}")

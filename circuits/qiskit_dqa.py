@@ -1,0 +1,259 @@
+"""Qiskit emitter: Ising problem + :class:`DQASchedule` -> Trotterized DQA ``QuantumCircuit`` (SPEC section 4).
+
+Qubit ``j`` is spin ``j`` and is measured into clbit ``j`` of the register ``"meas"`` (so
+``BitArray.to_bool_array(order="little")`` puts spin ``j`` in column ``j``). Slice ``k`` applies
+``RZ(-2 b_k h_j)`` on every qubit, ``RZZ(-2 b_k J_jk)`` on every coupled pair, then ``RX(-2 a_k)``, with
+``(b_k, a_k) = schedule.coefficients()``; the problem's ``beta`` multiplies ``h`` and ``J`` (the circuit
+encodes ``beta * H_P``) and ``schedule.field_scale`` / ``coupling_scale`` are applied on top.
+
+A batch of problems of one size and coupling pattern shares one parametrised template (cached), with one
+``ParameterVector("x", n + len(edges))``: ``x[:n]`` are the fields ``beta * h`` and ``x[n:]`` the couplings
+``beta * J_e`` over ``template.edges``. :meth:`DQATemplate.bindings` turns a batch into the ``(*batch, P)``
+parameter-values array of a SamplerV2 PUB.
+
+Hardware options (:class:`CircuitOptions`): ``coupling_map`` restricts couplings to a device graph (raise
+listing the offending pairs, or drop them); ``fold_rzz`` emits every ``RZZ(theta)`` as
+``RZZ((pi/2 + theta)/2) . X_a RZZ((pi/2 - theta)/2) X_a`` so both angles lie in ``[0, pi/2]`` (IBM fractional
+gates), valid for ``|theta| <= pi/2`` (checked when binding).
+
+Example:
+    >>> import torch
+    >>> from hybrid_attention import IsingProblem
+    >>> from hybrid_attention.circuits import DQASchedule, dqa_circuit
+    >>> p = IsingProblem(torch.tensor([0.5, -0.3]), torch.tensor([[0.0, 0.8], [0.8, 0.0]]))
+    >>> qc = dqa_circuit(p, DQASchedule(tau=1.0, steps=3))
+    >>> qc.num_qubits, dict(qc.count_ops())["rzz"]
+    (2, 3)
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from hybrid_attention.ising import IsingProblem
+
+from .schedule import DQASchedule
+
+__all__ = ["CircuitOptions", "DQATemplate", "dqa_template", "template_for", "dqa_circuit", "dqa_qasm3",
+           "resolve_coupling_map", "restrict_edges"]
+
+logger = logging.getLogger(__name__)
+
+Edge = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class CircuitOptions:
+    """Emitter options (hashable: part of the template cache key).
+
+    Args:
+        measure: append ``measure(j, j)`` on every qubit.
+        fold_rzz: two-gate folded RZZ with angles in ``[0, pi/2]`` (fractional-gate backends).
+        coupling_map: undirected physical edges allowed for two-qubit gates (``None``: all-to-all). Build it
+            with :func:`resolve_coupling_map` from a list of pairs, a qiskit ``CouplingMap`` or a backend.
+        layout: physical qubit of each spin (``None``: spin ``j`` on physical qubit ``j``); used for the
+            coupling-map check and as the transpiler's initial layout.
+        on_missing: ``"raise"`` (default) or ``"drop"`` couplings between spins not adjacent on the device.
+    """
+
+    measure: bool = True
+    fold_rzz: bool = False
+    coupling_map: tuple[Edge, ...] | None = None
+    layout: tuple[int, ...] | None = None
+    on_missing: str = "raise"
+
+    def __post_init__(self) -> None:
+        if self.on_missing not in ("raise", "drop"):
+            raise ValueError(f"on_missing must be 'raise' or 'drop', got {self.on_missing!r}")
+
+
+def resolve_coupling_map(obj: Any) -> tuple[Edge, ...] | None:
+    """Undirected, sorted edge tuple from ``None``, a sequence of pairs, a ``CouplingMap`` or a backend."""
+    if obj is None:
+        return None
+    if hasattr(obj, "coupling_map") and not isinstance(obj, (list, tuple)):  # BackendV2
+        obj = obj.coupling_map
+    if hasattr(obj, "get_edges"):  # qiskit CouplingMap
+        obj = obj.get_edges()
+    try:
+        edges = {tuple(sorted((int(a), int(b)))) for a, b in obj}
+    except (TypeError, ValueError):
+        raise TypeError(f"coupling_map must be pairs of ints, a CouplingMap or a backend, got {type(obj).__name__}") from None
+    return tuple(sorted(e for e in edges if e[0] != e[1]))
+
+
+def restrict_edges(edges: Sequence[Edge], n: int, options: CircuitOptions) -> tuple[Edge, ...]:
+    """Couplings allowed by ``options.coupling_map`` (raise listing the offending spin pairs, or drop them)."""
+    edges = tuple(edges)
+    if options.coupling_map is None:
+        return edges
+    layout = options.layout if options.layout is not None else tuple(range(n))
+    if len(layout) < n:
+        raise ValueError(f"layout must give a physical qubit for each of the {n} spins, got {len(layout)}")
+    graph = set(options.coupling_map)
+    bad = [(a, b) for a, b in edges if tuple(sorted((layout[a], layout[b]))) not in graph]
+    if bad and options.on_missing == "raise":
+        raise ValueError(
+            f"{len(bad)} coupled spin pair(s) are not adjacent on the device coupling graph (spin pairs {bad[:20]}"
+            f"{' ...' if len(bad) > 20 else ''}, layout {list(layout[:n])}); pass on_missing='drop' to drop them "
+            "or choose a layout/couplings that fit the graph")
+    if bad:
+        logger.warning("dropping %d coupling(s) not on the device graph: %s", len(bad), bad[:20])
+    return tuple(e for e in edges if e not in set(bad))
+
+
+class DQATemplate:
+    """Parametrised DQA circuit for one (n, coupling pattern, schedule, options).
+
+    Attributes:
+        circuit: the ``QuantumCircuit`` with ``ParameterVector("x", n + len(edges))``.
+        n, edges, schedule, options: what it was built for.
+    """
+
+    def __init__(self, n: int, edges: tuple[Edge, ...], schedule: DQASchedule, options: CircuitOptions) -> None:
+        from qiskit import ClassicalRegister, QuantumCircuit, QuantumRegister
+        from qiskit.circuit import ParameterVector
+
+        self.n, self.edges, self.schedule, self.options = n, edges, schedule, options
+        self.params = ParameterVector("x", n + len(edges))
+        qc = QuantumCircuit(QuantumRegister(n, "q"), name=f"dqa_n{n}_K{schedule.steps}")
+        if options.measure:
+            qc.add_register(ClassicalRegister(n, "meas"))
+        b, a = schedule.coefficients()
+        fs, cs = float(schedule.field_scale), float(schedule.coupling_scale)
+        qc.h(range(n))
+        for bk, ak in zip(b, a):
+            if schedule.order == 2:
+                qc.rx(-float(ak), range(n))
+            for j in range(n):
+                qc.rz(-2.0 * float(bk) * fs * self.params[j], j)
+            for e, (j, k) in enumerate(edges):
+                theta = -2.0 * float(bk) * cs * self.params[n + e]
+                if options.fold_rzz:
+                    qc.x(j)
+                    qc.rzz((math.pi / 2 - theta) / 2, j, k)
+                    qc.x(j)
+                    qc.rzz((math.pi / 2 + theta) / 2, j, k)
+                else:
+                    qc.rzz(theta, j, k)
+            qc.rx(-float(ak) if schedule.order == 2 else -2.0 * float(ak), range(n))
+        if options.measure:
+            qc.measure(range(n), range(n))
+        self.circuit = qc
+
+    @property
+    def num_parameters(self) -> int:
+        return self.n + len(self.edges)
+
+    def bindings(self, problem: IsingProblem) -> np.ndarray:
+        """Parameter values for a batch, ``(*batch, n + len(edges))`` float64: ``beta * h`` then ``beta * J_e``.
+
+        Raises:
+            ValueError: wrong ``n``; a coupling outside ``edges`` (a different pattern needs another template);
+                a folded RZZ angle outside ``[-pi/2, pi/2]``.
+        """
+        if not isinstance(problem, IsingProblem):
+            raise TypeError(f"expected an IsingProblem, got {type(problem).__name__}")
+        if problem.n != self.n:
+            raise ValueError(f"template has n = {self.n} qubits, problem has n = {problem.n} spins")
+        h, J = problem.dropped()
+        beta = problem.beta_tensor().detach().double().numpy()[..., None]
+        h = h.detach().double().numpy() * beta
+        Jx = np.broadcast_to(J.detach().double().numpy(), (*problem.batch_shape, self.n, self.n)) * beta[..., None]
+        allowed = np.zeros((self.n, self.n), dtype=bool)
+        for j, k in self.edges:
+            allowed[j, k] = allowed[k, j] = True
+        off = (np.abs(Jx) > 0) & ~allowed
+        if off.any():
+            pairs = sorted({tuple(sorted(map(int, ix[-2:]))) for ix in np.argwhere(off)})
+            raise ValueError(f"couplings on pairs {pairs[:20]} are not in this template's edges; build a template with them")
+        ja = np.array([e[0] for e in self.edges], dtype=int)
+        kb = np.array([e[1] for e in self.edges], dtype=int)
+        vals = np.concatenate([h, Jx[..., ja, kb]], axis=-1)
+        if self.options.fold_rzz and self.edges:
+            b, _ = self.schedule.coefficients()
+            worst = 2.0 * float(np.max(np.abs(b))) * abs(float(self.schedule.coupling_scale)) * float(np.max(np.abs(vals[..., self.n:]), initial=0.0))
+            if worst > math.pi / 2 + 1e-12:
+                raise ValueError(
+                    f"fold_rzz needs |RZZ angle| <= pi/2, got {worst:.4g} (max |2 dt B(t) beta J| over slices); "
+                    "use more Trotter steps or a smaller energy_scale")
+        return vals
+
+    def bind(self, values: np.ndarray) -> Any:
+        """One bound ``QuantumCircuit`` from a ``(P,)`` values row."""
+        values = np.asarray(values, dtype=float)
+        if values.shape != (self.num_parameters,):
+            raise ValueError(f"values must have shape ({self.num_parameters},), got {values.shape}")
+        return self.circuit.assign_parameters(dict(zip(self.params, values.tolist())))
+
+    def __repr__(self) -> str:
+        return f"DQATemplate(n={self.n}, edges={len(self.edges)}, steps={self.schedule.steps}, options={self.options})"
+
+
+@functools.lru_cache(maxsize=128)
+def dqa_template(n: int, edges: tuple[Edge, ...], schedule: DQASchedule, options: CircuitOptions = CircuitOptions()) -> DQATemplate:
+    """Cached :class:`DQATemplate` per ``(n, edges, schedule, options)``."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if not isinstance(schedule, DQASchedule):
+        raise TypeError(f"schedule must be a DQASchedule, got {type(schedule).__name__}")
+    return DQATemplate(int(n), tuple(edges), schedule, options)
+
+
+def template_for(problem: IsingProblem, schedule: DQASchedule, options: CircuitOptions = CircuitOptions()) -> DQATemplate:
+    """The template for a (batched) problem: its union coupling pattern, restricted by ``options``."""
+    if not isinstance(problem, IsingProblem):
+        raise TypeError(f"expected an IsingProblem, got {type(problem).__name__}")
+    edges = restrict_edges(problem.coupling_edges(), problem.n, options)
+    return dqa_template(problem.n, edges, schedule, options)
+
+
+def _drop_missing(problem: IsingProblem, tmpl: DQATemplate) -> IsingProblem:
+    """Zero the couplings a ``on_missing='drop'`` template does not carry."""
+    keep = np.zeros((problem.n, problem.n))
+    for j, k in tmpl.edges:
+        keep[j, k] = keep[k, j] = 1.0
+    import torch
+
+    Jk = problem.J.detach() * torch.as_tensor(keep, dtype=problem.dtype)
+    return IsingProblem(problem.h.detach(), Jk, beta=problem.beta, mask=problem.mask)
+
+
+def dqa_circuit(problem: IsingProblem, schedule: DQASchedule, *, measure: bool = True, options: CircuitOptions | None = None) -> Any:
+    """Bound DQA ``QuantumCircuit`` for one problem instance.
+
+    Args:
+        problem: an unbatched :class:`IsingProblem` (or batch size one); masked spins become decoupled qubits.
+        schedule: the :class:`DQASchedule`.
+        measure: append measurements (qubit ``j`` into clbit ``j``); overrides ``options.measure``.
+        options: :class:`CircuitOptions` (coupling map, folded RZZ).
+
+    Returns:
+        a ``qiskit.QuantumCircuit`` on ``n`` qubits without free parameters.
+    """
+    if not isinstance(problem, IsingProblem):
+        raise TypeError(f"expected an IsingProblem, got {type(problem).__name__}")
+    if problem.h.numel() != problem.n:
+        raise ValueError(f"dqa_circuit needs one problem instance, got batch shape {tuple(problem.batch_shape)}; "
+                         "use template_for(...).bindings(problem) for batches")
+    opts = options or CircuitOptions()
+    if opts.measure != measure:
+        opts = CircuitOptions(measure, opts.fold_rzz, opts.coupling_map, opts.layout, opts.on_missing)
+    problem = problem.flatten()
+    tmpl = template_for(problem, schedule, opts)
+    if opts.coupling_map is not None and opts.on_missing == "drop":
+        problem = _drop_missing(problem, tmpl)
+    return tmpl.bind(tmpl.bindings(problem)[0])
+
+
+def dqa_qasm3(problem: IsingProblem, schedule: DQASchedule, **kwargs: Any) -> str:
+    """OpenQASM 3 text of :func:`dqa_circuit` (same arguments)."""
+    from qiskit import qasm3
+
+    return qasm3.dumps(dqa_circuit(problem, schedule, **kwargs))
