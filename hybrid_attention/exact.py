@@ -165,6 +165,12 @@ def _logspace_stats(h, J, beta, a, want_corr):
     return logZ, m, corr
 
 
+def _upcast_ok(dtype: torch.dtype, crange: torch.Tensor) -> bool:
+    """A low-precision problem whose coupling range is too wide for its exponent range can still take the
+    factorised path in float64 (GEMMs stay cheap; results are cast back)."""
+    return dtype != torch.float64 and bool((crange <= _RANGE_LIMIT[torch.float64]).all())
+
+
 def _rows(h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor, want_corr: bool):
     """Core on flat rows: ``h (R, n)``, ``J (n, n)`` shared or ``(R, n, n)``, ``beta (R,)``.
 
@@ -177,6 +183,9 @@ def _rows(h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor, want_corr: bool)
     Cd = C.detach()
     crange = (Cd.amax(dim=(-2, -1)) - Cd.amin(dim=(-2, -1))) * beta.detach() if C.ndim > 2 else (Cd.max() - Cd.min()) * beta.detach()
     if bool((crange > limit).any()):
+        if _upcast_ok(h.dtype, crange):  # float64's exponent range still holds the factorised product
+            out = _rows(h.double(), J.double(), beta.double(), want_corr)
+            return tuple(None if o is None else o.to(h.dtype) for o in out)
         logger.debug("exact: beta * coupling range %.3g above %.3g, using the log-space path", float(crange.max()), limit)
         Jr = J if J.ndim == 3 else J.expand(R, n, n)
         return _logspace_stats(h, Jr, beta, a, want_corr)
@@ -322,6 +331,8 @@ def shared_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0) -> torch
     Cmax = Cd.amax(dim=(-2, -1), keepdim=True)
     crange = (Cmax.reshape(H) - Cd.amin(dim=(-2, -1))) * beta_h.detach()
     if bool((crange > _RANGE_LIMIT.get(h.dtype, 50.0)).any()):
+        if _upcast_ok(h.dtype, crange):
+            return shared_marginals(h.double(), J.double(), beta_h.double()).to(h.dtype)
         hr = h.transpose(0, 1).reshape(H * R, n)
         Jr = J.repeat_interleave(R, dim=0)
         br = beta_h.repeat_interleave(R)

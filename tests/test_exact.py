@@ -100,6 +100,22 @@ def test_strong_couplings_take_the_log_space_path_and_match(rng):
             np.testing.assert_allclose(m[b].double().numpy(), m2, atol=3e-4 if dtype == torch.float32 else 1e-12)
 
 
+@pytest.mark.parametrize("scale, path", [(0.5, "factorised"), (8.0, "upcast"), (200.0, "logspace")])
+def test_each_numerical_path_matches_brute_force(rng, monkeypatch, scale, path):
+    calls = {"logspace": 0, "upcast": 0}
+    real_log, real_up = exact._logspace_stats, exact._upcast_ok
+    monkeypatch.setattr(exact, "_logspace_stats", lambda *a: calls.__setitem__("logspace", calls["logspace"] + 1) or real_log(*a))
+    monkeypatch.setattr(exact, "_upcast_ok", lambda *a: (real_up(*a) and not calls.__setitem__("upcast", calls["upcast"] + 1)))
+    T = 8
+    h = rng.normal(size=(2, 1, T, T))
+    J = random_couplings(rng, T, scale, (1,))
+    m = exact.causal_marginals(to_t(h, torch.float32), to_t(J, torch.float32))
+    ref = _causal_reference(h, J, [1.0])
+    np.testing.assert_allclose(m.double().numpy(), ref, atol=2e-3)
+    assert (calls["logspace"] > 0) == (path == "logspace")
+    assert (calls["upcast"] > 0) == (path == "upcast")
+
+
 def test_float32_matches_float64(rng):
     h, J, _, p64 = _problem(rng, 10, (8,), True, False)
     p32 = p64.to(torch.float32)

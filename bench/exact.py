@@ -1,0 +1,135 @@
+"""Benchmark of the exact causal Boltzmann kernel (issue: Foundation).
+
+Prints, measured side by side in one run (repetitions interleaved, medians reported, ratios are what count on a
+shared machine):
+  (a) the causal kernel against a straightforward per-problem loop (each query's 2^n configurations enumerated
+      on their own) at T = 8 and 12;
+  (b) the kernel against full 2^T enumeration with masked (dropped) future keys, one table per query, at
+      T = 12, 16, 20;
+  (c) the kernel's forward and forward+backward time at B = 64, H = 1, T = 12, 16, 20 in float32 and float64, each
+      also as a multiple of a floor measured in the same run: one torch.exp pass over a float32 tensor with as many
+      elements as the kernel has (row, configuration) pairs, B * H * sum_{m=1..T} 2^m.
+
+Run:  python bench/exact.py            (about 2 minutes)
+      python bench/exact.py --quick    (smaller repetitions)
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from hybrid_attention import exact
+
+
+def _timeit(fns: dict, reps: int) -> dict:
+    """Interleave repetitions of several callables; return the median seconds of each."""
+    for f in fns.values():
+        f()  # warm-up (caches, allocator)
+    times = {k: [] for k in fns}
+    for _ in range(reps):
+        for k, f in fns.items():
+            t0 = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def _inputs(B, H, T, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    h = torch.randn(B, H, T, T, generator=g).to(dtype)
+    Ju = 0.3 * torch.randn(H, T, T, generator=g).to(dtype)
+    J = torch.triu(Ju, 1) + torch.triu(Ju, 1).transpose(-1, -2)
+    return h, J
+
+
+def per_problem_loop(h, J):
+    """Each (batch, head, query) problem enumerated on its own: 2^(i+1) configurations of its prefix."""
+    B, H, T, _ = h.shape
+    out = torch.zeros_like(h)
+    for b in range(B):
+        for hd in range(H):
+            for i in range(T):
+                S = exact.enumerate_states(i + 1, dtype=h.dtype)
+                Jm = J[hd, : i + 1, : i + 1]
+                L = S @ h[b, hd, i, : i + 1] + 0.5 * ((S @ Jm) * S).sum(-1)
+                out[b, hd, i, : i + 1] = torch.softmax(L, 0) @ S
+    return out
+
+
+def full_masked_enumeration(h, J):
+    """All 2^T configurations for every query, future keys masked out (dropped: zero field and couplings)."""
+    B, H, T, _ = h.shape
+    S = exact.enumerate_states(T, dtype=h.dtype)
+    out = torch.zeros_like(h)
+    for hd in range(H):
+        for i in range(T):
+            vis = (torch.arange(T) <= i).to(h.dtype)
+            Jm = J[hd] * vis[:, None] * vis[None, :]
+            C = 0.5 * ((S @ Jm) * S).sum(-1)  # (2^T,) shared over the batch
+            L = (h[:, hd, i] * vis) @ S.T + C  # (B, 2^T)
+            out[:, hd, i] = (torch.softmax(L, -1) @ S) * vis
+    return out
+
+
+def pairs(B, H, T):
+    return B * H * sum(2**m for m in range(1, T + 1))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    args = ap.parse_args()
+    reps = 3 if args.quick else 7
+    torch.manual_seed(0)
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}\n")
+
+    print("(a) kernel vs per-problem loop, B = 64, H = 1, float32")
+    print("| T | kernel ms | per-problem loop ms | speed-up |\n|---|---|---|---|")
+    for T in (8, 12):
+        h, J = _inputs(64, 1, T, torch.float32)
+        t = _timeit({"k": lambda: exact.causal_marginals(h, J), "l": lambda: per_problem_loop(h, J)}, max(3, reps // 2))
+        print(f"| {T} | {t['k'] * 1e3:.2f} | {t['l'] * 1e3:.1f} | {t['l'] / t['k']:.1f}x |")
+        assert torch.allclose(exact.causal_marginals(h, J), per_problem_loop(h, J), atol=1e-5)
+
+    print("\n(b) kernel vs full 2^T enumeration with masked keys, B = 8, H = 1, float32")
+    print("| T | kernel ms | full masked ms | speed-up |\n|---|---|---|---|")
+    for T in (12, 16, 20):
+        h, J = _inputs(8, 1, T, torch.float32)
+        r = 3 if T < 20 else 1
+        t = _timeit({"k": lambda: exact.causal_marginals(h, J), "f": lambda: full_masked_enumeration(h, J)}, r)
+        print(f"| {T} | {t['k'] * 1e3:.2f} | {t['f'] * 1e3:.1f} | {t['f'] / t['k']:.1f}x |")
+        if T <= 16:
+            assert torch.allclose(exact.causal_marginals(h, J), full_masked_enumeration(h, J), atol=1e-4)
+
+    print("\n(c) kernel forward and forward+backward, B = 64, H = 1, against the floor "
+          "(one torch.exp over a float32 tensor of B*H*sum_m 2^m elements)")
+    print("| T | dtype | pairs | floor ms | forward ms | forward / floor | fwd+bwd ms | fwd+bwd / floor |")
+    print("|---|---|---|---|---|---|---|---|")
+    for T in (12, 16, 20):
+        x = torch.randn(pairs(64, 1, T))
+        for dtype in (torch.float32, torch.float64):
+            h, J = _inputs(64, 1, T, dtype)
+            hr, Jr = h.clone().requires_grad_(True), J.clone().requires_grad_(True)
+            g = torch.randn(64, 1, T, T, dtype=dtype)
+
+            def fwd():
+                with torch.no_grad():
+                    exact.causal_marginals(h, J)
+
+            def fwdbwd():
+                m = exact.causal_marginals(hr, Jr)
+                torch.autograd.backward(m, g)
+
+            r = reps if T < 20 else 3
+            t = _timeit({"floor": lambda: torch.exp(x), "f": fwd, "fb": fwdbwd}, r)
+            fl = t["floor"]
+            print(f"| {T} | {str(dtype).replace('torch.', '')} | {x.numel():,} | {fl * 1e3:.2f} | {t['f'] * 1e3:.2f} | "
+                  f"{t['f'] / fl:.2f}x | {t['fb'] * 1e3:.2f} | {t['fb'] / fl:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
