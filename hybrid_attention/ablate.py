@@ -1,0 +1,290 @@
+"""The four-way ablation (``hybrid-attention ablate``): attention modes x block sizes x seeds, tabulated and plotted.
+
+Runs go to ``DIR/runs/<mode>_T<T>_s<seed>/`` (ordinary :mod:`hybrid_attention.train` run directories). The
+command is resumable: finished runs (``metrics.json`` with ``finished: true``) are skipped, interrupted ones
+continue from their checkpoint. It then writes
+
+* ``DIR/runs.csv``: one row per run;
+* ``DIR/summary.csv`` and ``DIR/summary.md``: mean, standard deviation (over seeds, ``ddof=1``) and count per
+  mode and T, with the difference to softmax (perplexity: relative, in %; accuracy: in points and relative);
+* ``DIR/metric_vs_T.png``: the metric against T per mode (mean ± std);
+* ``DIR/couplings_by_distance.csv`` / ``.png``: the learned ``J`` of the ``hj`` runs averaged over pairs with the same
+  key distance ``|j - k|`` (and over heads, layers and seeds), per T;
+* ``DIR/ablation.json``: the settings (a later call with different settings into the same DIR is refused).
+
+``--report-only`` rebuilds the tables and plots from the runs present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import logging
+import math
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from .attention import MODES
+from .train import TASKS, TrainConfig, train
+
+__all__ = ["add_arguments", "run", "ablate", "summarise", "coupling_profile"]
+
+logger = logging.getLogger(__name__)
+
+_SETTINGS = ("task", "ffn", "steps", "n_layer", "n_head", "n_embd", "dropout", "beta", "learn_beta", "lr", "weight_decay",
+             "batch_size", "eval_interval", "eval_size", "warmup")
+
+
+def _run_dir(out: Path, mode: str, T: int, seed: int) -> Path:
+    return out / "runs" / f"{mode}_T{T}_s{seed}"
+
+
+def _load_json(path: Path) -> Any:
+    with open(path) as f:
+        return json.load(f)
+
+
+def _finished(d: Path) -> bool:
+    p = d / "metrics.json"
+    return p.is_file() and bool(_load_json(p).get("finished"))
+
+
+def ablate(base: TrainConfig, out: str | Path, modes: list[str], block_sizes: list[int], seeds: list[int], *,
+           progress: bool = True) -> list[dict[str, Any]]:
+    """Run (or resume) every missing run of the grid, then tabulate and plot. Returns the per-run rows.
+
+    All configurations are validated before the first run starts.
+    """
+    out = Path(out)
+    configs = []
+    for T in block_sizes:
+        for mode in modes:
+            for seed in seeds:
+                cfg = dataclasses.replace(base, attention=mode, block_size=T, seed=seed, out=str(_run_dir(out, mode, T, seed)),
+                                          resume=True, progress=False)
+                cfg.validate()
+                configs.append(cfg)
+    settings = {k: getattr(base, k) for k in _SETTINGS}
+    marker = out / "ablation.json"
+    if marker.is_file():
+        old = _load_json(marker)["settings"]
+        diff = {k: (old.get(k), v) for k, v in settings.items() if old.get(k) != v}
+        if diff:
+            raise ValueError(f"{str(out)!r} holds an ablation with other settings: "
+                             + ", ".join(f"{k}: existing {a!r}, now {b!r}" for k, (a, b) in diff.items())
+                             + "; choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    grid = {"modes": sorted(set(modes) | set(_load_json(marker).get("modes", []) if marker.is_file() else [])),
+            "block_sizes": sorted(set(block_sizes) | set(_load_json(marker).get("block_sizes", []) if marker.is_file() else [])),
+            "seeds": sorted(set(seeds) | set(_load_json(marker).get("seeds", []) if marker.is_file() else []))}
+    (marker).write_text(json.dumps({"settings": settings, **grid}, indent=1))
+    from tqdm.auto import tqdm
+
+    todo = [c for c in configs if not _finished(Path(c.out))]
+    logger.info("ablation: %d runs, %d already finished", len(configs), len(configs) - len(todo))
+    bar = tqdm(todo, desc=f"ablate {base.task}{'' if base.ffn else ' no-ffn'}", disable=not progress, dynamic_ncols=True)
+    for cfg in bar:
+        bar.set_postfix(run=Path(cfg.out).name, refresh=True)
+        m = train(cfg)
+        logger.info("%s: %s", cfg.out, {k: v for k, v in m.items() if k.startswith("val_")})
+    return report(out, base.task)
+
+
+def _collect(out: Path) -> list[dict[str, Any]]:
+    rows = []
+    for d in sorted((out / "runs").glob("*_T*_s*")):
+        if not _finished(d):
+            continue
+        m = _load_json(d / "metrics.json")
+        c = _load_json(d / "config.json")["run"]
+        row = {"mode": c["attention"], "block_size": c["block_size"], "seed": c["seed"], "steps": m["step"],
+               "elapsed_s": m["elapsed_s"], "val_loss": m["val_loss"]}
+        for k in ("val_perplexity", "val_accuracy", "val_string_accuracy"):
+            if k in m:
+                row[k] = m[k]
+        rows.append(row)
+    return rows
+
+
+def _metric(task: str) -> tuple[str, str]:
+    return ("val_perplexity", "perplexity") if task == "shakespeare" else ("val_accuracy", "accuracy (%)")
+
+
+def summarise(rows: list[dict[str, Any]], task: str) -> list[dict[str, Any]]:
+    """Mean, std (ddof=1) and count per (mode, T); difference to softmax at the same T."""
+    key, _ = _metric(task)
+    scale = 1.0 if task == "shakespeare" else 100.0
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["mode"], r["block_size"]), []).append(r)
+    out = []
+    for (mode, T), rs in sorted(groups.items(), key=lambda kv: (kv[0][1], MODES.index(kv[0][0]))):
+        vals = [scale * r[key] for r in rs]
+        s = {"mode": mode, "block_size": T, "n": len(vals), "mean": statistics.fmean(vals),
+             "std": statistics.stdev(vals) if len(vals) > 1 else float("nan"), "val_loss": statistics.fmean(r["val_loss"] for r in rs)}
+        if task == "brackets":
+            s["string_accuracy"] = statistics.fmean(100 * r["val_string_accuracy"] for r in rs)
+        out.append(s)
+    ref = {s["block_size"]: s["mean"] for s in out if s["mode"] == "softmax"}
+    for s in out:
+        r = ref.get(s["block_size"])
+        s["diff"] = s["mean"] - r if r is not None else float("nan")
+        s["rel_diff_pct"] = 100 * (s["mean"] - r) / r if r else float("nan")
+    return out
+
+
+def coupling_profile(out: Path, mode: str = "hj") -> dict[int, list[tuple[int, float, float, int]]]:
+    """Learned ``J`` averaged by key distance: ``{T: [(distance, mean, std over seeds, n_seeds), ...]}``."""
+    per: dict[int, dict[int, list[float]]] = {}
+    for d in sorted((out / "runs").glob(f"{mode}_T*_s*")):
+        if not _finished(d) or not (d / "couplings.json").is_file():
+            continue
+        T = _load_json(d / "config.json")["run"]["block_size"]
+        sums: dict[int, list[float]] = {}
+        for J in _load_json(d / "couplings.json")["J"]:
+            if J is None:
+                continue
+            for head in J:
+                for j in range(T):
+                    for k in range(j + 1, T):
+                        sums.setdefault(k - j, []).append(head[j][k])
+        for dist, v in sums.items():
+            per.setdefault(T, {}).setdefault(dist, []).append(statistics.fmean(v))
+    return {T: [(dist, statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else float("nan"), len(v))
+                for dist, v in sorted(dd.items())] for T, dd in sorted(per.items())}
+
+
+def _fmt(x: float, nd: int = 2) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
+
+
+def report(out: Path, task: str) -> list[dict[str, Any]]:
+    """Write runs.csv, summary.csv/.md, couplings_by_distance.csv and the plots from the finished runs."""
+    rows = _collect(out)
+    if not rows:
+        raise ValueError(f"no finished runs under {str(out / 'runs')!r}")
+    fields = sorted({k for r in rows for k in r}, key=lambda k: list(rows[0]).index(k) if k in rows[0] else 99)
+    with open(out / "runs.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    summ = summarise(rows, task)
+    with open(out / "summary.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(summ[0]))
+        w.writeheader()
+        w.writerows(summ)
+    _, label = _metric(task)
+    lines = []
+    if task == "shakespeare":
+        lines += ["| T | mode | val perplexity (mean ± std) | seeds | rel. diff to softmax |", "| --- | --- | --- | --- | --- |"]
+        for s in summ:
+            lines.append(f"| {s['block_size']} | {s['mode']} | {_fmt(s['mean'], 3)} ± {_fmt(s['std'], 3)} | {s['n']} | "
+                         f"{_fmt(s['rel_diff_pct'], 2)} % |")
+    else:
+        lines += ["| T | mode | per-bracket accuracy % (mean ± std) | whole-string % | seeds | diff to softmax (points) | rel. diff |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        for s in summ:
+            lines.append(f"| {s['block_size']} | {s['mode']} | {_fmt(s['mean'])} ± {_fmt(s['std'])} | {_fmt(s['string_accuracy'], 1)} | "
+                         f"{s['n']} | {_fmt(s['diff'])} | {_fmt(s['rel_diff_pct'], 2)} % |")
+    prof = coupling_profile(out)
+    with open(out / "couplings_by_distance.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["block_size", "distance", "mean_J", "std_over_seeds", "seeds"])
+        for T, pts in prof.items():
+            for p in pts:
+                w.writerow([T, *p])
+    if prof:
+        lines += ["", "Learned couplings of the `hj` runs, mean J by key distance |j - k| (mean over pairs, heads, layers; then over seeds):", "",
+                  "| T | " + " | ".join(f"d={d}" for d in range(1, max(prof) )) + " |",
+                  "| --- |" + " --- |" * (max(prof) - 1)]
+        for T, pts in prof.items():
+            vals = {d: m for d, m, _, _ in pts}
+            lines.append(f"| {T} | " + " | ".join(_fmt(vals[d], 3) if d in vals else "" for d in range(1, max(prof))) + " |")
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    _plot(out, summ, prof, task, label)
+    return rows
+
+
+def _plot(out: Path, summ: list[dict[str, Any]], prof: dict, task: str, label: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        logger.warning("matplotlib is not installed (pip install 'hybrid-attention[plots]'): no plots written")
+        return
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for mode in MODES:
+        pts = [s for s in summ if s["mode"] == mode]
+        if pts:
+            ax.errorbar([s["block_size"] for s in pts], [s["mean"] for s in pts],
+                        yerr=[0 if math.isnan(s["std"]) else s["std"] for s in pts], marker="o", capsize=3, label=mode)
+    ax.set_xlabel("block size T")
+    ax.set_ylabel(f"validation {label}")
+    ax.set_title(f"{task}: four-way ablation (mean ± std over seeds)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "metric_vs_T.png", dpi=120)
+    plt.close(fig)
+    if prof:
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        for T, pts in prof.items():
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[0 if math.isnan(p[2]) else p[2] for p in pts],
+                        marker="o", capsize=3, label=f"T={T}")
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set_xlabel("key distance |j - k|")
+        ax.set_ylabel("mean learned J")
+        ax.set_title(f"{task}: hj couplings by distance")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "couplings_by_distance.png", dpi=120)
+        plt.close(fig)
+
+
+# ---------------------------------------------------------------------- CLI
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    d = TrainConfig()
+    a = parser.add_argument
+    a("--task", choices=TASKS, default=d.task)
+    a("--modes", nargs="+", choices=MODES, default=list(MODES), help="attention modes (default all four)")
+    a("--block-sizes", type=int, nargs="+", default=[4, 8, 12, 16], metavar="T")
+    a("--seeds", type=int, nargs="+", default=[0, 1, 2], metavar="S")
+    a("--steps", type=int, default=d.steps)
+    a("--out", required=True, metavar="DIR", help="ablation directory (resumable)")
+    a("--no-ffn", dest="ffn", action="store_false", help="drop the MLP sub-block")
+    a("--n-layer", type=int, default=d.n_layer)
+    a("--n-head", type=int, default=d.n_head)
+    a("--n-embd", type=int, default=d.n_embd)
+    a("--dropout", type=float, default=d.dropout)
+    a("--beta", type=float, default=d.beta)
+    a("--learn-beta", action="store_true")
+    a("--lr", type=float, default=d.lr)
+    a("--weight-decay", type=float, default=d.weight_decay)
+    a("--batch-size", type=int, default=d.batch_size)
+    a("--eval-interval", type=int, default=d.eval_interval)
+    a("--eval-size", type=int, default=d.eval_size)
+    a("--warmup", type=int, default=d.warmup)
+    a("--data", default=None, metavar="PATH", help="Tiny Shakespeare text (else $HYBRID_ATTENTION_DATA, else the user cache)")
+    a("--threads", type=int, default=d.threads)
+    a("--report-only", action="store_true", help="only rebuild tables and plots from the finished runs")
+    a("--no-progress", dest="progress", action="store_false")
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    if args.report_only:
+        report(out, args.task)
+    else:
+        names = {f.name for f in dataclasses.fields(TrainConfig)}
+        base = TrainConfig(**{k: v for k, v in vars(args).items() if k in names and k not in ("out", "progress")}, out=str(out))
+        ablate(base, out, list(dict.fromkeys(args.modes)), list(dict.fromkeys(args.block_sizes)), list(dict.fromkeys(args.seeds)),
+               progress=args.progress)
+    md = out / "summary.md"
+    print(md.read_text())
+    print(f"tables and plots in {out}", file=sys.stderr)
+    return 0
