@@ -1,0 +1,66 @@
+"""Load a trained model from a ``hybrid-attention train --out DIR`` directory, with validation inputs of its task.
+
+Used by the ``model`` ensemble of ``hybrid-attention fidelity`` and by the notebooks: the Ising problems a
+trained attention layer actually solves (:func:`hybrid_attention.fidelity_sweep.problems_from_model`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = ["load_model", "model_inputs"]
+
+logger = logging.getLogger(__name__)
+
+
+def load_model(checkpoint: str | Path) -> tuple[Any, Any]:
+    """Rebuild the model saved in ``checkpoint`` (a run directory or its ``checkpoint.pt``).
+
+    Returns:
+        ``(model, train_config)``: a :class:`hybrid_attention.model.Transformer` in eval mode with the saved
+        weights, and the run's :class:`hybrid_attention.train.TrainConfig`.
+
+    Raises:
+        FileNotFoundError: no ``checkpoint.pt`` there.
+    """
+    from .model import Transformer
+    from .train import TrainConfig
+
+    path = Path(checkpoint)
+    if path.is_dir():
+        path = path / "checkpoint.pt"
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint at {path} (expected a directory written by hybrid-attention train --out)")
+    blob = torch.load(path, map_location="cpu", weights_only=False)
+    known = set(TrainConfig.__dataclass_fields__)
+    cfg = TrainConfig(**{k: v for k, v in blob["config"].items() if k in known})
+    vocab = blob["model"]["wte.weight"].shape[0]
+    mcfg = cfg.model_config(vocab)
+    mcfg.exact = True  # the fidelity study compares samplers against the exact layer
+    model = Transformer(mcfg)
+    model.load_state_dict(blob["model"])
+    model.eval()
+    return model, cfg
+
+
+def model_inputs(checkpoint: str | Path, count: int, *, seed: int = 0) -> tuple[Any, torch.Tensor]:
+    """The model of ``checkpoint`` and ``count`` validation inputs ``(count, block_size)`` of its task.
+
+    Brackets: held-out strings; Shakespeare: validation windows (needs the corpus, see
+    :func:`hybrid_attention.tasks.shakespeare.load_shakespeare`). ``seed`` picks which ones.
+    """
+    model, cfg = load_model(checkpoint)
+    g = torch.Generator().manual_seed(int(seed))
+    if cfg.task == "brackets":
+        from .tasks.brackets import BracketTask
+
+        x, _ = BracketTask(cfg.block_size, val_size=max(count, 64)).get_batch("val", count, generator=g)
+    else:
+        from .tasks.shakespeare import load_shakespeare
+
+        x, _ = load_shakespeare(cfg.data).get_batch("val", count, cfg.block_size, generator=g)
+    return model, x

@@ -1,0 +1,144 @@
+"""Figures and the text table of a fidelity report (:mod:`hybrid_attention.fidelity`).
+
+matplotlib (Agg backend) is imported inside :func:`write_plots` only.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+__all__ = ["series", "write_plots", "summary_table", "base_rows"]
+
+logger = logging.getLogger(__name__)
+
+AXIS_LABEL = {"n": "spins n", "shots": "shots", "tau": "anneal time tau", "steps": "Trotter steps K"}
+
+
+def _on_base(pt: dict[str, Any], base: dict[str, Any], free: str | None) -> bool:
+    return all(pt[ax] is None or ax == free or pt[ax] == base[ax] for ax in base)
+
+
+def series(report: dict[str, Any], axis: str, sampler: str, getter: Any) -> tuple[list, list]:
+    """``(x, y)`` of one sampler along ``axis`` with the other axes at the base point; ``getter(result)`` picks y
+    (``None`` results are left out)."""
+    base = report["config"]["base"]
+    pts = [r for r in report["points"].values() if r["point"]["sampler"] == sampler and r["point"][axis] is not None
+           and _on_base(r["point"], base, axis)]
+    pts.sort(key=lambda r: r["point"][axis])
+    xs, ys = [], []
+    for r in pts:
+        y = getter(r)
+        if y is not None:
+            xs.append(r["point"][axis])
+            ys.append(y)
+    return xs, ys
+
+
+def _get(*path: str) -> Any:
+    def f(r: dict[str, Any]) -> Any:
+        for p in path:
+            if not isinstance(r, dict) or p not in r:
+                return None
+            r = r[p]
+        return r
+
+    return f
+
+
+def write_plots(report: dict[str, Any], out: str | Path) -> list[str]:
+    """One PNG per swept axis (``fidelity_vs_<axis>.png``): total variation to the exact Boltzmann target (solid)
+    and to the ideal circuit output (dashed, DQA samplers), the shot-noise floor (dotted), the largest marginal
+    error, and along ``tau`` the effective inverse temperatures of the anneal. Returns the file names."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out)
+    cfg = report["config"]
+    samplers = list(dict.fromkeys(r["point"]["sampler"] for r in report["points"].values()))
+    files = []
+    for axis in ("shots", "steps", "tau", "n"):
+        if len(cfg[axis]) < 2:
+            continue
+        has = [s for s in samplers if len(series(report, axis, s, _get("target", "tv", "mean"))[0]) > 1]
+        if not has:
+            continue
+        ncol = 3 if axis == "tau" else 2
+        fig, axs = plt.subplots(1, ncol, figsize=(4.6 * ncol, 3.8))
+        for i, s in enumerate(has):
+            col = f"C{i}"
+            x, y = series(report, axis, s, _get("target", "tv", "mean"))
+            axs[0].plot(x, y, "o-", color=col, label=s)
+            x, y = series(report, axis, s, _get("circuit", "tv", "mean"))
+            if x:
+                axs[0].plot(x, y, "s--", color=col, alpha=0.7, label=f"{s} vs ideal circuit")
+            x, y = series(report, axis, s, _get("target", "marginal_max", "mean"))
+            axs[1].plot(x, y, "o-", color=col, label=s)
+        x, y = series(report, axis, has[0], _get("shot_noise_tv"))
+        if axis == "shots" and x:
+            axs[0].plot(x, y, "k:", label="shot-noise floor (exact samples)")
+        axs[0].set_ylabel("total variation (mean over problems)")
+        axs[1].set_ylabel("max |m - m_exact| (mean over problems)")
+        if axis == "tau":
+            dqa = [s for s in has if series(report, axis, s, _get("fit", "beta_h", "median"))[0]]
+            if dqa:
+                for key, mk in (("beta_h", "o-"), ("beta_J", "s-")):
+                    x, y = series(report, axis, dqa[0], _get("fit", key, "median"))
+                    axs[2].plot(x, y, mk, label=f"{key} (fit to ideal output)")
+                x, y = series(report, axis, dqa[0], _get("fit", "r", "median"))
+                axs[2].plot(x, y, "k^:", label="fit r")
+                axs[2].set_yscale("log")
+                axs[2].set_ylabel("effective inverse temperature (median)")
+                axs[2].legend(fontsize=7)
+        for a in axs[:2]:
+            a.legend(fontsize=7)
+        for a in axs:
+            a.set_xlabel(AXIS_LABEL[axis])
+            if axis in ("shots", "steps", "tau"):
+                a.set_xscale("log")
+            a.grid(alpha=0.3)
+        if axis == "shots":
+            axs[0].set_yscale("log")
+            axs[1].set_yscale("log")
+        base = ", ".join(f"{k}={v}" for k, v in cfg["base"].items() if k != axis)
+        fig.suptitle(f"sampler fidelity vs {AXIS_LABEL[axis]} ({cfg['ensemble']} ensemble, {cfg['problems']} problems; {base})",
+                     fontsize=9)
+        fig.tight_layout()
+        name = f"fidelity_vs_{axis}.png"
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        files.append(name)
+    return files
+
+
+def base_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per sampler at the base point: the headline numbers of the report."""
+    base = report["config"]["base"]
+    rows = []
+    for r in report["points"].values():
+        pt = r["point"]
+        if not _on_base(pt, base, None):
+            continue
+        t = r["target"]
+        rows.append({"sampler": pt["sampler"], "n": pt["n"], "shots": pt["shots"], "tau": pt["tau"], "steps": pt["steps"],
+                     "tv": t["tv"]["mean"], "kl_pq": t["kl_pq"]["mean"], "fidelity": t["fidelity"]["mean"],
+                     "marginal_max": t["marginal_max"]["mean"], "attention_tv": t["attention_tv"]["mean"],
+                     "tv_circuit": _get("circuit", "tv", "mean")(r), "beta_h": _get("fit", "beta_h", "median")(r),
+                     "beta_J": _get("fit", "beta_J", "median")(r), "seconds": r["seconds"]})
+    return rows
+
+
+def summary_table(report: dict[str, Any]) -> str:
+    """Markdown table of :func:`base_rows`."""
+    f = lambda v, d=4: "-" if v is None else (f"{v:.{d}g}" if isinstance(v, float) else str(v))  # noqa: E731
+    head = ("| sampler | n | shots | tau | K | TV | KL(p‖exact) | fidelity | max marg. err | attention TV | TV vs ideal circuit "
+            "| beta_h | beta_J | s |")
+    lines = [head, "|" + " --- |" * (head.count("|") - 1)]
+    for r in base_rows(report):
+        lines.append("| " + " | ".join(f(r[k]) for k in ("sampler", "n", "shots", "tau", "steps", "tv", "kl_pq", "fidelity",
+                                                          "marginal_max", "attention_tv", "tv_circuit", "beta_h", "beta_J"))
+                     + f" | {r['seconds']:.2f} |")
+    return "\n".join(lines)

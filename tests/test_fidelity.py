@@ -1,0 +1,191 @@
+"""Tests for the fidelity sweep: CLI smoke in a tiny configuration, resume, --out safety, bad arguments,
+statistical checks of the measurement against the shot-noise floor, and model-derived problems."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from hybrid_attention import cli, exact, fidelity, fidelity_sweep
+from hybrid_attention.fidelity import FidelityConfig, run_sweep, sweep_points
+from hybrid_attention.fidelity_sweep import SweepPoint, measure_point, problems_from_model, random_problems
+from hybrid_attention.metrics import attention_weights
+
+TINY = ["fidelity", "--samplers", "exact", "--n", "2,3", "--shots", "64,256", "--problems", "3", "--no-progress"]
+
+
+def _run(args, out):
+    return cli.main([*args, "--out", str(out)])
+
+
+def test_cli_smoke_writes_report_and_plots(tmp_path, capsys):
+    out = tmp_path / "rep"
+    assert _run(TINY, out) == 0
+    rep = json.loads((out / "report.json").read_text())
+    assert set(rep["points"]) == {"exact|n=2|shots=64|tau=None|steps=None", "exact|n=3|shots=64|tau=None|steps=None",
+                                  "exact|n=2|shots=256|tau=None|steps=None"}
+    assert rep["config"]["base"] == {"n": 2, "shots": 64, "tau": 1.0, "steps": 10}
+    assert rep["commands"][0].startswith("hybrid-attention fidelity --samplers exact --n 2,3 --shots 64,256")
+    assert sorted(rep["plots"]) == ["fidelity_vs_n.png", "fidelity_vs_shots.png"]
+    for f in rep["plots"]:
+        assert (out / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    res = rep["points"]["exact|n=2|shots=64|tau=None|steps=None"]
+    for k in ("tv", "kl_pq", "kl_qp", "hellinger", "fidelity", "marginal_max", "correlation_max", "attention_tv"):
+        assert set(res["target"][k]) >= {"mean", "median", "std", "max"}
+    assert 0 <= res["target"]["tv"]["mean"] <= 1
+    assert "| exact | 2 | 64 |" in capsys.readouterr().out
+
+
+def test_resume_skips_finished_points_and_adds_new_ones(tmp_path, monkeypatch):
+    out = tmp_path / "rep"
+    assert _run(TINY, out) == 0
+    before = (out / "report.json").read_text()
+    calls = []
+    real = fidelity_sweep.measure_point
+
+    def counting(pt, problems, **kw):
+        calls.append(pt.key)
+        return real(pt, problems, **kw)
+
+    monkeypatch.setattr(fidelity_sweep, "measure_point", counting)
+    assert _run(TINY + ["--no-plots"], out) == 0
+    assert calls == []
+    assert json.loads((out / "report.json").read_text())["points"] == json.loads(before)["points"]
+    wider = [a if a != "64,256" else "64,256,1024" for a in TINY]
+    assert _run(wider + ["--no-plots", "--base", "shots=64"], out) == 0
+    assert calls == ["exact|n=2|shots=1024|tau=None|steps=None"]
+
+
+def test_interrupted_sweep_resumes(tmp_path, monkeypatch):
+    out = tmp_path / "rep"
+    real = fidelity_sweep.measure_point
+    seen = []
+
+    def dies_on_second(pt, problems, **kw):
+        seen.append(pt.key)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+        return real(pt, problems, **kw)
+
+    monkeypatch.setattr(fidelity_sweep, "measure_point", dies_on_second)
+    assert _run(TINY, out) == 130
+    assert len(json.loads((out / "report.json").read_text())["points"]) == 1
+    monkeypatch.setattr(fidelity_sweep, "measure_point", real)
+    assert _run(TINY, out) == 0
+    assert len(json.loads((out / "report.json").read_text())["points"]) == 3
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--samplers", "nosuch"],
+        ["--shots", "0"],
+        ["--n", "2,40"],
+        ["--tau", "-1"],
+        ["--base", "shots=999"],
+        ["--ensemble", "model"],
+        ["--problems", "0"],
+    ],
+)
+def test_bad_arguments_exit_2_before_writing(tmp_path, extra, capsys):
+    out = tmp_path / "rep"
+    assert _run(TINY + extra, out) == 2
+    assert "error" in capsys.readouterr().err
+    assert not (out / "report.json").exists()
+
+
+def test_out_is_never_silently_overwritten(tmp_path, capsys):
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("keep me")
+    assert _run(TINY, busy) == 2
+    assert (busy / "notes.txt").read_text() == "keep me" and not (busy / "report.json").exists()
+    out = tmp_path / "rep"
+    assert _run(TINY, out) == 0
+    first = (out / "report.json").read_text()
+    assert _run(TINY + ["--seed", "1"], out) == 2  # a different ensemble
+    assert "different ensemble" in capsys.readouterr().err
+    assert (out / "report.json").read_text() == first
+    assert _run(TINY + ["--seed", "1", "--overwrite", "--no-plots"], out) == 0
+    assert json.loads((out / "report.json").read_text())["config"]["seed"] == 1
+
+
+def test_sweep_points_one_axis_at_a_time():
+    cfg = FidelityConfig(samplers=["exact", "statevector", "aer"], n=[3, 4, 5], shots=[100, 1000], tau=[0.5, 1.0, 2.0], steps=[10, 40])
+    pts = sweep_points(cfg)
+    assert cfg.base == {"n": 4, "shots": 100, "tau": 1.0, "steps": 10}
+    by = {s: [p for p in pts if p.sampler == s] for s in cfg.samplers}
+    assert len(by["exact"]) == 1 + 2 + 1  # base, two other n, one other shots
+    assert all(p.tau is None and p.steps is None for p in by["exact"])
+    assert len(by["statevector"]) == 1 + 2 + 2 + 1 and all(p.shots is None for p in by["statevector"])
+    assert len(by["aer"]) == 1 + 2 + 1 + 2 + 1
+    assert len({p.key for p in pts}) == len(pts)
+
+
+def test_exact_sampling_errors_within_shot_noise():
+    """Exact samples: every marginal error is within z sqrt((1 - m^2) / N) (z = 5), TV near its expected floor."""
+    N, probs = 2000, random_problems(4, 16, seed=5)
+    res = measure_point(SweepPoint("exact", 4, N, None, None), probs, seed=11)
+    m = exact.marginals(probs.to(torch.float64)).numpy()
+    bound = 5 * np.sqrt((1 - m**2).max() / N)
+    assert res["target"]["marginal_max"]["max"] < bound
+    floor = res["shot_noise_tv"]
+    # the mean TV of 16 problems fluctuates around the floor; 5 standard errors of a TV ~ floor / 2
+    assert abs(res["target"]["tv"]["mean"] - floor) < 5 * floor / 2 / math.sqrt(16)
+
+
+def test_random_problems_are_reproducible_and_size_independent():
+    a, b = random_problems(3, 4, seed=2), random_problems(3, 4, seed=2)
+    assert torch.equal(a.h, b.h) and torch.equal(a.J, b.J)
+    assert not torch.equal(random_problems(3, 4, seed=3).h, a.h)
+    assert torch.allclose(a.J, a.J.transpose(-1, -2)) and torch.all(torch.diagonal(a.J, dim1=-2, dim2=-1) == 0)
+
+
+def test_problems_from_model_reproduce_the_layer_output():
+    """The extracted (h, J, beta) give exactly the attention weights the model's layer applies at query n - 1."""
+    from hybrid_attention.model import Transformer, TransformerConfig
+
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(vocab_size=5, block_size=6, n_embd=16, n_head=2, attention="hj"))
+    with torch.no_grad():
+        for att in model.attention_layers:
+            att.J_raw.normal_(0, 0.7)
+    idx = torch.randint(0, 5, (3, 6))
+    att = model.attention_layers[0]
+    cap = {}
+    h1 = att.register_forward_hook(lambda m, i, o: cap.setdefault("x", i[0]))
+    h2 = att.c_proj.register_forward_hook(lambda m, i, o: cap.setdefault("y", i[0]))
+    model.eval()
+    with torch.no_grad():
+        model(idx)
+    h1.remove(), h2.remove()
+    n, head, d = 4, 1, 8
+    v = att.c_attn(cap["x"]).split(16, dim=2)[2].view(3, 6, 2, d)[:, :n, head]  # (B, n, d)
+    prob = problems_from_model(model, idx, n, head=head)
+    assert prob.h.shape == (3, n) and prob.J.shape == (n, n)
+    assert torch.allclose(prob.J, att.J[head, :n, :n].double())
+    a = torch.from_numpy(attention_weights(exact.marginals(prob).numpy()))
+    expected = cap["y"].view(3, 6, 2, d)[:, n - 1, head].double()
+    assert torch.allclose(torch.einsum("bn,bnd->bd", a, v.double()), expected, atol=1e-5)
+    with pytest.raises(ValueError, match="head"):
+        problems_from_model(model, idx, n, head=2)
+
+
+def test_model_ensemble_from_a_training_run(tmp_path):
+    from hybrid_attention.train import TrainConfig, train
+
+    run = tmp_path / "run"
+    train(TrainConfig(task="brackets", attention="hj", block_size=6, steps=3, out=str(run), progress=False, eval_interval=3,
+                      n_embd=16, eval_size=64))
+    out = tmp_path / "rep"
+    args = ["fidelity", "--samplers", "exact", "--ensemble", "model", "--checkpoint", str(run), "--n", "3", "--shots", "128",
+            "--problems", "4", "--no-progress", "--no-plots"]
+    assert _run(args, out) == 0
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["config"]["ensemble"] == "model" and len(rep["points"]) == 1
+    assert "--ensemble model --checkpoint" in rep["commands"][0]
+    assert _run(args[:6] + [str(tmp_path / "missing")] + args[7:], tmp_path / "rep2") == 2
