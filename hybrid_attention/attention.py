@@ -50,8 +50,10 @@ def _check_mode(mode: Any) -> str:
 
 def _beta_tensor(beta: Any, H: int, like: torch.Tensor) -> torch.Tensor:
     """``beta`` (scalar or ``(H,)``, float or tensor) as a tensor of shape ``(H,)``; must be finite and > 0."""
-    b = beta if isinstance(beta, torch.Tensor) else torch.as_tensor(float(beta) if not isinstance(beta, (list, tuple)) else beta)
-    b = b.to(dtype=like.dtype, device=like.device)
+    if isinstance(beta, torch.Tensor):
+        b = beta.to(dtype=like.dtype, device=like.device)
+    else:  # build directly in the target dtype (a float32 detour would round 0.8 to 0.800000012)
+        b = torch.tensor(beta if isinstance(beta, (list, tuple)) else float(beta), dtype=like.dtype, device=like.device)
     if b.ndim == 0:
         b = b.expand(H)
     if b.shape != (H,):
@@ -88,11 +90,13 @@ def _visible(Tq: int, T: int, causal: bool, device: Any) -> torch.Tensor:
 def _normalise(alpha: torch.Tensor, vis: torch.Tensor) -> torch.Tensor:
     """``alpha / sum(alpha)`` over visible keys, finite even if every visible alpha underflowed to 0.
 
-    ``alpha`` is clamped below at the smallest normal number of its dtype, so when all visible keys are
-    saturated negative (``m = -1`` in floating point) the row becomes uniform over them instead of ``0 / 0``.
+    ``alpha`` is clamped below at ``sqrt(tiny)`` of its dtype (1e-19 in float32, far below the 6e-8 resolution
+    of ``1 + m`` near ``m = -1``, so only exact zeros are affected): when all visible keys are saturated negative
+    the row becomes uniform over them instead of ``0 / 0``, and the backward pass (which divides by the squared
+    sum) stays finite.
     """
-    tiny = torch.finfo(alpha.dtype).tiny
-    alpha = alpha.clamp_min(tiny) * vis.to(alpha.dtype)
+    floor = torch.finfo(alpha.dtype).tiny ** 0.5
+    alpha = alpha.clamp_min(floor) * vis.to(alpha.dtype)
     return alpha / alpha.sum(-1, keepdim=True)
 
 

@@ -1,0 +1,202 @@
+"""Boltzmann attention against a float64 brute force (itertools over configurations), closed forms and gradcheck."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from hybrid_attention import exact
+from hybrid_attention.attention import MODES, BoltzmannAttention, attention_weights, boltzmann_attention, symmetric_couplings
+
+from .conftest import brute_force, random_couplings
+
+
+def reference_output(q, k, v, J, mode, causal, beta):
+    """Brute-force float64 attention output for every (batch, head, query), SPEC section 3 literally."""
+    q, k, v = (np.asarray(t, dtype=np.float64) for t in (q, k, v))
+    B, H, T, d = q.shape
+    out = np.zeros_like(v)
+    for b in range(B):
+        for hd in range(H):
+            scores = q[b, hd] @ k[b, hd].T / np.sqrt(d)
+            for i in range(T):
+                vis = list(range(i + 1)) if causal else list(range(T))
+                hs = scores[i, vis]
+                if mode == "softmax":
+                    w = np.exp(hs - hs.max())
+                else:
+                    fields = np.zeros_like(hs) if mode == "j" else hs
+                    Jv = np.zeros((len(vis), len(vis))) if mode == "h" else np.asarray(J[hd])[np.ix_(vis, vis)]
+                    _, m, _ = brute_force(fields, Jv, beta)  # only the visible keys are spins: dropped, not pinned
+                    w = (1 + m) / 2
+                out[b, hd, i] = (w / w.sum()) @ v[b, hd, vis]
+    return out
+
+
+@pytest.fixture
+def qkvJ(rng):
+    B, H, T, d = 2, 2, 6, 3
+    q, k, v = (rng.normal(size=(B, H, T, d)) * 1.5 for _ in range(3))
+    J = random_couplings(rng, T + 2, scale=0.7, batch=(H,))  # T' = T + 2: the leading block is used
+    return q, k, v, J
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("mode", MODES)
+def test_matches_brute_force(qkvJ, mode, causal):
+    q, k, v, J = qkvJ
+    beta = 0.8
+    ref = reference_output(q, k, v, J[:, :6, :6], mode, causal, beta)
+    t = lambda x: torch.tensor(x, dtype=torch.float64)  # noqa: E731
+    got = boltzmann_attention(t(q), t(k), t(v), t(J), mode=mode, causal=causal, beta=beta)
+    np.testing.assert_allclose(got.numpy(), ref, rtol=1e-10, atol=1e-12)
+    got32 = boltzmann_attention(*(t(x).float() for x in (q, k, v, J)), mode=mode, causal=causal, beta=beta)
+    assert got32.dtype == torch.float32
+    np.testing.assert_allclose(got32.double().numpy(), ref, rtol=1e-4, atol=1e-5)
+
+
+def test_couplings_matter_in_hj(qkvJ):
+    q, k, v, J = (torch.tensor(x) for x in qkvJ)
+    a = attention_weights(q @ k.transpose(-1, -2), J, mode="hj")
+    b = attention_weights(q @ k.transpose(-1, -2), torch.zeros_like(J), mode="hj")
+    assert (a - b).abs().max() > 1e-2
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_j_mode_is_exactly_uniform(qkvJ, causal):
+    q, k, v, J = (torch.tensor(x) for x in qkvJ)
+    w = attention_weights(q @ k.transpose(-1, -2), J, mode="j", causal=causal)
+    T = q.shape[2]
+    vis = torch.ones(T, T, dtype=torch.float64).tril() if causal else torch.ones(T, T, dtype=torch.float64)
+    assert torch.equal(w, (vis / vis.sum(-1, keepdim=True)).expand_as(w))
+    # and the exact enumeration agrees (spin-flip symmetry: every marginal is 0 at h = 0)
+    m = exact.causal_marginals(torch.zeros_like(w), J) if causal else exact.bidirectional_marginals(torch.zeros_like(w), J)
+    assert m.abs().max() < 1e-12
+
+
+@pytest.mark.parametrize("beta", [0.3, 1.0, 2.5])
+def test_h_mode_is_normalised_sigmoid(rng, beta):
+    h = torch.tensor(rng.normal(scale=3, size=(3, 2, 5, 5)))
+    w = attention_weights(h, mode="h", beta=beta)
+    s = torch.sigmoid(2 * beta * h) * torch.ones(5, 5, dtype=torch.float64).tril()
+    torch.testing.assert_close(w, s / s.sum(-1, keepdim=True), rtol=1e-12, atol=1e-14)
+    # h mode is hj with J = 0
+    torch.testing.assert_close(w, attention_weights(h, torch.zeros(2, 5, 5, dtype=torch.float64), mode="hj", beta=beta))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_finite_for_huge_fields(rng, mode, dtype):
+    T = 6
+    h = torch.tensor(rng.choice([-1e4, 1e4, -3e3, 5.0], size=(2, 1, T, T)), dtype=dtype, requires_grad=True)
+    hneg = torch.full((1, 1, T, T), -1e4, dtype=dtype, requires_grad=True)  # every visible key saturated negative
+    J = torch.tensor(random_couplings(rng, T, batch=(1,)), dtype=dtype, requires_grad=True)
+    for hh in (h, hneg):
+        for causal in (True, False):
+            w = attention_weights(hh, J, mode=mode, causal=causal)
+            assert torch.isfinite(w).all()
+            torch.testing.assert_close(w.sum(-1), torch.ones_like(w.sum(-1)))
+            if mode == "j":  # uniform: depends on nothing
+                continue
+            (w * torch.arange(T, dtype=dtype)).sum().backward()
+            assert torch.isfinite(hh.grad).all() and (J.grad is None or torch.isfinite(J.grad).all())
+            hh.grad = None
+            J.grad = None
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_causal_outputs_ignore_the_future(rng, mode):
+    q, k, v = (torch.tensor(rng.normal(size=(2, 1, 7, 4))) for _ in range(3))
+    J = torch.tensor(random_couplings(rng, 7, batch=(1,)))
+    out = boltzmann_attention(q, k, v, J, mode=mode)
+    q2, k2, v2 = q.clone(), k.clone(), v.clone()
+    for t in (q2, k2, v2):
+        t[:, :, 4:] = torch.tensor(rng.normal(size=(2, 1, 3, 4)))
+    out2 = boltzmann_attention(q2, k2, v2, J, mode=mode)
+    torch.testing.assert_close(out[:, :, :4], out2[:, :, :4], rtol=0, atol=1e-13)
+    assert (out[:, :, 4:] - out2[:, :, 4:]).abs().max() > 1e-3
+
+
+def test_gradcheck_hj(rng):
+    T = 4
+    q, k, v = (torch.tensor(rng.normal(size=(1, 2, T, 3)), requires_grad=True) for _ in range(3))
+    raw = torch.tensor(rng.normal(scale=0.5, size=(2, T, T)), requires_grad=True)
+    beta = torch.tensor([0.7, 1.3], dtype=torch.float64, requires_grad=True)
+    for causal in (True, False):
+        f = lambda q, k, v, raw, beta: boltzmann_attention(q, k, v, symmetric_couplings(raw), mode="hj", causal=causal, beta=beta)  # noqa: E731
+        assert torch.autograd.gradcheck(f, (q, k, v, raw, beta))
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, words",
+    [
+        (dict(mode="nope"), ValueError, ["unknown attention mode", "softmax"]),
+        (dict(mode=3), TypeError, ["mode must be a string"]),
+        (dict(mode="hj", J=None), ValueError, ["needs couplings J"]),
+        (dict(mode="hj", J=torch.zeros(2, 3, 3, dtype=torch.float64)), ValueError, ["T' >= T"]),
+        (dict(mode="hj", J=torch.ones(1, 5, 5, dtype=torch.float64)), ValueError, ["zero diagonal"]),
+        (dict(mode="hj", J=torch.triu(torch.ones(1, 5, 5, dtype=torch.float64), 1)), ValueError, ["symmetric"]),
+        (dict(mode="hj", beta=0.0), ValueError, ["beta must be finite and > 0"]),
+        (dict(mode="hj", beta=torch.ones(3)), ValueError, ["shape (H,)"]),
+        (dict(mode="softmax", sampler=object()), ValueError, ["does not use a sampler"]),
+    ],
+)
+def test_bad_arguments(kwargs, exc, words):
+    q = torch.zeros(1, 1, 5, 2, dtype=torch.float64)
+    kw = dict(J=torch.zeros(1, 5, 5, dtype=torch.float64))
+    kw.update(kwargs)
+    with pytest.raises(exc) as info:
+        boltzmann_attention(q, q, q, **kw)
+    for w in words:
+        assert w in str(info.value)
+
+
+def test_too_many_spins_rejected_before_work():
+    T = exact.MAX_SPINS + 1
+    q = torch.zeros(1, 1, T, 1)
+    with pytest.raises(ValueError, match="exact enumeration"):
+        boltzmann_attention(q, q, q, torch.zeros(1, T, T), mode="hj")
+    assert boltzmann_attention(q, q, q, mode="h").shape == q.shape  # closed forms have no limit
+
+
+def test_module_couplings_stay_symmetric_after_optimiser_steps(rng):
+    torch.manual_seed(0)
+    att = BoltzmannAttention(8, 2, block_size=6, mode="hj", learn_beta=True)
+    assert torch.equal(att.J, torch.zeros(2, 6, 6))
+    opt = torch.optim.Adam(att.parameters(), lr=0.1)
+    x = torch.randn(4, 6, 8)
+    for _ in range(5):
+        loss = (att(x) ** 2).sum() + (att(x)[:, :, 0]).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    J = att.J
+    assert J.abs().max() > 1e-3  # it learned something
+    torch.testing.assert_close(J, J.transpose(1, 2), rtol=0, atol=0)
+    assert torch.equal(torch.diagonal(J, dim1=1, dim2=2), torch.zeros(2, 6))
+    assert att.log_beta.grad is not None and not torch.equal(att.beta, torch.ones(2))
+
+
+def test_module_modes_and_shorter_sequences():
+    x = torch.randn(2, 5, 8)
+    for mode in MODES:
+        att = BoltzmannAttention(8, 2, block_size=7, mode=mode)
+        assert (att.J_raw is not None) == (mode in ("hj", "j"))
+        assert att(x).shape == x.shape  # T = 5 < block_size: the leading 5 x 5 block of J is used
+    with pytest.raises(ValueError, match="exceeds block_size"):
+        BoltzmannAttention(8, 2, block_size=4)(x)
+    with pytest.raises(ValueError, match="divisible"):
+        BoltzmannAttention(8, 3, block_size=4)
+
+
+def test_sampler_path_matches_exact(rng):
+    bridge = pytest.importorskip("hybrid_attention.bridge")
+    from hybrid_attention.backends import get_sampler
+
+    q, k, v = (torch.tensor(rng.normal(size=(1, 1, 4, 3))) for _ in range(3))
+    J = torch.tensor(random_couplings(rng, 4, scale=0.5, batch=(1,)))
+    ref = boltzmann_attention(q, k, v, J, mode="hj")
+    got = boltzmann_attention(q, k, v, J, mode="hj", sampler=get_sampler("exact"))
+    torch.testing.assert_close(got, ref, rtol=1e-8, atol=1e-10)
+    assert bridge is not None
