@@ -1,0 +1,324 @@
+"""The ``statevector`` sampler: a batched PyTorch simulator of the SPEC's Trotterized DQA program.
+
+It runs the same program as :func:`hybrid_attention.circuits.dqa_circuit` (SPEC section 4) for a whole batch of
+problems at once, without any circuit object:
+
+* start in ``|+>^n`` (uniform amplitudes ``2**(-n/2)``);
+* problem layer ``exp(-i b_k H_P)``: a diagonal phase ``exp(-i b_k E(z))`` from the energies of all ``2**n``
+  configurations (``E`` with the physics sign of :mod:`hybrid_attention.ising`, masked spins decoupled, fields and
+  couplings multiplied by the schedule's ``field_scale`` / ``coupling_scale`` when it has them);
+* driver layer ``exp(-i a_k H_D) = prod_j (cos a_k + i sin a_k X_j)`` (``H_D = -sum_j X_j``). It is applied as
+  a few Kronecker blocks: the qubits are split into groups of ``g`` (4-5) qubits and each group's
+  ``RX^{(x) g}`` (a ``2**g x 2**g`` matrix, symmetric, entries ``cos^(g-d) (i sin)^d`` with ``d`` the Hamming
+  distance) is one GEMM over the whole batch. No ``2**n x 2**n`` matrix is ever built; a slice costs
+  ``O(2**n (n / g) 2**g)`` per problem in ``~n/g + 1`` kernel calls;
+* ``order=2`` schedules split the driver into two half layers around the problem layer (adjacent halves merged).
+
+The energies of all configurations are built by doubling: adding spin ``m`` to the table of spins ``0..m-1``
+costs one GEMM with the ``(2**m, m)`` configuration matrix, so a batch with per-problem couplings needs
+``O(B n 2**n)`` work and no ``(B, 2**n, n)`` tensor.
+
+Everything is plain torch (complex64 by default, complex128 on request, any device), so
+:meth:`StatevectorSampler.differentiable_marginals` returns the exact output marginals of the DQA circuit with
+their exact autograd gradients with respect to ``h`` and ``J`` (something hardware cannot give: the reference for
+the covariance surrogate of the bridge). Like the circuit samplers, the program encodes ``beta * H_P``: the problem's
+``beta`` scales ``h`` and ``J`` inside the circuit, and the output is approximately Boltzmann at the effective inverse
+temperatures of :meth:`StatevectorSampler.effective_beta` (leading order, :mod:`hybrid_attention.circuits.temperature`).
+
+Example:
+    >>> import torch
+    >>> from hybrid_attention import IsingProblem
+    >>> from hybrid_attention.circuits import DQASchedule
+    >>> sv = StatevectorSampler(DQASchedule(tau=1.0, steps=20), dtype=torch.complex128)
+    >>> p = sv.probabilities(IsingProblem(torch.tensor([[0.5, -0.5]], dtype=torch.float64)))
+    >>> tuple(p.shape), round(float(p.sum()), 12)
+    ((1, 4), 1.0)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.checkpoint import checkpoint
+
+from hybrid_attention.circuits.schedule import DQASchedule
+from hybrid_attention.exact import enumerate_states
+from hybrid_attention.ising import IsingProblem
+
+from .base import Sampler, as_generator
+from .sampleset import SampleSet
+
+__all__ = ["StatevectorSampler", "configuration_energies", "dqa_statevector", "spin_marginals"]
+
+logger = logging.getLogger(__name__)
+
+_REAL = {torch.complex64: torch.float32, torch.complex128: torch.float64}
+
+
+# ---------------------------------------------------------------------- building blocks (plain torch)
+def configuration_energies(h: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
+    """``E(z) = -sum_j h_j s_j - sum_{j<k} J_jk s_j s_k`` for all ``2**n`` configurations, by doubling.
+
+    Args:
+        h: ``(B, n)`` real.
+        J: ``(n, n)`` or ``(B, n, n)``, symmetric with zero diagonal (masked spins already decoupled).
+
+    Returns:
+        ``(B, 2**n)``, index ``c = sum_j b_j 2**j``; differentiable with respect to ``h`` and ``J``.
+    """
+    B, n = h.shape
+    E = torch.zeros(B, 1, dtype=h.dtype, device=h.device)
+    for m in range(n):
+        loc = h[:, m : m + 1]
+        if m > 0:
+            Sm = enumerate_states(m, dtype=h.dtype, device=h.device)  # (2^m, m)
+            col = J[..., m, :m]  # (m,) or (B, m)
+            loc = loc + col @ Sm.transpose(0, 1)  # (2^m,) shared or (B, 2^m)
+        # bit m = 0 (s_m = +1) lowers the energy by loc, bit m = 1 raises it: index c + 2**m b_m
+        E = torch.cat([E - loc, E + loc], dim=-1)
+    return E
+
+
+def _rx_block(g: int, a: float, dtype: torch.dtype, device: Any) -> torch.Tensor:
+    """``RX(-2a)^{(x) g} = exp(i a sum_{j<g} X_j)`` as a ``(2**g, 2**g)`` symmetric matrix."""
+    idx = torch.arange(1 << g, device=device)
+    x = idx[:, None] ^ idx[None, :]
+    d = torch.zeros_like(x)
+    for q in range(g):
+        d += (x >> q) & 1
+    c, s = math.cos(a), math.sin(a)
+    table = torch.tensor([c ** (g - k) * s**k for k in range(g + 1)], dtype=torch.float64)
+    ph = torch.tensor([1, 1j, -1, -1j], dtype=torch.complex128)[torch.arange(g + 1) % 4]
+    vals = (table * ph).to(dtype=dtype, device=device)
+    return vals[d]
+
+
+def _groups(n: int, g: int) -> list[tuple[int, int]]:
+    """Split qubits ``0..n-1`` into ``(lo, size)`` groups of at most ``g`` (sizes as even as possible)."""
+    k = max(1, math.ceil(n / g))
+    sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
+    out, lo = [], 0
+    for sz in sizes:
+        out.append((lo, sz))
+        lo += sz
+    return out
+
+
+def _apply_driver(psi: torch.Tensor, blocks: list[tuple[int, int, torch.Tensor]], n: int) -> torch.Tensor:
+    B = psi.shape[0]
+    for lo, g, M in blocks:
+        if lo == 0:
+            psi = (psi.reshape(-1, 1 << g) @ M).reshape(B, 1 << n)
+        else:
+            psi = torch.matmul(M, psi.reshape(-1, 1 << g, 1 << lo)).reshape(B, 1 << n)
+    return psi
+
+
+def _layers(schedule: DQASchedule) -> list[tuple[str, float]]:
+    """The program as ``[("P", b), ("D", a), ...]`` with adjacent driver layers merged (they commute)."""
+    b, a = schedule.coefficients()
+    seq: list[tuple[str, float]] = []
+    for bk, ak in zip(b.tolist(), a.tolist()):
+        if schedule.order == 2:
+            seq += [("D", ak / 2), ("P", bk), ("D", ak / 2)]
+        else:
+            seq += [("P", bk), ("D", ak)]
+    merged: list[tuple[str, float]] = []
+    for kind, val in seq:
+        if merged and kind == "D" and merged[-1][0] == "D":
+            merged[-1] = ("D", merged[-1][1] + val)
+        else:
+            merged.append((kind, val))
+    return merged
+
+
+def dqa_statevector(h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, *, dtype: torch.dtype = torch.complex64, group: int = 5) -> torch.Tensor:
+    """Final DQA state for a batch of problems.
+
+    Args:
+        h: ``(B, n)`` fields (masked spins zeroed); J: ``(n, n)`` or ``(B, n, n)`` couplings (masked decoupled).
+        schedule: the :class:`DQASchedule`; its ``field_scale`` / ``coupling_scale`` (if present) scale h and J.
+        dtype: ``torch.complex64`` or ``torch.complex128``.
+        group: qubits per Kronecker block of the driver layer.
+
+    Returns:
+        ``(B, 2**n)`` complex amplitudes, index ``c = sum_j b_j 2**j``; differentiable in ``h`` and ``J``.
+    """
+    real = _REAL[dtype]
+    n = h.shape[-1]
+    fs = float(getattr(schedule, "field_scale", 1.0))
+    cs = float(getattr(schedule, "coupling_scale", 1.0))
+    E = configuration_energies(fs * h.to(real), cs * J.to(real))
+    B = E.shape[0]
+    psi = torch.full((B, 1 << n), 2.0 ** (-n / 2), dtype=dtype, device=h.device)
+    groups = _groups(n, group)
+    cache: dict[float, list] = {}
+    for kind, val in _layers(schedule):
+        if kind == "P":
+            psi = psi * torch.polar(torch.ones_like(E), -val * E)
+        else:
+            if val not in cache:
+                cache[val] = [(lo, g, _rx_block(g, val, dtype, h.device)) for lo, g in groups]
+            psi = _apply_driver(psi, cache[val], n)
+    return psi
+
+
+def spin_marginals(p: torch.Tensor, n: int) -> torch.Tensor:
+    """``<s_j> = P(b_j = 0) - P(b_j = 1)`` from probabilities ``(B, 2**n)``; returns ``(B, n)``."""
+    B = p.shape[0]
+    out = []
+    for j in range(n):
+        v = p.reshape(B, 1 << (n - j - 1), 2, 1 << j).sum(dim=(1, 3))
+        out.append(v[:, 0] - v[:, 1])
+    return torch.stack(out, dim=-1)
+
+
+def _scaled_by_beta(h: torch.Tensor, J: torch.Tensor, beta: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """The circuit encodes ``beta * H_P`` (as the qiskit emitter does): scale ``h (B, n)`` and ``J``."""
+    if not isinstance(beta, torch.Tensor) or beta.numel() == 1:
+        b = beta if not isinstance(beta, torch.Tensor) else beta.reshape(()).to(h.device, h.dtype)
+        return h * b, J * b
+    b = torch.broadcast_to(beta.to(h.device, h.dtype), h.shape[:-1])
+    Jb = J if J.ndim == 3 else J.expand(h.shape[0], *J.shape)
+    return h * b[:, None], Jb * b[:, None, None]
+
+
+# ---------------------------------------------------------------------- the sampler
+class StatevectorSampler(Sampler):
+    """Batched statevector simulation of the Trotterized DQA circuit (exact output distribution).
+
+    Args:
+        schedule: the :class:`DQASchedule` (default ``DQASchedule(tau=1.0, steps=20)``).
+        dtype: ``torch.complex64`` (default; TV error ~1e-7) or ``torch.complex128`` (~1e-15).
+        device: torch device for the simulation (default: the problem's device).
+        max_spins: size limit (default 20: ``2**20`` amplitudes per problem).
+        memory_limit: bytes of amplitudes (and energies) per chunk of problems; the batch is simulated in chunks
+            that fit (default 64 MiB). With autograd each chunk is checkpointed, so the backward pass keeps one
+            chunk's graph at a time.
+        group: qubits per Kronecker block in the driver layer (4-5 is fastest on CPU).
+
+    ``sample(problem, num_reads=None)`` returns every configuration with its exact output probability
+    (``SampleSet.exact`` is True); ``num_reads=N`` draws ``N`` shots per problem from that distribution.
+    """
+
+    name = "statevector"
+    parameters: dict[str, str] = {}
+
+    def __init__(self, schedule: DQASchedule | None = None, *, dtype: torch.dtype = torch.complex64, device: Any = None,
+                 max_spins: int = 20, memory_limit: int = 64 << 20, group: int = 5) -> None:
+        super().__init__()
+        if schedule is None:
+            schedule = DQASchedule(tau=1.0, steps=20)
+        if not isinstance(schedule, DQASchedule):
+            raise TypeError(f"schedule must be a DQASchedule, got {type(schedule).__name__}")
+        if dtype not in _REAL:
+            raise ValueError(f"dtype must be torch.complex64 or torch.complex128, got {dtype}")
+        for name, v, lo in (("max_spins", max_spins, 1), ("memory_limit", memory_limit, 1), ("group", group, 1)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+        self.schedule = schedule
+        self.dtype = dtype
+        self.device = None if device is None else torch.device(device)
+        self.max_spins = int(max_spins)
+        self.memory_limit = int(memory_limit)
+        self.group = int(group)
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        return {"max_spins": self.max_spins, "exact": True, "default_num_reads": None, "differentiable": True,
+                "pad_with_mask": False, "dtype": str(self.dtype), "schedule": self.schedule}
+
+    def __repr__(self) -> str:
+        return f"StatevectorSampler(schedule={self.schedule!r}, dtype={self.dtype})"
+
+    def effective_beta(self, beta: Any = 1.0) -> tuple[Any, Any]:
+        """Leading-order ``(beta_h, beta_J)`` of the output for a problem at inverse temperature ``beta``."""
+        from hybrid_attention.circuits.temperature import leading_order_beta
+
+        bh, bJ = leading_order_beta(self.schedule)
+        return beta * bh, beta * bJ
+
+    # ------------------------------------------------------------------ core
+    def _chunk(self, n: int, grad: bool) -> int:
+        per = (1 << n) * (torch.finfo(_REAL[self.dtype]).bits // 8) * 2 * 4  # psi, phase, energies, temporaries
+        if grad:  # a checkpointed chunk's backward keeps every layer's amplitudes
+            per *= 1 + len(_layers(self.schedule)) // 2
+        return max(1, self.memory_limit // per)
+
+    def _probabilities(self, problem: IsingProblem) -> torch.Tensor:
+        """Output probabilities ``(B, 2**n)`` of the flattened problem, in the real dtype (keeps autograd)."""
+        flat = problem.flatten()
+        h, J = flat.dropped()
+        dev = self.device or h.device
+        h, J = _scaled_by_beta(h.to(dev), J.to(dev), flat.beta)
+        n, B = flat.n, h.shape[0]
+        grad = torch.is_grad_enabled() and (h.requires_grad or J.requires_grad)
+        step = self._chunk(n, grad)
+        out = []
+        for s in range(0, B, step):
+            hc = h[s : s + step]
+            Jc = J if J.ndim == 2 else J[s : s + step]
+            if grad:
+                out.append(checkpoint(self._run, hc, Jc, use_reentrant=False))
+            else:
+                out.append(self._run(hc, Jc))
+        return torch.cat(out, dim=0)
+
+    def _run(self, h: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
+        psi = dqa_statevector(h, J, self.schedule, dtype=self.dtype, group=self.group)
+        p = psi.real**2 + psi.imag**2
+        return p / p.sum(-1, keepdim=True)
+
+    # ------------------------------------------------------------------ public API
+    def probabilities(self, problem: IsingProblem) -> torch.Tensor:
+        """Exact output distribution ``(*batch, 2**n)`` (real dtype of ``dtype``), index ``c = sum_j b_j 2**j``."""
+        self.validate(problem)
+        with torch.no_grad():
+            p = self._probabilities(problem.detach())
+        return p.reshape(*problem.batch_shape, 1 << problem.n)
+
+    def differentiable_marginals(self, problem: IsingProblem) -> torch.Tensor:
+        """Exact output marginals ``<s_j>`` of the DQA circuit, ``(*batch, n)``, keeping the autograd graph.
+
+        Gradients with respect to ``problem.h`` and ``problem.J`` are the exact derivatives of the circuit's
+        output marginals (complex autograd through the simulation). Masked spins give 0. Returned in the
+        problem's dtype and device.
+        """
+        self.validate(problem)
+        p = self._probabilities(problem)
+        m = spin_marginals(p, problem.n)
+        if problem.mask is not None:
+            m = m * problem.mask.reshape(m.shape).to(m.device, m.dtype)
+        return m.reshape(*problem.batch_shape, problem.n).to(problem.h.device, problem.dtype)
+
+    def marginals(self, problem: IsingProblem, **kwargs: Any) -> torch.Tensor:
+        """Exact output marginals (float64, no graph); ``(*batch, n)``."""
+        self.validate(problem, options=kwargs)
+        with torch.no_grad():
+            return self.differentiable_marginals(problem.detach()).to(torch.float64).cpu()
+
+    def _sample(self, problem: IsingProblem, *, num_reads: int | None, seed: Any) -> SampleSet:
+        n = problem.n
+        info: dict[str, Any] = {"backend": self.name, "schedule": self.schedule, "dtype": str(self.dtype),
+                                "seed": seed if not isinstance(seed, np.random.Generator) else "generator"}
+        with torch.no_grad():
+            p = self._probabilities(problem).to(torch.float64).cpu()
+        if num_reads is None:
+            S = enumerate_states(n, dtype=torch.float64).numpy().astype(np.int8)
+            spins = np.broadcast_to(S, (*problem.batch_shape, 1 << n, n)).copy()
+            info["num_reads"] = 1 << n
+            return SampleSet(spins, p.reshape(*problem.batch_shape, 1 << n).numpy(), problem, info, exact=True)
+        rng = as_generator(seed)
+        cdf = torch.cumsum(p, dim=-1)
+        cdf = cdf / cdf[:, -1:]
+        u = torch.from_numpy(rng.random((p.shape[0], int(num_reads))))
+        idx = torch.searchsorted(cdf, u).clamp_(max=(1 << n) - 1)
+        spins = (1 - 2 * ((idx[..., None] >> torch.arange(n)) & 1)).to(torch.int8).numpy()
+        w = np.full(spins.shape[:-1], 1.0 / num_reads)
+        info["num_reads"] = int(num_reads)
+        return SampleSet(spins.reshape(*problem.batch_shape, int(num_reads), n), w.reshape(*problem.batch_shape, int(num_reads)),
+                         problem, info)
