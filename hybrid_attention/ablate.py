@@ -61,9 +61,9 @@ def ablate(base: TrainConfig, out: str | Path, modes: list[str], block_sizes: li
     """
     out = Path(out)
     configs = []
-    for T in block_sizes:
-        for mode in modes:
-            for seed in seeds:
+    for seed in seeds:  # seed-major: an interrupted ablation has every (mode, T) cell for the first seeds
+        for T in block_sizes:
+            for mode in modes:
                 cfg = dataclasses.replace(base, attention=mode, block_size=T, seed=seed, out=str(_run_dir(out, mode, T, seed)),
                                           resume=True, progress=False)
                 cfg.validate()
