@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 REPORT = "report.json"
 REPORT_VERSION = 1
 #: configuration keys that define the problem ensemble: a report can only be resumed if these agree
-ENSEMBLE_KEYS = ("ensemble", "checkpoint", "problems", "seed", "scale", "beta", "layer", "head")
+ENSEMBLE_KEYS = ("ensemble", "checkpoint", "problems", "seed", "scale", "beta", "layer", "head", "calibration")
 AXES = ("n", "shots", "tau", "steps")
 
 
@@ -56,6 +56,8 @@ class FidelityConfig:
         problems: problems per ensemble; seed: seeds problems and samplers; scale, beta: random ensemble.
         ensemble: ``random`` or ``model``; checkpoint: directory of a trained model (``model`` ensemble);
         layer, head: which attention layer/head the model problems come from.
+        calibration: DQA schedule set-up, ``none | leading | compensated``
+            (:func:`hybrid_attention.fidelity_sweep.make_schedule`).
     """
 
     samplers: list[str]
@@ -72,10 +74,13 @@ class FidelityConfig:
     checkpoint: str | None = None
     layer: int = 0
     head: int = 0
+    calibration: str = "none"
 
     def __post_init__(self) -> None:
-        from .fidelity_sweep import SAMPLER_KINDS
+        from .fidelity_sweep import CALIBRATIONS, SAMPLER_KINDS
 
+        if self.calibration not in CALIBRATIONS:
+            raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {self.calibration!r}")
         if not self.samplers:
             raise ValueError("no samplers to sweep")
         bad = [s for s in self.samplers if s not in SAMPLER_KINDS]
@@ -210,7 +215,7 @@ def run_sweep(cfg: FidelityConfig, out: str | Path, *, overwrite: bool = False, 
     skipped: dict[str, str] = report.setdefault("skipped", {})
     for pt in tqdm(todo, desc="fidelity", disable=not progress, unit="pt"):
         try:
-            res = measure_point(pt, _ensemble(cfg, pt.n, cache), seed=cfg.seed)
+            res = measure_point(pt, _ensemble(cfg, pt.n, cache), seed=cfg.seed, calibration=cfg.calibration)
         except ImportError as exc:
             logger.warning("skipping %s: %s", pt.key, exc)
             skipped[pt.key] = str(exc)
@@ -258,7 +263,7 @@ def command_line(cfg: FidelityConfig, out: str | Path) -> str:
     parts = ["hybrid-attention fidelity", f"--samplers {','.join(cfg.samplers)}", f"--n {j(cfg.n)}",
              f"--shots {j(cfg.shots)}", f"--tau {j(cfg.tau)}", f"--steps {j(cfg.steps)}",
              "--base " + ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in cfg.base.items()),
-             f"--problems {cfg.problems}", f"--seed {cfg.seed}", f"--scale {cfg.scale:g}", f"--beta {cfg.beta:g}"]
+             f"--problems {cfg.problems}", f"--calibration {cfg.calibration}", f"--seed {cfg.seed}", f"--scale {cfg.scale:g}", f"--beta {cfg.beta:g}"]
     if cfg.ensemble == "model":
         parts += [f"--ensemble model --checkpoint {shlex.quote(str(cfg.checkpoint))}", f"--layer {cfg.layer}", f"--head {cfg.head}"]
     return " ".join(parts + [f"--out {shlex.quote(str(out))}"])
@@ -280,6 +285,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--head", type=int, default=0)
     p.add_argument("--scale", type=float, default=1.0, help="std of random h and J (default 1)")
     p.add_argument("--beta", type=float, default=1.0, help="target inverse temperature (default 1)")
+    p.add_argument("--calibration", choices=("none", "leading", "compensated"), default="none",
+                   help="DQA schedules: none = the SPEC program (Gamma = lambda = 1); leading = energy scale set so the "
+                   "leading-order field temperature equals --beta; compensated = also fields doubled so beta_J = beta_h")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="report directory (resumed if it holds a report of the same ensemble)")
     p.add_argument("--overwrite", action="store_true", help="start a fresh report even if --out holds one")
@@ -299,7 +307,8 @@ def run(args: argparse.Namespace) -> int:
     samplers = [s.strip() for s in args.samplers.split(",") if s.strip()] if args.samplers else _default_samplers()
     cfg = FidelityConfig(samplers=samplers, n=args.n, shots=args.shots, tau=args.tau, steps=args.steps, base=args.base,
                          problems=args.problems, seed=args.seed, scale=args.scale, beta=args.beta,
-                         ensemble=args.ensemble, checkpoint=args.checkpoint, layer=args.layer, head=args.head)
+                         ensemble=args.ensemble, checkpoint=args.checkpoint, layer=args.layer, head=args.head,
+                         calibration=args.calibration)
     command = command_line(cfg, args.out)
     report = run_sweep(cfg, args.out, overwrite=args.overwrite, plots=not args.no_plots, command=command,
                        progress=not args.no_progress)

@@ -9,15 +9,14 @@ once and compared with
 
 * ``target``: the exact Boltzmann distribution of the problem at its ``beta`` (what attention needs), and, for
   DQA samplers,
-* ``circuit``: the ideal output of the same Trotterized anneal from the independent numpy statevector of
-  :mod:`hybrid_attention.circuits.reference` (isolates shot noise, hardware noise and emitter errors from the
+* ``circuit``: the ideal output of the same Trotterized anneal (the sampler's ``reference_probabilities``:
+  the independent numpy statevector of :mod:`hybrid_attention.circuits.reference`; isolates shot noise, hardware noise and emitter errors from the
   physics of the anneal), and the effective-temperature fit of that ideal output
   (:func:`hybrid_attention.metrics.fit_effective_beta`) with the distance to its best-fit Boltzmann form.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 import time
@@ -30,8 +29,8 @@ import torch
 from . import exact, metrics
 from .ising import IsingProblem
 
-__all__ = ["SAMPLER_KINDS", "SweepPoint", "random_problems", "problems_from_model", "build_sampler", "measure_point",
-           "expected_shot_tv"]
+__all__ = ["SAMPLER_KINDS", "CALIBRATIONS", "SweepPoint", "random_problems", "problems_from_model", "make_schedule",
+           "build_sampler", "measure_point", "expected_shot_tv"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +47,10 @@ SAMPLER_KINDS: dict[str, tuple[str, str]] = {
     "meanfield": ("meanfield", "classical"),
 }
 
-#: fake backend whose noise model ``aer-noisy`` uses (offline, from qiskit-ibm-runtime)
-NOISY_BACKEND = "FakeManilaV2"
+#: fake backend whose noise model ``aer-noisy`` uses (offline, from qiskit-ibm-runtime; 16 qubits, heavy-hex)
+NOISY_BACKEND = "FakeGuadalupeV2"
+#: how DQA schedules are set up (see :func:`make_schedule`)
+CALIBRATIONS = ("none", "leading", "compensated")
 
 
 @dataclass(frozen=True)
@@ -143,50 +144,52 @@ def _noise_backend() -> Any:
     return getattr(fake_provider, NOISY_BACKEND)()
 
 
-def build_sampler(name: str, *, tau: float | None = None, steps: int | None = None, seed: int = 0, **kw: Any) -> tuple[Any, Any]:
-    """Instantiate sweep sampler ``name`` (a key of :data:`SAMPLER_KINDS`) for one point.
+def make_schedule(tau: float, steps: int, calibration: str = "none", beta: float = 1.0) -> Any:
+    """The DQA schedule of a sweep point.
 
-    DQA samplers receive ``schedule=DQASchedule(tau, steps)`` (SPEC defaults otherwise); ``aer-noisy`` also
-    receives the noise of :data:`NOISY_BACKEND` (through the sampler's ``backend=`` or ``noise_model=``
-    argument, whichever it takes). Constructor arguments the sampler does not accept are not passed.
+    Args:
+        tau, steps: anneal time and Trotter steps.
+        calibration: ``"none"`` (the SPEC program: ``Gamma = lambda = 1``), ``"leading"`` (``energy_scale`` set
+            so that the leading-order field temperature ``beta_h`` equals ``beta``;
+            :func:`hybrid_attention.circuits.temperature.calibrate`) or ``"compensated"`` (as ``leading``, with the
+            fields doubled so that ``beta_J = beta_h`` too; :func:`~hybrid_attention.circuits.temperature.compensate`).
+        beta: the target inverse temperature.
+    """
+    from .circuits import DQASchedule
 
-    Returns:
-        ``(sampler, schedule or None)``.
+    if calibration not in CALIBRATIONS:
+        raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
+    sched = DQASchedule(tau=float(tau), steps=int(steps))
+    if calibration == "none":
+        return sched
+    from .circuits.temperature import calibrate, compensate
+
+    if calibration == "compensated":
+        sched = compensate(sched)
+    return calibrate(float(beta), sched, vary="energy_scale", method="leading")
+
+
+def build_sampler(name: str, *, schedule: Any = None, **kw: Any) -> Any:
+    """Instantiate sweep sampler ``name`` (a key of :data:`SAMPLER_KINDS`).
+
+    DQA samplers receive ``schedule=``; ``aer-noisy`` is the Aer sampler with ``noise_backend=`` the fake
+    :data:`NOISY_BACKEND` (its noise model, gates and layout) simulated with ``method="density_matrix"`` (exact
+    noisy output, all shots at once: fast for the few qubits of a sweep). ``kw`` go to the constructor.
     """
     from .backends import get_sampler
-    from .backends.registry import _load
 
     if name not in SAMPLER_KINDS:
         raise ValueError(f"unknown sweep sampler {name!r}; choose from {sorted(SAMPLER_KINDS)}")
     reg, kind = SAMPLER_KINDS[name]
-    cls = _load(reg)
-    params = inspect.signature(cls.__init__).parameters
-    accepts_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    args: dict[str, Any] = {}
-    schedule = None
+    args: dict[str, Any] = dict(kw)
     if kind in ("dqa", "dqa-exact"):
-        from .circuits import DQASchedule
-
-        schedule = DQASchedule(tau=float(tau), steps=int(steps))
+        if schedule is None:
+            raise ValueError(f"sampler {name!r} needs schedule=")
         args["schedule"] = schedule
     if name == "aer-noisy":
-        if "backend" in params:
-            args["backend"] = _noise_backend()
-        elif "noise_model" in params:
-            from qiskit_aer.noise import NoiseModel
-
-            args["noise_model"] = NoiseModel.from_backend(_noise_backend())
-        else:
-            raise ValueError("the aer sampler takes neither backend= nor noise_model=; cannot build 'aer-noisy'")
-    if "seed" in params:
-        args["seed"] = seed
-    args.update(kw)
-    dropped = [k for k in args if k not in params and not accepts_kw]
-    for k in dropped:
-        if k in ("backend", "noise_model", "schedule"):
-            raise ValueError(f"sampler {reg!r} does not accept {k}=, needed for sweep sampler {name!r}")
-        args.pop(k)
-    return get_sampler(reg, **args), schedule
+        args.setdefault("noise_backend", _noise_backend())
+        args.setdefault("method", "density_matrix")
+    return get_sampler(reg, **args)
 
 
 # ---------------------------------------------------------------------- measurement
@@ -227,12 +230,13 @@ def _stats(p: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     return p @ S, np.einsum("...c,cj,ck->...jk", p, S, S)
 
 
-def measure_point(point: SweepPoint, problems: IsingProblem, *, seed: int = 0) -> dict[str, Any]:
+def measure_point(point: SweepPoint, problems: IsingProblem, *, seed: int = 0, calibration: str = "none") -> dict[str, Any]:
     """Sample every problem of the ensemble at ``point`` and compare with the references (module docstring).
 
     Args:
         point: the sweep point; ``problems``: a batch of ``n``-spin problems (batch shape ``(count,)``).
         seed: sampler seed (recorded).
+        calibration: DQA schedule set-up (:func:`make_schedule`; target ``beta`` = the problems' beta).
 
     Returns:
         JSON-ready dict: ``point`` fields, ``target`` metrics summaries (mean/median/std/max over problems),
@@ -243,13 +247,17 @@ def measure_point(point: SweepPoint, problems: IsingProblem, *, seed: int = 0) -
     kind = SAMPLER_KINDS[point.sampler][1]
     prob = problems.to(torch.float64)
     p_target = exact.probabilities(prob).numpy()
-    sampler, schedule = build_sampler(point.sampler, tau=point.tau, steps=point.steps, seed=seed)
+    schedule = None
+    if kind in ("dqa", "dqa-exact"):
+        schedule = make_schedule(point.tau, point.steps, calibration, float(prob.beta_tensor().reshape(-1)[0]))
+    sampler = build_sampler(point.sampler, schedule=schedule)
     t0 = time.perf_counter()
     try:
         ss = sampler.sample(prob, num_reads=point.shots, seed=seed)
+        elapsed = time.perf_counter() - t0
+        p_circ = _circuit_reference(sampler, prob, schedule) if schedule is not None else None
     finally:
         sampler.close()
-    elapsed = time.perf_counter() - t0
     p = ss.probabilities()
     m, c = ss.marginals(), ss.correlations()
     mt, ct = _stats(p_target, point.n)
@@ -259,10 +267,9 @@ def measure_point(point: SweepPoint, problems: IsingProblem, *, seed: int = 0) -
     if point.shots:
         res["shot_noise_tv"] = float(expected_shot_tv(p_target, point.shots).mean())
     if schedule is not None:
-        from .circuits.reference import dqa_probabilities
-
         h, J = prob.dropped()
-        p_circ = dqa_probabilities(h.numpy(), J.numpy(), schedule)
+        res["schedule"] = {k: getattr(schedule, k) for k in ("tau", "steps", "gamma", "energy_scale", "field_scale",
+                                                              "coupling_scale", "order", "shape")}
         mc, cc = _stats(p_circ, point.n)
         res["circuit"] = _compare(p, p_circ, m, mc, c, cc)
         if point.shots:
@@ -272,6 +279,18 @@ def measure_point(point: SweepPoint, problems: IsingProblem, *, seed: int = 0) -
         res["fit"] = {"beta_h": _summ(fit.beta_h), "beta_J": _summ(fit.beta_J), "r": _summ(fit.r), "r2": _summ(fit.r2),
                       "rmse": _summ(fit.rmse), "tv_to_fit": _summ(metrics.total_variation(p_circ, p_fit))}
     return res
+
+
+def _circuit_reference(sampler: Any, prob: IsingProblem, schedule: Any) -> np.ndarray:
+    """Ideal output of the anneal the sampler runs (the circuit encodes ``beta * H_P``)."""
+    if hasattr(sampler, "reference_probabilities"):
+        return np.asarray(sampler.reference_probabilities(prob))
+    from .circuits.reference import dqa_probabilities
+
+    h, J = prob.dropped()
+    beta = prob.beta_tensor().double().numpy()
+    J = np.broadcast_to(J.numpy(), (*prob.batch_shape, prob.n, prob.n))
+    return dqa_probabilities(h.numpy() * beta[..., None], J * beta[..., None, None], schedule)
 
 
 def _fitted_boltzmann(h: np.ndarray, J: np.ndarray, fit: metrics.EffectiveBeta) -> np.ndarray:

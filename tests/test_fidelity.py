@@ -189,3 +189,42 @@ def test_model_ensemble_from_a_training_run(tmp_path):
     assert rep["config"]["ensemble"] == "model" and len(rep["points"]) == 1
     assert "--ensemble model --checkpoint" in rep["commands"][0]
     assert _run(args[:6] + [str(tmp_path / "missing")] + args[7:], tmp_path / "rep2") == 2
+
+
+def _available(name):
+    from hybrid_attention.backends import available_samplers
+
+    return available_samplers().get(name, False)
+
+
+@pytest.mark.skipif(not _available("aer"), reason="aer sampler not available")
+def test_aer_point_matches_its_ideal_circuit_within_shot_noise():
+    N, probs = 2000, random_problems(3, 8, seed=4)
+    res = measure_point(SweepPoint("aer", 3, N, 1.0, 10), probs, seed=2)
+    # the sampled marginals agree with the ideal circuit's within z sqrt(1/N); the target (beta = 1) is far away
+    assert res["circuit"]["marginal_max"]["max"] < 5 * math.sqrt(1.0 / N)
+    floor = res["circuit"]["shot_noise_tv"]
+    assert abs(res["circuit"]["tv"]["mean"] - floor) < 5 * floor / 2 / math.sqrt(8)
+    assert res["target"]["tv"]["mean"] > res["circuit"]["tv"]["mean"]
+    # SPEC section 4: a short quench samples couplings at about twice the field inverse temperature
+    assert 1.3 < res["fit"]["beta_J"]["median"] / res["fit"]["beta_h"]["median"] < 2.5
+    assert res["schedule"]["energy_scale"] == 1.0
+
+
+@pytest.mark.skipif(not _available("aer"), reason="aer sampler not available")
+def test_calibrated_schedule_raises_the_effective_temperature_to_target():
+    from hybrid_attention.fidelity_sweep import make_schedule
+
+    probs = random_problems(3, 8, seed=4, scale=0.5)
+    plain = measure_point(SweepPoint("aer", 3, 256, 0.5, 20), probs, seed=2)
+    comp = measure_point(SweepPoint("aer", 3, 256, 0.5, 20), probs, seed=2, calibration="compensated")
+    assert comp["schedule"]["field_scale"] == 2.0 and comp["schedule"]["energy_scale"] > 1
+    # compensation balances the two temperatures (SPEC section 4: plain DQA has beta_J ~ 2 beta_h) and the
+    # larger energy scale heats less; the leading-order calibration undershoots beta = 1 (higher orders saturate it)
+    ph, pj = plain["fit"]["beta_h"]["median"], plain["fit"]["beta_J"]["median"]
+    ch, cj = comp["fit"]["beta_h"]["median"], comp["fit"]["beta_J"]["median"]
+    assert pj / ph > 1.6 and abs(cj / ch - 1) < 0.15
+    assert ch > 3 * ph and ch < 1.0
+    assert comp["target"]["tv"]["mean"] < plain["target"]["tv"]["mean"]
+    with pytest.raises(ValueError, match="calibration"):
+        make_schedule(1.0, 10, "bogus")
