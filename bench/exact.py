@@ -82,7 +82,10 @@ def pairs(B, H, T):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch intra-op threads (default 1: on a shared machine multi-threaded kernels collapse under load)")
     args = ap.parse_args()
+    torch.set_num_threads(args.threads)
     reps = 3 if args.quick else 7
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}\n")
