@@ -54,13 +54,16 @@ def default_cache_dir() -> Path:
     return Path(base) / "hybrid-attention"
 
 
-def download(dest: str | os.PathLike, *, url: str = URL, sha256: str = SHA256,
+def download(dest: str | os.PathLike, *, url: str | None = None, sha256: str | None = None,
              opener: Callable[..., Any] | None = None, timeout: float = 60.0) -> Path:
     """Download ``url`` to ``dest`` atomically, verifying ``sha256`` before the file appears at ``dest``.
 
-    ``opener(url, timeout=...)`` defaults to :func:`urllib.request.urlopen` (tests pass a fake one).
+    ``url`` and ``sha256`` default to :data:`URL` and :data:`SHA256`; ``opener(url, timeout=...)`` defaults to
+    :func:`urllib.request.urlopen` (tests pass a fake one, or a ``file://`` URL).
     Raises ``OSError`` (network) or ``ValueError`` (checksum mismatch; nothing is written).
     """
+    url = URL if url is None else url
+    sha256 = SHA256 if sha256 is None else sha256
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     opener = urllib.request.urlopen if opener is None else opener
