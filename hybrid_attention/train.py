@@ -182,7 +182,6 @@ def _prepare_out(cfg: TrainConfig) -> tuple[Path, dict | None]:
         if diff:
             raise ValueError(f"--resume: the settings differ from the checkpoint in {str(out)!r}: "
                              + ", ".join(f"{k}: checkpoint {a!r}, now {b!r}" for k, (a, b) in diff.items()))
-    out.mkdir(parents=True, exist_ok=True)
     return out, state
 
 
@@ -260,6 +259,7 @@ def train(config: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]
         sampler = make_sampler(cfg.sampler, shots=cfg.shots, tau=cfg.tau, trotter_steps=cfg.trotter_steps, seed=cfg.seed)
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)  # parameter init only; data uses its own generator
+    out.mkdir(parents=True, exist_ok=True)  # only now: bad settings and missing data leave no directory behind
     mcfg = cfg.model_config(task.vocab_size)
     model = Transformer(mcfg)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.99))

@@ -1,0 +1,168 @@
+"""The train and ablate commands: smoke runs on both tasks, run-directory safety, resume, bad arguments, make_sampler."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from hybrid_attention import cli, exact
+from hybrid_attention import train as tr
+
+TINY = ["--n-embd", "8", "--batch-size", "8", "--no-progress", "--warmup", "2"]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)  # train() sets the thread count from --threads
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    f = tmp_path / "corpus.txt"
+    f.write_text("First Citizen:\nBefore we proceed any further, hear me speak.\n" * 40)
+    return f
+
+
+def read(d, name):
+    return json.loads((d / name).read_text())
+
+
+def test_brackets_smoke(tmp_path):
+    out = tmp_path / "b"
+    rc = cli.main(["train", "--task", "brackets", "--attention", "hj", "--block-size", "6", "--steps", "6",
+                   "--eval-interval", "3", "--out", str(out), *TINY])
+    assert rc == 0
+    m = read(out, "metrics.json")
+    assert m["finished"] and m["step"] == 6 and len(m["train_loss"]) == 6 and [e["step"] for e in m["evals"]] == [3, 6]
+    assert 0.0 <= m["val_accuracy"] <= 1.0 and 0.0 <= m["val_string_accuracy"] <= m["val_accuracy"] and m["val_loss"] > 0
+    cfg = read(out, "config.json")
+    assert cfg["run"]["attention"] == "hj" and cfg["model"]["head"] == "position" and cfg["model"]["block_size"] == 6
+    J = torch.tensor(read(out, "couplings.json")["J"][0])
+    assert J.shape == (1, 6, 6) and torch.equal(J, J.transpose(1, 2))
+    assert (out / "checkpoint.pt").is_file() and not list(out.glob(".*"))  # no temporary files left
+
+
+@pytest.mark.parametrize("mode", ["softmax", "h"])
+def test_shakespeare_smoke(tmp_path, corpus, mode, capsys):
+    out = tmp_path / "s"
+    rc = cli.main(["train", "--task", "shakespeare", "--attention", mode, "--block-size", "8", "--steps", "4", "--eval-interval", "2",
+                   "--eval-size", "16", "--data", str(corpus), "--out", str(out), *TINY])
+    assert rc == 0
+    m = read(out, "metrics.json")
+    assert m["val_perplexity"] == pytest.approx(torch.tensor(m["val_loss"]).exp().item())
+    assert read(out, "config.json")["model"]["vocab_size"] == len(set(corpus.read_text()))
+    assert "val_perplexity" in capsys.readouterr().out
+
+
+def test_existing_directory_is_never_overwritten(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    rc = cli.main(["train", "--task", "brackets", "--block-size", "4", "--steps", "2", "--out", str(out), *TINY])
+    assert rc == 2
+    assert "--resume" in capsys.readouterr().err
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+def test_resume_after_interruption_matches_uninterrupted_run(tmp_path, monkeypatch):
+    args = ["train", "--task", "brackets", "--attention", "hj", "--block-size", "6", "--steps", "8", "--eval-interval", "3", *TINY]
+    assert cli.main([*args, "--out", str(tmp_path / "full")]) == 0
+    full = read(tmp_path / "full", "metrics.json")
+
+    real_lr = tr._lr_at
+
+    def killed(step, cfg):  # the process dies during step 5 (after the checkpoint at step 3)
+        if step == 5:
+            raise KeyboardInterrupt
+        return real_lr(step, cfg)
+
+    monkeypatch.setattr(tr, "_lr_at", killed)
+    assert cli.main([*args, "--out", str(tmp_path / "cut")]) == 130
+    part = read(tmp_path / "cut", "metrics.json")
+    assert part["step"] == 3 and not part["finished"]  # lost at most one evaluation interval
+    monkeypatch.setattr(tr, "_lr_at", real_lr)
+    assert cli.main([*args, "--out", str(tmp_path / "cut")]) == 2  # no --resume: refused
+    assert cli.main([*args, "--out", str(tmp_path / "cut"), "--resume"]) == 0
+    done = read(tmp_path / "cut", "metrics.json")
+    assert done["finished"] and done["train_loss"] == full["train_loss"]
+    assert done["val_loss"] == pytest.approx(full["val_loss"], rel=1e-6)
+    assert [e["step"] for e in done["evals"]] == [3, 6, 8]
+    # resuming with different settings is refused
+    assert cli.main([*args, "--n-embd", "16", "--out", str(tmp_path / "cut"), "--resume"]) == 2
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--attention", "hj", "--block-size", str(exact.MAX_SPINS + 2)], "exact-enumeration limit"),
+        (["--task", "brackets", "--block-size", "7"], "even block size"),
+        (["--steps", "0"], "steps must be a positive integer"),
+        (["--lr", "-1"], "lr must be a finite number > 0"),
+        (["--sampler", "nosuch"], "unknown sampler"),
+        (["--attention", "softmax", "--sampler", "exact", "--n-embd", "10", "--n-head", "3"], "divisible"),
+        (["--task", "shakespeare", "--data", "/nonexistent/tiny.txt"], "--data"),
+    ],
+)
+def test_bad_arguments_fail_before_training(tmp_path, capsys, extra, message):
+    out = tmp_path / "never"
+    base = ["train", "--task", "brackets", "--block-size", "4", "--steps", "3", "--out", str(out)]
+    rc = cli.main([*base, *extra])
+    assert rc == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_unknown_mode_is_an_argparse_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["train", "--attention", "hjj", "--out", str(tmp_path / "x")])
+    assert info.value.code == 2 and "invalid choice: 'hjj'" in capsys.readouterr().err
+
+
+def test_python_train_callable(tmp_path):
+    m = tr.train(tr.TrainConfig(task="brackets", attention="j", block_size=4, steps=2, eval_interval=2, n_embd=8, batch_size=4,
+                                out=str(tmp_path / "py"), progress=False))
+    assert m["finished"] and "val_accuracy" in m
+
+
+def test_make_sampler_passes_the_dqa_schedule(monkeypatch):
+    import hybrid_attention.backends as backends
+    from hybrid_attention.circuits import DQASchedule
+
+    calls = []
+    monkeypatch.setattr(backends, "get_sampler", lambda name, **kw: calls.append((name, kw)) or name)
+    assert tr.make_sampler("aer", shots=100, tau=0.5, trotter_steps=7, seed=3, optimization_level=1) == "aer"
+    name, kw = calls[-1]
+    assert kw["schedule"] == DQASchedule(tau=0.5, steps=7) and kw["optimization_level"] == 1
+    tr.make_sampler("gibbs", shots=10, tau=0.5, trotter_steps=7, seed=3)
+    assert calls[-1] == ("gibbs", {})  # classical samplers ignore tau and Trotter steps
+    with pytest.raises(ValueError, match="shots"):
+        tr.make_sampler("gibbs", shots=0, tau=1.0, trotter_steps=1, seed=0)
+
+
+def test_make_sampler_exact_from_registry():
+    s = tr.make_sampler("exact", shots=None, tau=1.0, trotter_steps=1, seed=0)
+    assert s.properties["exact"]
+
+
+def test_ablate_smoke_and_resume(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "abl"
+    args = ["ablate", "--task", "brackets", "--modes", "softmax", "hj", "--block-sizes", "4", "6", "--seeds", "0", "1",
+            "--steps", "3", "--eval-interval", "3", "--out", str(out), *TINY]
+    assert cli.main(args) == 0
+    md = (out / "summary.md").read_text()
+    assert "| 6 | hj |" in md and "diff to softmax" in md and "key distance" in md
+    assert len((out / "runs.csv").read_text().strip().splitlines()) == 1 + 8
+    rows = (out / "summary.csv").read_text().splitlines()
+    assert rows[0].startswith("mode,block_size,n,mean,std") and len(rows) == 1 + 4
+    assert (out / "metric_vs_T.png").stat().st_size > 1000 and (out / "couplings_by_distance.png").is_file()
+    import hybrid_attention.ablate as ab
+
+    monkeypatch.setattr(ab, "train", lambda cfg: pytest.fail(f"finished run {cfg.out} was run again"))
+    assert cli.main(args) == 0  # everything finished: nothing re-run
+    assert cli.main([*args, "--steps", "5"]) == 2  # other settings into the same DIR
+    assert "other settings" in capsys.readouterr().err
+    assert cli.main(["ablate", "--task", "brackets", "--out", str(out), "--report-only"]) == 0
