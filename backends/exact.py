@@ -56,3 +56,9 @@ class ExactSampler(Sampler):
         """Exact marginals straight from enumeration (no SampleSet), float64."""
         self.validate(problem, options=kwargs)
         return _exact.marginals(problem.detach().to(torch.float64), max_spins=self.max_spins)
+
+    def differentiable_marginals(self, problem: IsingProblem) -> torch.Tensor:
+        """Exact marginals ``(*batch, n)`` keeping the autograd graph of ``problem`` (used by
+        :func:`hybrid_attention.bridge.attention_marginals`: exact gradients w.r.t. ``h``, ``J``, ``beta``)."""
+        self.validate(problem)
+        return _exact.marginals(problem, max_spins=self.max_spins)

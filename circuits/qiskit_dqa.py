@@ -117,11 +117,21 @@ class DQATemplate:
     """
 
     def __init__(self, n: int, edges: tuple[Edge, ...], schedule: DQASchedule, options: CircuitOptions) -> None:
-        from qiskit import ClassicalRegister, QuantumCircuit, QuantumRegister
+        self.n, self.edges, self.schedule, self.options = n, edges, schedule, options
+
+    @functools.cached_property
+    def params(self) -> Any:
+        """The ``ParameterVector("x", n + len(edges))``."""
         from qiskit.circuit import ParameterVector
 
-        self.n, self.edges, self.schedule, self.options = n, edges, schedule, options
-        self.params = ParameterVector("x", n + len(edges))
+        return ParameterVector("x", self.num_parameters)
+
+    @functools.cached_property
+    def circuit(self) -> Any:
+        """The parametrised ``QuantumCircuit`` (built on first use: bindings alone need no qiskit)."""
+        from qiskit import ClassicalRegister, QuantumCircuit, QuantumRegister
+
+        n, edges, schedule, options = self.n, self.edges, self.schedule, self.options
         qc = QuantumCircuit(QuantumRegister(n, "q"), name=f"dqa_n{n}_K{schedule.steps}")
         if options.measure:
             qc.add_register(ClassicalRegister(n, "meas"))
@@ -145,7 +155,7 @@ class DQATemplate:
             qc.rx(-float(ak) if schedule.order == 2 else -2.0 * float(ak), range(n))
         if options.measure:
             qc.measure(range(n), range(n))
-        self.circuit = qc
+        return qc
 
     @property
     def num_parameters(self) -> int:

@@ -1,0 +1,136 @@
+"""Shared machinery of the DQA circuit samplers (aer, pennylane, ibm): chunking, seeds, templates, results.
+
+A batch of problems of one size becomes one parametrised template (per coupling pattern) plus a bindings
+array, run in chunks of ``chunk_size`` problems (one PUB / one broadcast tape per chunk). Subclasses implement
+``_run_chunk(template, values, shots, seed) -> bool bits (C, shots, n)`` with column ``j`` = qubit ``j``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from hybrid_attention.circuits.qiskit_dqa import CircuitOptions, DQATemplate, template_for
+from hybrid_attention.circuits.reference import dqa_probabilities
+from hybrid_attention.circuits.schedule import DQASchedule
+from hybrid_attention.circuits.temperature import leading_order_beta
+from hybrid_attention.ising import IsingProblem
+
+from .base import Sampler, spawn_seeds
+from .sampleset import SampleSet
+
+__all__ = ["DQASampler", "DEFAULT_SCHEDULE"]
+
+logger = logging.getLogger(__name__)
+
+#: used when a DQA sampler is built without ``schedule=`` (short quench: nearly Boltzmann, beta_h ~ 0.13)
+DEFAULT_SCHEDULE = DQASchedule(tau=1.0, steps=20)
+
+
+def _progress(iterable: Any, total: int, desc: str) -> Any:
+    if total < 4:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, leave=False, disable=None)
+
+
+class DQASampler(Sampler):
+    """Base class of the circuit samplers: ``sample`` runs the DQA program of ``schedule`` on each problem.
+
+    The circuit encodes ``beta * H_P`` (the problem's ``beta`` scales ``h`` and ``J``); the output is
+    approximately Boltzmann at the effective inverse temperatures :meth:`effective_beta` (leading order, see
+    :mod:`hybrid_attention.circuits.temperature`).
+
+    Args:
+        schedule: the :class:`DQASchedule` (default :data:`DEFAULT_SCHEDULE`).
+        chunk_size: problems per PUB / broadcast batch.
+        options: :class:`CircuitOptions` for the emitted circuits (folded RZZ, coupling map).
+        default_num_reads: shots per problem when ``num_reads`` is None.
+    """
+
+    parameters: dict[str, str] = {}
+    max_qubits: int | None = None
+
+    def __init__(self, *, schedule: DQASchedule | None = None, chunk_size: int = 256, options: CircuitOptions | None = None,
+                 default_num_reads: int = 1024) -> None:
+        super().__init__()
+        schedule = DEFAULT_SCHEDULE if schedule is None else schedule
+        if not isinstance(schedule, DQASchedule):
+            raise TypeError(f"{self.name}: schedule must be a DQASchedule, got {type(schedule).__name__}")
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
+            raise ValueError(f"{self.name}: chunk_size must be a positive integer, got {chunk_size!r}")
+        if options is not None and not isinstance(options, CircuitOptions):
+            raise TypeError(f"{self.name}: options must be a CircuitOptions, got {type(options).__name__}")
+        if isinstance(default_num_reads, bool) or not isinstance(default_num_reads, (int, np.integer)) or default_num_reads < 1:
+            raise ValueError(f"{self.name}: default_num_reads must be a positive integer, got {default_num_reads!r}")
+        self.schedule = schedule
+        self.chunk_size = int(chunk_size)
+        self.circuit_options = options or CircuitOptions()
+        self.default_num_reads = int(default_num_reads)
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        bh, bJ = leading_order_beta(self.schedule)
+        return {"max_spins": self.max_qubits, "exact": False, "default_num_reads": self.default_num_reads,
+                "dqa": True, "schedule": self.schedule, "effective_beta": {"h": bh, "J": bJ}}
+
+    def effective_beta(self, beta: Any = 1.0) -> tuple[Any, Any]:
+        """Leading-order ``(beta_h, beta_J)`` of the output for a problem at inverse temperature ``beta``
+        (the bridge uses these for its Boltzmann-surrogate gradients)."""
+        bh, bJ = leading_order_beta(self.schedule)
+        return beta * bh, beta * bJ
+
+    def reference_probabilities(self, problem: IsingProblem) -> np.ndarray:
+        """Exact output distribution of the ideal circuit (numpy reference), ``(*batch, 2**n)``."""
+        h, J = problem.dropped()
+        beta = problem.beta_tensor().detach().double().numpy()
+        h = h.detach().double().numpy() * beta[..., None]
+        J = np.broadcast_to(J.detach().double().numpy(), (*problem.batch_shape, problem.n, problem.n)) * beta[..., None, None]
+        return dqa_probabilities(h, J, self.schedule)
+
+    # ------------------------------------------------------------------ sampling
+    def _template(self, problem: IsingProblem) -> DQATemplate:
+        return template_for(problem, self.schedule, self.circuit_options)
+
+    def _sample(self, problem: IsingProblem, *, num_reads: int | None, seed: Any, **options: Any) -> SampleSet:
+        shots = self.default_num_reads if num_reads is None else int(num_reads)
+        flat = problem.flatten()
+        tmpl = self._template(flat)
+        values = tmpl.bindings(flat)  # validates fold angles etc. before any work
+        B = values.shape[0]
+        starts = list(range(0, B, self.chunk_size))
+        seeds = spawn_seeds(seed, len(starts))
+        t0 = time.perf_counter()
+        bits = self._run_chunks(tmpl, values, starts, shots, seeds)
+        spins = (1 - 2 * bits.astype(np.int8)).reshape(*problem.batch_shape, shots, problem.n)
+        info = {"backend": self.name, "num_reads": shots, "shots": shots, "seed": seed if isinstance(seed, (int, type(None))) else "generator",
+                "chunk_seeds": seeds, "chunks": len(starts), "schedule": self.schedule, "edges": len(tmpl.edges),
+                "timing": {"run": time.perf_counter() - t0}}
+        info.update(self._extra_info(tmpl))
+        w = np.full(spins.shape[:-1], 1.0 / shots)
+        return SampleSet(spins, w, problem, info)
+
+    def _run_chunks(self, tmpl: DQATemplate, values: np.ndarray, starts: list[int], shots: int, seeds: list[int]) -> np.ndarray:
+        out = []
+        for st, sd in _progress(zip(starts, seeds), len(starts), self.name):
+            out.append(self._run_chunk(tmpl, values[st : st + self.chunk_size], shots, sd))
+        return np.concatenate(out, axis=0)
+
+    def _extra_info(self, tmpl: DQATemplate) -> dict[str, Any]:
+        return {"depth": tmpl.circuit.depth()}
+
+    def _run_chunk(self, tmpl: DQATemplate, values: np.ndarray, shots: int, seed: int) -> np.ndarray:
+        """Run one chunk: ``values (C, P)`` -> bool bits ``(C, shots, n)``, column ``j`` = qubit ``j``."""
+        raise NotImplementedError
+
+    def marginals(self, problem: IsingProblem, **kwargs: Any) -> torch.Tensor:
+        """Mean of the sampled spins ``(*batch, n)`` (float64; 0 for masked spins)."""
+        return super().marginals(problem, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(schedule={self.schedule})"

@@ -1,0 +1,80 @@
+"""PennyLane DQA sampler: the DQA program on any PennyLane device, broadcast over a chunk of problems.
+
+Needs the ``pennylane`` extra (``pip install 'hybrid-attention[pennylane]'``). ``qml.sample`` returns wire
+``j`` in column ``j``, which is already the toolkit's spin order.
+
+Example:
+    >>> import torch
+    >>> from hybrid_attention import IsingProblem
+    >>> from hybrid_attention.backends import get_sampler
+    >>> sampler = get_sampler("pennylane", device="default.qubit")
+    >>> sampler.sample(IsingProblem(torch.randn(4, 2)), num_reads=100, seed=0).spins.shape
+    (4, 100, 2)
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import pennylane as qml
+
+from hybrid_attention.circuits.pennylane_dqa import dqa_qnode
+from hybrid_attention.circuits.qiskit_dqa import CircuitOptions, DQATemplate
+from hybrid_attention.circuits.schedule import DQASchedule
+
+from ._dqa import DQASampler
+
+__all__ = ["PennyLaneSampler"]
+
+logger = logging.getLogger(__name__)
+
+
+class PennyLaneSampler(DQASampler):
+    """DQA circuits on a PennyLane device.
+
+    Args:
+        device: device name (default ``"lightning.qubit"``; any installed PennyLane device, e.g.
+            ``"default.qubit"``); a fresh device is made per chunk with that chunk's seed.
+        schedule, chunk_size, options, default_num_reads: see :class:`~hybrid_attention.backends._dqa.DQASampler`
+            (``options.fold_rzz`` / coupling maps are qiskit hardware options and are rejected here).
+        max_qubits: qubit limit (default 26 for state-vector devices).
+        device_kwargs: extra keyword arguments for ``qml.device``.
+    """
+
+    name = "pennylane"
+    parameters: dict[str, str] = {}
+
+    def __init__(self, *, device: str = "lightning.qubit", schedule: DQASchedule | None = None, chunk_size: int = 256,
+                 options: CircuitOptions | None = None, default_num_reads: int = 1024, max_qubits: int = 26,
+                 device_kwargs: dict[str, Any] | None = None) -> None:
+        super().__init__(schedule=schedule, chunk_size=chunk_size, options=options, default_num_reads=default_num_reads)
+        if not isinstance(device, str):
+            raise TypeError(f"pennylane: device must be a device name string, got {type(device).__name__}")
+        if self.circuit_options.fold_rzz or self.circuit_options.coupling_map is not None:
+            raise ValueError("pennylane: fold_rzz and coupling_map are IBM hardware options; use the 'ibm' or 'aer' sampler")
+        try:
+            qml.device(device, wires=1, **(device_kwargs or {}))
+        except Exception as exc:  # pennylane raises DeviceError for unknown names
+            raise ValueError(f"pennylane: cannot create device {device!r}: {exc}") from exc
+        self.device = device
+        self.device_kwargs = dict(device_kwargs or {})
+        self.max_qubits = int(max_qubits)
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        props = super().properties
+        props.update({"device": self.device, "versions": {"pennylane": qml.__version__}})
+        return props
+
+    def _run_chunk(self, tmpl: DQATemplate, values: np.ndarray, shots: int, seed: int) -> np.ndarray:
+        dev = qml.device(self.device, wires=tmpl.n, seed=seed, **self.device_kwargs)
+        qnode = dqa_qnode(tmpl.n, tmpl.edges, self.schedule, device=dev, shots=shots, measurement="sample")
+        x = values if values.shape[0] > 1 else values[0]
+        bits = np.asarray(qnode(x)).reshape(values.shape[0], shots, tmpl.n)
+        return bits.astype(bool)
+
+    def _extra_info(self, tmpl: DQATemplate) -> dict[str, Any]:
+        gates = tmpl.n + self.schedule.steps * (tmpl.n * (3 if self.schedule.order == 2 else 2) + len(tmpl.edges))
+        return {"device": self.device, "num_gates": gates}

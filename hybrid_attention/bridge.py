@@ -1,0 +1,201 @@
+"""Sampler bridge: any sampler's output as attention marginals with gradients (SPEC section 3).
+
+:func:`attention_marginals` turns a layer's scores ``h (B, H, Tq, T)`` and couplings ``J (H, T', T')`` into Ising
+problems (causally: one batched problem per prefix length, so every problem of one size goes to the sampler in
+one call), runs the sampler and returns ``<s_j>`` shaped like ``h``.
+
+Gradients:
+
+* samplers with a ``differentiable_marginals(problem)`` method (exact enumeration, fast statevector, mean
+  field) keep the autograd graph: the bridge just calls it;
+* otherwise the bridge samples (:meth:`Sampler.sample`) and applies :class:`SampledMarginals`, whose backward
+  uses the covariance identities over the same reads: for an upstream gradient ``g`` and ``u = g.s``,
+  ``dL/dh_k = beta_h (E[u s_k] - E[u] E[s_k])``, ``dL/dJ_kl = beta_J (E[u s_k s_l] - E[u] E[s_k s_l]) / 2`` per
+  matrix entry (``J_kl`` and ``J_lk`` each carry half of the pair's coupling ``sum_{k<l}``), and
+  ``dL/dbeta = -(E[u e] - E[u] E[e])`` with ``e = (beta_h E_h + beta_J E_J) / beta``.
+
+  With the exact sampler (exact weights or exact samples) ``beta_h = beta_J = beta`` and these are the exact
+  gradients (equal to autograd through enumeration). With DQA samples they are a **Boltzmann surrogate**: the
+  gradient of a Boltzmann model at the sampler's effective inverse temperatures
+  (``sampler.effective_beta(beta)``, leading order in the anneal time, see
+  :mod:`hybrid_attention.circuits.temperature`), evaluated on the DQA reads; DQA output is only approximately
+  Boltzmann, so this is not the exact gradient of the circuit's output.
+
+Example:
+    >>> import torch
+    >>> from hybrid_attention.backends import get_sampler
+    >>> h = torch.randn(1, 1, 3, 3, dtype=torch.float64, requires_grad=True)
+    >>> J = torch.zeros(1, 3, 3, dtype=torch.float64, requires_grad=True)
+    >>> m = attention_marginals(h, J, 1.0, sampler=get_sampler("exact"))
+    >>> m.shape, bool(m[0, 0, 0, 1] == 0)
+    (torch.Size([1, 1, 3, 3]), True)
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import torch
+
+from .ising import IsingProblem
+
+__all__ = ["attention_marginals", "differentiable_marginals", "SampledMarginals"]
+
+logger = logging.getLogger(__name__)
+
+
+def _spawn(seed: Any, k: int) -> list[Any]:
+    """``k`` child seeds (ints) from ``seed`` (``None`` stays ``None``: fresh entropy per call)."""
+    if seed is None:
+        return [None] * k
+    if isinstance(seed, np.random.Generator):
+        return [int(x) for x in seed.integers(0, 2**31 - 1, size=k)]
+    return [int(c.generate_state(1)[0] & 0x7FFFFFFF) for c in np.random.SeedSequence(int(seed)).spawn(k)]
+
+
+def _effective(sampler: Any, beta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    fn = getattr(sampler, "effective_beta", None)
+    if fn is None:
+        return beta, beta
+    bh, bJ = fn(beta)
+    return torch.as_tensor(bh, dtype=beta.dtype), torch.as_tensor(bJ, dtype=beta.dtype)
+
+
+class SampledMarginals(torch.autograd.Function):
+    """Marginals from a sampler's reads; backward by the covariance identities (module docstring).
+
+    ``forward(h (N, n), J (N, n, n), beta (N,), mask (N, n) bool or None, sampler, num_reads, seed)``.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor, mask: Any, sampler: Any, num_reads: Any, seed: Any) -> torch.Tensor:
+        problem = IsingProblem(h.detach(), J.detach(), beta=beta.detach(), mask=mask)
+        ss = sampler.sample(problem, num_reads=num_reads, seed=seed)
+        s = torch.from_numpy(ss.spins.astype(np.float64)).to(h.dtype)  # (N, R, n)
+        if mask is not None:
+            s = s * mask[:, None, :].to(h.dtype)
+        w = torch.from_numpy(ss.weights).to(h.dtype)  # (N, R)
+        m = torch.einsum("nr,nrj->nj", w, s)
+        ctx.save_for_backward(s, w, m, h, J, beta)
+        ctx.sampler = sampler
+        return m
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
+        s, w, m, h, J, beta = ctx.saved_tensors
+        bh, bJ = _effective(ctx.sampler, beta)
+        u = torch.einsum("nj,nrj->nr", g, s)  # (N, R)
+        Eu = (w * u).sum(-1)  # (N,)
+        wu = w * (u - Eu[:, None])  # centred, weighted
+        gh = gJ = gb = None
+        if ctx.needs_input_grad[0]:
+            gh = bh[:, None] * torch.einsum("nr,nrj->nj", wu, s)
+        cov_ss = None
+        if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
+            cov_ss = torch.einsum("nr,nrk,nrl->nkl", wu, s, s)
+            cov_ss = cov_ss - torch.diag_embed(torch.diagonal(cov_ss, dim1=-2, dim2=-1))
+        if ctx.needs_input_grad[1]:
+            gJ = 0.5 * bJ[:, None, None] * cov_ss
+        if ctx.needs_input_grad[2]:
+            # d<s>/dbeta with p ∝ exp(-beta e), e = (bh E_h + bJ E_J) / beta: -(Cov(u, e))
+            cov_h = (torch.einsum("nr,nrj->nj", wu, s) * h).sum(-1)  # Cov(u, h.s) = -Cov(u, E_h)
+            cov_J = 0.5 * (cov_ss * J).sum((-2, -1))  # Cov(u, sum_{k<l} J s s) = -Cov(u, E_J)
+            gb = (bh * cov_h + bJ * cov_J) / beta
+        return gh, gJ, gb, None, None, None, None
+
+
+def _as_problem_parts(problem: IsingProblem) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any]:
+    flat = problem.flatten()
+    N, n = flat.h.shape
+    h, J = flat.dropped()
+    J = J.expand(N, n, n)
+    beta = flat.beta_tensor() if isinstance(flat.beta, torch.Tensor) else torch.full((N,), float(flat.beta), dtype=flat.dtype)
+    return h, J, beta, flat.mask
+
+
+def differentiable_marginals(problem: IsingProblem, *, sampler: Any, num_reads: int | None = None, seed: Any = None,
+                             backward: str = "auto") -> torch.Tensor:
+    """``<s_j>`` of a (batched) problem through ``sampler``, differentiable w.r.t. the problem's tensors.
+
+    Args:
+        problem: :class:`IsingProblem` whose ``h``, ``J`` (and tensor ``beta``) may carry autograd history.
+        sampler: any :class:`~hybrid_attention.backends.Sampler`.
+        num_reads, seed: forwarded to ``sampler.sample``.
+        backward: ``"auto"`` (the sampler's own ``differentiable_marginals`` when it has one, else covariance)
+            or ``"covariance"`` (always sample and use :class:`SampledMarginals`).
+
+    Returns:
+        ``(*batch, n)`` marginals (0 on masked spins) in the problem's dtype.
+    """
+    if not isinstance(problem, IsingProblem):
+        raise TypeError(f"expected an IsingProblem, got {type(problem).__name__}")
+    if backward not in ("auto", "covariance"):
+        raise ValueError(f"backward must be 'auto' or 'covariance', got {backward!r}")
+    if backward == "auto" and hasattr(sampler, "differentiable_marginals"):
+        return sampler.differentiable_marginals(problem).to(problem.dtype)
+    h, J, beta, mask = _as_problem_parts(problem)
+    m = SampledMarginals.apply(h, J, beta.to(h.dtype), mask, sampler, num_reads, seed)
+    return m.reshape(*problem.batch_shape, problem.n)
+
+
+def _beta_heads(beta: Any, H: int, like: torch.Tensor) -> torch.Tensor:
+    b = beta if isinstance(beta, torch.Tensor) else torch.tensor(float(beta))
+    b = b.to(like.dtype)
+    if b.ndim == 0:
+        b = b.expand(H)
+    if b.shape != (H,):
+        raise ValueError(f"beta must be a scalar or have shape (H,) = ({H},), got {tuple(b.shape)}")
+    return b
+
+
+def attention_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, sampler: Any, causal: bool = True,
+                        num_reads: int | None = None, seed: Any = None, pad_with_mask: bool | None = None,
+                        backward: str = "auto") -> torch.Tensor:
+    """Attention marginals ``m[b, hd, i, j] = <s_j>`` of query ``i``'s Ising system, through ``sampler``.
+
+    Args:
+        h: scores ``(B, H, Tq, T)``; causal needs ``Tq == T`` (query ``i`` sees keys ``0..i``).
+        J: couplings ``(H, T', T')``, ``T' >= T`` (leading block used), symmetric, zero diagonal.
+        beta: scalar or ``(H,)`` (float or tensor; a tensor gets a gradient).
+        sampler: a sampler object (``get_sampler(name, ...)``).
+        causal: drop future keys (one sampler call per prefix length, all ``B * H`` rows of that length at once).
+        num_reads, seed: reads per problem and seed (child seeds are spawned per call).
+        pad_with_mask: one call with ``n = T`` and a causal mask instead of one call per prefix length (default:
+            ``sampler.properties.get("pad_with_mask", False)``).
+        backward: ``"auto"`` or ``"covariance"`` (see :func:`differentiable_marginals`).
+
+    Returns:
+        ``(B, H, Tq, T)`` marginals, differentiable w.r.t. ``h``, ``J`` (and ``beta``); zeros above the
+        diagonal when causal. Exact gradients with the exact sampler; a Boltzmann surrogate at the sampler's
+        effective beta for DQA samplers (module docstring).
+    """
+    if not isinstance(h, torch.Tensor) or h.ndim != 4:
+        raise ValueError(f"h must be a tensor of shape (B, H, Tq, T), got {getattr(h, 'shape', type(h).__name__)}")
+    B, H, Tq, T = h.shape
+    if not isinstance(J, torch.Tensor) or J.ndim != 3 or J.shape[0] != H or J.shape[1] < T or J.shape[1] != J.shape[2]:
+        raise ValueError(f"J must be a tensor of shape (H, T', T') with H = {H}, T' >= T = {T}, got {getattr(J, 'shape', None)}")
+    if causal and Tq != T:
+        raise ValueError(f"causal attention needs Tq == T, got Tq = {Tq}, T = {T}")
+    if sampler is None or not hasattr(sampler, "sample"):
+        raise TypeError(f"sampler must be a Sampler object, got {type(sampler).__name__}")
+    J = J[:, :T, :T].to(h.dtype)
+    b = _beta_heads(beta, H, h)
+    if pad_with_mask is None:
+        pad_with_mask = bool(getattr(sampler, "properties", {}).get("pad_with_mask", False))
+    kw = {"sampler": sampler, "num_reads": num_reads, "backward": backward}
+    if not causal or pad_with_mask:
+        mask = None
+        if causal:
+            mask = torch.ones(T, T, dtype=torch.bool, device=h.device).tril().expand(B, H, T, T)
+        prob = IsingProblem(h, J[None, :, None].expand(B, H, Tq, T, T), beta=b[None, :, None].expand(B, H, Tq), mask=mask)
+        return differentiable_marginals(prob, seed=_spawn(seed, 1)[0], **kw)
+    seeds = _spawn(seed, T)
+    rows = []
+    for i in range(T):
+        n = i + 1
+        prob = IsingProblem(h[:, :, i, :n], J[None, :, :n, :n].expand(B, H, n, n), beta=b[None, :].expand(B, H))
+        m = differentiable_marginals(prob, seed=seeds[i], **kw)  # (B, H, n)
+        rows.append(torch.nn.functional.pad(m, (0, T - n)))
+    return torch.stack(rows, dim=2)
