@@ -13,8 +13,8 @@ the task tests the matching rule rather than memorisation only for larger ``T``.
 
 Example:
     >>> x, y = generate_brackets(2, 6, seed=0)
-    >>> decode(x[0]), y[0].tolist()  # doctest: +SKIP
-    ('(()())', [-100, -100, 1, -100, 3, 0])
+    >>> decode(x[0]), y[0].tolist()
+    ('(())()', [-100, -100, 1, 0, -100, 4])
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ A user-supplied file with a different checksum is used with a warning (legal: an
 Example:
     >>> ds = CharDataset("hello world, hello brackets")
     >>> ds.vocab_size, ds.decode(ds.encode("hello"))
-    (13, 'hello')
+    (15, 'hello')
 """
 
 from __future__ import annotations
