@@ -10,6 +10,10 @@ A run directory ``DIR`` holds:
   evaluation interval;
 * ``couplings.json``: learned ``J`` per layer (``hj`` and ``j`` modes) and ``beta``.
 
+With ``--sampler NAME`` (any registry name) the Boltzmann layers get their marginals from that sampler through
+:mod:`hybrid_attention.bridge` (DQA samplers are built with ``DQASchedule(tau, trotter_steps)``; ``--shots`` reads per
+call, a fresh seed per step); evaluation then uses the same sampler unless ``--eval-exact`` is given.
+
 An existing non-empty ``DIR`` is never overwritten: pass ``--resume`` to continue it, or choose another ``DIR``.
 
 Example (Python):
@@ -79,6 +83,7 @@ class TrainConfig:
     shots: int = 256
     tau: float = 1.0
     trotter_steps: int = 20
+    eval_exact: bool = False
     threads: int = 1
     resume: bool = False
     progress: bool = True
@@ -108,6 +113,11 @@ class TrainConfig:
             raise ValueError(f"the bracket task needs an even block size (well-nested strings), got {self.block_size}")
         if self.sampler != "exact" and self.attention == "softmax":
             raise ValueError("--sampler applies to Boltzmann modes (hj, h, j), not to softmax attention")
+        if self.eval_exact and self.attention in ("hj", "j"):
+            from .exact import MAX_SPINS
+
+            if self.block_size > MAX_SPINS:
+                raise ValueError(f"--eval-exact needs block_size <= {MAX_SPINS} (exact enumeration), got {self.block_size}")
         if self.sampler != "exact":
             from .backends.registry import SAMPLERS
 
@@ -278,6 +288,8 @@ def train(config: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]
     xv, yv = _eval_set(task, cfg)
 
     def checkpoint(final: bool) -> dict[str, Any]:
+        if cfg.eval_exact:
+            model.set_sampler(None)
         ev = evaluate(model, xv, yv, cfg.task)
         ev.update(step=step, elapsed_s=round(elapsed, 3))
         if not history["evals"] or history["evals"][-1]["step"] != step:
@@ -359,6 +371,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--shots", type=int, default=d.shots, help="reads per sampler call (non-exact samplers)")
     a("--tau", type=float, default=d.tau, help="DQA anneal time (DQA samplers)")
     a("--trotter-steps", type=int, default=d.trotter_steps, help="DQA Trotter steps (DQA samplers)")
+    a("--eval-exact", action="store_true", help="evaluate with exact marginals even when training with a sampler")
     a("--threads", type=int, default=d.threads, help="torch CPU threads")
     a("--no-progress", dest="progress", action="store_false", help="no progress bar")
 

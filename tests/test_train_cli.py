@@ -166,3 +166,15 @@ def test_ablate_smoke_and_resume(tmp_path, monkeypatch, capsys):
     assert cli.main([*args, "--steps", "5"]) == 2  # other settings into the same DIR
     assert "other settings" in capsys.readouterr().err
     assert cli.main(["ablate", "--task", "brackets", "--out", str(out), "--report-only"]) == 0
+
+
+def test_training_through_a_dqa_sampler(tmp_path):
+    pytest.importorskip("hybrid_attention.bridge")
+    out = tmp_path / "dqa"
+    rc = cli.main(["train", "--task", "brackets", "--attention", "hj", "--block-size", "4", "--steps", "2", "--eval-interval", "2",
+                   "--sampler", "statevector", "--shots", "32", "--tau", "1.0", "--trotter-steps", "4", "--eval-exact",
+                   "--out", str(out), *TINY])
+    assert rc == 0
+    m = read(out, "metrics.json")
+    assert m["finished"] and all(torch.isfinite(torch.tensor(m["train_loss"])))
+    assert read(out, "config.json")["run"]["sampler"] == "statevector"
