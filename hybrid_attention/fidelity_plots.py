@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-__all__ = ["series", "write_plots", "summary_table", "base_rows"]
+__all__ = ["series", "path_getter", "write_plots", "summary_table", "base_rows"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,8 @@ def series(report: dict[str, Any], axis: str, sampler: str, getter: Any) -> tupl
     return xs, ys
 
 
-def _get(*path: str) -> Any:
+def path_getter(*path: str) -> Any:
+    """A function that reads ``result[path[0]][path[1]]...`` from a point result (``None`` if absent)."""
     def f(r: dict[str, Any]) -> Any:
         for p in path:
             if not isinstance(r, dict) or p not in r:
@@ -63,32 +64,32 @@ def write_plots(report: dict[str, Any], out: str | Path) -> list[str]:
     for axis in ("shots", "steps", "tau", "n"):
         if len(cfg[axis]) < 2:
             continue
-        has = [s for s in samplers if len(series(report, axis, s, _get("target", "tv", "mean"))[0]) > 1]
+        has = [s for s in samplers if len(series(report, axis, s, path_getter("target", "tv", "mean"))[0]) > 1]
         if not has:
             continue
         ncol = 3 if axis == "tau" else 2
         fig, axs = plt.subplots(1, ncol, figsize=(4.6 * ncol, 3.8))
         for i, s in enumerate(has):
             col = f"C{i}"
-            x, y = series(report, axis, s, _get("target", "tv", "mean"))
+            x, y = series(report, axis, s, path_getter("target", "tv", "mean"))
             axs[0].plot(x, y, "o-", color=col, label=s)
-            x, y = series(report, axis, s, _get("circuit", "tv", "mean"))
+            x, y = series(report, axis, s, path_getter("circuit", "tv", "mean"))
             if x:
                 axs[0].plot(x, y, "s--", color=col, alpha=0.7, label=f"{s} vs ideal circuit")
-            x, y = series(report, axis, s, _get("target", "marginal_max", "mean"))
+            x, y = series(report, axis, s, path_getter("target", "marginal_max", "mean"))
             axs[1].plot(x, y, "o-", color=col, label=s)
-        x, y = series(report, axis, has[0], _get("shot_noise_tv"))
+        x, y = series(report, axis, has[0], path_getter("shot_noise_tv"))
         if axis == "shots" and x:
             axs[0].plot(x, y, "k:", label="shot-noise floor (exact samples)")
         axs[0].set_ylabel("total variation (mean over problems)")
         axs[1].set_ylabel("max |m - m_exact| (mean over problems)")
         if axis == "tau":
-            dqa = [s for s in has if series(report, axis, s, _get("fit", "beta_h", "median"))[0]]
+            dqa = [s for s in has if series(report, axis, s, path_getter("fit", "beta_h", "median"))[0]]
             if dqa:
                 for key, mk in (("beta_h", "o-"), ("beta_J", "s-")):
-                    x, y = series(report, axis, dqa[0], _get("fit", key, "median"))
+                    x, y = series(report, axis, dqa[0], path_getter("fit", key, "median"))
                     axs[2].plot(x, y, mk, label=f"{key} (fit to ideal output)")
-                x, y = series(report, axis, dqa[0], _get("fit", "r", "median"))
+                x, y = series(report, axis, dqa[0], path_getter("fit", "r", "median"))
                 axs[2].plot(x, y, "k^:", label="fit r")
                 axs[2].set_yscale("log")
                 axs[2].set_ylabel("effective inverse temperature (median)")
@@ -126,8 +127,8 @@ def base_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append({"sampler": pt["sampler"], "n": pt["n"], "shots": pt["shots"], "tau": pt["tau"], "steps": pt["steps"],
                      "tv": t["tv"]["mean"], "kl_pq": t["kl_pq"]["mean"], "fidelity": t["fidelity"]["mean"],
                      "marginal_max": t["marginal_max"]["mean"], "attention_tv": t["attention_tv"]["mean"],
-                     "tv_circuit": _get("circuit", "tv", "mean")(r), "beta_h": _get("fit", "beta_h", "median")(r),
-                     "beta_J": _get("fit", "beta_J", "median")(r), "seconds": r["seconds"]})
+                     "tv_circuit": path_getter("circuit", "tv", "mean")(r), "beta_h": path_getter("fit", "beta_h", "median")(r),
+                     "beta_J": path_getter("fit", "beta_J", "median")(r), "seconds": r["seconds"]})
     return rows
 
 
