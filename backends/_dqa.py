@@ -101,7 +101,7 @@ class DQASampler(Sampler):
         shots = self.default_num_reads if num_reads is None else int(num_reads)
         flat = problem.flatten()
         tmpl = self._template(flat)
-        values = tmpl.bindings(flat)  # validates fold angles etc. before any work
+        values = self._chunk_values(tmpl, flat)  # validates pattern and fold angles before any work
         B = values.shape[0]
         starts = list(range(0, B, self.chunk_size))
         seeds = spawn_seeds(seed, len(starts))
@@ -120,6 +120,10 @@ class DQASampler(Sampler):
         for st, sd in _progress(zip(starts, seeds), len(starts), self.name):
             out.append(self._run_chunk(tmpl, values[st : st + self.chunk_size], shots, sd))
         return np.concatenate(out, axis=0)
+
+    def _chunk_values(self, tmpl: DQATemplate, flat: IsingProblem) -> np.ndarray:
+        """Per-problem rows handed to :meth:`_run_chunk`: the qiskit parameter bindings (gate angles)."""
+        return tmpl.bindings(flat)
 
     def _extra_info(self, tmpl: DQATemplate) -> dict[str, Any]:
         return {"depth": tmpl.circuit.depth()}

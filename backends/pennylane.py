@@ -68,6 +68,9 @@ class PennyLaneSampler(DQASampler):
         props.update({"device": self.device, "versions": {"pennylane": qml.__version__}})
         return props
 
+    def _chunk_values(self, tmpl: DQATemplate, flat: Any) -> np.ndarray:
+        return tmpl.values(flat)  # physical values: the PennyLane program computes its angles itself
+
     def _run_chunk(self, tmpl: DQATemplate, values: np.ndarray, shots: int, seed: int) -> np.ndarray:
         dev = qml.device(self.device, wires=tmpl.n, seed=seed, **self.device_kwargs)
         qnode = dqa_qnode(tmpl.n, tmpl.edges, self.schedule, device=dev, shots=shots, measurement="sample")

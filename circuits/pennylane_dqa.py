@@ -34,7 +34,7 @@ def dqa_ops(x: Any, n: int, edges: Sequence[tuple[int, int]], schedule: DQASched
 
     Args:
         x: parameter values ``(P,)`` or ``(B, P)`` with ``P = n + len(edges)``: ``beta * h`` then ``beta * J_e``
-            (the layout of :meth:`hybrid_attention.circuits.qiskit_dqa.DQATemplate.bindings`).
+            (the layout of :meth:`hybrid_attention.circuits.qiskit_dqa.DQATemplate.values`).
         n: number of wires; edges: coupled pairs; schedule: the :class:`DQASchedule`.
     """
     import pennylane as qml

@@ -6,10 +6,10 @@ Qubit ``j`` is spin ``j`` and is measured into clbit ``j`` of the register ``"me
 ``(b_k, a_k) = schedule.coefficients()``; the problem's ``beta`` multiplies ``h`` and ``J`` (the circuit
 encodes ``beta * H_P``) and ``schedule.field_scale`` / ``coupling_scale`` are applied on top.
 
-A batch of problems of one size and coupling pattern shares one parametrised template (cached), with one
-``ParameterVector("x", n + len(edges))``: ``x[:n]`` are the fields ``beta * h`` and ``x[n:]`` the couplings
-``beta * J_e`` over ``template.edges``. :meth:`DQATemplate.bindings` turns a batch into the ``(*batch, P)``
-parameter-values array of a SamplerV2 PUB.
+A batch of problems of one size and coupling pattern shares one parametrised template (cached) whose parameters
+are the RZ/RZZ gate angles of every slice. :meth:`DQATemplate.values` gives the physical values (``beta * h``, then
+``beta * J_e`` over ``template.edges``), :meth:`DQATemplate.angles` the gate angles, and
+:meth:`DQATemplate.bindings` the ``(*batch, num_parameters)`` parameter-values array of a SamplerV2 PUB.
 
 Hardware options (:class:`CircuitOptions`): ``coupling_map`` restricts couplings to a device graph (raise
 listing the offending pairs, or drop them); ``fold_rzz`` emits every ``RZZ(theta)`` as
@@ -112,7 +112,7 @@ class DQATemplate:
     """Parametrised DQA circuit for one (n, coupling pattern, schedule, options).
 
     Attributes:
-        circuit: the ``QuantumCircuit`` with ``ParameterVector("x", n + len(edges))``.
+        circuit: the ``QuantumCircuit`` with ``ParameterVector("theta", num_parameters)`` (gate angles).
         n, edges, schedule, options: what it was built for.
     """
 
@@ -121,52 +121,61 @@ class DQATemplate:
 
     @functools.cached_property
     def params(self) -> Any:
-        """The ``ParameterVector("x", n + len(edges))``."""
+        """The ``ParameterVector("theta", num_parameters)`` of gate angles (see :meth:`angles`)."""
         from qiskit.circuit import ParameterVector
 
-        return ParameterVector("x", self.num_parameters)
+        return ParameterVector("theta", self.num_parameters)
 
     @functools.cached_property
     def circuit(self) -> Any:
-        """The parametrised ``QuantumCircuit`` (built on first use: bindings alone need no qiskit)."""
+        """The parametrised ``QuantumCircuit`` (built on first use: bindings alone need no qiskit).
+
+        Every RZ/RZZ angle is its own parameter (numeric binding is fast in Aer and lets the runtime check
+        bound values); the driver angles are constants.
+        """
         from qiskit import ClassicalRegister, QuantumCircuit, QuantumRegister
 
         n, edges, schedule, options = self.n, self.edges, self.schedule, self.options
         qc = QuantumCircuit(QuantumRegister(n, "q"), name=f"dqa_n{n}_K{schedule.steps}")
         if options.measure:
             qc.add_register(ClassicalRegister(n, "meas"))
-        b, a = schedule.coefficients()
-        fs, cs = float(schedule.field_scale), float(schedule.coupling_scale)
+        _, a = schedule.coefficients()
+        th = iter(self.params)
         qc.h(range(n))
-        for bk, ak in zip(b, a):
+        for ak in a:
             if schedule.order == 2:
                 qc.rx(-float(ak), range(n))
             for j in range(n):
-                qc.rz(-2.0 * float(bk) * fs * self.params[j], j)
-            for e, (j, k) in enumerate(edges):
-                theta = -2.0 * float(bk) * cs * self.params[n + e]
-                if options.fold_rzz:
+                qc.rz(next(th), j)
+            for j, k in edges:
+                if options.fold_rzz:  # RZZ(theta) = RZZ((pi/2 + theta)/2) . X_j RZZ((pi/2 - theta)/2) X_j
                     qc.x(j)
-                    qc.rzz((math.pi / 2 - theta) / 2, j, k)
+                    qc.rzz(next(th), j, k)
                     qc.x(j)
-                    qc.rzz((math.pi / 2 + theta) / 2, j, k)
+                    qc.rzz(next(th), j, k)
                 else:
-                    qc.rzz(theta, j, k)
+                    qc.rzz(next(th), j, k)
             qc.rx(-float(ak) if schedule.order == 2 else -2.0 * float(ak), range(n))
         if options.measure:
             qc.measure(range(n), range(n))
         return qc
 
     @property
-    def num_parameters(self) -> int:
+    def num_values(self) -> int:
+        """Physical values per problem: ``n`` fields and ``len(edges)`` couplings."""
         return self.n + len(self.edges)
 
-    def bindings(self, problem: IsingProblem) -> np.ndarray:
-        """Parameter values for a batch, ``(*batch, n + len(edges))`` float64: ``beta * h`` then ``beta * J_e``.
+    @property
+    def num_parameters(self) -> int:
+        """Circuit parameters (gate angles) per problem: ``steps * (n + len(edges) * (2 if fold_rzz else 1))``."""
+        return int(self.schedule.steps) * (self.n + len(self.edges) * (2 if self.options.fold_rzz else 1))
+
+    def values(self, problem: IsingProblem) -> np.ndarray:
+        """Physical values of a batch, ``(*batch, n + len(edges))`` float64: ``beta * h`` then ``beta * J_e``
+        over :attr:`edges` (masked spins decoupled). This is the PennyLane emitter's input.
 
         Raises:
-            ValueError: wrong ``n``; a coupling outside ``edges`` (a different pattern needs another template);
-                a folded RZZ angle outside ``[-pi/2, pi/2]``.
+            ValueError: wrong ``n``; a coupling outside ``edges`` (a different pattern needs another template).
         """
         if not isinstance(problem, IsingProblem):
             raise TypeError(f"expected an IsingProblem, got {type(problem).__name__}")
@@ -185,22 +194,42 @@ class DQATemplate:
             raise ValueError(f"couplings on pairs {pairs[:20]} are not in this template's edges; build a template with them")
         ja = np.array([e[0] for e in self.edges], dtype=int)
         kb = np.array([e[1] for e in self.edges], dtype=int)
-        vals = np.concatenate([h, Jx[..., ja, kb]], axis=-1)
-        if self.options.fold_rzz and self.edges:
-            b, _ = self.schedule.coefficients()
-            worst = 2.0 * float(np.max(np.abs(b))) * abs(float(self.schedule.coupling_scale)) * float(np.max(np.abs(vals[..., self.n:]), initial=0.0))
+        return np.concatenate([h, Jx[..., ja, kb]], axis=-1)
+
+    def angles(self, values: np.ndarray) -> np.ndarray:
+        """Gate angles ``(*batch, num_parameters)`` from physical values ``(*batch, n + len(edges))``.
+
+        Per slice ``k``: ``-2 b_k field_scale x_j`` for the RZ gates, then per edge ``theta = -2 b_k coupling_scale
+        x_e`` (or the folded pair ``((pi/2 - theta)/2, (pi/2 + theta)/2)``).
+
+        Raises:
+            ValueError: a folded RZZ angle ``|theta| > pi/2`` (hardware range ``[0, pi/2]`` would be violated).
+        """
+        values = np.asarray(values, dtype=np.float64)
+        if values.shape[-1] != self.num_values:
+            raise ValueError(f"values must have last dimension {self.num_values} (n + edges), got shape {values.shape}")
+        b, _ = self.schedule.coefficients()
+        fs, cs = float(self.schedule.field_scale), float(self.schedule.coupling_scale)
+        rz = -2.0 * b[:, None] * fs * values[..., None, : self.n]  # (*batch, K, n)
+        theta = -2.0 * b[:, None] * cs * values[..., None, self.n :]  # (*batch, K, E)
+        if self.options.fold_rzz:
+            worst = float(np.max(np.abs(theta), initial=0.0))
             if worst > math.pi / 2 + 1e-12:
-                raise ValueError(
-                    f"fold_rzz needs |RZZ angle| <= pi/2, got {worst:.4g} (max |2 dt B(t) beta J| over slices); "
-                    "use more Trotter steps or a smaller energy_scale")
-        return vals
+                raise ValueError(f"fold_rzz needs |RZZ angle| <= pi/2, got {worst:.4g} (max |2 dt B(t) beta J| over slices); "
+                                 "use more Trotter steps or a smaller energy_scale")
+            theta = np.stack([(math.pi / 2 - theta) / 2, (math.pi / 2 + theta) / 2], axis=-1).reshape(*theta.shape[:-1], -1)
+        return np.concatenate([rz, theta], axis=-1).reshape(*values.shape[:-1], self.num_parameters)
+
+    def bindings(self, problem: IsingProblem) -> np.ndarray:
+        """Parameter values of a batch for a SamplerV2 PUB: ``angles(values(problem))``, ``(*batch, num_parameters)``."""
+        return self.angles(self.values(problem))
 
     def bind(self, values: np.ndarray) -> Any:
-        """One bound ``QuantumCircuit`` from a ``(P,)`` values row."""
+        """One bound ``QuantumCircuit`` from a ``(num_parameters,)`` row of :meth:`bindings`."""
         values = np.asarray(values, dtype=float)
         if values.shape != (self.num_parameters,):
             raise ValueError(f"values must have shape ({self.num_parameters},), got {values.shape}")
-        return self.circuit.assign_parameters(dict(zip(self.params, values.tolist())))
+        return self.circuit.assign_parameters(values.tolist())  # circuit.parameters is in ParameterVector order
 
     def __repr__(self) -> str:
         return f"DQATemplate(n={self.n}, edges={len(self.edges)}, steps={self.schedule.steps}, options={self.options})"

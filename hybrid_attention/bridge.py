@@ -150,6 +150,11 @@ def _beta_heads(beta: Any, H: int, like: torch.Tensor) -> torch.Tensor:
     return b
 
 
+def _scalar_if_single(beta: torch.Tensor) -> torch.Tensor:
+    # IsingProblem.flatten keeps a one-element beta as given; a 0-d tensor broadcasts to any batch shape
+    return beta.reshape(()) if beta.numel() == 1 else beta
+
+
 def attention_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, sampler: Any, causal: bool = True,
                         num_reads: int | None = None, seed: Any = None, pad_with_mask: bool | None = None,
                         backward: str = "auto") -> torch.Tensor:
@@ -189,13 +194,13 @@ def attention_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, sa
         mask = None
         if causal:
             mask = torch.ones(T, T, dtype=torch.bool, device=h.device).tril().expand(B, H, T, T)
-        prob = IsingProblem(h, J[None, :, None].expand(B, H, Tq, T, T), beta=b[None, :, None].expand(B, H, Tq), mask=mask)
+        prob = IsingProblem(h, J[None, :, None].expand(B, H, Tq, T, T), beta=_scalar_if_single(b[None, :, None].expand(B, H, Tq)), mask=mask)
         return differentiable_marginals(prob, seed=_spawn(seed, 1)[0], **kw)
     seeds = _spawn(seed, T)
     rows = []
     for i in range(T):
         n = i + 1
-        prob = IsingProblem(h[:, :, i, :n], J[None, :, :n, :n].expand(B, H, n, n), beta=b[None, :].expand(B, H))
+        prob = IsingProblem(h[:, :, i, :n], J[None, :, :n, :n].expand(B, H, n, n), beta=_scalar_if_single(b[None, :].expand(B, H)))
         m = differentiable_marginals(prob, seed=seeds[i], **kw)  # (B, H, n)
         rows.append(torch.nn.functional.pad(m, (0, T - n)))
     return torch.stack(rows, dim=2)
