@@ -1,0 +1,178 @@
+"""Classical samplers (Gibbs, simulated annealing, mean field) against exact oracles: enumeration for n <= 16,
+closed forms (J = 0) and a transfer-matrix chain for n far beyond enumeration."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from hybrid_attention import IsingProblem, exact
+from hybrid_attention.backends import get_sampler
+from hybrid_attention.backends.classical import AnnealingSampler, GibbsSampler, MeanFieldSampler
+
+Z = 5.0
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # the chains are thousands of small sequential kernels: one intra-op thread is faster on a shared CPU
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def sk_problem(rng, n, batch, beta, mask=None):
+    """h ~ N(0, 1), J ~ N(0, 1/n) (SK scaling): the documented accuracy class of the chain samplers."""
+    h = rng.normal(size=(batch, n))
+    J = np.triu(rng.normal(scale=1 / np.sqrt(n), size=(batch, n, n)), 1)
+    return IsingProblem(torch.tensor(h), torch.tensor(J + np.swapaxes(J, 1, 2)), beta=beta, mask=mask)
+
+
+def within_shot_tolerance(m_hat, m, N):
+    # z sqrt((1 - m^2) / N) per marginal; 4/N guards the Poisson tail of states seen a handful of times
+    tol = Z * np.sqrt((1 - m**2) / N) + 4.0 / N
+    return np.abs(m_hat - m) <= tol
+
+
+def chain_marginals(h, Jc, beta):
+    """Exact marginals of an open nearest-neighbour chain E = -sum h s - sum Jc_j s_j s_{j+1} (forward-backward)."""
+    n = len(h)
+    s = np.array([1.0, -1.0])
+    logf = np.zeros((n, 2))
+    logb = np.zeros((n, 2))
+    logf[0] = beta * h[0] * s
+    for j in range(1, n):
+        T = beta * Jc[j - 1] * np.outer(s, s)
+        logf[j] = beta * h[j] * s + np.logaddexp.reduce(logf[j - 1][:, None] + T, axis=0)
+    for j in range(n - 2, -1, -1):
+        T = beta * Jc[j] * np.outer(s, s)
+        logb[j] = np.logaddexp.reduce(T + (beta * h[j + 1] * s + logb[j + 1])[None, :], axis=1)
+    lp = logf + logb
+    p = np.exp(lp - np.logaddexp.reduce(lp, axis=1, keepdims=True))
+    return p[:, 0] - p[:, 1]
+
+
+@pytest.mark.parametrize("name", ["gibbs", "anneal"])
+@pytest.mark.parametrize("n,beta", [(4, 2.0), (10, 1.0), (16, 0.5), (16, 2.0)])
+def test_chain_marginals_match_exact(name, n, beta):
+    rng = np.random.default_rng(100 * n + int(10 * beta))
+    pr = sk_problem(rng, n, 3, beta)
+    N = 2000
+    ss = get_sampler(name).sample(pr, num_reads=N, seed=7)  # documented defaults
+    m = exact.marginals(pr).numpy()
+    assert ss.spins.shape == (3, N, n)
+    assert within_shot_tolerance(ss.marginals(), m, N).all()
+
+
+def test_gibbs_correlations_and_thinning():
+    rng = np.random.default_rng(3)
+    pr = sk_problem(rng, 8, 2, 1.5)
+    chains, N = 250, 2000  # 8 thinned records per chain: the honest N for the tolerance is the number of chains
+    ss = GibbsSampler(num_chains=chains, thinning=4).sample(pr, num_reads=N, seed=1)
+    assert ss.info["records_per_chain"] == 8 and ss.spins.shape == (2, N, 8)
+    m = exact.marginals(pr).numpy()
+    assert within_shot_tolerance(ss.marginals(), m, chains).all()
+    C = exact.correlations(pr).numpy()
+    assert within_shot_tolerance(ss.correlations(), C, chains).all()
+
+
+@pytest.mark.parametrize("cls", [GibbsSampler, AnnealingSampler, MeanFieldSampler])
+def test_masked_spins_are_dropped(cls):
+    rng = np.random.default_rng(5)
+    n = 7
+    mask = torch.tensor([[True] * (i + 1) + [False] * (n - i - 1) for i in range(n)])  # causal prefixes
+    h = torch.tensor(rng.normal(size=(n, n)))
+    J = np.triu(rng.normal(scale=0.3, size=(n, n)), 1)
+    J = torch.tensor(J + J.T)
+    pr = IsingProblem(h, J, mask=mask)
+    m = exact.marginals(pr).numpy()
+    N = 3000
+    ms = cls().sample(pr, num_reads=N, seed=2).marginals()
+    assert (ms[~mask.numpy()] == 0).all()
+    if cls is MeanFieldSampler:
+        return
+    assert within_shot_tolerance(ms, m, N).all()
+
+
+@pytest.mark.parametrize("name", ["gibbs", "anneal", "meanfield"])
+def test_long_window_closed_forms(name):
+    """T = 128 attention windows: J = 0 is exactly tanh(beta h); a nearest-neighbour chain has exact marginals."""
+    rng = np.random.default_rng(11)
+    n, N = 128, 500
+    h = rng.normal(size=(2, n))
+    pr0 = IsingProblem(torch.tensor(h), beta=0.8)
+    # independent spins mix in one sweep: short runs for J = 0, the documented defaults for the chain below
+    s = get_sampler(name, **{"gibbs": {"burn_in": 4}, "anneal": {"num_sweeps": 4, "final_sweeps": 2}, "meanfield": {}}[name])
+    m0 = np.tanh(0.8 * h)
+    got = s.sample(pr0, num_reads=N, seed=4).marginals()
+    if name == "meanfield":
+        assert np.allclose(s.marginals(pr0).numpy(), m0, atol=1e-12)
+    assert within_shot_tolerance(got, m0, N).all()
+    if name == "meanfield":
+        return
+    Jc = rng.normal(size=n - 1)
+    J = np.diag(Jc, 1) + np.diag(Jc, -1)
+    pr = IsingProblem(torch.tensor(h[:1]), torch.tensor(J), beta=1.0)
+    m = chain_marginals(h[0], Jc, 1.0)
+    assert within_shot_tolerance(get_sampler(name).sample(pr, num_reads=N, seed=9).marginals()[0], m, N).all()
+
+
+def test_mean_field_exact_without_couplings_and_close_for_weak():
+    rng = np.random.default_rng(0)
+    n = 10
+    h = torch.tensor(rng.normal(size=(4, n)))
+    for method in ("naive", "tap"):
+        m = MeanFieldSampler(method=method).marginals(IsingProblem(h, beta=1.3))
+        assert torch.allclose(m, torch.tanh(1.3 * h), atol=1e-12)
+    errs = {}
+    for scale in (0.02, 0.05):
+        J = np.triu(rng.normal(scale=scale, size=(n, n)), 1)
+        pr = IsingProblem(h, torch.tensor(J + J.T))
+        me = exact.marginals(pr)
+        for method in ("naive", "tap"):
+            errs[method, scale] = float((MeanFieldSampler(method=method, tol=1e-12).marginals(pr) - me).abs().max())
+    # naive is O(J^2), TAP O(J^3): both small, TAP smaller, and the error shrinks faster than linearly
+    assert errs["naive", 0.05] < 0.02 and errs["tap", 0.05] < errs["naive", 0.05]
+    assert errs["naive", 0.02] < errs["naive", 0.05] * (0.02 / 0.05) ** 1.5
+    assert errs["tap", 0.02] < errs["tap", 0.05] * (0.02 / 0.05) ** 2
+
+
+@pytest.mark.parametrize("method", ["naive", "tap"])
+@pytest.mark.parametrize("grad", ["implicit", "unroll"])
+def test_mean_field_gradients(method, grad):
+    rng = np.random.default_rng(1)
+    n = 6
+    iu = torch.triu_indices(n, n, offset=1)
+    mf = MeanFieldSampler(method=method, grad=grad, tol=1e-13, max_iter=5000)
+
+    def f(h, v, beta):
+        U = torch.zeros(n, n, dtype=torch.float64).index_put((iu[0], iu[1]), v)
+        return mf.differentiable_marginals(IsingProblem(h, U + U.T, beta=beta))
+
+    h = torch.tensor(rng.normal(size=(2, n)), requires_grad=True)
+    v = torch.tensor(rng.normal(scale=0.3, size=iu.shape[1]), requires_grad=True)
+    beta = torch.tensor([0.8, 1.1], dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(f, (h, v, beta), eps=1e-6, atol=1e-6, check_undefined_grad=False)
+
+
+def test_seeds_and_validation():
+    pr = IsingProblem(torch.randn(2, 5, generator=torch.Generator().manual_seed(0)))
+    g = GibbsSampler(burn_in=8)
+    assert np.array_equal(g.sample(pr, num_reads=16, seed=3).spins, g.sample(pr, num_reads=16, seed=3).spins)
+    assert not np.array_equal(g.sample(pr, num_reads=16, seed=3).spins, g.sample(pr, num_reads=16, seed=4).spins)
+    with pytest.raises(TypeError, match="unknown option"):
+        g.sample(pr, sweeps=3)
+    with pytest.raises(ValueError, match="burn_in"):
+        GibbsSampler(burn_in=-1)
+    with pytest.raises(ValueError, match="burn_in"):
+        g.sample(pr, burn_in=1.5)
+    with pytest.raises(ValueError, match="method"):
+        MeanFieldSampler(method="bethe")
+    with pytest.raises(ValueError, match="dtype"):
+        AnnealingSampler(dtype=torch.int32)
+    for name in ("gibbs", "anneal", "meanfield"):
+        s = get_sampler(name)
+        assert s.properties["pad_with_mask"] and s.properties["max_spins"] is None
+    assert g.sample(pr, num_reads=16, seed=0, burn_in=2, num_chains=4).info["num_chains"] == 4
