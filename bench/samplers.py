@@ -17,6 +17,7 @@ for ``n`` spins with all-to-all couplings, 20 Trotter steps, 256 problems x 1024
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import sys
 import time
@@ -76,8 +77,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         rows += fn(args)
     text = _markdown(rows)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     header = (f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.machine()} "
-              f"({platform.processor() or 'cpu'}), torch {torch.__version__}.\n\n")
+              f"({os.cpu_count()} cores, load average at the end {load}), torch {torch.__version__}.\n\n")
     print(text)
     if args.out:
         from pathlib import Path

@@ -1,0 +1,274 @@
+"""DQA circuit samplers (aer, pennylane, ibm local mode) against the ideal circuit output, and their faults
+(size limits, missing extras, credentials, unknown options, failed/cancelled jobs), all offline."""
+
+from __future__ import annotations
+
+import builtins
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from hybrid_attention import IsingProblem
+from hybrid_attention.backends import get_sampler
+from hybrid_attention.circuits import DQASchedule
+
+pytest.importorskip("qiskit_aer")
+
+Z = 5.0
+SCHED = DQASchedule(tau=1.5, steps=8)
+
+
+def problems(n=3, batch=6, seed=0, mask=None):
+    g = torch.Generator().manual_seed(seed)
+    h = torch.randn(batch, n, generator=g, dtype=torch.float64)
+    U = torch.randn(n, n, generator=g, dtype=torch.float64).triu(1)
+    return IsingProblem(1.5 * h, U + U.T, mask=mask)
+
+
+def ideal_marginals(sampler, problem):
+    p = sampler.reference_probabilities(problem)
+    n = problem.n
+    S = 1 - 2 * ((np.arange(1 << n)[:, None] >> np.arange(n)) & 1)
+    m = p @ S
+    if problem.mask is not None:
+        m = m * problem.mask.numpy()
+    return m
+
+
+def assert_within_shot_noise(m, m_ref, shots, extra=0.0):
+    tol = Z * np.sqrt(np.clip(1 - m_ref**2, 0, None) / shots) + extra + 1e-12
+    assert np.all(np.abs(m - m_ref) <= tol), np.max(np.abs(m - m_ref) - tol)
+
+
+# ---------------------------------------------------------------------- aer
+@pytest.mark.parametrize("method", ["statevector", "matrix_product_state"])
+def test_aer_matches_ideal_output(method):
+    s = get_sampler("aer", schedule=SCHED, method=method, chunk_size=4)
+    p = problems()
+    ss = s.sample(p, num_reads=2000, seed=1)
+    assert ss.spins.shape == (6, 2000, 3) and ss.spins.dtype == np.int8
+    assert ss.info["chunks"] == 2 and len(ss.info["chunk_seeds"]) == 2
+    assert_within_shot_noise(ss.marginals(), ideal_marginals(s, p), 2000)
+    # seeds reproduce, different seeds differ
+    again = s.sample(p, num_reads=2000, seed=1)
+    assert np.array_equal(again.spins, ss.spins)
+    assert not np.array_equal(s.sample(p, num_reads=2000, seed=2).spins, ss.spins)
+
+
+def test_aer_batch_shape_mask_and_marginals_method():
+    mask = torch.tensor([[True, False, True]] * 4).reshape(2, 2, 3)
+    g = torch.Generator().manual_seed(3)
+    p = IsingProblem(torch.randn(2, 2, 3, generator=g, dtype=torch.float64), torch.tensor([[0, 0.5, -0.8], [0.5, 0, 0.3], [-0.8, 0.3, 0]], dtype=torch.float64), mask=mask, beta=1.3)
+    s = get_sampler("aer", schedule=SCHED)
+    ss = s.sample(p, num_reads=3000, seed=0)
+    assert ss.spins.shape == (2, 2, 3000, 3)
+    m = ss.marginals()
+    assert np.all(m[..., 1] == 0)
+    assert_within_shot_noise(m, ideal_marginals(s, p), 3000)
+    mm = s.marginals(p, num_reads=3000, seed=0)
+    assert isinstance(mm, torch.Tensor) and mm.shape == (2, 2, 3) and np.allclose(mm.numpy(), m)
+    props = s.properties
+    assert props["max_spins"] >= 20 and props["exact"] is False and props["dqa"] is True
+
+
+def test_aer_noisy_fake_backend_is_close_to_ideal():
+    fp = pytest.importorskip("qiskit_ibm_runtime.fake_provider")
+    sched = DQASchedule(tau=1.5, steps=3)
+    s = get_sampler("aer", schedule=sched, noise_backend=fp.FakeManilaV2(), method="density_matrix")
+    p = problems(n=2, batch=2, seed=5)
+    ss = s.sample(p, num_reads=4000, seed=0)
+    m_ref = ideal_marginals(s, p)
+    # noise-aware: a few two-qubit gates (~1 % error) and readout (~3 %) contract marginals by at most ~15 %
+    assert_within_shot_noise(ss.marginals(), m_ref, 4000, extra=0.15 * np.abs(m_ref).max() + 0.03)
+    assert ss.info["depth"] > 0
+    with pytest.raises(ValueError, match="limit of 5"):
+        s.sample(problems(n=6, batch=1), num_reads=10)
+
+
+def test_aer_validation():
+    s = get_sampler("aer", schedule=SCHED)
+    with pytest.raises(TypeError, match="unknown option"):
+        s.sample(problems(), num_reads=10, shots=5)
+    with pytest.raises(ValueError, match="limit"):
+        s.sample(IsingProblem(torch.zeros(1, s.properties["max_spins"] + 1)), num_reads=10)
+    with pytest.raises(ValueError, match="method"):
+        get_sampler("aer", method="stabilizer_magic")
+    with pytest.raises(TypeError, match="schedule"):
+        get_sampler("aer", schedule={"tau": 1.0})
+    with pytest.raises(TypeError, match="noise_backend"):
+        get_sampler("aer", noise_backend="FakeTorino")
+    with pytest.raises(ValueError, match="num_reads"):
+        s.sample(problems(), num_reads=0)
+
+
+def test_missing_extra_gives_install_hint(monkeypatch):
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name == "qiskit_aer" or name.startswith("qiskit_aer."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name="qiskit_aer")
+        return real_import(name, *args, **kwargs)
+
+    for mod in [m for m in sys.modules if m == "hybrid_attention.backends.aer" or m.startswith("qiskit_aer")]:
+        monkeypatch.delitem(sys.modules, mod)
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    with pytest.raises(ImportError, match=r"pip install 'hybrid-attention\[aer\]'"):
+        get_sampler("aer")
+
+
+# ---------------------------------------------------------------------- pennylane
+@pytest.mark.parametrize("device", ["lightning.qubit", "default.qubit"])
+def test_pennylane_matches_ideal_output(device):
+    pytest.importorskip("pennylane")
+    s = get_sampler("pennylane", device=device, schedule=SCHED, chunk_size=4)
+    p = problems(seed=2)
+    ss = s.sample(p, num_reads=2000, seed=3)
+    assert ss.spins.shape == (6, 2000, 3)
+    assert_within_shot_noise(ss.marginals(), ideal_marginals(s, p), 2000)
+    assert np.array_equal(s.sample(p, num_reads=50, seed=3).spins, s.sample(p, num_reads=50, seed=3).spins)
+    one = s.sample(p[:1], num_reads=50, seed=0)  # a single problem (no broadcasting) works too
+    assert one.spins.shape == (1, 50, 3)
+
+
+def test_pennylane_validation():
+    pytest.importorskip("pennylane")
+    from hybrid_attention.circuits import CircuitOptions
+
+    with pytest.raises(ValueError, match="cannot create device"):
+        get_sampler("pennylane", device="no.such.device")
+    with pytest.raises(ValueError, match="hardware options"):
+        get_sampler("pennylane", options=CircuitOptions(fold_rzz=True))
+    s = get_sampler("pennylane", device="default.qubit", max_qubits=4)
+    with pytest.raises(ValueError, match="limit of 4"):
+        s.sample(IsingProblem(torch.zeros(5)), num_reads=10)
+
+
+# ---------------------------------------------------------------------- ibm (local mode, offline)
+@pytest.fixture
+def manila():
+    fp = pytest.importorskip("qiskit_ibm_runtime.fake_provider")
+    return fp.FakeManilaV2()
+
+
+@pytest.mark.parametrize("mode", ["job", "batch", "session"])
+def test_ibm_local_fake_backend_matches_noisy_aer(manila, mode):
+    """Offline IBM path (transpile once to the ISA, SamplerV2 in local mode with the device noise) against Aer with
+    the same noise model and ISA circuit (both sampled: difference within shot noise), and loosely against ideal."""
+    sched = DQASchedule(tau=1.5, steps=3)
+    p = problems(n=2, batch=2, seed=5)
+    with get_sampler("ibm", backend=manila, schedule=sched, mode=mode) as s:
+        ss = s.sample(p, num_reads=4000, seed=0)
+        assert len(ss.info["job_ids"]) == 1 and ss.info["local"] is True and ss.info["two_qubit_gates"] > 0
+        isa = s.isa_circuit(s._template(p.flatten()))
+        assert set(isa.count_ops()) <= set(manila.operation_names)  # ISA circuit
+    noisy = get_sampler("aer", schedule=sched, noise_backend=manila, method="density_matrix").sample(p, num_reads=4000, seed=9)
+    m_noisy = noisy.marginals()
+    tol = Z * np.sqrt(2 * (1 - m_noisy**2) / 4000) + 1e-12
+    assert np.all(np.abs(ss.marginals() - m_noisy) <= tol)
+    m_ref = ideal_marginals(s, p)
+    assert_within_shot_noise(ss.marginals(), m_ref, 4000, extra=0.15 * np.abs(m_ref).max() + 0.03)
+
+
+@pytest.mark.slow
+def test_ibm_local_fake_torino(manila):
+    fp = pytest.importorskip("qiskit_ibm_runtime.fake_provider")
+    sched = DQASchedule(tau=1.5, steps=3)
+    p = problems(n=2, batch=2, seed=5)
+    s = get_sampler("ibm", backend=fp.FakeTorino(), schedule=sched)
+    ss = s.sample(p, num_reads=4000, seed=0)
+    m_ref = ideal_marginals(s, p)
+    assert_within_shot_noise(ss.marginals(), m_ref, 4000, extra=0.15 * np.abs(m_ref).max() + 0.03)
+
+
+def test_ibm_ideal_local_simulator_and_chunks():
+    from qiskit_aer import AerSimulator
+
+    s = get_sampler("ibm", backend=AerSimulator(), schedule=SCHED, chunk_size=4)
+    p = problems()
+    ss = s.sample(p, num_reads=2000, seed=4)
+    assert len(ss.info["job_ids"]) == 2
+    assert_within_shot_noise(ss.marginals(), ideal_marginals(s, p), 2000)
+
+
+def test_ibm_problem_larger_than_device(manila):
+    s = get_sampler("ibm", backend=manila, schedule=SCHED)
+    s._primitive = lambda seed: pytest.fail("nothing may be submitted")
+    with pytest.raises(ValueError, match="limit of 5"):
+        s.sample(IsingProblem(torch.zeros(2, 6)), num_reads=10)
+    with pytest.raises(TypeError, match="unknown option"):
+        s.sample(problems(), num_reads=10, resilience_level=1)
+
+
+def test_ibm_coupling_restriction(manila):
+    triangle = IsingProblem(torch.zeros(3), torch.tensor([[0.0, 1, 1], [1, 0, 1], [1, 1, 0]]))
+    s = get_sampler("ibm", backend=manila, schedule=SCHED, restrict_couplings="raise")
+    s._primitive = lambda seed: pytest.fail("nothing may be submitted")
+    with pytest.raises(ValueError, match=r"\(0, 2\)"):
+        s.sample(triangle, num_reads=10)
+    d = get_sampler("ibm", backend=manila, schedule=SCHED, restrict_couplings="drop")
+    assert d._template(triangle.flatten()).edges == ((0, 1), (1, 2))
+
+
+def test_ibm_real_hardware_needs_opt_in_and_credentials(monkeypatch):
+    from qiskit_ibm_runtime import QiskitRuntimeService
+
+    import hybrid_attention.backends.ibm as ibm
+
+    monkeypatch.delenv("QISKIT_IBM_TOKEN", raising=False)
+    monkeypatch.delenv("QISKIT_IBM_INSTANCE", raising=False)
+    monkeypatch.setattr(QiskitRuntimeService, "saved_accounts", staticmethod(lambda *a, **k: {}))
+
+    def no_service(*a, **k):
+        raise AssertionError("the service must not be contacted")
+
+    monkeypatch.setattr(ibm, "QiskitRuntimeService", type("S", (), {"__init__": no_service, "saved_accounts": staticmethod(lambda *a, **k: {})}))
+    with pytest.raises(ValueError, match="allow_hardware=True"):
+        get_sampler("ibm", backend="ibm_torino", schedule=SCHED)
+    with pytest.raises(RuntimeError, match="QISKIT_IBM_TOKEN") as exc:
+        get_sampler("ibm", backend="ibm_torino", schedule=SCHED, allow_hardware=True)
+    assert "save_account" in str(exc.value)
+    with pytest.raises(ValueError, match="mode"):
+        get_sampler("ibm", backend="ibm_torino", mode="dedicated")
+    with pytest.raises(TypeError, match="backend"):
+        get_sampler("ibm", backend=42)
+
+
+class _FailedJob:
+    def __init__(self, status):
+        self._status = status
+
+    def job_id(self):
+        return "job-failed-123"
+
+    def result(self):
+        raise RuntimeError(f"job was {self._status.lower()}")
+
+    def status(self):
+        return self._status
+
+
+@pytest.mark.parametrize("status", ["CANCELLED", "ERROR"])
+def test_ibm_failed_job_keeps_completed_chunks(manila, status):
+    from hybrid_attention.backends.ibm import IBMJobError
+
+    s = get_sampler("ibm", backend=manila, schedule=DQASchedule(tau=1.0, steps=2), chunk_size=2)
+    real = s._primitive
+    calls = []
+
+    class Primitive:
+        def __init__(self, seed):
+            self.inner = real(seed)
+
+        def run(self, pubs, shots):
+            calls.append(1)
+            return self.inner.run(pubs, shots=shots) if len(calls) == 1 else _FailedJob(status)
+
+    s._primitive = Primitive
+    with pytest.raises(IBMJobError) as exc:
+        s.sample(problems(n=2, batch=5), num_reads=64, seed=0)
+    err = exc.value
+    assert err.job_id == "job-failed-123" and "job-failed-123" in str(err) and err.status == status
+    assert list(err.completed) == [0] and err.completed[0].shape == (2, 64, 2)
+    assert len(err.job_ids) == 2 and len(calls) == 2  # stopped at the failure: the third chunk was never sent
