@@ -56,7 +56,7 @@ class FidelityConfig:
         problems: problems per ensemble; seed: seeds problems and samplers; scale, beta: random ensemble.
         ensemble: ``random`` or ``model``; checkpoint: directory of a trained model (``model`` ensemble);
         layer, head: which attention layer/head the model problems come from.
-        calibration: DQA schedule set-up, ``none | leading | compensated``
+        calibration: DQA schedule set-up, ``none | leading | compensated | fitted``
             (:func:`hybrid_attention.fidelity_sweep.make_schedule`).
     """
 
@@ -205,7 +205,7 @@ def run_sweep(cfg: FidelityConfig, out: str | Path, *, overwrite: bool = False, 
     """
     from tqdm.auto import tqdm
 
-    from .fidelity_sweep import measure_point
+    from .fidelity_sweep import UnreachableTemperature, measure_point
 
     out = Path(out)
     report = _open_report(out, cfg, overwrite, command)
@@ -216,7 +216,7 @@ def run_sweep(cfg: FidelityConfig, out: str | Path, *, overwrite: bool = False, 
     for pt in tqdm(todo, desc="fidelity", disable=not progress, unit="pt"):
         try:
             res = measure_point(pt, _ensemble(cfg, pt.n, cache), seed=cfg.seed, calibration=cfg.calibration)
-        except ImportError as exc:
+        except (ImportError, UnreachableTemperature) as exc:
             logger.warning("skipping %s: %s", pt.key, exc)
             skipped[pt.key] = str(exc)
             continue
@@ -285,9 +285,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--head", type=int, default=0)
     p.add_argument("--scale", type=float, default=1.0, help="std of random h and J (default 1)")
     p.add_argument("--beta", type=float, default=1.0, help="target inverse temperature (default 1)")
-    p.add_argument("--calibration", choices=("none", "leading", "compensated"), default="none",
+    p.add_argument("--calibration", choices=("none", "leading", "compensated", "fitted"), default="none",
                    help="DQA schedules: none = the SPEC program (Gamma = lambda = 1); leading = energy scale set so the "
-                   "leading-order field temperature equals --beta; compensated = also fields doubled so beta_J = beta_h")
+                   "leading-order output temperature equals the problems' beta; compensated = also fields doubled so "
+                   "beta_J = beta_h; fitted = compensated, then the energy scale bisected on the fitted temperature "
+                   "of an independent random ensemble")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="report directory (resumed if it holds a report of the same ensemble)")
     p.add_argument("--overwrite", action="store_true", help="start a fresh report even if --out holds one")

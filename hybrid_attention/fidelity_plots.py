@@ -68,7 +68,7 @@ def write_plots(report: dict[str, Any], out: str | Path) -> list[str]:
         if not has:
             continue
         ncol = 3 if axis == "tau" else 2
-        fig, axs = plt.subplots(1, ncol, figsize=(4.6 * ncol, 3.8))
+        fig, axs = plt.subplots(1, ncol, figsize=(4.6 * ncol, 4.6))
         for i, s in enumerate(has):
             col = f"C{i}"
             x, y = series(report, axis, s, path_getter("target", "tv", "mean"))
@@ -81,8 +81,13 @@ def write_plots(report: dict[str, Any], out: str | Path) -> list[str]:
         x, y = series(report, axis, has[0], path_getter("shot_noise_tv"))
         if axis == "shots" and x:
             axs[0].plot(x, y, "k:", label="shot-noise floor (exact samples)")
+            dqa = [s for s in has if series(report, axis, s, path_getter("circuit", "shot_noise_tv"))[0]]
+            if dqa:
+                x, y = series(report, axis, dqa[0], path_getter("circuit", "shot_noise_tv"))
+                axs[0].plot(x, y, color="grey", ls="-.", label="shot-noise floor of the ideal circuit output")
         axs[0].set_ylabel("total variation (mean over problems)")
         axs[1].set_ylabel("max |m - m_exact| (mean over problems)")
+        handles, labels = axs[0].get_legend_handles_labels()
         if axis == "tau":
             dqa = [s for s in has if series(report, axis, s, path_getter("fit", "beta_h", "median"))[0]]
             if dqa:
@@ -94,12 +99,12 @@ def write_plots(report: dict[str, Any], out: str | Path) -> list[str]:
                 axs[2].set_yscale("log")
                 axs[2].set_ylabel("effective inverse temperature (median)")
                 axs[2].legend(fontsize=7)
-        for a in axs[:2]:
-            a.legend(fontsize=7)
         for a in axs:
             a.set_xlabel(AXIS_LABEL[axis])
             if axis in ("shots", "steps", "tau"):
                 a.set_xscale("log")
+                a.minorticks_off()
+            a.set_xticks(cfg[axis], [f"{v:g}" for v in cfg[axis]])
             a.grid(alpha=0.3)
         if axis == "shots":
             axs[0].set_yscale("log")
@@ -107,7 +112,8 @@ def write_plots(report: dict[str, Any], out: str | Path) -> list[str]:
         base = ", ".join(f"{k}={v}" for k, v in cfg["base"].items() if k != axis)
         fig.suptitle(f"sampler fidelity vs {AXIS_LABEL[axis]} ({cfg['ensemble']} ensemble, {cfg['problems']} problems; {base})",
                      fontsize=9)
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, 0.16, 1, 1))
+        fig.legend(handles, labels, loc="lower center", ncol=min(5, len(labels)), fontsize=7, frameon=False)
         name = f"fidelity_vs_{axis}.png"
         fig.savefig(out / name, dpi=110)
         plt.close(fig)

@@ -29,7 +29,7 @@ import torch
 from . import exact, metrics
 from .ising import IsingProblem
 
-__all__ = ["SAMPLER_KINDS", "CALIBRATIONS", "SweepPoint", "random_problems", "problems_from_model", "make_schedule",
+__all__ = ["SAMPLER_KINDS", "CALIBRATIONS", "SweepPoint", "UnreachableTemperature", "random_problems", "problems_from_model", "make_schedule",
            "build_sampler", "measure_point", "expected_shot_tv"]
 
 logger = logging.getLogger(__name__)
@@ -50,7 +50,12 @@ SAMPLER_KINDS: dict[str, tuple[str, str]] = {
 #: fake backend whose noise model ``aer-noisy`` uses (offline, from qiskit-ibm-runtime; 16 qubits, heavy-hex)
 NOISY_BACKEND = "FakeGuadalupeV2"
 #: how DQA schedules are set up (see :func:`make_schedule`)
-CALIBRATIONS = ("none", "leading", "compensated")
+CALIBRATIONS = ("none", "leading", "compensated", "fitted")
+
+
+class UnreachableTemperature(ValueError):
+    """The ``fitted`` calibration cannot reach the target temperature at this anneal time (the fitted ``beta``
+    saturates as the energy scale grows); the sweep records the point as skipped."""
 
 
 @dataclass(frozen=True)
@@ -144,16 +149,23 @@ def _noise_backend() -> Any:
     return getattr(fake_provider, NOISY_BACKEND)()
 
 
-def make_schedule(tau: float, steps: int, calibration: str = "none", beta: float = 1.0) -> Any:
+def make_schedule(tau: float, steps: int, calibration: str = "none", *, beta: float = 1.0, n: int = 4) -> Any:
     """The DQA schedule of a sweep point.
+
+    The DQA samplers encode ``beta * H_P`` (the problem's ``beta`` scales ``h`` and ``J``), so their output is
+    Boltzmann at about ``beta * b`` where ``b`` is the schedule's own effective inverse temperature. Calibration
+    therefore sets ``b = 1`` (to leading order), which makes the output temperature the problem's.
 
     Args:
         tau, steps: anneal time and Trotter steps.
-        calibration: ``"none"`` (the SPEC program: ``Gamma = lambda = 1``), ``"leading"`` (``energy_scale`` set
-            so that the leading-order field temperature ``beta_h`` equals ``beta``;
-            :func:`hybrid_attention.circuits.temperature.calibrate`) or ``"compensated"`` (as ``leading``, with the
-            fields doubled so that ``beta_J = beta_h`` too; :func:`~hybrid_attention.circuits.temperature.compensate`).
-        beta: the target inverse temperature.
+        calibration: ``"none"`` (the SPEC program: ``Gamma = lambda = 1``), ``"leading"`` (``energy_scale`` set so
+            that the leading-order field temperature is 1, :func:`hybrid_attention.circuits.temperature.calibrate`)
+            or ``"compensated"`` (as ``leading``, with the fields doubled so that the couplings see the same
+            temperature, :func:`~hybrid_attention.circuits.temperature.compensate`), or ``"fitted"`` (compensated,
+            then ``energy_scale`` found by bisection so that the *fitted* field temperature of an independent
+            random ensemble of ``n``-spin problems at ``beta`` equals ``beta``; raises ``ValueError`` when the anneal
+            cannot reach it).
+        beta, n: problem temperature and size (used by ``"fitted"`` only).
     """
     from .circuits import DQASchedule
 
@@ -164,9 +176,18 @@ def make_schedule(tau: float, steps: int, calibration: str = "none", beta: float
         return sched
     from .circuits.temperature import calibrate, compensate
 
-    if calibration == "compensated":
+    if calibration in ("compensated", "fitted"):
         sched = compensate(sched)
-    return calibrate(float(beta), sched, vary="energy_scale", method="leading")
+    sched = calibrate(1.0, sched, vary="energy_scale", method="leading")
+    if calibration == "fitted":
+        from .circuits.temperature import random_problems as unit_problems
+
+        h, J = unit_problems(n=n, batch=32, seed=12345)  # independent of the measured ensemble
+        try:
+            sched = calibrate(1.0, sched, vary="energy_scale", method="fit", problems=(beta * h, beta * J), tol=1e-2)
+        except ValueError as exc:
+            raise UnreachableTemperature(f"tau = {tau}, steps = {steps}: {exc}") from exc
+    return sched
 
 
 def build_sampler(name: str, *, schedule: Any = None, **kw: Any) -> Any:
@@ -236,7 +257,7 @@ def measure_point(point: SweepPoint, problems: IsingProblem, *, seed: int = 0, c
     Args:
         point: the sweep point; ``problems``: a batch of ``n``-spin problems (batch shape ``(count,)``).
         seed: sampler seed (recorded).
-        calibration: DQA schedule set-up (:func:`make_schedule`; target ``beta`` = the problems' beta).
+        calibration: DQA schedule set-up (:func:`make_schedule`).
 
     Returns:
         JSON-ready dict: ``point`` fields, ``target`` metrics summaries (mean/median/std/max over problems),
@@ -249,7 +270,7 @@ def measure_point(point: SweepPoint, problems: IsingProblem, *, seed: int = 0, c
     p_target = exact.probabilities(prob).numpy()
     schedule = None
     if kind in ("dqa", "dqa-exact"):
-        schedule = make_schedule(point.tau, point.steps, calibration, float(prob.beta_tensor().reshape(-1)[0]))
+        schedule = make_schedule(point.tau, point.steps, calibration, beta=float(prob.beta_tensor().reshape(-1)[0]), n=point.n)
     sampler = build_sampler(point.sampler, schedule=schedule)
     t0 = time.perf_counter()
     try:
