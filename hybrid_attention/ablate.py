@@ -6,7 +6,9 @@ continue from their checkpoint. It then writes
 
 * ``DIR/runs.csv``: one row per run;
 * ``DIR/summary.csv`` and ``DIR/summary.md``: mean, standard deviation (over seeds, ``ddof=1``) and count per
-  mode and T, with the difference to softmax (perplexity: relative, in %; accuracy: in points and relative);
+  mode and T, with the difference to softmax (perplexity: relative, in %; accuracy: in points and relative),
+  also paired by seed (mean ± std of the per-seed differences; a seed fixes the data order and the shared
+  initial weights) and the number of seeds on which the mode beat softmax;
 * ``DIR/metric_vs_T.png``: the metric against T per mode (mean ± std);
 * ``DIR/couplings_by_distance.csv`` / ``.png``: the learned ``J`` of the ``hj`` runs averaged over pairs with the same
   key distance ``|j - k|`` (and over heads, layers and seeds), per T;
@@ -130,10 +132,19 @@ def summarise(rows: list[dict[str, Any]], task: str) -> list[dict[str, Any]]:
             s["string_accuracy"] = statistics.fmean(100 * r["val_string_accuracy"] for r in rs)
         out.append(s)
     ref = {s["block_size"]: s["mean"] for s in out if s["mode"] == "softmax"}
+    # paired by seed: the same seed gives every mode the same data order and the same initial shared weights
+    per_seed = {(r["mode"], r["block_size"], r["seed"]): scale * r[key] for r in rows}
+    lower_is_better = task == "shakespeare"
     for s in out:
         r = ref.get(s["block_size"])
         s["diff"] = s["mean"] - r if r is not None else float("nan")
         s["rel_diff_pct"] = 100 * (s["mean"] - r) / r if r else float("nan")
+        pairs = [(v, per_seed[("softmax", T, seed)]) for (mode, T, seed), v in per_seed.items()
+                 if mode == s["mode"] and T == s["block_size"] and ("softmax", T, seed) in per_seed]
+        d = [100 * (v - b) / b if lower_is_better else v - b for v, b in pairs]
+        s["paired_diff"] = statistics.fmean(d) if d else float("nan")
+        s["paired_std"] = statistics.stdev(d) if len(d) > 1 else float("nan")
+        s["better_than_softmax"] = f"{sum((v < b) if lower_is_better else (v > b) for v, b in pairs)}/{len(pairs)}"
     return out
 
 
@@ -180,16 +191,20 @@ def report(out: Path, task: str) -> list[dict[str, Any]]:
     _, label = _metric(task)
     lines = []
     if task == "shakespeare":
-        lines += ["| T | mode | val perplexity (mean ± std) | seeds | rel. diff to softmax |", "| --- | --- | --- | --- | --- |"]
-        for s in summ:
-            lines.append(f"| {s['block_size']} | {s['mode']} | {_fmt(s['mean'], 3)} ± {_fmt(s['std'], 3)} | {s['n']} | "
-                         f"{_fmt(s['rel_diff_pct'], 2)} % |")
-    else:
-        lines += ["| T | mode | per-bracket accuracy % (mean ± std) | whole-string % | seeds | diff to softmax (points) | rel. diff |",
+        lines += ["| T | mode | val perplexity (mean ± std) | seeds | rel. diff to softmax | paired rel. diff (mean ± std) | better than softmax |",
                   "| --- | --- | --- | --- | --- | --- | --- |"]
         for s in summ:
+            lines.append(f"| {s['block_size']} | {s['mode']} | {_fmt(s['mean'], 3)} ± {_fmt(s['std'], 3)} | {s['n']} | "
+                         f"{_fmt(s['rel_diff_pct'], 2)} % | {_fmt(s['paired_diff'], 2)} ± {_fmt(s['paired_std'], 2)} % | "
+                         f"{s['better_than_softmax']} |")
+    else:
+        lines += ["| T | mode | per-bracket accuracy % (mean ± std) | whole-string % | seeds | diff to softmax (points) | rel. diff | "
+                  "paired diff (points, mean ± std) | better than softmax |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for s in summ:
             lines.append(f"| {s['block_size']} | {s['mode']} | {_fmt(s['mean'])} ± {_fmt(s['std'])} | {_fmt(s['string_accuracy'], 1)} | "
-                         f"{s['n']} | {_fmt(s['diff'])} | {_fmt(s['rel_diff_pct'], 2)} % |")
+                         f"{s['n']} | {_fmt(s['diff'])} | {_fmt(s['rel_diff_pct'], 2)} % | {_fmt(s['paired_diff'])} ± {_fmt(s['paired_std'])} | "
+                         f"{s['better_than_softmax']} |")
     prof = coupling_profile(out)
     with open(out / "couplings_by_distance.csv", "w", newline="") as f:
         w = csv.writer(f)
