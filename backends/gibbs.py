@@ -1,9 +1,10 @@
 """Markov-chain samplers for Ising problems of any size: heat-bath Gibbs chains and simulated annealing.
 
 Both run many independent chains per problem, for a whole batch of problems at once, in torch. The chain
-state is kept as ``s (B, n, C)`` (problem, spin, chain) so that a single-spin heat-bath update of spin ``j``
-is one batched vector-matrix product for its local field ``l_j = h_j + sum_k J_jk s_k`` followed by
-``s_j = +1`` with probability ``sigmoid(2 beta l_j)``. Spins are updated sequentially (a systematic sweep):
+state is kept as ``s (G, n, R, C)`` (coupling group, spin, problem, chain; see :class:`Grouped`: a coupling
+matrix shared by many problems, like one attention head's J, is never copied). A single-spin heat-bath update
+sets ``s_j = +1`` with probability ``sigmoid(2 beta l_j)``, ``l_j = h_j + sum_k J_jk s_k``; local fields
+of blocks of spins come from one GEMM each (see :func:`_sweep`). Spins are updated sequentially (a systematic sweep):
 with dense all-to-all couplings no two spins are conditionally independent, so a checkerboard split would not
 leave the Boltzmann distribution invariant. One sweep costs ``O(B C n**2)``.
 
@@ -32,7 +33,7 @@ from hybrid_attention.ising import IsingProblem
 from .base import Sampler, spawn_seeds
 from .sampleset import SampleSet
 
-__all__ = ["GibbsSampler", "AnnealingSampler", "run_chains", "flat_problem"]
+__all__ = ["GibbsSampler", "AnnealingSampler", "run_chains", "Grouped"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,61 +44,128 @@ def _positive_int(name: str, v: Any, lo: int = 1) -> int:
     return int(v)
 
 
-def flat_problem(problem: IsingProblem, dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(h (B, n), J (n, n) or (B, n, n), beta (B,))`` of the flattened problem, masked spins decoupled."""
-    flat = problem.flatten()
-    h, J = flat.dropped()
-    beta = flat.beta_tensor()
-    if dtype is not None:
-        h, J, beta = h.to(dtype), J.to(dtype), beta.to(dtype)
-    return h, J, beta
+class Grouped:
+    """A batch of problems regrouped by distinct coupling matrix, so shared couplings are never copied.
 
+    The bridge hands over ``J`` expanded (stride 0) over the batch and queries, with one matrix per head; the chains
+    and the mean-field iteration then work on ``G`` coupling matrices and ``R`` problems per matrix:
 
-def _sweep(s: torch.Tensor, h: torch.Tensor, J: torch.Tensor, beta2: torch.Tensor, u: torch.Tensor) -> None:
-    """One sequential heat-bath sweep in place. ``s (B, n, C)``, ``beta2 = 2 beta (B, 1)``, ``u (n, B, C)``."""
-    n = s.shape[1]
-    shared = J.ndim == 2
-    for j in range(n):
-        if shared:
-            loc = torch.matmul(J[j], s)  # (B, C)
+    Attributes:
+        h: ``(G, R, n)`` fields (masked spins zeroed); J: ``(G, n, n)``; beta: ``(G, R)``;
+        mask: ``(G, R, n)`` float 0/1 or ``None``. Masked spins are dropped by keeping them at 0 inside the
+        algorithms (so they never enter a local field), which is exactly the decoupled problem.
+    """
+
+    def __init__(self, problem: IsingProblem, dtype: torch.dtype | None = None) -> None:
+        bs, n = tuple(problem.batch_shape), problem.n
+        J = problem.J
+        if J.ndim == 2:
+            keep: list[int] = []
         else:
-            loc = torch.bmm(J[:, j : j + 1, :], s).squeeze(1)
-        p_up = torch.sigmoid(beta2 * (loc + h[:, j : j + 1]))
-        s[:, j, :] = torch.where(u[j] < p_up, 1.0, -1.0)
+            J = torch.broadcast_to(J, (*bs, n, n))
+            keep = [d for d in range(len(bs)) if bs[d] > 1 and J.stride(d) != 0]
+            J = J[tuple(slice(None) if d in keep else slice(0, 1) for d in range(len(bs)))]
+        rest = [d for d in range(len(bs)) if d not in keep]
+        self.perm = keep + rest
+        self.shape = [bs[d] for d in self.perm]
+        self.G = int(np.prod([bs[d] for d in keep])) if keep else 1
+        dt = dtype or problem.dtype
+        self.J = J.reshape(self.G, n, n).to(dt)
+        self.h = self._group(problem.h.to(dt))
+        self.beta = self._group(problem.beta_tensor().to(dt)[..., None])[..., 0]
+        self.mask = None if problem.mask is None else self._group(problem.mask.to(dt))
+        if self.mask is not None:
+            self.h = self.h * self.mask
+        self.R, self.n = self.h.shape[1], n
+
+    def _group(self, x: torch.Tensor) -> torch.Tensor:
+        """``(*batch, k)`` to ``(G, R, k)``."""
+        x = torch.broadcast_to(x, (*[self.shape[self.perm.index(d)] for d in range(len(self.perm))], x.shape[-1]))
+        x = x.permute(*self.perm, x.ndim - 1)
+        return x.reshape(self.G, -1, x.shape[-1])
+
+    def ungroup(self, x: torch.Tensor) -> torch.Tensor:
+        """``(G, R, *tail)`` back to ``(*batch, *tail)``."""
+        tail = tuple(x.shape[2:])
+        x = x.reshape(*self.shape, *tail)
+        if not self.perm:
+            return x
+        inv = [0] * len(self.perm)
+        for i, d in enumerate(self.perm):
+            inv[d] = i
+        return x.permute(*inv, *range(len(self.perm), x.ndim))
 
 
-def run_chains(h: torch.Tensor, J: torch.Tensor, betas: list[torch.Tensor], chains: int, *, record_every: int = 0,
-               records: int = 1, generator: torch.Generator | None = None) -> torch.Tensor:
+def _sweep(s: torch.Tensor, h: torch.Tensor, J: torch.Tensor, mask: torch.Tensor | None, beta2: torch.Tensor,
+           u: torch.Tensor) -> None:
+    """One sequential heat-bath sweep in place (spins updated one at a time, in order ``0..n-1``).
+
+    ``s (G, n, R, C)`` (masked spins held at 0), ``h (G, R, n)``, ``J (G, n, n)``, ``mask (G, R, n)`` or None,
+    ``beta2 = 2 beta (G, R, 1)``, ``u (n, G, R, C)`` uniforms.
+
+    Memory traffic, not arithmetic, bounds a sweep: the local fields of a block of ``b ~ sqrt(2n)`` spins are
+    computed with one GEMM from the current state, then kept exact through the block's sequential updates by
+    rank-one corrections ``l_k += J_kj (s_j' - s_j)``, so the chain state is read ``n / b`` times per sweep
+    instead of ``n`` (the same Markov chain as the plain sequential sweep, up to float rounding).
+    """
+    G, n, R, C = s.shape
+    flat = s.view(G, n, R * C)
+    b = max(1, int(round((2 * n) ** 0.5)))
+    for a in range(0, n, b):
+        e = min(a + b, n)
+        L = torch.bmm(J[:, a:e, :], flat)  # (G, e - a, R*C): sum_k J_jk s_k (masked s_k = 0)
+        for j in range(a, e):
+            p_up = torch.sigmoid(beta2 * (L[:, j - a].view(G, R, C) + h[:, :, j : j + 1]))
+            new = torch.where(u[j] < p_up, 1.0, -1.0)
+            if mask is not None:
+                new = new * mask[:, :, j : j + 1]
+            if j + 1 < e:
+                delta = (new - s[:, j]).view(G, 1, R * C)
+                L[:, j - a + 1 :] += J[:, j + 1 : e, j : j + 1] * delta
+            s[:, j] = new
+
+
+def run_chains(h: torch.Tensor, J: torch.Tensor, mask: torch.Tensor | None, betas: list[torch.Tensor], chains: int, *,
+               record_every: int = 0, records: int = 1, generator: torch.Generator | None = None) -> torch.Tensor:
     """Run ``chains`` heat-bath chains per problem from uniformly random states.
 
     Args:
-        h: ``(B, n)``; J: ``(n, n)`` or ``(B, n, n)`` (masked spins decoupled).
-        betas: one ``(B,)`` inverse temperature per sweep, in order (constant for Gibbs, a ramp for annealing).
+        h: ``(G, R, n)``; J: ``(G, n, n)``; mask: ``(G, R, n)`` 0/1 or None (see :class:`Grouped`).
+        betas: one ``(G, R)`` inverse temperature per sweep, in order (constant for Gibbs, a ramp for annealing).
         chains: chains per problem.
-        record_every: after the listed sweeps, run ``records - 1`` more blocks of ``record_every`` sweeps at the last
-            beta, recording the state after each block (thinning). ``0`` records only the final state.
-        records: states recorded per chain.
+        record_every: sweeps (at the last beta) between recorded states of a chain (thinning).
+        records: states recorded per chain (the first after all of ``betas``).
         generator: torch random generator.
 
     Returns:
-        int8 spins ``(B, records * chains, n)``; read ``r * chains + c`` is chain ``c``'s ``r``-th record.
+        int8 spins ``(G, R, records * chains, n)``; read ``r * chains + c`` is chain ``c``'s ``r``-th record.
+        Masked spins are drawn uniformly (they are free in the dropped problem).
     """
-    B, n = h.shape
-    s = torch.randint(0, 2, (B, n, chains), generator=generator, dtype=torch.int8).to(h.dtype).mul_(2).sub_(1)
-    out = []
+    G, R, n = h.shape
+    s = torch.randint(0, 2, (G, n, R, chains), generator=generator).to(h.dtype).mul_(2).sub_(1)
+    mk = None if mask is None else mask.permute(0, 2, 1)[..., None]  # (G, n, R, 1)
+    if mk is not None:
+        s.mul_(mk)
 
     def sweep(beta: torch.Tensor) -> None:
-        u = torch.rand((n, B, chains), generator=generator, dtype=h.dtype)
-        _sweep(s, h, J, (2 * beta)[:, None], u)
+        u = torch.rand((n, G, R, chains), generator=generator, dtype=h.dtype)
+        _sweep(s, h, J, mask, (2 * beta)[..., None], u)
+
+    def record() -> torch.Tensor:
+        out = s.permute(0, 2, 3, 1)  # (G, R, C, n)
+        if mk is not None:
+            free = torch.randint(0, 2, out.shape, generator=generator).to(h.dtype).mul_(2).sub_(1)
+            out = torch.where(out == 0, free, out)
+        return out.to(torch.int8)
 
     for beta in betas:
         sweep(beta)
-    out.append(s.transpose(1, 2).to(torch.int8))
+    out = [record()]
     for _ in range(records - 1):
         for _ in range(record_every):
-            sweep(betas[-1] if betas else torch.zeros(B, dtype=h.dtype))
-        out.append(s.transpose(1, 2).to(torch.int8))
-    return torch.cat(out, dim=1)
+            sweep(betas[-1])
+        out.append(record())
+    return torch.cat(out, dim=2)
 
 
 class _ChainSampler(Sampler):
@@ -127,22 +195,26 @@ class _ChainSampler(Sampler):
         reads = self.default_num_reads if num_reads is None else int(num_reads)
         chains = min(opts.get("num_chains") or reads, reads)
         records = -(-reads // chains)
-        h, J, beta = flat_problem(problem, self.dtype)
-        B, n = h.shape
+        gp = Grouped(problem, self.dtype)
+        G, R, n = gp.G, gp.R, gp.n
         per = n * chains * (torch.finfo(self.dtype).bits // 8) * 4
-        step = max(1, self.memory_limit // max(per, 1))
-        starts = list(range(0, B, step))
-        seeds = spawn_seeds(seed, len(starts))
+        step_r = max(1, self.memory_limit // per)
+        step_g = max(1, step_r // R) if step_r >= R else 1
+        blocks = [(g, r) for g in range(0, G, step_g) for r in range(0, R, step_r)]
+        seeds = spawn_seeds(seed, len(blocks))
         t0 = time.perf_counter()
-        out = []
-        for st, sd in zip(starts, seeds):
-            gen = torch.Generator(device=h.device).manual_seed(sd)
-            sl = slice(st, st + step)
-            betas = self._betas(beta[sl], opts)
-            Jc = J if J.ndim == 2 else J[sl]
-            out.append(run_chains(h[sl], Jc, betas, chains, record_every=opts.get("thinning", 1), records=records,
-                                  generator=gen)[:, :reads])
-        spins = torch.cat(out).reshape(*problem.batch_shape, reads, n).cpu().numpy()
+        rows = []
+        for g0 in range(0, G, step_g):
+            cols = []
+            for r0 in range(0, R, step_r):
+                gen = torch.Generator(device=gp.h.device).manual_seed(seeds[blocks.index((g0, r0))])
+                gs, rs = slice(g0, g0 + step_g), slice(r0, r0 + step_r)
+                betas = self._betas(gp.beta[gs, rs], opts)
+                mask = None if gp.mask is None else gp.mask[gs, rs]
+                cols.append(run_chains(gp.h[gs, rs], gp.J[gs], mask, betas, chains, record_every=opts.get("thinning", 1),
+                                       records=records, generator=gen)[:, :, :reads])
+            rows.append(torch.cat(cols, dim=1))
+        spins = gp.ungroup(torch.cat(rows, dim=0)).cpu().numpy()
         info = {"backend": self.name, "num_reads": reads, "num_chains": chains, "records_per_chain": records,
                 "seed": seed if isinstance(seed, (int, type(None))) else "generator", "chunk_seeds": seeds,
                 "timing": {"run": time.perf_counter() - t0}, **opts}

@@ -5,6 +5,7 @@ Naive mean field solves ``m = tanh(beta (h + J m))``; TAP adds the Onsager react
     m_j = tanh(beta (h_j + sum_k J_jk m_k - beta m_j sum_k J_jk**2 (1 - m_k**2)))
 
 Both are solved by a damped parallel fixed-point iteration ``m <- (1 - d) m + d f(m)`` from ``m = tanh(beta h)``.
+The stopping test is on the fixed-point residual ``max |f(m) - m|``.
 They are approximations: exact when ``J = 0`` (the spins are independent), accurate to ``O(J**2)`` (naive) or
 ``O(J**3)`` (TAP) for weak couplings, and poor for strong or frustrated couplings at low temperature, where the
 iteration may also fail to converge (logged as a warning; see ``results/meanfield/`` for the measured errors).
@@ -26,7 +27,7 @@ import torch
 from hybrid_attention.ising import IsingProblem
 
 from .base import Sampler, as_generator
-from .gibbs import _positive_int, flat_problem
+from .gibbs import Grouped, _positive_int
 from .sampleset import SampleSet
 
 __all__ = ["MeanFieldSampler", "mean_field"]
@@ -37,33 +38,38 @@ _METHODS = ("naive", "tap")
 _GRADS = ("implicit", "unroll")
 
 
-def _update(m: torch.Tensor, h: torch.Tensor, J: torch.Tensor, J2: torch.Tensor | None, beta: torch.Tensor) -> torch.Tensor:
-    """``f(m)`` for ``m (B, n)``, ``beta (B, 1)``; ``J2 = J**2`` for TAP, ``None`` for naive."""
-    field = h + (m @ J if J.ndim == 2 else torch.bmm(J, m.unsqueeze(-1)).squeeze(-1))  # J symmetric
-    if J2 is not None:
-        q = 1 - m * m
-        react = q @ J2 if J2.ndim == 2 else torch.bmm(J2, q.unsqueeze(-1)).squeeze(-1)
-        field = field - beta * m * react
-    return torch.tanh(beta * field)
+def _update(m: torch.Tensor, h: torch.Tensor, J: torch.Tensor, mask: torch.Tensor | None, tap: bool,
+            beta: torch.Tensor) -> torch.Tensor:
+    """``f(m)`` for ``m, h (G, R, n)``, ``J (G, n, n)``, ``beta (G, R, 1)``; masked entries stay 0."""
+    field = h + torch.bmm(m, J)  # J symmetric: (m J)_j = sum_k J_jk m_k
+    if tap:
+        q = 1 - m * m if mask is None else (1 - m * m) * mask
+        field = field - beta * m * torch.bmm(q, J * J)
+    out = torch.tanh(beta * field)
+    return out if mask is None else out * mask
 
 
-def mean_field(h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor, *, method: str = "naive", damping: float = 0.5,
-               max_iter: int = 500, tol: float = 1e-7, grad: str = "implicit") -> tuple[torch.Tensor, dict[str, Any]]:
-    """Solve the mean-field equations for a batch.
+def mean_field(h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor, mask: torch.Tensor | None = None, *,
+               method: str = "naive", damping: float = 0.5, max_iter: int = 500, tol: float = 1e-7,
+               grad: str = "implicit") -> tuple[torch.Tensor, dict[str, Any]]:
+    """Solve the mean-field equations for a batch grouped by coupling matrix (see :class:`~.gibbs.Grouped`).
 
     Args:
-        h: ``(B, n)``; J: ``(n, n)`` or ``(B, n, n)`` (symmetric, masked spins decoupled); beta: ``(B,)``.
+        h: ``(G, R, n)``; J: ``(G, n, n)`` symmetric; beta: ``(G, R)``; mask: ``(G, R, n)`` 0/1 or None
+            (masked spins are held at 0, which drops them exactly).
         method: ``"naive"`` or ``"tap"``.
         damping: step ``d`` in ``(0, 1]`` of the damped iteration.
         max_iter, tol: stop when ``max |m_new - m| < tol`` or after ``max_iter`` iterations.
         grad: ``"implicit"`` or ``"unroll"`` (only matters when autograd is on).
 
     Returns:
-        ``(m (B, n), info)`` with ``info = {"iterations", "converged", "residual"}``; ``m`` is differentiable
+        ``(m (G, R, n), info)`` with ``info = {"iterations", "converged", "residual"}``; ``m`` is differentiable
         with respect to ``h``, ``J`` and ``beta``.
     """
-    b = beta[:, None]
-    J2 = J * J if method == "tap" else None
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    b = beta[..., None]
+    tap = method == "tap"
     need_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (h, J, beta))
     unroll = need_grad and grad == "unroll"
     m = torch.tanh(b * h)
@@ -72,34 +78,37 @@ def mean_field(h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor, *, method: 
     res, it = float("inf"), 0
     with torch.set_grad_enabled(unroll):
         for it in range(1, max_iter + 1):
-            new = (1 - damping) * m + damping * _update(m, h, J, J2, b)
-            res = float((new - m).detach().abs().max()) if m.numel() else 0.0
-            m = new
+            step = _update(m, h, J, mask, tap, b) - m
+            res = float(step.detach().abs().max()) if step.numel() else 0.0  # fixed-point residual |f(m) - m|
             if res < tol:
                 break
+            m = m + damping * step
     info = {"iterations": it, "converged": res < tol, "residual": res}
     if not info["converged"]:
         logger.warning("mean field (%s) did not converge in %d iterations (residual %.2e); strong couplings?", method, it, res)
     if need_grad and not unroll:
-        m = _implicit(m.detach(), h, J, J2, b, damping, max_iter, tol)
+        m = _implicit(m.detach(), h, J, mask, tap, b, damping, max_iter, tol)
     return m, info
 
 
-def _implicit(m_star: torch.Tensor, h, J, J2, b, damping: float, max_iter: int, tol: float) -> torch.Tensor:
+def _implicit(m_star: torch.Tensor, h, J, mask, tap, b, damping: float, max_iter: int, tol: float) -> torch.Tensor:
     """Attach the implicit-function gradient of the fixed point ``m* = f(m*, theta)``."""
-    m = _update(m_star, h, J, J2, b)  # one step with the graph to theta (value = m* at convergence)
+    m = _update(m_star, h, J, mask, tap, b)  # one step with the graph to theta (value = m* at convergence)
     z0 = m_star.clone().requires_grad_(True)
     with torch.enable_grad():
-        f0 = _update(z0, h, J, J2, b)
+        f0 = _update(z0, h, J, mask, tap, b)
 
     def hook(g: torch.Tensor) -> torch.Tensor:
-        # solve v = g + (df/dm)^T v by the damped iteration; returns v, which then flows into theta through m
+        # solve v = g + (df/dm)^T v by the damped iteration; v then flows into theta through m's graph
         if g is None:
             return g
         v = g
         for _ in range(max_iter):
             vjp = torch.autograd.grad(f0, z0, v, retain_graph=True)[0]
             new = (1 - damping) * v + damping * (g + vjp)
+            if not torch.isfinite(new).all():  # no stable fixed point (strong couplings): one-step gradient instead
+                logger.warning("mean-field implicit backward diverged; using the one-step gradient")
+                return g
             done = float((new - v).abs().max()) < tol * max(1.0, float(g.abs().max()))
             v = new
             if done:
@@ -116,7 +125,8 @@ class MeanFieldSampler(Sampler):
 
     Args:
         method: ``"naive"`` (default) or ``"tap"``.
-        damping, max_iter, tol: fixed-point iteration settings (see :func:`mean_field`).
+        damping, max_iter, tol: fixed-point iteration settings (see :func:`mean_field`); ``tol=None`` (default) is
+            ``max(1e-10, 100 eps)`` of the problem's dtype (1.2e-5 in float32, 1e-10 in float64).
         grad: ``"implicit"`` (default) or ``"unroll"`` for :meth:`differentiable_marginals`.
         num_reads: reads per problem when ``sample(num_reads=None)``.
 
@@ -133,7 +143,7 @@ class MeanFieldSampler(Sampler):
     name = "meanfield"
     parameters: dict[str, str] = {}
 
-    def __init__(self, *, method: str = "naive", damping: float = 0.5, max_iter: int = 500, tol: float = 1e-7,
+    def __init__(self, *, method: str = "naive", damping: float = 0.5, max_iter: int = 500, tol: float | None = None,
                  grad: str = "implicit", num_reads: int = 1024) -> None:
         super().__init__()
         if method not in _METHODS:
@@ -142,9 +152,10 @@ class MeanFieldSampler(Sampler):
             raise ValueError(f"grad must be one of {_GRADS}, got {grad!r}")
         if isinstance(damping, bool) or not isinstance(damping, (int, float)) or not 0 < damping <= 1:
             raise ValueError(f"damping must be in (0, 1], got {damping!r}")
-        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol > 0:
-            raise ValueError(f"tol must be > 0, got {tol!r}")
-        self.method, self.grad, self.damping, self.tol = method, grad, float(damping), float(tol)
+        if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol > 0):
+            raise ValueError(f"tol must be > 0 or None, got {tol!r}")
+        self.method, self.grad, self.damping = method, grad, float(damping)
+        self.tol = None if tol is None else float(tol)
         self.max_iter = _positive_int("max_iter", max_iter)
         self.default_num_reads = _positive_int("num_reads", num_reads)
         self.last_info: dict[str, Any] = {}
@@ -160,12 +171,11 @@ class MeanFieldSampler(Sampler):
     def differentiable_marginals(self, problem: IsingProblem) -> torch.Tensor:
         """Mean-field ``<s_j>``, ``(*batch, n)`` in the problem's dtype, differentiable w.r.t. h, J and beta."""
         self.validate(problem)
-        h, J, beta = flat_problem(problem)
-        m, self.last_info = mean_field(h, J, beta, method=self.method, damping=self.damping, max_iter=self.max_iter,
-                                       tol=self.tol, grad=self.grad)
-        if problem.mask is not None:
-            m = m * problem.mask.reshape(m.shape).to(m.dtype)
-        return m.reshape(*problem.batch_shape, problem.n)
+        gp = Grouped(problem)
+        tol = self.tol if self.tol is not None else max(1e-10, 100 * torch.finfo(gp.h.dtype).eps)
+        m, self.last_info = mean_field(gp.h, gp.J, gp.beta, gp.mask, method=self.method, damping=self.damping,
+                                       max_iter=self.max_iter, tol=tol, grad=self.grad)
+        return gp.ungroup(m)
 
     def marginals(self, problem: IsingProblem, **kwargs: Any) -> torch.Tensor:
         """Mean-field marginals (float64, no graph)."""
