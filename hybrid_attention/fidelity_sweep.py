@@ -186,7 +186,9 @@ def make_schedule(tau: float, steps: int, calibration: str = "none", *, beta: fl
         try:
             sched = calibrate(1.0, sched, vary="energy_scale", method="fit", problems=(beta * h, beta * J), tol=1e-2)
         except ValueError as exc:
-            raise UnreachableTemperature(f"tau = {tau}, steps = {steps}: {exc}") from exc
+            raise UnreachableTemperature(
+                f"target beta = {beta:g} is out of reach at tau = {tau:g}, steps = {steps} (the calibration runs on "
+                f"beta-scaled problems, target 1 in their units): {exc}") from exc
     return sched
 
 

@@ -138,29 +138,41 @@ for f in report["plots"]:
     display(Image(filename=str(out / f)))
 """),
     ("md", """
-## The committed report
+## The committed reports
 
-`results/fidelity/` holds a larger sweep made with the command recorded in its `report.json` (and in
-`results/fidelity/README.md`). The cells below read it and print the numbers the discussion refers to.
+`results/fidelity/` holds larger sweeps, each made with the command recorded in its `report.json` (and listed in
+`results/fidelity/README.md`):
+
+* `random/`: every sampler on 16 random problems (`h, J ~ N(0, 1)`, `beta = 1`), the SPEC program for DQA;
+* `calibrated_beta0.2/`: DQA with compensated fields and the energy scale calibrated (fitted, on an independent
+  ensemble) to a hot target `beta = 0.2`;
+* `model_brackets_hj_T16/`: the Ising problems of a trained `hj` bracket model's attention layer
+  (`results/ablation/brackets/runs/hj_T16_s0`).
+
+The cells below read them and print the numbers the discussion refers to.
 """),
     ("code", """
 from hybrid_attention.fidelity import load_report
 from hybrid_attention.fidelity_plots import path_getter as get, series
 
 committed = ROOT / "results" / "fidelity"
-if (committed / "report.json").exists():
-    rep = load_report(committed)
-    print("command:", rep["commands"][-1])
-    display(Markdown(summary_table(rep)))
+reports = {}
+for name in ("random", "calibrated_beta0.2", "model_brackets_hj_T16"):
+    d = committed / name
+    if not (d / "report.json").exists():
+        print(f"no committed report at {d}")
+        continue
+    reports[name] = rep = load_report(d)
+    display(Markdown(f"### {name}\\n\\n`{rep['commands'][-1]}`\\n\\n" + summary_table(rep)))
+    for k, why in rep.get("skipped", {}).items():
+        print("skipped:", k, "-", why[:160])
     for f in rep.get("plots", []):
-        display(Image(filename=str(committed / f)))
-else:
-    rep = None
-    print(f"no committed report at {committed}; generate one with hybrid-attention fidelity --out {committed}")
+        display(Image(filename=str(d / f)))
 """),
     ("code", """
-# headline numbers: how each sampler's distance to exact falls with shots, and the DQA temperature gap
-if rep is not None:
+# headline numbers: how each sampler's distance to exact falls with shots, and the DQA temperatures
+for name, rep in reports.items():
+    print(f"== {name}")
     for s in dict.fromkeys(r["point"]["sampler"] for r in rep["points"].values()):
         x, y = series(rep, "shots", s, get("target", "tv", "mean"))
         xc, yc = series(rep, "shots", s, get("circuit", "tv", "mean"))
@@ -170,19 +182,35 @@ if rep is not None:
     for s in ("statevector", "aer"):
         x, bh = series(rep, "tau", s, get("fit", "beta_h", "median"))
         _, bj = series(rep, "tau", s, get("fit", "beta_J", "median"))
+        _, tv = series(rep, "tau", s, get("target", "tv", "mean"))
         if x:
-            print(f"{s}: fitted (beta_h, beta_J) vs tau: " + ", ".join(f"tau={a:g}: ({b:.3f}, {c:.3f})" for a, b, c in zip(x, bh, bj)))
+            print(f"{s}: fitted (beta_h, beta_J) and TV to exact vs tau: "
+                  + ", ".join(f"tau={a:g}: ({b:.3f}, {c:.3f}) TV {d:.3f}" for a, b, c, d in zip(x, bh, bj, tv)))
             break
 """),
     ("md", """
-**Reading the numbers.** The `exact` rows are the floor every sampler sits on: `N` exact samples are `~ 1/sqrt(N)` away
-from the distribution they come from, and the dotted curve is the large-`N` expectation of that distance. Shot-based DQA
-samplers (`aer`, `pennylane`) sit on the same floor *relative to their ideal circuit* (dashed), so the emitters are right
-and only the circuit's physics separates them from the target; `statevector` gives that ideal output without shot noise.
-Against the `beta = 1` target, uncalibrated DQA is far off because the SPEC program samples at a small effective
-`beta` that grows like `tau^2` (third panel of the `tau` plot) with couplings at about twice the field temperature.
-The fake-device noise of `aer-noisy` adds a bias that more shots do not remove (readout error and relaxation toward
-`|0>`, i.e. `s = +1`). Classical samplers converge to the target itself, at their own rates.
+**Reading the numbers** (committed reports; the cells above print them).
+
+* *The floor.* `N` exact samples sit `~ 1/sqrt(N)` from the distribution they come from (dotted: the large-`N`
+  expectation). On `random` (n = 4), exact sampling gives TV 0.066 / 0.025 / 0.012 / 0.007 at 256 / 1024 / 4096 /
+  16384 shots; `gibbs` and `anneal` track it (0.045 ... 0.007 and 0.055 ... 0.009).
+* *Emitters are right; physics is the gap.* `aer` and `pennylane` are on the shot-noise floor *of their own ideal
+  circuit* (dashed: 0.096 ... 0.013 for `aer`), and `statevector` equals that ideal output to ~1e-7. Their distance to
+  the `beta = 1` target (about 0.54 at `tau = 1`) does not move with shots: the SPEC program samples at a much higher
+  temperature (fitted `beta_h` 0.011 / 0.043 / 0.147 / 0.43 at `tau` = 0.25 / 0.5 / 1 / 2) with couplings at about twice
+  the field value (`beta_J` 0.022 / 0.083 / 0.27 / 0.64), so TV falls only as `tau` grows (0.69 to 0.33).
+* *Calibration closes most of the gap.* With the fields doubled and the energy scale fitted to a hot target
+  (`calibrated_beta0.2`), `statevector` is 0.054 from exact at `tau = 1` (no shots: all of it systematic) and `aer`
+  0.077 at 1024 shots, against 0.048 for exact samples. At `tau = 0.5` the target is out of reach (the fitted
+  temperature saturates; those points are reported as skipped); at longer `tau` the doubled fields over-compensate
+  (`beta_J` 0.18 / 0.14 / 0.10 at `tau` = 1 / 2 / 3 while `beta_h` stays at 0.2).
+* *Hardware noise is a bias, not noise.* `aer-noisy` (FakeGuadalupeV2 noise model, transpiled to its gates and layout)
+  stays 0.36-0.39 from its own ideal circuit at every shot count, and the gap grows with circuit depth (0.20 at
+  `K = 5`, 0.42 at `K = 40`) and size (0.29 at n = 3, 0.53 at n = 6): relaxation toward `|0>` (`s = +1`), gate
+  and readout errors.
+* *Mean field* is biased on strongly coupled random problems (TV 0.28 at n = 4, flat in shots) but close to exact on
+  the problems of a trained bracket model (`model_brackets_hj_T16`, TV 0.068 vs 0.056 for exact samples at n = 6),
+  whose learned couplings are weak.
 """),
 ]
 
