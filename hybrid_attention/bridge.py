@@ -41,7 +41,7 @@ import torch
 
 from .ising import IsingProblem
 
-__all__ = ["attention_marginals", "differentiable_marginals", "SampledMarginals"]
+__all__ = ["attention_marginals", "differentiable_marginals", "SampledMarginals", "ReadsOnly"]
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +104,33 @@ class SampledMarginals(torch.autograd.Function):
             cov_J = 0.5 * (cov_ss * J).sum((-2, -1))  # Cov(u, sum_{k<l} J s s) = -Cov(u, E_J)
             gb = (bh * cov_h + bJ * cov_J) / beta
         return gh, gJ, gb, None, None, None, None
+
+
+class ReadsOnly:
+    """Wrap a sampler so the bridge uses its *reads* (finite shots) and the covariance backward, even when the
+    sampler also offers ``differentiable_marginals`` (e.g. train on 256 DQA shots per problem drawn by the fast
+    ``statevector`` simulator instead of its exact output marginals). Everything else is delegated.
+
+    Example:
+        >>> from hybrid_attention.backends import get_sampler
+        >>> s = ReadsOnly(get_sampler("exact"))
+        >>> hasattr(s, "differentiable_marginals"), s.name
+        (False, 'exact+reads')
+    """
+
+    def __init__(self, sampler: Any) -> None:
+        if not hasattr(sampler, "sample"):
+            raise TypeError(f"ReadsOnly needs a sampler object, got {type(sampler).__name__}")
+        self.sampler = sampler
+        self.name = f"{getattr(sampler, 'name', 'sampler')}+reads"
+
+    def __getattr__(self, item: str) -> Any:
+        if item == "differentiable_marginals":
+            raise AttributeError(item)
+        return getattr(self.__dict__["sampler"], item)
+
+    def __repr__(self) -> str:
+        return f"ReadsOnly({self.sampler!r})"
 
 
 def _as_problem_parts(problem: IsingProblem) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any]:

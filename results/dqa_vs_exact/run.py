@@ -1,0 +1,152 @@
+"""DQA-trained against exact-trained Boltzmann attention (issue 4, part 5): same model, same data, same seeds.
+
+Variants (everything else identical; ``hj`` attention, one layer, one head, T = 8):
+
+* ``exact``: exact marginals by enumeration, exact gradients;
+* ``dqa-marginals``: the DQA circuit's exact output marginals (``statevector`` sampler: the SPEC Trotter product,
+  ``tau``/``trotter_steps`` below), gradients by autograd through the simulated circuit;
+* ``dqa-shots``: ``--shots`` DQA measurement shots per problem (drawn by the same simulator) and the bridge's
+  covariance backward, a Boltzmann surrogate at the schedule's leading-order effective beta.
+
+Evaluation uses the training sampler (a DQA-trained model is evaluated with DQA marginals/shots) and, for the DQA
+variants, also exact marginals (``eval_exact``) in a second evaluation of the final checkpoint.
+
+Run (from the repository root):
+
+    nice -n 5 python results/dqa_vs_exact/run.py --task brackets --seeds 0 1 --steps 300
+    nice -n 5 python results/dqa_vs_exact/run.py --task shakespeare --seeds 0 1 --steps 300
+    python results/dqa_vs_exact/run.py --table     # collect summary.json into README.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+VARIANTS = ("exact", "dqa-marginals", "dqa-shots")
+DATA = "/work/shared/data/tinyshakespeare.txt"
+
+
+def statevector_reads(**kw):
+    """The ``statevector`` DQA sampler seen through its reads only (covariance backward in the bridge)."""
+    from hybrid_attention.backends import get_sampler
+    from hybrid_attention.bridge import ReadsOnly
+
+    return ReadsOnly(get_sampler("statevector", **kw))
+
+
+def _register() -> None:
+    import hybrid_attention.train as T
+    from hybrid_attention.backends import register_sampler
+
+    register_sampler("statevector-reads", __name__ if __name__ != "__main__" else "__main__", "statevector_reads")
+    if "statevector-reads" not in T.DQA_SAMPLERS:  # so make_sampler passes schedule=DQASchedule(tau, trotter_steps)
+        T.DQA_SAMPLERS = (*T.DQA_SAMPLERS, "statevector-reads")
+
+
+def run_one(task: str, variant: str, seed: int, args: argparse.Namespace) -> dict:
+    import torch
+
+    from hybrid_attention.train import TrainConfig, evaluate, train
+
+    sampler = {"exact": "exact", "dqa-marginals": "statevector", "dqa-shots": "statevector-reads"}[variant]
+    out = Path(args.runs) / f"{task}_{variant}_s{seed}"
+    cfg = TrainConfig(task=task, attention="hj", block_size=args.block_size, steps=args.steps, seed=seed, out=str(out),
+                      batch_size=args.batch_size, eval_interval=args.steps, eval_size=args.eval_size, sampler=sampler,
+                      shots=args.shots, tau=args.tau, trotter_steps=args.trotter_steps, data=DATA if task == "shakespeare" else None,
+                      progress=False, threads=1)
+    t0 = time.perf_counter()
+    metrics = train(cfg, resume=out.exists() and (out / "checkpoint.pt").exists())
+    row = {"task": task, "variant": variant, "seed": seed, "train_s": round(time.perf_counter() - t0, 1),
+           **{k: v for k, v in metrics.items() if k.startswith("val_")}}
+    if variant != "exact":  # the same final weights, evaluated with exact marginals
+        from hybrid_attention.model import Transformer
+        from hybrid_attention.train import _eval_set
+
+        cfg_exact = TrainConfig(**{**cfg.__dict__, "sampler": "exact"})
+        if task == "shakespeare":
+            from hybrid_attention.tasks.shakespeare import load_shakespeare
+
+            t = load_shakespeare(DATA)
+        else:
+            from hybrid_attention.tasks.brackets import BracketTask
+
+            t = BracketTask(args.block_size)
+        state = torch.load(out / "checkpoint.pt", weights_only=False)
+        model = Transformer(cfg_exact.model_config(t.vocab_size))
+        model.load_state_dict(state["model"])
+        xv, yv = _eval_set(t, cfg_exact)
+        ev = evaluate(model, xv, yv, task)
+        row.update({f"exact_eval_{k}": v for k, v in ev.items()})
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    out = []
+    for task in ("brackets", "shakespeare"):
+        sel = [r for r in rows if r["task"] == task]
+        if not sel:
+            continue
+        metric = "val_accuracy" if task == "brackets" else "val_perplexity"
+        out += [f"### {task} (T = {rows[0].get('block_size', 8)}; {metric.replace('val_', '')}, mean ± spread over seeds)", "",
+                f"| variant | seeds | {metric} (own sampler) | {metric} (exact eval) | val_loss | train s/run |",
+                "| --- | --- | --- | --- | --- | --- |"]
+        for v in VARIANTS:
+            rs = [r for r in sel if r["variant"] == v]
+            if not rs:
+                continue
+
+            def ms(key: str) -> str:
+                xs = [r[key] for r in rs if key in r]
+                if not xs:
+                    return "-"
+                sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
+                return f"{statistics.mean(xs):.4f} ± {sd:.4f}"
+
+            ex = ms(metric) if v == "exact" else ms(f"exact_eval_{metric}")
+            out.append(f"| {v} | {len(rs)} | {ms(metric)} | {ex} | {ms('val_loss')} | {statistics.mean(r['train_s'] for r in rs):.0f} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--task", choices=["brackets", "shakespeare"])
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--block-size", type=int, default=8)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--eval-size", type=int, default=1024)
+    p.add_argument("--shots", type=int, default=256)
+    p.add_argument("--tau", type=float, default=2.0)
+    p.add_argument("--trotter-steps", type=int, default=20)
+    p.add_argument("--runs", default="/tmp/dqa_vs_exact_runs", help="run directories (checkpoints; not committed)")
+    p.add_argument("--table", action="store_true", help="only rebuild README.md's table from summary.json")
+    args = p.parse_args(argv)
+    summary = HERE / "summary.json"
+    rows = json.loads(summary.read_text()) if summary.exists() else []
+    if not args.table:
+        if args.task is None:
+            p.error("--task is required unless --table")
+        _register()
+        for seed in args.seeds:
+            for v in args.variants:
+                row = run_one(args.task, v, seed, args)
+                row.update(block_size=args.block_size, steps=args.steps, tau=args.tau, trotter_steps=args.trotter_steps,
+                           shots=args.shots, batch_size=args.batch_size)
+                print(json.dumps(row), flush=True)
+                rows = json.loads(summary.read_text()) if summary.exists() else []  # other task may run concurrently
+                rows = [r for r in rows if (r["task"], r["variant"], r["seed"]) != (row["task"], v, seed)] + [row]
+                summary.write_text(json.dumps(rows, indent=1))
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

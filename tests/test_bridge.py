@@ -1,0 +1,149 @@
+"""Sampler bridge: exact gradients with the exact sampler (1e-8 in float64 against autograd through enumeration),
+covariance gradients from reads, causal structure, DQA surrogate, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from hybrid_attention import IsingProblem, exact
+from hybrid_attention.backends import get_sampler
+from hybrid_attention.bridge import ReadsOnly, SampledMarginals, attention_marginals, differentiable_marginals
+
+
+def sym(raw):
+    U = raw.triu(1)
+    return U + U.transpose(-1, -2)
+
+
+@pytest.fixture
+def layer():
+    g = torch.Generator().manual_seed(0)
+    B, H, T = 2, 2, 5
+    h = torch.randn(B, H, T, T, generator=g, dtype=torch.float64, requires_grad=True)
+    raw = torch.randn(H, T, T, generator=g, dtype=torch.float64, requires_grad=True)
+    beta = torch.tensor([0.7, 1.3], dtype=torch.float64, requires_grad=True)
+    G = torch.randn(B, H, T, T, generator=g, dtype=torch.float64)
+    return h, raw, beta, G
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("backward,pad", [("auto", False), ("covariance", False), ("covariance", True), ("auto", True)])
+def test_exact_sampler_gradients_equal_autograd(layer, causal, backward, pad):
+    """J enters through a symmetric parametrisation (as in the model), so gradients compare on the raw parameter."""
+    h, raw, beta, G = layer
+    kernel = exact.causal_marginals if causal else exact.bidirectional_marginals
+    ref = kernel(h, sym(raw), beta)
+    g_ref = torch.autograd.grad((ref * G).sum(), (h, raw, beta))
+    m = attention_marginals(h, sym(raw), beta, sampler=get_sampler("exact"), causal=causal, backward=backward, pad_with_mask=pad)
+    assert m.dtype == torch.float64 and m.shape == h.shape
+    assert torch.allclose(m, ref, atol=1e-12, rtol=0)
+    g = torch.autograd.grad((m * G).sum(), (h, raw, beta))
+    for a, b in zip(g, g_ref):
+        assert torch.allclose(a, b, atol=1e-8, rtol=0)
+
+
+def test_sampled_marginals_gradcheck():
+    g = torch.Generator().manual_seed(1)
+    h = torch.randn(3, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    U = torch.randn(3, 4, 4, generator=g, dtype=torch.float64).triu(1)
+    J = (U + U.transpose(-1, -2)).requires_grad_()
+    beta = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    ex = get_sampler("exact")
+
+    off = 1.0 - torch.eye(4, dtype=torch.float64)
+
+    def f(h, J, beta):  # symmetrise inside so finite differences stay symmetric with a zero diagonal
+        return SampledMarginals.apply(h, 0.5 * (J + J.transpose(-1, -2)) * off, beta, None, ex, None, None)
+
+    assert torch.autograd.gradcheck(f, (h, J, beta), atol=1e-7)
+
+
+def test_covariance_gradients_from_exact_reads_within_shot_noise():
+    g = torch.Generator().manual_seed(2)
+    h = torch.randn(4, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    U = torch.randn(4, 4, generator=g, dtype=torch.float64).triu(1)
+    raw = U.clone().requires_grad_()
+    G = torch.randn(4, 4, generator=g, dtype=torch.float64)
+    ref = torch.autograd.grad((exact.marginals(IsingProblem(h, sym(raw))) * G).sum(), (h, raw))
+    N = 40000
+    m = differentiable_marginals(IsingProblem(h, sym(raw)), sampler=ReadsOnly(get_sampler("exact")), num_reads=N, seed=3)
+    got = torch.autograd.grad((m * G).sum(), (h, raw))
+    # each gradient entry is a mean of N terms bounded by |u| * |s| <= sum_j |G_j| (centred: x2); z = 5
+    bound = 5 * 2 * G.abs().sum(-1, keepdim=True) / np.sqrt(N)
+    assert torch.all((got[0] - ref[0]).abs() <= bound)
+    assert torch.all((got[1] - ref[1]).abs() <= 5 * 2 * G.abs().sum() / np.sqrt(N))
+    assert (got[0] - ref[0]).abs().max() > 0  # really estimated from reads
+
+
+def test_causal_structure_and_future_independence(layer):
+    h, raw, beta, _ = layer
+    s = ReadsOnly(get_sampler("exact"))
+    m = attention_marginals(h, sym(raw), beta, sampler=s, num_reads=64, seed=0)
+    assert torch.all(m.detach().triu(1) == 0)
+    h2 = h.detach().clone()
+    h2[..., 1, 3:] += 5.0  # future keys of query 1
+    m2 = attention_marginals(h2, sym(raw), beta, sampler=s, num_reads=64, seed=0)
+    assert torch.equal(m.detach()[..., :2, :], m2[..., :2, :])
+
+
+def test_dqa_sampler_through_bridge_is_surrogate_at_effective_beta():
+    pytest.importorskip("qiskit_aer")
+    from hybrid_attention.circuits import DQASchedule
+    from hybrid_attention.circuits.reference import dqa_probabilities
+
+    sched = DQASchedule(tau=1.5, steps=10)
+    aer = get_sampler("aer", schedule=sched)
+    g = torch.Generator().manual_seed(4)
+    h = torch.randn(1, 1, 3, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    J = sym(torch.randn(1, 3, 3, generator=g, dtype=torch.float64)).requires_grad_()
+    N = 4000
+    m = attention_marginals(h, J, 1.0, sampler=aer, num_reads=N, seed=5)
+    # forward: the circuit's marginals per prefix (the reference output of query i's problem)
+    for i in range(3):
+        p = dqa_probabilities(h.detach()[0, 0, i, : i + 1].numpy(), J.detach()[0, : i + 1, : i + 1].numpy(), sched)
+        S = 1 - 2 * ((np.arange(1 << (i + 1))[:, None] >> np.arange(i + 1)) & 1)
+        mref = p @ S
+        assert np.all(np.abs(m.detach()[0, 0, i, : i + 1].numpy() - mref) <= 5 * np.sqrt((1 - mref**2) / N) + 1e-12)
+    # backward: beta_h * covariance of the reads (recomputed by hand for the last query)
+    G = torch.zeros_like(m)
+    G[0, 0, 2, 0] = 1.0
+    gh = torch.autograd.grad((m * G).sum(), h)[0]
+    bh, bJ = aer.effective_beta(1.0)
+    ss = aer.sample(IsingProblem(h.detach()[0, 0, 2], J.detach()[0]), num_reads=N, seed=int(np.random.SeedSequence(5).spawn(3)[2].generate_state(1)[0] & 0x7FFFFFFF))
+    s = ss.spins[0] if ss.spins.ndim == 3 else ss.spins
+    s = s.astype(float)
+    cov = (s[:, 0:1] * s).mean(0) - s[:, 0].mean() * s.mean(0)
+    assert np.allclose(gh[0, 0, 2].numpy(), bh * cov, atol=1e-12)
+
+
+def test_boltzmann_attention_with_exact_sampler_matches_exact_path():
+    from hybrid_attention.attention import attention_weights
+
+    g = torch.Generator().manual_seed(6)
+    h = torch.randn(2, 1, 4, 4, generator=g, dtype=torch.float64)
+    J = sym(torch.randn(1, 4, 4, generator=g, dtype=torch.float64))
+    a = attention_weights(h, J, mode="hj")
+    b = attention_weights(h, J, mode="hj", sampler=get_sampler("exact"))
+    assert torch.allclose(a, b, atol=1e-12)
+
+
+def test_bridge_bad_input():
+    ex = get_sampler("exact")
+    h = torch.zeros(1, 1, 3, 3)
+    J = torch.zeros(1, 3, 3)
+    with pytest.raises(ValueError, match=r"\(B, H, Tq, T\)"):
+        attention_marginals(torch.zeros(3, 3), J, sampler=ex)
+    with pytest.raises(ValueError, match="T' >= T"):
+        attention_marginals(h, torch.zeros(1, 2, 2), sampler=ex)
+    with pytest.raises(ValueError, match="Tq == T"):
+        attention_marginals(torch.zeros(1, 1, 2, 3), J, sampler=ex)
+    with pytest.raises(TypeError, match="Sampler"):
+        attention_marginals(h, J, sampler=None)
+    with pytest.raises(ValueError, match="beta"):
+        attention_marginals(h, J, torch.ones(2), sampler=ex)
+    with pytest.raises(ValueError, match="backward"):
+        differentiable_marginals(IsingProblem(torch.zeros(2)), sampler=ex, backward="magic")
+    with pytest.raises(TypeError):
+        ReadsOnly("exact")
