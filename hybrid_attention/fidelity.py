@@ -160,6 +160,8 @@ def _open_report(out: Path, cfg: FidelityConfig, overwrite: bool, command: str |
         raise ValueError(f"--out {out} exists and is not a directory")
     if overwrite or not out.exists():
         out.mkdir(parents=True, exist_ok=True)
+        for old in [out / REPORT, *out.glob("fidelity_vs_*.png")]:  # only files this command writes
+            old.unlink(missing_ok=True)
         return fresh
     if not (out / REPORT).exists():
         if any(out.iterdir()):

@@ -112,6 +112,7 @@ def test_out_is_never_silently_overwritten(tmp_path, capsys):
     assert (out / "report.json").read_text() == first
     assert _run(TINY + ["--seed", "1", "--overwrite", "--no-plots"], out) == 0
     assert json.loads((out / "report.json").read_text())["config"]["seed"] == 1
+    assert not list(out.glob("fidelity_vs_*.png"))  # the old report's plots went with it
 
 
 def test_sweep_points_one_axis_at_a_time():
