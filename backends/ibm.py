@@ -116,7 +116,9 @@ class IBMSampler(DQASampler):
             token = os.environ.get("QISKIT_IBM_TOKEN")
             inst = instance or os.environ.get("QISKIT_IBM_INSTANCE")
             service = QiskitRuntimeService(token=token, instance=inst) if token else QiskitRuntimeService(instance=inst)
-            backend = service.backend(backend) if backend else service.least_busy(operational=True, simulator=False)
+            # fractional-gate devices expose RZZ(0 < theta <= pi/2) only when asked for: needed by fold_rzz
+            backend = (service.backend(backend, use_fractional_gates=bool(fold_rzz)) if backend
+                       else service.least_busy(operational=True, simulator=False, use_fractional_gates=bool(fold_rzz)))
             del token
         cmap = resolve_coupling_map(backend) if restrict_couplings else None
         opts = CircuitOptions(fold_rzz=bool(fold_rzz), coupling_map=cmap, layout=tuple(layout) if layout else None,

@@ -272,3 +272,18 @@ def test_ibm_failed_job_keeps_completed_chunks(manila, status):
     assert err.job_id == "job-failed-123" and "job-failed-123" in str(err) and err.status == status
     assert list(err.completed) == [0] and err.completed[0].shape == (2, 64, 2)
     assert len(err.job_ids) == 2 and len(calls) == 2  # stopped at the failure: the third chunk was never sent
+
+
+def test_ibm_folded_rzz_local_matches_ideal():
+    """fold_rzz (fractional-gate form, angles in [0, pi/2]) through the IBM path gives the same output distribution."""
+    from qiskit_aer import AerSimulator
+
+    sched = DQASchedule(tau=1.5, steps=10)
+    s = get_sampler("ibm", backend=AerSimulator(), schedule=sched, fold_rzz=True)
+    p = problems(n=3, batch=3, seed=8)
+    ss = s.sample(p, num_reads=3000, seed=1)
+    assert_within_shot_noise(ss.marginals(), ideal_marginals(s, p), 3000)
+    tmpl = s._template(p.flatten())
+    assert tmpl.options.fold_rzz
+    folded = [float(ins.operation.params[0]) for ins in tmpl.bind(tmpl.bindings(p.flatten())[0]).data if ins.operation.name == "rzz"]
+    assert folded and all(-1e-12 <= a <= np.pi / 2 + 1e-12 for a in folded)
