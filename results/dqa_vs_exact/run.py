@@ -144,8 +144,44 @@ def main(argv: list[str] | None = None) -> int:
                 rows = json.loads(summary.read_text()) if summary.exists() else []  # other task may run concurrently
                 rows = [r for r in rows if (r["task"], r["variant"], r["seed"]) != (row["task"], v, seed)] + [row]
                 summary.write_text(json.dumps(rows, indent=1))
-    print(table(rows))
+    text = table(rows)
+    print(text)
+    if args.table:
+        (HERE / "README.md").write_text(README.format(table=text, settings=_settings(rows)))
     return 0
+
+
+README = """# DQA-trained against exact-trained Boltzmann attention
+
+Same model (one layer, one head, `hj` attention, n_embd 64, FFN, T = 8, 300 steps, batch 64, lr 3e-3), same data and
+seeds; only the source of the attention marginals differs:
+
+* `exact`: enumeration (exact marginals and gradients);
+* `dqa-marginals`: exact output marginals of the Trotterized DQA circuit (SPEC section 4; `statevector` sampler),
+  gradients by autograd through the simulated circuit;
+* `dqa-shots`: `shots` measurement shots per problem from the same circuit, gradients from the bridge's covariance
+  identities (a Boltzmann surrogate at the schedule's leading-order effective beta).
+
+"own sampler" evaluates the trained model with the sampler it was trained with; "exact eval" evaluates the same
+weights with exact marginals. Settings: {settings}.
+
+Commands (repository root; each task in its own background process, `--runs` holds the checkpoints, not committed):
+
+    nice -n 5 python results/dqa_vs_exact/run.py --task brackets --seeds 0 1 2 --steps 300
+    nice -n 5 python results/dqa_vs_exact/run.py --task shakespeare --seeds 0 1 2 --steps 300
+    python results/dqa_vs_exact/run.py --table
+
+{table}
+Raw rows: `summary.json`.
+"""
+
+
+def _settings(rows: list[dict]) -> str:
+    if not rows:
+        return "none"
+    r = rows[0]
+    return (f"T = {r.get('block_size')}, {r.get('steps')} steps, batch {r.get('batch_size')}, DQA schedule tau = {r.get('tau')}, "
+            f"{r.get('trotter_steps')} Trotter steps (linear, Gamma = lambda = 1), {r.get('shots')} shots")
 
 
 if __name__ == "__main__":
