@@ -108,7 +108,7 @@ class DQASampler(Sampler):
         t0 = time.perf_counter()
         bits = self._run_chunks(tmpl, values, starts, shots, seeds)
         spins = (1 - 2 * bits.astype(np.int8)).reshape(*problem.batch_shape, shots, problem.n)
-        info = {"backend": self.name, "num_reads": shots, "shots": shots, "seed": seed if isinstance(seed, (int, type(None))) else "generator",
+        info = {"backend": self.name, "num_reads": shots, "shots": shots, "seed": "generator" if isinstance(seed, np.random.Generator) else (None if seed is None else int(seed)),
                 "chunk_seeds": seeds, "chunks": len(starts), "schedule": self.schedule, "edges": len(tmpl.edges),
                 "timing": {"run": time.perf_counter() - t0}}
         info.update(self._extra_info(tmpl))

@@ -13,7 +13,7 @@ from hybrid_attention.backends import SAMPLERS, available_samplers, get_sampler
 from hybrid_attention.circuits import DQASchedule, dqa_probabilities
 
 Z = 5.0
-N = 4000
+N = 3000
 SCHED = DQASchedule(tau=1.5, steps=10)
 DQA = {"statevector", "aer", "pennylane", "ibm"}
 #: deterministic approximations: exact only where spins are independent
