@@ -133,6 +133,96 @@ BENCHMARKS.append(bench_aer)
 
 
 
+# ---------------------------------------------------------------------- section: native engines (issue 5)
+#: sizes of the native-engine comparison (issue 5): n = 10 and 14 spins, 512 problems, ``args.steps`` Trotter steps
+NATIVE_N = (10, 14)
+NATIVE_PROBLEMS = 512
+
+
+def bench_native(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """``statevector`` (batched torch simulator) vs the toolkit's batched ``aer`` path vs ``pennylane``
+    (lightning.qubit): the same problems, schedule and shots, measured one after the other in this run.
+    The statevector sampler computes the exact output distribution and then draws the shots; its marginals are
+    checked against the aer shots (max z-score)."""
+    from hybrid_attention.backends import get_sampler
+
+    rows = []
+    schedule = DQASchedule(tau=1.0, steps=args.steps)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one intra-op thread: the machine's other core is left to the simulators' own pools
+    try:
+        for n in NATIVE_N:
+            prob = random_problems(n, NATIVE_PROBLEMS, seed=100 + n)
+            sv = get_sampler("statevector", schedule=schedule)
+            sv.sample(prob[:4], num_reads=8, seed=0)
+            ss_sv, t_sv = _timed(lambda: sv.sample(prob, num_reads=args.shots, seed=1))
+            m_exact = sv.marginals(prob).numpy()
+            row = {"table": "native: statevector vs aer vs pennylane", "n": n, "steps": args.steps, "problems": NATIVE_PROBLEMS,
+                   "shots": args.shots, "statevector problems/s": round(NATIVE_PROBLEMS / t_sv, 1)}
+            for name, kw in (("aer", {}), ("pennylane", {"device": "lightning.qubit"})):
+                try:
+                    s = get_sampler(name, schedule=schedule, **kw)
+                except ImportError as exc:  # missing extra: report, do not fail the other rows
+                    row[f"{name} problems/s"] = f"n/a ({exc})"
+                    continue
+                s.sample(prob[:2], num_reads=8, seed=0)
+                ss, t = _timed(lambda: s.sample(prob, num_reads=args.shots, seed=2))
+                z = np.abs(ss.marginals() - m_exact) / np.sqrt(np.maximum(1 - m_exact**2, 1e-12) / args.shots)
+                row[f"{name} problems/s"] = round(NATIVE_PROBLEMS / t, 1)
+                row[f"speedup vs {name}"] = round(t / t_sv, 1)
+                row[f"{name} max z"] = round(float(z.max()), 2)
+            rows.append(row)
+            print(row, flush=True)
+        rows += _bench_train_step(args)
+    finally:
+        torch.set_num_threads(threads)
+    return rows
+
+
+def _bench_train_step(args: argparse.Namespace, T: int = 12, batch: int = 32, reps: int = 5) -> list[dict[str, Any]]:
+    """One training step (forward, backward, AdamW) of a 1-layer, 1-head ``hj`` model at ``T = 12``, batch 32, with
+    exact enumeration vs the DQA ``statevector`` sampler (exact output marginals of the circuit, autograd through the
+    simulation), interleaved repetitions, medians."""
+    import statistics
+
+    from hybrid_attention.backends import get_sampler
+    from hybrid_attention.model import Transformer, TransformerConfig
+
+    def make(sampler: Any) -> Callable[[], None]:
+        torch.manual_seed(0)
+        model = Transformer(TransformerConfig(vocab_size=65, block_size=T, n_embd=64, n_head=1, n_layer=1, attention="hj"))
+        if sampler is not None:
+            model.set_sampler(sampler)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        g = torch.Generator().manual_seed(1)
+        x, y = torch.randint(0, 65, (batch, T), generator=g), torch.randint(0, 65, (batch, T), generator=g)
+
+        def step() -> None:
+            _, loss = model(x, y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+        return step
+
+    steps = {"exact": make(None), "statevector": make(get_sampler("statevector", schedule=DQASchedule(tau=1.0, steps=args.steps)))}
+    times: dict[str, list[float]] = {k: [] for k in steps}
+    for k, f in steps.items():
+        f()  # warm-up
+    for _ in range(reps):
+        for k, f in steps.items():
+            times[k].append(_timed(f)[1])
+    med = {k: statistics.median(v) for k, v in times.items()}
+    row = {"table": "native: training step, hj, T = 12, batch 32", "T": T, "batch": batch, "trotter steps": args.steps,
+           "exact s/step": round(med["exact"], 4), "statevector s/step": round(med["statevector"], 4),
+           "ratio statevector/exact": round(med["statevector"] / med["exact"], 2)}
+    print(row, flush=True)
+    return [row]
+
+
+BENCHMARKS.append(bench_native)
+
+
 # ---------------------------------------------------------------------- (new sections go here, above the guard)
 
 if __name__ == "__main__":
