@@ -242,6 +242,73 @@ def _couplings(model: Transformer) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- the loop
+def _load_task(cfg: TrainConfig) -> Any:
+    if cfg.task == "shakespeare":
+        from .tasks.shakespeare import load_shakespeare
+
+        return load_shakespeare(cfg.data)
+    from .tasks.brackets import BracketTask
+
+    return BracketTask(cfg.block_size)
+
+
+class _Run:
+    """Mutable state of one run: model, optimiser, data generator, history; checkpointing and one step."""
+
+    def __init__(self, cfg: TrainConfig, out: Path, task: Any, sampler: Any, state: dict | None) -> None:
+        self.cfg, self.out, self.task, self.sampler = cfg, out, task, sampler
+        torch.manual_seed(cfg.seed)  # parameter init only; data uses its own generator
+        self.model = Transformer(cfg.model_config(task.vocab_size))
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.99))
+        self.gen = torch.Generator().manual_seed(cfg.seed)
+        self.history: dict[str, Any] = {"train_loss": [], "evals": []}
+        self.step, self.elapsed = 0, 0.0
+        if state is not None:
+            self.model.load_state_dict(state["model"])
+            self.opt.load_state_dict(state["optimizer"])
+            self.gen.set_state(state["generator"])
+            self.history, self.step, self.elapsed = state["history"], state["step"], state["elapsed"]
+            logger.info("resuming %s at step %d", out, self.step)
+        self.n_params = sum(p.numel() for p in self.model.parameters())
+        self.xv, self.yv = _eval_set(task, cfg)
+
+    def train_step(self) -> float:
+        cfg, model = self.cfg, self.model
+        for g in self.opt.param_groups:
+            g["lr"] = _lr_at(self.step, cfg)
+        x, y = self.task.get_batch("train", cfg.batch_size, cfg.block_size, generator=self.gen)
+        if self.sampler is not None:  # a fresh, reproducible sampler seed per step
+            model.set_sampler(self.sampler, cfg.shots, int(np.random.SeedSequence([cfg.seed, self.step]).generate_state(1)[0]))
+        _, loss = model(x, y)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        self.opt.step()
+        self.step += 1
+        value = loss.item()
+        self.history["train_loss"].append(round(value, 5))
+        return value
+
+    def checkpoint(self, final: bool) -> dict[str, Any]:
+        """Evaluate, then write checkpoint.pt, couplings.json and (last) metrics.json, each atomically."""
+        cfg, model = self.cfg, self.model
+        if cfg.eval_exact:
+            model.set_sampler(None)
+        ev = evaluate(model, self.xv, self.yv, cfg.task)
+        ev.update(step=self.step, elapsed_s=round(self.elapsed, 3))
+        if not self.history["evals"] or self.history["evals"][-1]["step"] != self.step:
+            self.history["evals"].append(ev)
+        metrics = {**{k: v for k, v in ev.items() if k.startswith("val_")}, "step": self.step, "steps": cfg.steps,
+                   "finished": final, "elapsed_s": round(self.elapsed, 3), "n_params": self.n_params,
+                   "tokens_per_s": round(cfg.batch_size * cfg.block_size * self.step / max(self.elapsed, 1e-9), 1), **self.history}
+        blob = {"model": model.state_dict(), "optimizer": self.opt.state_dict(), "generator": self.gen.get_state(),
+                "history": self.history, "step": self.step, "elapsed": self.elapsed, "config": dataclasses.asdict(cfg)}
+        _atomic_write(self.out / "checkpoint.pt", lambda f: torch.save(blob, f))
+        _write_json(self.out / "couplings.json", _couplings(model))
+        _write_json(self.out / "metrics.json", metrics)  # last: a finished metrics.json implies everything else is there
+        return metrics
+
+
 def train(config: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]:
     """Train one model and return its ``metrics.json`` content.
 
@@ -256,90 +323,43 @@ def train(config: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]
     cfg = dataclasses.replace(config or TrainConfig(), **overrides)
     cfg.validate()
     out, state = _prepare_out(cfg)
-    if cfg.task == "shakespeare":
-        from .tasks.shakespeare import load_shakespeare
-
-        task = load_shakespeare(cfg.data)
-    else:
-        from .tasks.brackets import BracketTask
-
-        task = BracketTask(cfg.block_size)
+    task = _load_task(cfg)
     sampler = None
     if cfg.sampler != "exact":
         sampler = make_sampler(cfg.sampler, shots=cfg.shots, tau=cfg.tau, trotter_steps=cfg.trotter_steps, seed=cfg.seed)
     torch.set_num_threads(cfg.threads)
-    torch.manual_seed(cfg.seed)  # parameter init only; data uses its own generator
     out.mkdir(parents=True, exist_ok=True)  # only now: bad settings and missing data leave no directory behind
-    mcfg = cfg.model_config(task.vocab_size)
-    model = Transformer(mcfg)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.99))
-    gen = torch.Generator().manual_seed(cfg.seed)
-    history: dict[str, Any] = {"train_loss": [], "evals": []}
-    step, elapsed = 0, 0.0
-    if state is not None:
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        gen.set_state(state["generator"])
-        history, step, elapsed = state["history"], state["step"], state["elapsed"]
-        logger.info("resuming %s at step %d", out, step)
-    n_params = sum(p.numel() for p in model.parameters())
-    _write_json(out / "config.json", {"run": dataclasses.asdict(cfg), "model": mcfg.to_dict(), "n_params": n_params,
-                                      "torch": torch.__version__})
-    xv, yv = _eval_set(task, cfg)
+    try:
+        return _loop(_Run(cfg, out, task, sampler, state))
+    finally:
+        if sampler is not None and hasattr(sampler, "close"):
+            sampler.close()
 
-    def checkpoint(final: bool) -> dict[str, Any]:
-        if cfg.eval_exact:
-            model.set_sampler(None)
-        ev = evaluate(model, xv, yv, cfg.task)
-        ev.update(step=step, elapsed_s=round(elapsed, 3))
-        if not history["evals"] or history["evals"][-1]["step"] != step:
-            history["evals"].append(ev)
-        metrics = {**{k: v for k, v in ev.items() if k.startswith("val_")}, "step": step, "steps": cfg.steps,
-                   "finished": final, "elapsed_s": round(elapsed, 3), "n_params": n_params,
-                   "tokens_per_s": round(cfg.batch_size * cfg.block_size * step / max(elapsed, 1e-9), 1), **history}
-        blob = {"model": model.state_dict(), "optimizer": opt.state_dict(), "generator": gen.get_state(), "history": history,
-                "step": step, "elapsed": elapsed, "config": dataclasses.asdict(cfg)}
-        _atomic_write(out / "checkpoint.pt", lambda f: torch.save(blob, f))
-        _write_json(out / "couplings.json", _couplings(model))
-        _write_json(out / "metrics.json", metrics)  # last: a finished metrics.json implies everything else is there
-        return metrics
 
+def _loop(run: _Run) -> dict[str, Any]:
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=cfg.steps, initial=step, disable=not cfg.progress, desc=f"{cfg.task} {cfg.attention} T={cfg.block_size}",
+    cfg = run.cfg
+    _write_json(run.out / "config.json", {"run": dataclasses.asdict(cfg), "model": run.model.config.to_dict(),
+                                          "n_params": run.n_params, "torch": torch.__version__})
+    bar = tqdm(total=cfg.steps, initial=run.step, disable=not cfg.progress, desc=f"{cfg.task} {cfg.attention} T={cfg.block_size}",
                dynamic_ncols=True, mininterval=1.0)
     metrics = None
-    model.train()
+    run.model.train()
     t0 = time.perf_counter()
-    while step < cfg.steps:
-        for g in opt.param_groups:
-            g["lr"] = _lr_at(step, cfg)
-        x, y = task.get_batch("train", cfg.batch_size, cfg.block_size, generator=gen)
-        if sampler is not None:
-            model.set_sampler(sampler, cfg.shots, int(np.random.SeedSequence([cfg.seed, step]).generate_state(1)[0]))
-        _, loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        step += 1
+    while run.step < cfg.steps:
+        loss = run.train_step()
         now = time.perf_counter()
-        elapsed += now - t0
-        t0 = now
-        history["train_loss"].append(round(loss.item(), 5))
+        run.elapsed += now - t0  # evaluation time is not training time
         bar.update(1)
-        bar.set_postfix(loss=f"{loss.item():.4f}", tok_s=f"{cfg.batch_size * cfg.block_size / max(elapsed / step, 1e-9):.0f}"
-                        if step else "-", refresh=False)
-        if step % cfg.eval_interval == 0 or step == cfg.steps:
-            metrics = checkpoint(step == cfg.steps)
-            t0 = time.perf_counter()  # evaluation time is not training time
-            bar.set_postfix(loss=f"{loss.item():.4f}", val=f"{metrics['val_loss']:.4f}", refresh=True)
+        bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{cfg.batch_size * cfg.block_size * run.step / max(run.elapsed, 1e-9):.0f}",
+                        refresh=False)
+        if run.step % cfg.eval_interval == 0 or run.step == cfg.steps:
+            metrics = run.checkpoint(run.step == cfg.steps)
+            bar.set_postfix(loss=f"{loss:.4f}", val=f"{metrics['val_loss']:.4f}", refresh=True)
+        t0 = time.perf_counter()
     bar.close()
-    if metrics is None:  # resumed a finished run
-        metrics = checkpoint(True)
-    if sampler is not None and hasattr(sampler, "close"):
-        sampler.close()
-    return metrics
+    return metrics if metrics is not None else run.checkpoint(True)  # None: resumed an already finished run
 
 
 # ---------------------------------------------------------------------- CLI
