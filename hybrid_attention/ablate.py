@@ -233,16 +233,31 @@ def _plot(out: Path, summ: list[dict[str, Any]], prof: dict, task: str, label: s
     except ImportError:
         logger.warning("matplotlib is not installed (pip install 'hybrid-attention[plots]'): no plots written")
         return
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    for mode in MODES:
+    Ts = sorted({s["block_size"] for s in summ})
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for i, mode in enumerate(MODES):
         pts = [s for s in summ if s["mode"] == mode]
-        if pts:
-            ax.errorbar([s["block_size"] for s in pts], [s["mean"] for s in pts],
-                        yerr=[0 if math.isnan(s["std"]) else s["std"] for s in pts], marker="o", capsize=3, label=mode)
+        if not pts:
+            continue
+        color = f"C{i}"
+        # small horizontal offsets keep overlapping error bars apart
+        ax.errorbar([s["block_size"] + 0.12 * (i - 1.5) for s in pts], [s["mean"] for s in pts],
+                    yerr=[0 if math.isnan(s["std"]) else s["std"] for s in pts], marker="o", capsize=3, label=mode, color=color)
+        if mode in ("hj", "h"):
+            ax2.errorbar([s["block_size"] + 0.12 * (i - 1.5) for s in pts], [s["paired_diff"] for s in pts],
+                         yerr=[0 if math.isnan(s["paired_std"]) else s["paired_std"] for s in pts], marker="o", capsize=3,
+                         label=mode, color=color)
+    ax.set_xticks(Ts)
     ax.set_xlabel("block size T")
     ax.set_ylabel(f"validation {label}")
-    ax.set_title(f"{task}: four-way ablation (mean ± std over seeds)")
+    ax.set_title(f"{task}{'' if 'noffn' not in out.name else ' (no FFN)'}: mean ± std over seeds", fontsize=10)
     ax.legend()
+    ax2.axhline(0, color="k", lw=0.8)
+    ax2.set_xticks(Ts)
+    ax2.set_xlabel("block size T")
+    ax2.set_ylabel("rel. difference to softmax (%)" if task == "shakespeare" else "difference to softmax (points)")
+    ax2.set_title("paired by seed, mean ± std" + (" (below 0: better)" if task == "shakespeare" else " (above 0: better)"), fontsize=10)
+    ax2.legend()
     fig.tight_layout()
     fig.savefig(out / "metric_vs_T.png", dpi=120)
     plt.close(fig)
