@@ -19,7 +19,10 @@ Gradients:
   gradient of a Boltzmann model at the sampler's effective inverse temperatures
   (``sampler.effective_beta(beta)``, leading order in the anneal time, see
   :mod:`hybrid_attention.circuits.temperature`), evaluated on the DQA reads; DQA output is only approximately
-  Boltzmann, so this is not the exact gradient of the circuit's output.
+  Boltzmann, so this is not the exact gradient of the circuit's output. Measured against the true circuit gradient
+  (``results/dqa_vs_exact/gradient_check.md``), the field part agrees in direction (cosine 0.7-1.0) while the coupling
+  part is poor (couplings act on marginals at second order in beta, where DQA is not Boltzmann); with a simulator,
+  prefer a sampler with ``differentiable_marginals`` (``statevector``).
 
 Example:
     >>> import torch
