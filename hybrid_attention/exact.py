@@ -328,8 +328,9 @@ def shared_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0) -> torch
     a = n // 2
     C = _coupling_table(J, a)  # (H, 2^b, 2^a)
     Cd = C.detach()
-    Cmax = Cd.amax(dim=(-2, -1), keepdim=True)
-    crange = (Cmax.reshape(H) - Cd.amin(dim=(-2, -1))) * beta_h.detach()
+    cmin, cmax = torch.aminmax(Cd.reshape(H, -1), dim=-1)  # one pass; faster than amax over two dims
+    Cmax = cmax.reshape(H, 1, 1)
+    crange = (cmax - cmin) * beta_h.detach()
     if bool((crange > _RANGE_LIMIT.get(h.dtype, 50.0)).any()):
         if _upcast_ok(h.dtype, crange):
             return shared_marginals(h.double(), J.double(), beta_h.double()).to(h.dtype)
