@@ -224,8 +224,8 @@ class IsingProblem:
         J = self.J if self.shared_couplings else self.J.expand(*self.batch_shape, self.n, self.n).reshape(B, self.n, self.n)
         mask = None if self.mask is None else self.mask.reshape(B, self.n)
         beta = self.beta
-        if isinstance(beta, torch.Tensor) and beta.numel() > 1:
-            beta = self.beta_tensor().reshape(B)
+        if isinstance(beta, torch.Tensor):  # one value stays a scalar; otherwise one value per flattened problem
+            beta = beta.reshape(()) if beta.numel() == 1 else self.beta_tensor().reshape(B)
         return IsingProblem(self.h.reshape(B, self.n), J, beta=beta, mask=mask)
 
     def detach(self) -> "IsingProblem":
@@ -246,8 +246,8 @@ class IsingProblem:
         J = self.J if self.shared_couplings else self.J.expand(*self.batch_shape, self.n, self.n)[idx]
         mask = None if self.mask is None else self.mask[idx]
         beta = self.beta
-        if isinstance(beta, torch.Tensor) and beta.numel() > 1:
-            beta = self.beta_tensor()[idx]
+        if isinstance(beta, torch.Tensor):
+            beta = beta.reshape(()) if beta.numel() == 1 else self.beta_tensor()[idx]
         return IsingProblem(h, J, beta=beta, mask=mask)
 
     def coupling_edges(self, tol: float = 0.0) -> list[tuple[int, int]]:

@@ -110,3 +110,10 @@ def test_flatten_index_and_edges(rng):
     assert p.coupling_edges() == [(0, 2)]
     assert p.expanded_couplings().shape == (2, 3, 4, 4)
     assert "n=4" in repr(p)
+
+
+def test_one_element_tensor_beta_survives_flatten_and_indexing():
+    p = IsingProblem(torch.zeros(1, 1, 3), beta=torch.tensor([[0.5]]))
+    assert torch.equal(p.flatten().beta_tensor(), torch.tensor([0.5]))
+    q = IsingProblem(torch.zeros(4, 3), beta=torch.tensor([0.5]))
+    assert torch.equal(q[1:3].beta_tensor(), torch.tensor([0.5, 0.5]))
