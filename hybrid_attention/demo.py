@@ -9,7 +9,8 @@
 3. Sampler fidelity on the Ising problems the trained ``hj`` layer actually solves: a small
    :func:`hybrid_attention.fidelity.run_sweep` over the available samplers, with its table and plots.
 
-Everything goes to ``--out`` (default ``hybrid-attention-demo``; an existing non-empty directory is refused).
+Everything goes to ``--out`` (default: a new ``hybrid-attention-demo-<timestamp>``; an existing non-empty directory
+is refused).
 ``--quick`` shrinks every stage to seconds (the test suite uses it).
 """
 
@@ -26,7 +27,9 @@ from .ising import IsingProblem
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default="hybrid-attention-demo", help="output directory (default ./hybrid-attention-demo; must not exist or be empty)")
+    p.add_argument("--out", default=None,
+                   help="output directory (must not exist or be empty; default: a new ./hybrid-attention-demo-<timestamp>, "
+                        "so running the demo again never touches an earlier run)")
     p.add_argument("--quick", action="store_true", help="tiny settings (seconds instead of minutes), for tests")
     p.add_argument("--steps", type=int, default=None, help="training steps per model (default 150; --quick: 6)")
     p.add_argument("--block-size", type=int, default=None, help="bracket string length T (even; default 8; --quick: 4)")
@@ -150,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--block-size must be an even number >= 2 (well-nested brackets), got {T}")
     if not args.tau > 0:
         raise ValueError(f"--tau must be > 0, got {args.tau}")
-    out = Path(args.out)
+    out = Path(args.out) if args.out is not None else Path(time.strftime("hybrid-attention-demo-%Y%m%d-%H%M%S"))
     if not args.skip_training and out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"--out {out} exists and is not empty; choose another directory (nothing is overwritten)")
     t_start = time.perf_counter()
