@@ -46,6 +46,17 @@ def main() -> int:
             "mean J (d=1-4)", "mean J (d>=6)", "finished"]
     lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
     lines += ["| " + " | ".join(str(v) for v in r) + " |" for r in rows]
+    agg: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        if r[-1] != "yes":  # unfinished runs are listed above but not averaged
+            continue
+        v = float(r[7].rstrip(" %"))
+        agg.setdefault((r[0], r[1]), []).append(v)
+    lines += ["", "Mean over finished seeds (spread = standard deviation; n = number of seeds):", "",
+              "| task | attention | metric | mean | spread | n |", "| --- | --- | --- | --- | --- | --- |"]
+    for (task, mode), vals in sorted(agg.items()):
+        metric = "val_accuracy %" if task == "brackets" else "val_perplexity"
+        lines.append(f"| {task} | {mode} | {metric} | {np.mean(vals):.2f} | {np.std(vals):.2f} | {len(vals)} |")
     text = "\n".join(lines)
     print(text)
     (HERE / "table.md").write_text(
