@@ -41,19 +41,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 # ---------------------------------------------------------------------- 1. exact engine
-def _per_query_loop(h: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
-    B, H, T, _ = h.shape
-    out = torch.zeros_like(h)
-    for b in range(B):
-        for hd in range(H):
-            for i in range(T):
-                S = exact.enumerate_states(i + 1, dtype=h.dtype)
-                Jm = J[hd, : i + 1, : i + 1]
-                L = S @ h[b, hd, i, : i + 1] + 0.5 * ((S @ Jm) * S).sum(-1)
-                out[b, hd, i, : i + 1] = torch.softmax(L, 0) @ S
-    return out
-
-
 def exact_checks(B: int, T: int, seed: int) -> None:
     """Closed-form checks and the causal kernel's speed and agreement with a per-query loop (printed)."""
     g = torch.Generator().manual_seed(seed)
@@ -74,7 +61,7 @@ def exact_checks(B: int, T: int, seed: int) -> None:
     tk = time.perf_counter() - t0
     nb = min(B, 4)
     t0 = time.perf_counter()
-    ml = _per_query_loop(hs[:nb], Jr)
+    ml = exact.causal_marginals_loop(hs[:nb], Jr)
     tl = (time.perf_counter() - t0) * B / nb
     err = (mk[:nb] - ml).abs().max().item()
     print(f"\ncausal attention kernel, B = {B}, H = 1, T = {T} (float32):")

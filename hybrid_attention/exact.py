@@ -50,6 +50,7 @@ __all__ = [
     "causal_marginals",
     "shared_marginals",
     "check_size",
+    "causal_marginals_loop",
 ]
 
 logger = logging.getLogger(__name__)
@@ -424,3 +425,18 @@ def bidirectional_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *
     rows = h.permute(0, 2, 1, 3).reshape(B * Tq, H, T)
     m = shared_marginals(rows, J[:, :T, :T].to(h.dtype), beta)
     return m.reshape(B, Tq, H, T).permute(0, 2, 1, 3)
+
+
+def causal_marginals_loop(h: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
+    """The straightforward reference for :func:`causal_marginals` (beta = 1): every (batch, head, query) problem
+    enumerated on its own over the ``2**(i+1)`` configurations of its prefix. Slow; for benchmarks and demos."""
+    B, H, T, _ = h.shape
+    out = torch.zeros_like(h)
+    for b in range(B):
+        for hd in range(H):
+            for i in range(T):
+                S = enumerate_states(i + 1, dtype=h.dtype)
+                Jm = J[hd, : i + 1, : i + 1]
+                L = S @ h[b, hd, i, : i + 1] + 0.5 * ((S @ Jm) * S).sum(-1)
+                out[b, hd, i, : i + 1] = torch.softmax(L, 0) @ S
+    return out

@@ -58,3 +58,12 @@ def shakespeare_path() -> Path:
 
 def to_t(x, dtype=torch.float64):
     return torch.as_tensor(np.asarray(x), dtype=dtype)
+
+
+@pytest.fixture
+def one_thread():
+    """Small tensors: one thread is fastest and does not fight other processes for the cores."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

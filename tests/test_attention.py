@@ -12,13 +12,7 @@ from hybrid_attention.attention import MODES, BoltzmannAttention, attention_weig
 from .conftest import brute_force, random_couplings
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small tensors: one thread is fastest and does not fight other processes for the cores."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def reference_output(q, k, v, J, mode, causal, beta):

@@ -14,13 +14,8 @@ from hybrid_attention.backends.classical import AnnealingSampler, GibbsSampler, 
 Z = 5.0
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # the chains are thousands of small sequential kernels: one intra-op thread is faster on a shared CPU
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+# the chains are thousands of small sequential kernels: one intra-op thread is faster on a shared CPU
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def sk_problem(rng, n, batch, beta, mask=None):

@@ -11,13 +11,7 @@ from hybrid_attention.model import Transformer, TransformerConfig
 from hybrid_attention.tasks.brackets import accuracy, generate_brackets
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models: one thread is fastest and does not fight other processes for the cores."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("mode", MODES)
