@@ -115,6 +115,14 @@ class IsingProblem:
 
     # ------------------------------------------------------------------ construction helpers
     @classmethod
+    def _derived(cls, h: torch.Tensor, J: torch.Tensor, beta: Any, mask: torch.Tensor | None) -> "IsingProblem":
+        """A view of an already validated problem (reshaped, detached, cast, indexed): skips re-validation,
+        which samplers and the bridge would otherwise pay several times per call on the training hot path."""
+        obj = cls.__new__(cls)
+        obj.h, obj.J, obj.beta, obj.mask = h, J, beta, mask
+        return obj
+
+    @classmethod
     def from_couplings(cls, h: Any, J: Any, *, symmetrize: str = "upper", beta: Any = 1.0, mask: Any = None) -> "IsingProblem":
         """Build a problem from a coupling matrix that is not yet symmetric with zero diagonal.
 
@@ -226,17 +234,17 @@ class IsingProblem:
         beta = self.beta
         if isinstance(beta, torch.Tensor):  # one value stays a scalar; otherwise one value per flattened problem
             beta = beta.reshape(()) if beta.numel() == 1 else self.beta_tensor().reshape(B)
-        return IsingProblem(self.h.reshape(B, self.n), J, beta=beta, mask=mask)
+        return IsingProblem._derived(self.h.reshape(B, self.n), J, beta, mask)
 
     def detach(self) -> "IsingProblem":
         beta = self.beta.detach() if isinstance(self.beta, torch.Tensor) else self.beta
         mask = self.mask
-        return IsingProblem(self.h.detach(), self.J.detach(), beta=beta, mask=mask)
+        return IsingProblem._derived(self.h.detach(), self.J.detach(), beta, mask)
 
     def to(self, dtype: torch.dtype | None = None, device: Any = None) -> "IsingProblem":
         beta = self.beta.to(dtype=dtype, device=device) if isinstance(self.beta, torch.Tensor) else self.beta
         mask = None if self.mask is None else self.mask.to(device=device)
-        return IsingProblem(self.h.to(dtype=dtype, device=device), self.J.to(dtype=dtype, device=device), beta=beta, mask=mask)
+        return IsingProblem._derived(self.h.to(dtype=dtype, device=device), self.J.to(dtype=dtype, device=device), beta, mask)
 
     def __getitem__(self, idx: Any) -> "IsingProblem":
         """Index the batch dimensions: ``problem[3]``, ``problem[:8]``."""
@@ -248,7 +256,7 @@ class IsingProblem:
         beta = self.beta
         if isinstance(beta, torch.Tensor):
             beta = beta.reshape(()) if beta.numel() == 1 else self.beta_tensor()[idx]
-        return IsingProblem(h, J, beta=beta, mask=mask)
+        return IsingProblem._derived(h, J, beta, mask)
 
     def coupling_edges(self, tol: float = 0.0) -> list[tuple[int, int]]:
         """Pairs ``(j, k)``, ``j < k``, whose coupling is nonzero (``|J_jk| > tol``) in any problem of the batch."""
