@@ -169,14 +169,36 @@ def dqa_statevector(h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, *, 
     psi = torch.full((B, 1 << n), 2.0 ** (-n / 2), dtype=dtype, device=h.device)
     groups = _groups(n, group)
     cache: dict[float, list] = {}
-    for kind, val in _layers(schedule):
+    layers = _layers(schedule)
+    pvals = np.array([v for kind, v in layers if kind == "P"])
+    # The linear schedule's problem phases b_k form an arithmetic progression, so exp(-i b_k E) follows from the
+    # previous slice by one complex multiply instead of a cos/sin pass; the recurrence runs in complex128 so its
+    # rounding does not accumulate over the slices.
+    step_b = float(pvals[1] - pvals[0]) if len(pvals) > 2 else 0.0
+    recur = len(pvals) > 2 and bool(np.allclose(np.diff(pvals), step_b, rtol=1e-12, atol=0.0))
+    if recur:
+        E64 = E.to(torch.float64)
+        step_ph, ph = _phase(-step_b * E64), _phase(-float(pvals[0]) * E64)
+    first = True
+    for kind, val in layers:
         if kind == "P":
-            psi = psi * torch.polar(torch.ones_like(E), -val * E)
+            if recur:
+                if not first:
+                    ph = ph * step_ph
+                psi = psi * ph.to(dtype)
+                first = False
+            else:
+                psi = psi * _phase(-val * E)
         else:
             if val not in cache:
                 cache[val] = [(lo, g, _rx_block(g, val, dtype, h.device)) for lo, g in groups]
             psi = _apply_driver(psi, cache[val], n)
     return psi
+
+
+def _phase(angle: torch.Tensor) -> torch.Tensor:
+    """``exp(i angle)``; cos/sin then complex() is ~2.5x faster than torch.polar on CPU."""
+    return torch.complex(torch.cos(angle), torch.sin(angle))
 
 
 def spin_marginals(p: torch.Tensor, n: int) -> torch.Tensor:
