@@ -192,3 +192,30 @@ def test_bridge_padded_problem_matches_causal_exact(name):
     else:
         low = np.tril(np.ones((T, T), dtype=bool))
         assert within_shot_tolerance(m[..., low], ref[..., low], N).all()
+
+
+def test_dropped_prefix_problems_share_their_coupling_matrix():
+    """The bridge sends causal prefixes with J already dropped per problem (J * m m^T, one matrix per problem). The
+    chain samplers regroup them onto each head's unmasked J (same Markov chain, one GEMM per block instead of one
+    per problem); the order is restored on the way out and anything that does not fit is left as it was."""
+    from hybrid_attention.backends.gibbs import Grouped
+
+    rng = np.random.default_rng(5)
+    B, H, T = 3, 2, 5
+    U = np.triu(rng.normal(scale=0.4, size=(H, T, T)), 1)
+    J = torch.tensor(U + np.swapaxes(U, 1, 2))
+    mask = torch.ones(T, T, dtype=torch.bool).tril().expand(B, H, T, T)
+    flat = IsingProblem(torch.tensor(rng.normal(size=(B, H, T, T))), J[None, :, None].expand(B, H, T, T, T), mask=mask).flatten()
+    h, Jd = flat.dropped()
+    pr = IsingProblem(h, Jd.expand(B * H * T, T, T).contiguous(), mask=flat.mask)
+    plain, shared = Grouped(pr), Grouped(pr, share_masked=True)
+    assert (plain.G, plain.R) == (B * H * T, 1) and (shared.G, shared.R) == (H, B * T)
+    assert {tuple(x.flatten().tolist()) for x in shared.J} == {tuple(x.flatten().tolist()) for x in J}
+    assert torch.equal(shared.ungroup(shared.h), plain.ungroup(plain.h)) and torch.equal(shared.ungroup(shared.h), h * flat.mask)
+    other = pr.J.clone()
+    other[4, 0, 1] = other[4, 1, 0] = 0.123  # one problem off its head's matrix: no regrouping
+    assert Grouped(IsingProblem(h, other, mask=flat.mask), share_masked=True).G == B * H * T
+    N = 3000
+    ref = exact.marginals(pr).numpy()
+    m = GibbsSampler().sample(pr, num_reads=N, seed=1).marginals()
+    assert within_shot_tolerance(m, ref, N).all()
