@@ -106,7 +106,7 @@ class IsingProblem:
                     f"J's batch shape {tuple(J.shape[:-2])} does not broadcast with h's batch shape {tuple(h.shape[:-1])}"
                 ) from None
         _check_finite(h, "h")
-        _check_finite(J, "J")
+        _check_finite(_distinct(J, 2), "J")
         _check_symmetric(J)
         self.h = h
         self.J = J
@@ -310,15 +310,22 @@ def _check_finite(t: torch.Tensor, name: str) -> None:
         raise ValueError(f"{name} must be finite, got a non-finite value {t[tuple(bad)].item()} at index {bad}")
 
 
+def _distinct(t: torch.Tensor, core: int) -> torch.Tensor:
+    """``t`` without its broadcast (stride-0) batch dimensions: checks need each distinct matrix only once (the
+    bridge hands over one head's ``J`` expanded over thousands of prefix problems)."""
+    idx = tuple(slice(0, 1) if t.stride(d) == 0 and t.shape[d] > 1 else slice(None) for d in range(t.ndim - core))
+    return t[idx]
+
+
 def _check_symmetric(J: torch.Tensor) -> None:
-    Jd = J.detach()
+    Jd = _distinct(J.detach(), 2)
     diag = torch.diagonal(Jd, dim1=-2, dim2=-1)
     if (diag != 0).any():
         raise ValueError(
             f"J must have a zero diagonal (no self-couplings), got max |J_jj| = {diag.abs().max().item():.3g}; "
             "use IsingProblem.from_couplings(h, J, symmetrize=...) to build from an unsymmetrised matrix"
         )
-    if not torch.allclose(Jd, Jd.transpose(-1, -2), rtol=_SYM_RTOL, atol=_SYM_ATOL):
+    if not torch.equal(Jd, Jd.transpose(-1, -2)) and not torch.allclose(Jd, Jd.transpose(-1, -2), rtol=_SYM_RTOL, atol=_SYM_ATOL):
         err = (Jd - Jd.transpose(-1, -2)).abs().max().item()
         raise ValueError(
             f"J must be symmetric, got max |J - J^T| = {err:.3g}; use IsingProblem.from_couplings(h, J, "
