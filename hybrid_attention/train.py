@@ -12,7 +12,9 @@ A run directory ``DIR`` holds:
 
 With ``--sampler NAME`` (any registry name) the Boltzmann layers get their marginals from that sampler through
 :mod:`hybrid_attention.bridge` (DQA samplers are built with ``DQASchedule(tau, trotter_steps)``; ``--shots`` reads per
-call, a fresh seed per step); evaluation then uses the same sampler unless ``--eval-exact`` is given.
+call, a fresh seed per step); evaluation then uses the same sampler unless ``--eval-exact`` is given. Repeatable
+``--sampler-option KEY=VALUE`` items go to the sampler's constructor (e.g. Gibbs ``burn_in``, ``thinning``,
+``num_chains``); they are recorded in ``config.json`` and a ``--resume`` must repeat them.
 
 An existing non-empty ``DIR`` is never overwritten: pass ``--resume`` to continue it, or choose another ``DIR``.
 
@@ -32,7 +34,7 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +44,7 @@ import torch
 from .attention import MODES
 from .model import Transformer, TransformerConfig
 
-__all__ = ["TrainConfig", "train", "make_sampler", "add_arguments", "run", "TASKS", "DQA_SAMPLERS"]
+__all__ = ["TrainConfig", "train", "make_sampler", "parse_sampler_option", "add_arguments", "run", "TASKS", "DQA_SAMPLERS"]
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +85,7 @@ class TrainConfig:
     shots: int = 256
     tau: float = 1.0
     trotter_steps: int = 20
+    sampler_options: dict[str, Any] = field(default_factory=dict)
     eval_exact: bool = False
     threads: int = 1
     resume: bool = False
@@ -123,6 +126,13 @@ class TrainConfig:
 
             if self.sampler not in SAMPLERS:
                 raise ValueError(f"unknown sampler {self.sampler!r}; available: {sorted(SAMPLERS)}")
+        if not isinstance(self.sampler_options, dict) or not all(isinstance(k, str) for k in self.sampler_options):
+            raise TypeError(f"sampler_options must be a dict with string keys, got {self.sampler_options!r}")
+        if self.sampler_options:
+            if self.sampler == "exact":
+                raise ValueError(f"--sampler-option needs a sampler other than 'exact' (--sampler NAME), got options "
+                                 f"{sorted(self.sampler_options)}")
+            _check_constructor_options(self.sampler, self.sampler_options)
         if self.out is None:
             raise ValueError("an output directory is required (--out DIR)")
         self.model_config()  # validates the model side (mode, block size against the exact limit, ...)
@@ -153,6 +163,63 @@ def make_sampler(name: str, *, shots: int | None = None, tau: float = 1.0, trott
 
         kwargs["schedule"] = DQASchedule(tau=float(tau), steps=int(trotter_steps))
     return get_sampler(name, **kwargs)
+
+
+def _constructor_options(cls: type) -> set[str] | None:
+    """Keyword arguments a sampler class's constructor accepts (following ``**kw`` up the class hierarchy), or
+    ``None`` when that cannot be told (a constructor taking ``**kw`` that does not hand them to a base class)."""
+    import inspect
+
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        if klass is object:
+            return names
+        params = inspect.signature(vars(klass)["__init__"]).parameters.values()
+        names |= {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"}
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            return names
+        if klass.__module__ == "abc" or klass.__name__ == "Sampler":
+            return None
+    return names
+
+
+def _check_constructor_options(name: str, kwargs: dict[str, Any]) -> None:
+    """``TypeError`` naming the accepted options when ``kwargs`` holds one the sampler's constructor does not take."""
+    if not kwargs:
+        return
+    from .backends.registry import _load
+
+    accepted = _constructor_options(_load(name))
+    unknown = sorted(set(kwargs) - accepted) if accepted is not None else []
+    if unknown:
+        raise TypeError(f"sampler {name!r} does not accept option(s) {unknown}; accepted: {sorted(accepted)}")
+
+
+def parse_sampler_option(item: str) -> tuple[str, Any]:
+    """``"KEY=VALUE"`` to ``(key, value)``; the value becomes an int, float, bool (true/false), None (none) or
+    stays a string. ``ValueError`` naming the expected form when ``item`` is malformed.
+
+    Example:
+        >>> parse_sampler_option("burn_in=32"), parse_sampler_option("ramp=0.25"), parse_sampler_option("method=tap")
+        (('burn_in', 32), ('ramp', 0.25), ('method', 'tap'))
+    """
+    key, sep, raw = item.partition("=")
+    key, raw = key.strip(), raw.strip()
+    if not sep or not key.isidentifier() or not raw:
+        raise ValueError(f"a sampler option must look like KEY=VALUE (e.g. burn_in=32), got {item!r}")
+    low = raw.lower()
+    if low in ("true", "false"):
+        return key, low == "true"
+    if low == "none":
+        return key, None
+    for conv in (int, float):
+        try:
+            return key, conv(raw)
+        except ValueError:
+            pass
+    return key, raw
 
 
 # ---------------------------------------------------------------------- files
@@ -187,7 +254,8 @@ def _prepare_out(cfg: TrainConfig) -> tuple[Path, dict | None]:
     state = None
     if cfg.resume and ckpt.is_file():
         state = torch.load(ckpt, map_location="cpu", weights_only=False)
-        old = state["config"]
+        # a setting added after the checkpoint was written (absent from its config) had its default then
+        old = {**dataclasses.asdict(TrainConfig()), **state["config"]}
         diff = {k: (old.get(k), v) for k, v in dataclasses.asdict(cfg).items() if k not in _RESUME_FREE and old.get(k) != v}
         if diff:
             raise ValueError(f"--resume: the settings differ from the checkpoint in {str(out)!r}: "
@@ -323,10 +391,16 @@ def train(config: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]
     cfg = dataclasses.replace(config or TrainConfig(), **overrides)
     cfg.validate()
     out, state = _prepare_out(cfg)
-    task = _load_task(cfg)
     sampler = None
-    if cfg.sampler != "exact":
-        sampler = make_sampler(cfg.sampler, shots=cfg.shots, tau=cfg.tau, trotter_steps=cfg.trotter_steps, seed=cfg.seed)
+    if cfg.sampler != "exact":  # before the data: bad sampler option values fail fast
+        sampler = make_sampler(cfg.sampler, shots=cfg.shots, tau=cfg.tau, trotter_steps=cfg.trotter_steps, seed=cfg.seed,
+                               **cfg.sampler_options)
+    try:
+        task = _load_task(cfg)
+    except BaseException:
+        if sampler is not None and hasattr(sampler, "close"):
+            sampler.close()
+        raise
     torch.set_num_threads(cfg.threads)
     out.mkdir(parents=True, exist_ok=True)  # only now: bad settings and missing data leave no directory behind
     try:
@@ -391,14 +465,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--shots", type=int, default=d.shots, help="reads per sampler call (non-exact samplers)")
     a("--tau", type=float, default=d.tau, help="DQA anneal time (DQA samplers)")
     a("--trotter-steps", type=int, default=d.trotter_steps, help="DQA Trotter steps (DQA samplers)")
+    a("--sampler-option", dest="sampler_options", action="append", type=_option_arg, default=None, metavar="KEY=VALUE",
+      help="a sampler constructor option, repeatable (e.g. --sampler-option burn_in=32 --sampler-option num_chains=8); "
+           "values are read as int, float, true/false, none or string")
     a("--eval-exact", action="store_true", help="evaluate with exact marginals even when training with a sampler")
     a("--threads", type=int, default=d.threads, help="torch CPU threads")
     a("--no-progress", dest="progress", action="store_false", help="no progress bar")
 
 
+def _option_arg(item: str) -> tuple[str, Any]:
+    try:
+        return parse_sampler_option(item)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     names = {f.name for f in dataclasses.fields(TrainConfig)}
-    return TrainConfig(**{k: v for k, v in vars(args).items() if k in names})
+    kw = {k: v for k, v in vars(args).items() if k in names}
+    items = kw.pop("sampler_options", None) or []
+    opts: dict[str, Any] = {}
+    for key, value in items:
+        if key in opts and opts[key] != value:
+            raise ValueError(f"--sampler-option {key} given twice with different values: {opts[key]!r} and {value!r}")
+        opts[key] = value
+    return TrainConfig(**kw, sampler_options=opts)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -178,3 +178,86 @@ def test_training_through_a_dqa_sampler(tmp_path):
     m = read(out, "metrics.json")
     assert m["finished"] and all(torch.isfinite(torch.tensor(m["train_loss"])))
     assert read(out, "config.json")["run"]["sampler"] == "statevector"
+
+
+# ---------------------------------------------------------------------- --sampler-option
+GIBBS = ["train", "--task", "brackets", "--attention", "hj", "--block-size", "4", "--steps", "2", "--eval-interval", "2",
+         "--sampler", "gibbs", "--shots", "8", *TINY]
+
+
+@pytest.mark.parametrize("item, expected", [("burn_in=32", ("burn_in", 32)), ("ramp=0.25", ("ramp", 0.25)),
+                                            ("x=1e-3", ("x", 1e-3)), ("flag=True", ("flag", True)), ("flag=false", ("flag", False)),
+                                            ("num_chains=none", ("num_chains", None)), ("method = tap", ("method", "tap"))])
+def test_parse_sampler_option(item, expected):
+    assert tr.parse_sampler_option(item) == expected
+
+
+@pytest.mark.parametrize("item", ["burn_in", "=3", "burn_in=", "2x=1", "burn in=3"])
+def test_parse_sampler_option_rejects_malformed_items(item):
+    with pytest.raises(ValueError, match="KEY=VALUE") as info:
+        tr.parse_sampler_option(item)
+    assert repr(item) in str(info.value)
+
+
+def test_sampler_options_reach_the_sampler_and_the_config(tmp_path, monkeypatch):
+    from hybrid_attention.backends.gibbs import GibbsSampler
+
+    seen = []
+    real = GibbsSampler._sample
+
+    def spy(self, problem, **kw):
+        ss = real(self, problem, **kw)
+        seen.append((self.burn_in, self.thinning, self.num_chains, ss.info["burn_in"], ss.info["num_chains"]))
+        return ss
+
+    monkeypatch.setattr(GibbsSampler, "_sample", spy)
+    out = tmp_path / "g"
+    opts = ["--sampler-option", "burn_in=3", "--sampler-option", "num_chains=2", "--sampler-option", "thinning=5"]
+    assert cli.main([*GIBBS, *opts, "--out", str(out)]) == 0
+    assert seen and set(seen) == {(3, 5, 2, 3, 2)}
+    assert read(out, "config.json")["run"]["sampler_options"] == {"burn_in": 3, "num_chains": 2, "thinning": 5}
+    # a resume must repeat the options: the same ones continue, other ones are refused with both values named
+    assert cli.main([*GIBBS, *opts, "--steps", "3", "--out", str(out), "--resume"]) == 0
+    assert read(out, "metrics.json")["step"] == 3
+
+
+def test_resume_with_other_sampler_options_is_refused(tmp_path, capsys):
+    out = tmp_path / "g"
+    assert cli.main([*GIBBS, "--sampler-option", "burn_in=3", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert cli.main([*GIBBS, "--sampler-option", "burn_in=4", "--steps", "3", "--out", str(out), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "sampler_options: checkpoint {'burn_in': 3}, now {'burn_in': 4}" in err
+    assert cli.main([*GIBBS, "--steps", "3", "--out", str(out), "--resume"]) == 2  # dropping them is a change too
+    assert read(out, "metrics.json")["step"] == 2
+
+
+def test_resume_of_a_checkpoint_written_before_sampler_options(tmp_path):
+    out = tmp_path / "old"
+    assert cli.main([*GIBBS, "--out", str(out)]) == 0
+    blob = torch.load(out / "checkpoint.pt", weights_only=False)
+    del blob["config"]["sampler_options"]  # as written by earlier versions
+    torch.save(blob, out / "checkpoint.pt")
+    assert cli.main([*GIBBS, "--steps", "3", "--out", str(out), "--resume"]) == 0
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--sampler-option", "nosuch=1"], "sampler 'gibbs' does not accept option(s) ['nosuch']; accepted: ['burn_in'"),
+    (["--sampler-option", "burn_in=-1"], "burn_in must be an integer >= 0, got -1"),
+    (["--sampler-option", "burn_in=2", "--sampler-option", "burn_in=3"], "burn_in given twice"),
+    (["--sampler", "exact", "--sampler-option", "burn_in=2"], "needs a sampler other than 'exact'"),
+])
+def test_bad_sampler_options_fail_before_training(tmp_path, capsys, extra, message):
+    out = tmp_path / "never"
+    assert cli.main([*GIBBS, *extra, "--out", str(out)]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_malformed_sampler_option_is_an_argparse_error(tmp_path, capsys):
+    out = tmp_path / "never"
+    with pytest.raises(SystemExit) as info:
+        cli.main([*GIBBS, "--sampler-option", "burn_in:3", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "KEY=VALUE" in err and "'burn_in:3'" in err
+    assert not out.exists()
