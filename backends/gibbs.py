@@ -147,11 +147,12 @@ class Grouped:
 
 
 def _sweep(s: torch.Tensor, h: torch.Tensor, J: torch.Tensor, mask: torch.Tensor | None, beta2: torch.Tensor,
-           u: torch.Tensor) -> None:
+           rows: list[int] | None = None, generator: torch.Generator | None = None) -> None:
     """One sequential heat-bath sweep in place (spins updated one at a time, in order ``0..n-1``).
 
     ``s (G, n, R, C)`` (masked spins held at 0), ``h (G, R, n)``, ``J (G, n, n)``, ``mask (G, R, n)`` or None,
-    ``beta2 = 2 beta (G, R, 1)``, ``u (n, G, R, C)`` uniforms.
+    ``beta2 = 2 beta (G, R, 1)``. ``rows``: when given, spin ``j`` is active in exactly the first ``rows[j]``
+    problems of every group (see :func:`_active_rows`) and only those are updated (``mask`` is then not needed).
 
     Memory traffic, not arithmetic, bounds a sweep: the local fields of a block of ``b ~ sqrt(2n)`` spins are
     computed with one GEMM from the current state, then kept exact through the block's sequential updates by
@@ -163,16 +164,45 @@ def _sweep(s: torch.Tensor, h: torch.Tensor, J: torch.Tensor, mask: torch.Tensor
     b = max(1, int(round((2 * n) ** 0.5)))
     for a in range(0, n, b):
         e = min(a + b, n)
-        L = torch.bmm(J[:, a:e, :], flat)  # (G, e - a, R*C): sum_k J_jk s_k (masked s_k = 0)
+        ra = R if rows is None else max(rows[a:e])
+        if ra == 0:
+            continue
+        L = torch.bmm(J[:, a:e, :], flat[:, :, : ra * C])  # (G, e - a, ra*C): sum_k J_jk s_k (masked s_k = 0)
         for j in range(a, e):
-            p_up = torch.sigmoid(beta2 * (L[:, j - a].view(G, R, C) + h[:, :, j : j + 1]))
-            new = torch.where(u[j] < p_up, 1.0, -1.0)
-            if mask is not None:
+            r = R if rows is None else rows[j]
+            if r == 0:
+                continue
+            u = torch.rand((G, r, C), generator=generator, dtype=s.dtype)
+            p_up = torch.sigmoid(beta2[:, :r] * (L[:, j - a, : r * C].view(G, r, C) + h[:, :r, j : j + 1]))
+            new = torch.where(u < p_up, 1.0, -1.0)
+            if mask is not None and rows is None:
                 new = new * mask[:, :, j : j + 1]
             if j + 1 < e:
-                delta = (new - s[:, j]).view(G, 1, R * C)
-                L[:, j - a + 1 :] += J[:, j + 1 : e, j : j + 1] * delta
-            s[:, j] = new
+                delta = (new - s[:, j, :r]).view(G, 1, r * C)
+                L[:, j - a + 1 :, : r * C] += J[:, j + 1 : e, j : j + 1] * delta
+            s[:, j, :r] = new
+
+
+def _active_rows(mask: torch.Tensor) -> tuple[torch.Tensor, list[int]] | None:
+    """Row order under which every spin's active problems are a leading block, the same in every group.
+
+    Causal prefixes (``n = T`` with query ``i`` seeing spins ``0..i``) have this form once sorted by their number of
+    active spins; a sweep then touches only active problems (about half the work at ``T = 64``).
+
+    Returns:
+        ``(order (G, R), rows)`` with ``rows[j]`` the number of leading (reordered) problems in which spin ``j`` is
+        active, or ``None`` when the masks are not nested that way (the sweep then masks instead).
+    """
+    act = mask != 0
+    order = torch.argsort(act.sum(-1), dim=1, descending=True, stable=True)  # (G, R)
+    srt = torch.gather(act, 1, order[..., None].expand_as(act))
+    cnt = srt.sum(1)  # (G, n)
+    if bool((cnt != cnt[:1]).any()):
+        return None
+    lead = torch.arange(act.shape[1])[None, :, None] < cnt[:, None, :]
+    if not torch.equal(srt, lead):
+        return None
+    return order, cnt[0].tolist()
 
 
 def run_chains(h: torch.Tensor, J: torch.Tensor, mask: torch.Tensor | None, betas: list[torch.Tensor], chains: int, *,
@@ -192,14 +222,20 @@ def run_chains(h: torch.Tensor, J: torch.Tensor, mask: torch.Tensor | None, beta
         Masked spins are drawn uniformly (they are free in the dropped problem).
     """
     G, R, n = h.shape
+    order, rows = None, None
+    if mask is not None:
+        found = _active_rows(mask)
+        if found is not None:  # nested masks (causal prefixes): sort the problems, sweep active ones only
+            order, rows = found
+            take = lambda x: torch.gather(x, 1, order.view(G, R, *[1] * (x.ndim - 2)).expand_as(x))  # noqa: E731
+            h, mask, betas = take(h), take(mask), [take(bt) for bt in betas]
     s = torch.randint(0, 2, (G, n, R, chains), generator=generator).to(h.dtype).mul_(2).sub_(1)
     mk = None if mask is None else mask.permute(0, 2, 1)[..., None]  # (G, n, R, 1)
     if mk is not None:
         s.mul_(mk)
 
     def sweep(beta: torch.Tensor) -> None:
-        u = torch.rand((n, G, R, chains), generator=generator, dtype=h.dtype)
-        _sweep(s, h, J, mask, (2 * beta)[..., None], u)
+        _sweep(s, h, J, mask, (2 * beta)[..., None], rows, generator)
 
     def record() -> torch.Tensor:
         out = s.permute(0, 2, 3, 1)  # (G, R, C, n)
@@ -215,7 +251,10 @@ def run_chains(h: torch.Tensor, J: torch.Tensor, mask: torch.Tensor | None, beta
         for _ in range(record_every):
             sweep(betas[-1])
         out.append(record())
-    return torch.cat(out, dim=2)
+    spins = torch.cat(out, dim=2)
+    if order is not None:  # back to the caller's problem order
+        spins = torch.empty_like(spins).scatter_(1, order.view(G, R, 1, 1).expand_as(spins), spins)
+    return spins
 
 
 class _ChainSampler(Sampler):
