@@ -1,4 +1,15 @@
-"""qiskit-aer DQA sampler: one parametrised circuit plus a bindings array per chunk on Aer's ``SamplerV2``.
+"""qiskit-aer DQA sampler: one parametrised circuit plus a bindings array per chunk.
+
+Two read-outs of the same Aer simulation (``readout=``):
+
+- ``"shots"``: Aer's ``SamplerV2`` measures the circuit (one PUB per chunk). Needed for noise models (readout
+  errors act at measurement, noise on a statevector is a trajectory) and for ``matrix_product_state``.
+- ``"probabilities"``: the chunk's circuits end in ``save_probabilities`` instead of measurements, run through
+  ``AerSimulator.run(circuit, parameter_binds=...)`` (what ``SamplerV2`` calls underneath), and the shots are drawn
+  from the ideal output distribution in numpy. Same distribution, no Aer per-shot bookkeeping, and
+  :meth:`AerSampler.marginals` / :meth:`AerSampler.probabilities` return the exact output of the circuit.
+- ``"auto"`` (default): ``"probabilities"`` for ideal ``statevector`` / ``density_matrix`` simulation of at most
+  :data:`PROBABILITIES_MAX_QUBITS` qubits, ``"shots"`` otherwise.
 
 Needs the ``aer`` extra (``pip install 'hybrid-attention[aer]'``).
 
@@ -20,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import qiskit
+import torch
 import qiskit_aer
 from qiskit_aer import AerSimulator
 from qiskit_aer.primitives import SamplerV2
@@ -27,13 +39,22 @@ from qiskit_aer.primitives import SamplerV2
 from hybrid_attention.circuits.qiskit_dqa import CircuitOptions, DQATemplate
 from hybrid_attention.circuits.schedule import DQASchedule
 
-from ._dqa import DQASampler
+from hybrid_attention.ising import IsingProblem
 
-__all__ = ["AerSampler"]
+from ._dqa import DQASampler, _progress
+from .base import draw_states
+from .statevector import spin_marginals
+
+__all__ = ["AerSampler", "PROBABILITIES_MAX_QUBITS"]
 
 logger = logging.getLogger(__name__)
 
 _METHODS = ("statevector", "matrix_product_state", "automatic", "density_matrix")
+_READOUTS = ("auto", "probabilities", "shots")
+#: ``readout="auto"`` reads probabilities up to this many qubits (a chunk holds ``chunk * 2**n`` float64)
+PROBABILITIES_MAX_QUBITS = 16
+#: bytes of probability tables one probabilities chunk may hold (the chunk is shrunk to fit)
+_PROB_BYTES = 256 << 20
 
 
 class AerSampler(DQASampler):
@@ -49,6 +70,9 @@ class AerSampler(DQASampler):
         options: :class:`CircuitOptions` for the emitted circuits.
         default_num_reads: shots when ``num_reads`` is None.
         backend_options: extra ``AerSimulator`` options (e.g. ``max_parallel_threads``).
+        readout: ``"auto"`` (default), ``"probabilities"`` or ``"shots"`` (see the module docstring).
+            ``"probabilities"`` needs an ideal simulation (no ``noise_backend``) with method ``statevector``,
+            ``density_matrix`` or ``automatic``.
     """
 
     name = "aer"
@@ -56,10 +80,17 @@ class AerSampler(DQASampler):
 
     def __init__(self, *, schedule: DQASchedule | None = None, method: str = "statevector", noise_backend: Any = None,
                  chunk_size: int = 256, options: CircuitOptions | None = None, default_num_reads: int = 1024,
-                 backend_options: dict[str, Any] | None = None) -> None:
+                 backend_options: dict[str, Any] | None = None, readout: str = "auto") -> None:
         super().__init__(schedule=schedule, chunk_size=chunk_size, options=options, default_num_reads=default_num_reads)
         if method not in _METHODS:
             raise ValueError(f"aer: method must be one of {_METHODS}, got {method!r}")
+        if readout not in _READOUTS:
+            raise ValueError(f"aer: readout must be one of {_READOUTS}, got {readout!r}")
+        if readout == "probabilities" and (noise_backend is not None or method == "matrix_product_state"):
+            raise ValueError("aer: readout='probabilities' needs an ideal statevector/density_matrix simulation "
+                             f"(got method={method!r}, noise_backend={'set' if noise_backend is not None else None}); "
+                             "use readout='shots'")
+        self.readout = readout
         self.method = method
         self.noise_backend = noise_backend
         bo: dict[str, Any] = {"method": method, **(backend_options or {})}
@@ -74,11 +105,13 @@ class AerSampler(DQASampler):
         self.max_qubits = int(limit)
         self.backend_options = bo
         self._isa: dict[DQATemplate, Any] = {}
+        self._prob_circuits: dict[DQATemplate, Any] = {}
+        self._simulator: AerSimulator | None = None
 
     @property
     def properties(self) -> dict[str, Any]:
         props = super().properties
-        props.update({"method": self.method, "noise": None if self.noise_backend is None else getattr(self.noise_backend, "name", "custom"),
+        props.update({"method": self.method, "readout": self.readout, "noise": None if self.noise_backend is None else getattr(self.noise_backend, "name", "custom"),
                       "versions": {"qiskit": qiskit.__version__, "qiskit_aer": qiskit_aer.__version__}})
         return props
 
@@ -98,12 +131,73 @@ class AerSampler(DQASampler):
             self._isa[tmpl] = isa
         return self._isa[tmpl]
 
+    def reads_probabilities(self, n: int) -> bool:
+        """Whether ``n``-qubit problems are read out as probabilities (see ``readout``)."""
+        if self.readout != "auto":
+            return self.readout == "probabilities"
+        return self.noise_backend is None and self.method in ("statevector", "density_matrix") and n <= PROBABILITIES_MAX_QUBITS
+
+    def _run_chunks(self, tmpl: DQATemplate, values: np.ndarray, starts: list[int], shots: int, seeds: list[int]) -> np.ndarray:
+        if not self.reads_probabilities(tmpl.n):
+            return super()._run_chunks(tmpl, values, starts, shots, seeds)
+        out = []
+        for st, sd in _progress(zip(starts, seeds), len(starts), self.name):
+            p = self._probabilities_chunk(tmpl, values[st : st + self.chunk_size])
+            idx = draw_states(p, shots, np.random.default_rng(sd))
+            out.append(((idx[..., None] >> np.arange(tmpl.n)) & 1).astype(bool))
+        return np.concatenate(out, axis=0)
+
     def _run_chunk(self, tmpl: DQATemplate, values: np.ndarray, shots: int, seed: int) -> np.ndarray:
         circ = self.circuit_for(tmpl)
         sampler = SamplerV2(seed=seed, options={"backend_options": self.backend_options})
         res = sampler.run([(circ, values)], shots=shots).result()
         return res[0].data.meas.to_bool_array(order="little")
 
+    def _probabilities_chunk(self, tmpl: DQATemplate, values: np.ndarray) -> np.ndarray:
+        """Ideal output probabilities ``(C, 2**n)`` of one chunk of bindings: one parametrised circuit ending in
+        ``save_probabilities``, run with a bindings array (sub-chunked to bounded memory)."""
+        if tmpl not in self._prob_circuits:
+            circ = tmpl.circuit.remove_final_measurements(inplace=False)
+            circ.save_probabilities(label="probabilities")
+            self._prob_circuits[tmpl] = circ
+        circ = self._prob_circuits[tmpl]
+        if self._simulator is None:
+            self._simulator = AerSimulator(**self.backend_options)
+        rows = max(1, _PROB_BYTES // (8 << tmpl.n))
+        out = []
+        for s in range(0, len(values), rows):
+            v = values[s : s + rows]
+            binds = [{p: v[:, i] for i, p in enumerate(tmpl.params)}]
+            result = self._simulator.run(circ, parameter_binds=binds, shots=1).result()
+            for i, exp in enumerate(result.results):
+                if not exp.success:
+                    raise RuntimeError(f"aer: simulation of problem {s + i} of the chunk failed: {exp.status}")
+            out.append(np.stack([np.asarray(result.data(i)["probabilities"], dtype=np.float64) for i in range(len(v))]))
+        return np.concatenate(out, axis=0)
+
+    def probabilities(self, problem: IsingProblem) -> torch.Tensor:
+        """Exact output distribution of the simulated circuit, ``(*batch, 2**n)`` float64, index
+        ``c = sum_j b_j 2**j`` (masked spins are decoupled qubits). Needs the probabilities read-out."""
+        problem = self.validate(problem)
+        if not self.reads_probabilities(problem.n):
+            raise ValueError(f"aer: probabilities need readout='probabilities' (this sampler reads shots at n = {problem.n}: "
+                             f"readout={self.readout!r}, method={self.method!r}, noise={'yes' if self.noise_backend is not None else 'no'})")
+        flat = problem.detach().flatten()
+        tmpl = self._template(flat)
+        values = self._chunk_values(tmpl, flat)
+        p = np.concatenate([self._probabilities_chunk(tmpl, values[s : s + self.chunk_size]) for s in range(0, len(values), self.chunk_size)])
+        return torch.from_numpy(p / p.sum(-1, keepdims=True)).reshape(*problem.batch_shape, 1 << problem.n)
+
+    def marginals(self, problem: IsingProblem, **kwargs: Any) -> torch.Tensor:
+        """``<s_j>`` of the output, ``(*batch, n)`` float64: exact (from :meth:`probabilities`) when this sampler
+        reads probabilities and no ``num_reads`` is given, the mean of sampled shots otherwise."""
+        if kwargs or not isinstance(problem, IsingProblem) or not self.reads_probabilities(problem.n):
+            return super().marginals(problem, **kwargs)
+        m = spin_marginals(self.probabilities(problem).reshape(-1, 1 << problem.n), problem.n).reshape(*problem.batch_shape, problem.n)
+        if problem.mask is not None:
+            m = m * problem.mask.reshape(m.shape).to(m.dtype)
+        return m
+
     def _extra_info(self, tmpl: DQATemplate) -> dict[str, Any]:
         circ = self.circuit_for(tmpl)
-        return {"depth": circ.depth(), "method": self.method}
+        return {"depth": circ.depth(), "method": self.method, "readout": "probabilities" if self.reads_probabilities(tmpl.n) else "shots"}

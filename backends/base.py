@@ -22,7 +22,7 @@ from hybrid_attention.ising import IsingProblem
 
 from .sampleset import SampleSet
 
-__all__ = ["Sampler", "SeedLike", "as_generator", "spawn_seeds"]
+__all__ = ["Sampler", "SeedLike", "as_generator", "draw_states", "spawn_seeds"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +44,24 @@ def spawn_seeds(seed: Any, k: int) -> list[int]:
         return [int(x) for x in seed.integers(0, 2**31 - 1, size=k)]
     ss = np.random.SeedSequence(seed)
     return [int(c.generate_state(1)[0] & 0x7FFFFFFF) for c in ss.spawn(k)]
+
+
+def draw_states(p: Any, shots: int, rng: np.random.Generator) -> np.ndarray:
+    """Draw ``shots`` basis-state indices per row of a probability table (inverse-CDF sampling).
+
+    Args:
+        p: ``(B, 2**n)`` probabilities (numpy or torch, any float dtype; each row is renormalised in float64).
+        shots: draws per row.
+        rng: the generator (``B * shots`` uniforms are taken from it, row-major).
+
+    Returns:
+        ``(B, shots)`` int64 indices ``c = sum_j b_j 2**j``.
+    """
+    p = torch.as_tensor(p).detach().to("cpu", torch.float64)
+    cdf = torch.cumsum(p, dim=-1)
+    cdf = cdf / cdf[:, -1:]
+    u = torch.from_numpy(rng.random((p.shape[0], int(shots))))
+    return torch.searchsorted(cdf, u).clamp_(max=p.shape[-1] - 1).numpy()
 
 
 class Sampler(abc.ABC):

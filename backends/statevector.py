@@ -49,7 +49,7 @@ from hybrid_attention.circuits.schedule import DQASchedule
 from hybrid_attention.exact import enumerate_states
 from hybrid_attention.ising import IsingProblem
 
-from .base import Sampler, as_generator
+from .base import Sampler, as_generator, draw_states
 from .sampleset import SampleSet
 
 __all__ = ["StatevectorSampler", "configuration_energies", "dqa_statevector", "spin_marginals"]
@@ -347,12 +347,8 @@ class StatevectorSampler(Sampler):
             spins = np.broadcast_to(S, (*problem.batch_shape, 1 << n, n)).copy()
             info["num_reads"] = 1 << n
             return SampleSet(spins, p.reshape(*problem.batch_shape, 1 << n).numpy(), problem, info, exact=True)
-        rng = as_generator(seed)
-        cdf = torch.cumsum(p, dim=-1)
-        cdf = cdf / cdf[:, -1:]
-        u = torch.from_numpy(rng.random((p.shape[0], int(num_reads))))
-        idx = torch.searchsorted(cdf, u).clamp_(max=(1 << n) - 1)
-        spins = (1 - 2 * ((idx[..., None] >> torch.arange(n)) & 1)).to(torch.int8).numpy()
+        idx = draw_states(p, int(num_reads), as_generator(seed))
+        spins = (1 - 2 * ((idx[..., None] >> np.arange(n)) & 1)).astype(np.int8)
         w = np.full(spins.shape[:-1], 1.0 / num_reads)
         info["num_reads"] = int(num_reads)
         return SampleSet(spins.reshape(*problem.batch_shape, int(num_reads), n), w.reshape(*problem.batch_shape, int(num_reads)),

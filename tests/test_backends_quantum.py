@@ -43,9 +43,10 @@ def assert_within_shot_noise(m, m_ref, shots, extra=0.0):
 
 
 # ---------------------------------------------------------------------- aer
-@pytest.mark.parametrize("method", ["statevector", "matrix_product_state"])
-def test_aer_matches_ideal_output(method):
-    s = get_sampler("aer", schedule=SCHED, method=method, chunk_size=4)
+@pytest.mark.parametrize("method,readout", [("statevector", "auto"), ("statevector", "shots"), ("matrix_product_state", "auto")])
+def test_aer_matches_ideal_output(method, readout):
+    s = get_sampler("aer", schedule=SCHED, method=method, chunk_size=4, readout=readout)
+    assert s.reads_probabilities(3) == (method == "statevector" and readout == "auto")
     p = problems()
     ss = s.sample(p, num_reads=2000, seed=1)
     assert ss.spins.shape == (6, 2000, 3) and ss.spins.dtype == np.int8
@@ -71,6 +72,56 @@ def test_aer_batch_shape_mask_and_marginals_method():
     assert isinstance(mm, torch.Tensor) and mm.shape == (2, 2, 3) and np.allclose(mm.numpy(), m)
     props = s.properties
     assert props["max_spins"] >= 20 and props["exact"] is False and props["dqa"] is True
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 5])
+def test_aer_probabilities_readout_is_the_exact_circuit_output(n):
+    """readout='probabilities': Aer's output distribution equals the numpy reference of the same program (bit
+    order included), exact marginals need no shots, and masked spins (decoupled qubits) read 0."""
+    mask = torch.ones(5, n, dtype=torch.bool)
+    mask[1, 0] = False
+    p = problems(n=n, batch=5, seed=10 + n, mask=mask)
+    s = get_sampler("aer", schedule=DQASchedule(tau=2.0, steps=6), readout="probabilities", chunk_size=2)
+    probs = s.probabilities(p)
+    assert probs.shape == (5, 1 << n) and probs.dtype == torch.float64
+    assert np.abs(probs.numpy() - s.reference_probabilities(p)).sum(-1).max() < 1e-10
+    m = s.marginals(p)
+    assert m.shape == (5, n) and m[1, 0] == 0
+    assert np.abs(m.numpy() - ideal_marginals(s, p)).max() < 1e-10
+    # the shots drawn from those probabilities are within shot noise of them, and seeds reproduce
+    ss = s.sample(p, num_reads=3000, seed=4)
+    assert_within_shot_noise(ss.marginals(), m.numpy(), 3000)
+    assert np.array_equal(s.sample(p, num_reads=3000, seed=4).spins, ss.spins)
+    assert ss.info["readout"] == "probabilities" and s.properties["readout"] == "probabilities"
+
+
+def test_aer_readout_validation():
+    with pytest.raises(ValueError, match="readout must be one of"):
+        get_sampler("aer", readout="statevector")
+    with pytest.raises(ValueError, match="readout='shots'"):
+        get_sampler("aer", readout="probabilities", method="matrix_product_state")
+    fp = pytest.importorskip("qiskit_ibm_runtime.fake_provider")
+    with pytest.raises(ValueError, match="ideal"):
+        get_sampler("aer", readout="probabilities", noise_backend=fp.FakeManilaV2())
+    noisy = get_sampler("aer", noise_backend=fp.FakeManilaV2())
+    assert not noisy.reads_probabilities(2)  # auto: noise acts at measurement, so shots
+    with pytest.raises(ValueError, match="need readout='probabilities'"):
+        noisy.probabilities(problems(n=2, batch=1))
+    with pytest.raises(ValueError, match="need readout='probabilities'"):
+        get_sampler("aer", readout="shots").probabilities(problems(n=2, batch=1))
+    auto = get_sampler("aer")
+    assert auto.reads_probabilities(16) and not auto.reads_probabilities(17)
+
+
+def test_aer_failed_simulation_names_the_problem():
+    from types import SimpleNamespace
+
+    s = get_sampler("aer", schedule=SCHED, readout="probabilities")
+    bad = SimpleNamespace(success=False, status="ERROR: insufficient memory")
+    ok = SimpleNamespace(success=True, status="DONE")
+    s._simulator = SimpleNamespace(run=lambda *a, **k: SimpleNamespace(result=lambda: SimpleNamespace(results=[ok, bad, ok])))
+    with pytest.raises(RuntimeError, match="problem 1 of the chunk failed: ERROR: insufficient memory"):
+        s.sample(problems(batch=3), num_reads=10, seed=0)
 
 
 def test_aer_noisy_fake_backend_is_close_to_ideal():
