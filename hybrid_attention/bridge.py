@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .exact import _plan_groups
 from .ising import IsingProblem
 
 __all__ = ["attention_marginals", "differentiable_marginals", "SampledMarginals", "ReadsOnly"]
@@ -74,7 +75,7 @@ class SampledMarginals(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor, mask: Any, sampler: Any, num_reads: Any, seed: Any) -> torch.Tensor:
-        problem = IsingProblem(h.detach(), J.detach(), beta=beta.detach(), mask=mask)
+        problem = IsingProblem._derived(h.detach(), J.detach(), beta.detach(), mask)  # parts of a validated problem
         ss = sampler.sample(problem, num_reads=num_reads, seed=seed)
         s = torch.from_numpy(ss.spins.astype(np.float64)).to(h.dtype)  # (N, R, n)
         if mask is not None:
@@ -198,7 +199,10 @@ def attention_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, sa
         causal: drop future keys (one sampler call per prefix length, all ``B * H`` rows of that length at once).
         num_reads, seed: reads per problem and seed (child seeds are spawned per call).
         pad_with_mask: one call with ``n = T`` and a causal mask instead of one call per prefix length (default:
-            ``sampler.properties.get("pad_with_mask", False)``).
+            ``sampler.properties.get("pad_with_mask", False)``). Otherwise, a sampler whose ``properties`` give
+            ``"group_prefixes": c`` (its per-call overhead, in units of one problem-configuration ``rows * 2**n``)
+            gets consecutive prefix lengths grouped into padded, causally masked calls where that is cheaper
+            (dynamic programming, as in :mod:`hybrid_attention.exact`).
         backward: ``"auto"`` or ``"covariance"`` (see :func:`differentiable_marginals`).
 
     Returns:
@@ -217,20 +221,32 @@ def attention_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, sa
         raise TypeError(f"sampler must be a Sampler object, got {type(sampler).__name__}")
     J = J[:, :T, :T].to(h.dtype)
     b = _beta_heads(beta, H, h)
+    props = getattr(sampler, "properties", {})
     if pad_with_mask is None:
-        pad_with_mask = bool(getattr(sampler, "properties", {}).get("pad_with_mask", False))
+        pad_with_mask = bool(props.get("pad_with_mask", False))
+    # validate once (J symmetric with zero diagonal and finite, beta valid, h finite); the problems below are views
+    IsingProblem(torch.zeros(H, T, dtype=h.dtype, device=h.device), J.detach(), beta=b.detach())
+    if not bool(torch.isfinite(h).all()):
+        raise ValueError("h (attention scores) must be finite")
     kw = {"sampler": sampler, "num_reads": num_reads, "backward": backward}
+    tril = torch.ones(T, T, dtype=torch.bool, device=h.device).tril()
     if not causal or pad_with_mask:
-        mask = None
-        if causal:
-            mask = torch.ones(T, T, dtype=torch.bool, device=h.device).tril().expand(B, H, T, T)
-        prob = IsingProblem(h, J[None, :, None].expand(B, H, Tq, T, T), beta=_scalar_if_single(b[None, :, None].expand(B, H, Tq)), mask=mask)
+        mask = tril.expand(B, H, T, T) if causal else None
+        prob = IsingProblem._derived(h, J[None, :, None].expand(B, H, Tq, T, T), _scalar_if_single(b[None, :, None].expand(B, H, Tq)), mask)
         return differentiable_marginals(prob, seed=_spawn(seed, 1)[0], **kw)
-    seeds = _spawn(seed, T)
-    rows = []
-    for i in range(T):
-        n = i + 1
-        prob = IsingProblem(h[:, :, i, :n], J[None, :, :n, :n].expand(B, H, n, n), beta=_scalar_if_single(b[None, :].expand(B, H)))
-        m = differentiable_marginals(prob, seed=seeds[i], **kw)  # (B, H, n)
-        rows.append(torch.nn.functional.pad(m, (0, T - n)))
-    return torch.stack(rows, dim=2)
+    overhead = props.get("group_prefixes")
+    groups = [(n, n) for n in range(1, T + 1)] if overhead is None else _plan_groups(T, B * H, float(overhead))
+    seeds = _spawn(seed, len(groups))
+    parts = []
+    for (lo, hi), sd in zip(groups, seeds):
+        g = hi - lo + 1
+        if g == 1:
+            prob = IsingProblem._derived(h[:, :, hi - 1, :hi], J[None, :, :hi, :hi].expand(B, H, hi, hi), _scalar_if_single(b[None, :].expand(B, H)), None)
+            m = differentiable_marginals(prob, seed=sd, **kw)[:, :, None]  # (B, H, 1, hi)
+        else:  # queries lo-1..hi-1 padded to hi keys, future keys masked (free, decoupled spins)
+            mask = tril[lo - 1 : hi, :hi].expand(B, H, g, hi)
+            prob = IsingProblem._derived(h[:, :, lo - 1 : hi, :hi], J[None, :, None, :hi, :hi].expand(B, H, g, hi, hi),
+                                         _scalar_if_single(b[None, :, None].expand(B, H, g)), mask)
+            m = differentiable_marginals(prob, seed=sd, **kw)  # (B, H, g, hi), 0 on masked keys
+        parts.append(torch.nn.functional.pad(m, (0, T - hi)))
+    return torch.cat(parts, dim=2)

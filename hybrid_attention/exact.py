@@ -354,17 +354,18 @@ def shared_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0) -> torch
 _CALL_OVERHEAD_PAIRS = 1_000_000
 
 
-def _plan_groups(T: int, rows: int) -> list[tuple[int, int]]:
+def _plan_groups(T: int, rows: int, overhead: float = _CALL_OVERHEAD_PAIRS) -> list[tuple[int, int]]:
     """Partition prefix lengths ``1..T`` into consecutive groups ``(lo, hi)`` computed in one call each.
 
     A group pads its prefixes to ``hi`` spins with free, decoupled spins (exact: they drop out), costing
-    ``rows * (hi - lo + 1) * 2**hi`` pairs plus one call overhead; dynamic programming minimises the total.
+    ``rows * (hi - lo + 1) * 2**hi`` pairs plus one call ``overhead`` (in the same units); dynamic programming
+    minimises the total. The sampler bridge uses it too, with a sampler's own overhead.
     """
     best = [0.0] + [float("inf")] * T
     cut = [0] * (T + 1)
     for hi in range(1, T + 1):
         for lo in range(1, hi + 1):
-            c = best[lo - 1] + _CALL_OVERHEAD_PAIRS + rows * (hi - lo + 1) * float(1 << hi)
+            c = best[lo - 1] + overhead + rows * (hi - lo + 1) * float(1 << hi)
             if c < best[hi]:
                 best[hi], cut[hi] = c, lo
     groups, hi = [], T
