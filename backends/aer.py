@@ -69,7 +69,9 @@ class AerSampler(DQASampler):
         chunk_size: problems per PUB.
         options: :class:`CircuitOptions` for the emitted circuits.
         default_num_reads: shots when ``num_reads`` is None.
-        backend_options: extra ``AerSimulator`` options (e.g. ``max_parallel_threads``).
+        backend_options: extra ``AerSimulator`` options (e.g. ``max_parallel_threads``). By default a chunk's
+            experiments run in parallel over the machine's cores (``max_parallel_experiments=0``; Aer's own default
+            runs them one at a time, and below 14 qubits it does not parallelise inside one state either).
         readout: ``"auto"`` (default), ``"probabilities"`` or ``"shots"`` (see the module docstring).
             ``"probabilities"`` needs an ideal simulation (no ``noise_backend``) with method ``statevector``,
             ``density_matrix`` or ``automatic``.
@@ -93,7 +95,7 @@ class AerSampler(DQASampler):
         self.readout = readout
         self.method = method
         self.noise_backend = noise_backend
-        bo: dict[str, Any] = {"method": method, **(backend_options or {})}
+        bo: dict[str, Any] = {"method": method, "max_parallel_experiments": 0, **(backend_options or {})}
         limit = AerSimulator(method=method).configuration().n_qubits
         if noise_backend is not None:
             from qiskit_aer.noise import NoiseModel

@@ -157,14 +157,22 @@ def test_chunked_gradients_equal_unchunked(rng):
     pr = problem(rng, 5, batch=(7,))
     g = torch.tensor(rng.normal(size=(7, 5)))
     grads = []
-    for limit in (1 << 30, 1 << 12):
+    probs = []
+    # (memory, cache) limits: one chunk; checkpointed memory chunks; cache-sized sub-chunks (no checkpointing)
+    for memory, cache in ((1 << 30, 1 << 30), (1 << 12, 1 << 30), (1 << 30, 1 << 11)):
+        s = StatevectorSampler(sch, dtype=torch.complex128, memory_limit=memory, cache_limit=cache)
+        assert s._subchunk(5, torch.device("cpu")) == max(1, cache // s._bytes_per_problem(5))
         h = pr.h.clone().requires_grad_(True)
         J = pr.J.clone().requires_grad_(True)
-        m = StatevectorSampler(sch, dtype=torch.complex128, memory_limit=limit).differentiable_marginals(IsingProblem(h, J))
+        m = s.differentiable_marginals(IsingProblem(h, J))
         (m * g).sum().backward()
         grads.append((m.detach(), h.grad, J.grad))
-    for a, b in zip(*grads):
-        assert torch.allclose(a, b, atol=1e-13)
+        probs.append(s.probabilities(pr))
+    for other in grads[1:]:
+        for a, b in zip(grads[0], other):
+            assert torch.allclose(a, b, atol=1e-13)
+    for other in probs[1:]:
+        assert torch.allclose(probs[0], other, atol=1e-15)
 
 
 def test_masked_spin_is_dropped(rng):
@@ -213,3 +221,5 @@ def test_validation_and_registry():
         StatevectorSampler(dtype=torch.float32)
     with pytest.raises(TypeError, match="DQASchedule"):
         StatevectorSampler(schedule=1.0)
+    with pytest.raises(ValueError, match="cache_limit must be an integer >= 1, got 0"):
+        StatevectorSampler(cache_limit=0)
