@@ -133,6 +133,19 @@ def _apply_driver(psi: torch.Tensor, blocks: list[tuple[int, int, torch.Tensor]]
     return psi
 
 
+def _apply_driver_into(psi: torch.Tensor, buf: torch.Tensor, blocks: list[tuple[int, int, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_apply_driver` without allocations (no autograd): ping-pongs between ``psi`` and ``buf`` (both
+    contiguous, same shape) and returns ``(state, spare buffer)``. Fresh multi-MiB tensors cost page faults on
+    every call, which made the allocating version ~4x slower at n = 12, 32 problems."""
+    for lo, g, M in blocks:
+        if lo == 0:
+            torch.matmul(psi.view(-1, 1 << g), M, out=buf.view(-1, 1 << g))
+        else:
+            torch.matmul(M, psi.view(-1, 1 << g, 1 << lo), out=buf.view(-1, 1 << g, 1 << lo))
+        psi, buf = buf, psi
+    return psi, buf
+
+
 def _layers(schedule: DQASchedule) -> list[tuple[str, float]]:
     """The program as ``[("P", b), ("D", a), ...]`` with adjacent driver layers merged (they commute)."""
     b, a = schedule.coefficients()
@@ -170,6 +183,11 @@ def dqa_statevector(h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, *, 
     E = configuration_energies(fs * h.to(real), cs * J.to(real))
     B = E.shape[0]
     psi = torch.full((B, 1 << n), 2.0 ** (-n / 2), dtype=dtype, device=h.device)
+    # without autograd every layer works in place on preallocated buffers (allocation dominated otherwise)
+    inplace = not (torch.is_grad_enabled() and E.requires_grad)
+    if inplace:
+        buf = torch.empty_like(psi)
+        phc = torch.empty_like(psi) if dtype != torch.complex128 else None
     groups = _groups(n, group)
     cache: dict[float, list] = {}
     layers = _layers(schedule)
@@ -185,17 +203,24 @@ def dqa_statevector(h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, *, 
     first = True
     for kind, val in layers:
         if kind == "P":
-            if recur:
+            if not recur:
+                psi = psi.mul_(_phase(-val * E)) if inplace else psi * _phase(-val * E)
+            elif inplace:
+                if not first:
+                    ph.mul_(step_ph)
+                psi.mul_(ph if phc is None else phc.copy_(ph))
+            else:
                 if not first:
                     ph = ph * step_ph
                 psi = psi * ph.to(dtype)
-                first = False
-            else:
-                psi = psi * _phase(-val * E)
+            first = False
         else:
             if val not in cache:
                 cache[val] = [(lo, g, _rx_block(g, val, dtype, h.device)) for lo, g in groups]
-            psi = _apply_driver(psi, cache[val], n)
+            if inplace:
+                psi, buf = _apply_driver_into(psi, buf, cache[val])
+            else:
+                psi = _apply_driver(psi, cache[val], n)
     return psi
 
 
