@@ -196,7 +196,8 @@ def attention_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, sa
         J: couplings ``(H, T', T')``, ``T' >= T`` (leading block used), symmetric, zero diagonal.
         beta: scalar or ``(H,)`` (float or tensor; a tensor gets a gradient).
         sampler: a sampler object (``get_sampler(name, ...)``).
-        causal: drop future keys (one sampler call per prefix length, all ``B * H`` rows of that length at once).
+        causal: drop future keys (one sampler call per prefix length, or per group of lengths, all ``B * H`` rows
+            at once).
         num_reads, seed: reads per problem and seed (child seeds are spawned per call).
         pad_with_mask: one call with ``n = T`` and a causal mask instead of one call per prefix length (default:
             ``sampler.properties.get("pad_with_mask", False)``). Otherwise, a sampler whose ``properties`` give
@@ -224,12 +225,13 @@ def attention_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, sa
     props = getattr(sampler, "properties", {})
     if pad_with_mask is None:
         pad_with_mask = bool(props.get("pad_with_mask", False))
-    # validate once (J symmetric with zero diagonal and finite, beta valid, h finite); the problems below are views
+    # validate once (J symmetric with zero diagonal and finite, beta valid, visible h finite); the problems below
+    # are views of these tensors
     IsingProblem(torch.zeros(H, T, dtype=h.dtype, device=h.device), J.detach(), beta=b.detach())
-    if not bool(torch.isfinite(h).all()):
-        raise ValueError("h (attention scores) must be finite")
-    kw = {"sampler": sampler, "num_reads": num_reads, "backward": backward}
     tril = torch.ones(T, T, dtype=torch.bool, device=h.device).tril()
+    if not bool(torch.isfinite(h.detach().masked_fill(~tril, 0.0) if causal else h.detach()).all()):
+        raise ValueError("h (attention scores) must be finite on the keys each query sees")
+    kw = {"sampler": sampler, "num_reads": num_reads, "backward": backward}
     if not causal or pad_with_mask:
         mask = tril.expand(B, H, T, T) if causal else None
         prob = IsingProblem._derived(h, J[None, :, None].expand(B, H, Tq, T, T), _scalar_if_single(b[None, :, None].expand(B, H, Tq)), mask)

@@ -147,6 +147,17 @@ def test_bridge_bad_input():
         differentiable_marginals(IsingProblem(torch.zeros(2)), sampler=ex, backward="magic")
     with pytest.raises(TypeError):
         ReadsOnly("exact")
+    with pytest.raises(ValueError, match="symmetric"):
+        attention_marginals(h, torch.tensor([[[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]]), sampler=ex)
+    bad = h.clone()
+    bad[0, 0, 2, 1] = float("nan")
+    with pytest.raises(ValueError, match="finite on the keys each query sees"):
+        attention_marginals(bad, J, sampler=ex)
+    future = h.clone()
+    future[0, 0, 0, 2] = float("-inf")  # a key query 0 never sees: ignored when causal
+    assert torch.isfinite(attention_marginals(future, J, sampler=ex)).all()
+    with pytest.raises(ValueError, match="finite"):
+        attention_marginals(future, J, sampler=ex, causal=False)
 
 
 class _Grouping:
