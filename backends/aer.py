@@ -42,7 +42,7 @@ from hybrid_attention.circuits.schedule import DQASchedule
 from hybrid_attention.ising import IsingProblem
 
 from ._dqa import DQASampler, _progress
-from .base import draw_states
+from .base import draw_states, state_bits
 from .statevector import spin_marginals
 
 __all__ = ["AerSampler", "PROBABILITIES_MAX_QUBITS"]
@@ -146,7 +146,7 @@ class AerSampler(DQASampler):
         for st, sd in _progress(zip(starts, seeds), len(starts), self.name):
             p = self._probabilities_chunk(tmpl, values[st : st + self.chunk_size])
             idx = draw_states(p, shots, np.random.default_rng(sd))
-            out.append(((idx[..., None] >> np.arange(tmpl.n)) & 1).astype(bool))
+            out.append(state_bits(idx, tmpl.n))
         return np.concatenate(out, axis=0)
 
     def _run_chunk(self, tmpl: DQATemplate, values: np.ndarray, shots: int, seed: int) -> np.ndarray:

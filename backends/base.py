@@ -12,6 +12,7 @@ calls the one abstract method ``_sample``. Subclasses declare:
 from __future__ import annotations
 
 import abc
+import functools
 import logging
 from typing import Any
 
@@ -22,7 +23,7 @@ from hybrid_attention.ising import IsingProblem
 
 from .sampleset import SampleSet
 
-__all__ = ["Sampler", "SeedLike", "as_generator", "draw_states", "spawn_seeds"]
+__all__ = ["Sampler", "SeedLike", "as_generator", "draw_states", "spawn_seeds", "state_bits"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +63,19 @@ def draw_states(p: Any, shots: int, rng: np.random.Generator) -> np.ndarray:
     cdf = cdf / cdf[:, -1:]
     u = torch.from_numpy(rng.random((p.shape[0], int(shots))))
     return torch.searchsorted(cdf, u).clamp_(max=p.shape[-1] - 1).numpy()
+
+
+@functools.lru_cache(maxsize=32)
+def _bit_table(n: int) -> np.ndarray:
+    table = ((np.arange(1 << n)[:, None] >> np.arange(n)) & 1).astype(bool)
+    table.flags.writeable = False
+    return table
+
+
+def state_bits(idx: np.ndarray, n: int) -> np.ndarray:
+    """Bits of basis-state indices, ``idx (...)`` -> bool ``(..., n)`` with column ``j`` = bit ``j`` of
+    ``c = sum_j b_j 2**j`` (a table lookup: ~10x cheaper than shifting the int64 indices)."""
+    return _bit_table(n)[idx]
 
 
 class Sampler(abc.ABC):

@@ -49,7 +49,7 @@ from hybrid_attention.circuits.schedule import DQASchedule
 from hybrid_attention.exact import enumerate_states
 from hybrid_attention.ising import IsingProblem
 
-from .base import Sampler, as_generator, draw_states
+from .base import Sampler, as_generator, draw_states, state_bits
 from .sampleset import SampleSet
 
 __all__ = ["StatevectorSampler", "configuration_energies", "dqa_statevector", "spin_marginals"]
@@ -391,7 +391,7 @@ class StatevectorSampler(Sampler):
             info["num_reads"] = 1 << n
             return SampleSet(spins, p.reshape(*problem.batch_shape, 1 << n).numpy(), problem, info, exact=True)
         idx = draw_states(p, int(num_reads), as_generator(seed))
-        spins = (1 - 2 * ((idx[..., None] >> np.arange(n)) & 1)).astype(np.int8)
+        spins = 1 - 2 * state_bits(idx, n).view(np.int8)
         w = np.full(spins.shape[:-1], 1.0 / num_reads)
         info["num_reads"] = int(num_reads)
         return SampleSet(spins.reshape(*problem.batch_shape, int(num_reads), n), w.reshape(*problem.batch_shape, int(num_reads)),
