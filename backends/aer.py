@@ -31,14 +31,13 @@ from typing import Any
 
 import numpy as np
 import qiskit
-import torch
 import qiskit_aer
+import torch
 from qiskit_aer import AerSimulator
 from qiskit_aer.primitives import SamplerV2
 
 from hybrid_attention.circuits.qiskit_dqa import CircuitOptions, DQATemplate
 from hybrid_attention.circuits.schedule import DQASchedule
-
 from hybrid_attention.ising import IsingProblem
 
 from ._dqa import DQASampler, _progress
