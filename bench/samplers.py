@@ -204,30 +204,15 @@ def _bench_train_step(args: argparse.Namespace, T: int = 12, batch: int = 32, re
     through the simulation); interleaved repetitions, medians."""
     import statistics
 
+    from train_step import make_step  # bench/ is on sys.path when this file runs as a script
+
     from hybrid_attention.backends import get_sampler
-    from hybrid_attention.model import Transformer, TransformerConfig
-
-    def make(sampler: Any, num_reads: int | None = None) -> Callable[[], None]:
-        torch.manual_seed(0)
-        model = Transformer(TransformerConfig(vocab_size=65, block_size=T, n_embd=64, n_head=1, n_layer=1, attention="hj"))
-        if sampler is not None:
-            model.set_sampler(sampler, num_reads=num_reads, seed=0)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        g = torch.Generator().manual_seed(1)
-        x, y = torch.randint(0, 65, (batch, T), generator=g), torch.randint(0, 65, (batch, T), generator=g)
-
-        def step() -> None:
-            _, loss = model(x, y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-
-        return step
-
     from hybrid_attention.bridge import ReadsOnly
 
+    shape = argparse.Namespace(n_embd=64, n_head=1, n_layer=1, batch_size=batch)
     sv = get_sampler("statevector", schedule=DQASchedule(tau=1.0, steps=args.steps))
-    steps = {"exact": make(None), "statevector": make(sv), "statevector shots": make(ReadsOnly(sv), num_reads=256)}
+    steps = {"exact": make_step("hj", T, shape), "statevector": make_step("hj", T, shape, sv),
+             "statevector shots": make_step("hj", T, shape, ReadsOnly(sv), 256)}
     times: dict[str, list[float]] = {k: [] for k in steps}
     for k, f in steps.items():
         f()  # warm-up
