@@ -72,6 +72,7 @@ class DQASampler(Sampler):
         self.chunk_size = int(chunk_size)
         self.circuit_options = options or CircuitOptions()
         self.default_num_reads = int(default_num_reads)
+        self._isa: dict[DQATemplate, Any] = {}  # template -> ISA circuit (see _transpiled)
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -120,6 +121,22 @@ class DQASampler(Sampler):
         for st, sd in _progress(zip(starts, seeds), len(starts), self.name):
             out.append(self._run_chunk(tmpl, values[st : st + self.chunk_size], shots, sd))
         return np.concatenate(out, axis=0)
+
+    def _transpiled(self, tmpl: DQATemplate, backend: Any, optimization_level: int = 1) -> Any:
+        """``tmpl.circuit`` transpiled to ``backend``'s ISA, once per template (cached on the sampler), with the
+        circuit options' layout; the parameter count must survive transpilation."""
+        cache = self._isa
+        if tmpl not in cache:
+            from qiskit.transpiler import generate_preset_pass_manager
+
+            layout = list(self.circuit_options.layout[: tmpl.n]) if self.circuit_options.layout else None
+            pm = generate_preset_pass_manager(optimization_level=optimization_level, backend=backend,
+                                              initial_layout=layout, seed_transpiler=0)
+            isa = pm.run(tmpl.circuit)
+            if isa.num_parameters != tmpl.num_parameters:
+                raise RuntimeError(f"transpilation changed the parameter count ({tmpl.num_parameters} -> {isa.num_parameters})")
+            cache[tmpl] = isa
+        return cache[tmpl]
 
     def _chunk_values(self, tmpl: DQATemplate, flat: IsingProblem) -> np.ndarray:
         """Per-problem rows handed to :meth:`_run_chunk`: the qiskit parameter bindings (gate angles)."""

@@ -105,7 +105,6 @@ class AerSampler(DQASampler):
             limit = min(limit, int(noise_backend.num_qubits))
         self.max_qubits = int(limit)
         self.backend_options = bo
-        self._isa: dict[DQATemplate, Any] = {}
         self._prob_circuits: dict[DQATemplate, Any] = {}
         self._simulator: AerSimulator | None = None
 
@@ -120,17 +119,7 @@ class AerSampler(DQASampler):
         """The circuit actually run for a template (transpiled once to the noise backend when one is set)."""
         if self.noise_backend is None:
             return tmpl.circuit
-        if tmpl not in self._isa:
-            from qiskit.transpiler import generate_preset_pass_manager
-
-            pm = generate_preset_pass_manager(optimization_level=1, backend=self.noise_backend,
-                                              initial_layout=list(self.circuit_options.layout[: tmpl.n]) if self.circuit_options.layout else None,
-                                              seed_transpiler=0)
-            isa = pm.run(tmpl.circuit)
-            if isa.num_parameters != tmpl.num_parameters:
-                raise RuntimeError(f"transpilation changed the parameter count ({tmpl.num_parameters} -> {isa.num_parameters})")
-            self._isa[tmpl] = isa
-        return self._isa[tmpl]
+        return self._transpiled(tmpl, self.noise_backend)
 
     def reads_probabilities(self, n: int) -> bool:
         """Whether ``n``-qubit problems are read out as probabilities (see ``readout``)."""

@@ -129,7 +129,6 @@ class IBMSampler(DQASampler):
         self.sampler_options = dict(sampler_options or {})
         self.max_qubits = int(backend.num_qubits)
         self._ctx: Any = None
-        self._isa: dict[DQATemplate, Any] = {}
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -141,17 +140,7 @@ class IBMSampler(DQASampler):
     # ------------------------------------------------------------------ compile and submit
     def isa_circuit(self, tmpl: DQATemplate) -> Any:
         """The template transpiled to the backend's ISA (once per template)."""
-        if tmpl not in self._isa:
-            from qiskit.transpiler import generate_preset_pass_manager
-
-            layout = list(self.circuit_options.layout[: tmpl.n]) if self.circuit_options.layout else None
-            pm = generate_preset_pass_manager(optimization_level=self.optimization_level, backend=self.backend,
-                                              initial_layout=layout, seed_transpiler=0)
-            isa = pm.run(tmpl.circuit)
-            if isa.num_parameters != tmpl.num_parameters:
-                raise RuntimeError(f"transpilation changed the parameter count ({tmpl.num_parameters} -> {isa.num_parameters})")
-            self._isa[tmpl] = isa
-        return self._isa[tmpl]
+        return self._transpiled(tmpl, self.backend, self.optimization_level)
 
     def _primitive(self, seed: int) -> Any:
         if self.mode != "job" and self._ctx is None:
