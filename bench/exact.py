@@ -10,8 +10,8 @@ shared machine):
       also as a multiple of a floor measured in the same run: one torch.exp pass over a float32 tensor with as many
       elements as the kernel has (row, configuration) pairs, B * H * sum_{m=1..T} 2^m.
 
-Run:  python bench/exact.py            (about 2 minutes)
-      python bench/exact.py --quick    (smaller repetitions)
+Run:  python -m bench.exact            (about 2 minutes)
+      python -m bench.exact --quick    (smaller repetitions)
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Problems: fields ``h ~ N(0, 1)``; couplings ``J_jk ~ N(0, c**2 / n)`` (Sherringt
 is the effective coupling strength; the SK spin-glass transition is at ``c beta = 1``), and a ferromagnetic family
 ``J_jk = c / n`` (all positive). 32 problems per cell; errors are ``|m_mf - m_exact|`` over all spins and problems.
 
-    python bench/meanfield_error.py --out results/meanfield
+    python -m bench.meanfield_error --out results/meanfield
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        cmd = "python bench/meanfield_error.py " + " ".join(sys.argv[1:] if argv is None else argv)
+        cmd = "python -m bench.meanfield_error " + " ".join(sys.argv[1:] if argv is None else argv)
         (out / "table.md").write_text(f"Mean-field error vs exact enumeration (measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}).\n\n"
                                       f"Command: `{cmd}`\n\n{__doc__.split(chr(10) + chr(10))[1]}\n\n{text}\n")
         (out / "table.csv").write_text(",".join(cols) + "\n" + "\n".join(",".join(str(r[k]) for k in cols) for r in rows) + "\n")

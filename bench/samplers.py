@@ -2,7 +2,7 @@
 
 Run (about 2 minutes on one laptop core; results depend on the machine):
 
-    nice -n 5 python bench/samplers.py --out results/bench/samplers.md
+    nice -n 5 python -m bench.samplers --out results/bench/samplers.md
 
 Structure: :data:`BENCHMARKS` is a list of row functions ``f(args) -> list[dict]``; each returns the rows of one
 table (a ``"table"`` key names it). Each section (below the runner, above the ``__main__`` guard, which stays
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         from pathlib import Path
 
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(header + "Command: `nice -n 5 python bench/samplers.py " + " ".join(sys.argv[1:] if argv is None else argv) + "`\n\n" + text)
+        Path(args.out).write_text(header + "Command: `nice -n 5 python -m bench.samplers " + " ".join(sys.argv[1:] if argv is None else argv) + "`\n\n" + text)
     return 0
 
 
@@ -204,7 +204,7 @@ def _bench_train_step(args: argparse.Namespace, T: int = 12, batch: int = 32, re
     through the simulation); interleaved repetitions, medians."""
     import statistics
 
-    from train_step import make_step  # bench/ is on sys.path when this file runs as a script
+    from bench.train_step import make_step
 
     from hybrid_attention.backends import get_sampler
     from hybrid_attention.bridge import ReadsOnly

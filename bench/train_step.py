@@ -4,8 +4,8 @@ Same model (one layer, one head by default), same batch, same optimiser; for eac
 measured side by side with interleaved repetitions (``softmax, hj, softmax, hj, ...``) so that machine load hits
 both alike, and the table reports medians and the ratio of medians. Target: ``hj`` at T = 12 within 3x of softmax.
 
-    python bench/train_step.py                      # T = 8 12 16, modes softmax hj, 1 thread
-    python bench/train_step.py --modes softmax hj h j --block-sizes 4 8 12 16 --profile 12
+    python -m bench.train_step                      # T = 8 12 16, modes softmax hj, 1 thread
+    python -m bench.train_step --modes softmax hj h j --block-sizes 4 8 12 16 --profile 12
 """
 
 from __future__ import annotations

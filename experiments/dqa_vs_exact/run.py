@@ -15,9 +15,9 @@ variants, also exact marginals (``eval_exact``) in a second evaluation of the fi
 
 Run (from the repository root):
 
-    nice -n 5 python results/dqa_vs_exact/run.py --task brackets --seeds 0 1 --steps 300
-    nice -n 5 python results/dqa_vs_exact/run.py --task shakespeare --seeds 0 1 --steps 300
-    python results/dqa_vs_exact/run.py --table     # collect summary.json into README.md
+    nice -n 5 python experiments/dqa_vs_exact/run.py --task brackets --seeds 0 1 --steps 300
+    nice -n 5 python experiments/dqa_vs_exact/run.py --task shakespeare --seeds 0 1 --steps 300
+    python experiments/dqa_vs_exact/run.py --table     # collect summary.json into README.md
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[2] / "results" / "dqa_vs_exact"  # the outputs live in results/
 VARIANTS = ("exact", "dqa-marginals", "dqa-surrogate", "dqa-shots")
 SAMPLER_OF = {"exact": "exact", "dqa-marginals": "statevector", "dqa-surrogate": "statevector-probs", "dqa-shots": "statevector-reads"}
 DATA = "/work/shared/data/tinyshakespeare.txt"
@@ -190,9 +190,9 @@ weights with exact marginals. Settings: {settings}.
 
 Commands (repository root; each task in its own background process, `--runs` holds the checkpoints, not committed):
 
-    nice -n 5 python results/dqa_vs_exact/run.py --task brackets --seeds 0 1 2 --steps 300
-    nice -n 5 python results/dqa_vs_exact/run.py --task shakespeare --seeds 0 1 2 --steps 300
-    python results/dqa_vs_exact/run.py --table
+    nice -n 5 python experiments/dqa_vs_exact/run.py --task brackets --seeds 0 1 2 --steps 300
+    nice -n 5 python experiments/dqa_vs_exact/run.py --task shakespeare --seeds 0 1 2 --steps 300
+    python experiments/dqa_vs_exact/run.py --table
 
 {table}
 Reading (these runs): trained on the DQA circuit's exact output marginals, the model matches exact training on

@@ -16,7 +16,7 @@ bridge sends during training: query ``i``'s Ising system over keys ``0..i``, cou
 Errors: mean and max |m - m_ref| over visible (query, key) pairs, and the total-variation distance between the attention
 rows ``(1 + m) / 2`` normalised (what the model consumes), mean and max over queries.
 
-    python results/long_sequence/gibbs_accuracy.py --runs results/long_sequence/runs/brackets_hj_T64_gibbs_s0 \\
+    python experiments/long_sequence/gibbs_accuracy.py --runs results/long_sequence/runs/brackets_hj_T64_gibbs_s0 \\
         --configs 128:16:32:1 --out results/long_sequence/gibbs_accuracy.md
 """
 

@@ -2,13 +2,13 @@
 # Long-sequence training (issue 5, part 3): T = 64 attention windows, beyond exact enumeration, 150 steps at batch 32
 # (the ablation's other settings: 1 layer, 1 head, n_embd 64, lr 3e-3; sized to finish in a session on a shared 2-core
 # machine). Regenerate from the repository root:
-#     nice -n 5 bash results/long_sequence/run.sh && python results/long_sequence/summarize.py
+#     nice -n 5 bash experiments/long_sequence/run.sh && python experiments/long_sequence/summarize.py
 # Default (SAMPLER=meanfield): softmax, hj and h, seeds 0 and 1, hj/h trained and evaluated with the mean-field sampler;
 # runs go to results/long_sequence/runs/<task>_<mode>_T64_s<seed>/.
 # SAMPLER=gibbs: hj (MODES to change) trained and evaluated with short-burn-in Gibbs chains (settings below, measured
 # against exact enumeration and a long-chain reference by gibbs_accuracy.py); runs go to
 # results/long_sequence/runs/<task>_<mode>_T64_gibbs_s<seed>/, e.g.
-#     SAMPLER=gibbs TASKS=brackets nice -n 5 bash results/long_sequence/run.sh
+#     SAMPLER=gibbs TASKS=brackets nice -n 5 bash experiments/long_sequence/run.sh
 # Existing runs are resumed (checkpoint) or skipped (finished).
 set -euo pipefail
 OUT=results/long_sequence/runs
