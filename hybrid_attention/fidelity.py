@@ -13,8 +13,11 @@ Sweeps samplers over problem ensembles against exact enumeration, one axis at a 
 * Each axis option takes a comma-separated list; the base value of an axis (held fixed while another axis is
   swept) is the lower median of its list unless ``--base`` says otherwise.
 * Resumable: rerunning with the same ``--out`` skips points already in ``report.json``; ``--out`` is never
-  overwritten silently: a directory holding something else, or a report of a different ensemble, is an error
-  unless ``--overwrite`` is given.
+  overwritten silently: a directory holding something else, or a report with other settings (a different
+  ensemble, :data:`ENSEMBLE_KEYS`, or another base point) is an error naming the differing settings, unless
+  ``--overwrite`` is given. Other samplers or axis values extend the report (its configuration records the union).
+* ``--out`` is locked while the sweep runs (:func:`hybrid_attention.run_files.lock_directory`): a second sweep into
+  it is refused.
 
 Python API: :func:`run_sweep` (:class:`FidelityConfig` -> report dict), :func:`sweep_points`, :func:`load_report`;
 the measurement itself is :func:`hybrid_attention.fidelity_sweep.measure_point`.
@@ -27,14 +30,16 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
-import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .run_files import LOCK_NAME, lock_directory, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +48,8 @@ REPORT_VERSION = 1
 #: configuration keys that define the problem ensemble: a report can only be resumed if these agree
 ENSEMBLE_KEYS = ("ensemble", "checkpoint", "problems", "seed", "scale", "beta", "layer", "head", "calibration")
 AXES = ("n", "shots", "tau", "steps")
+#: configuration keys a resumed report may extend (the recorded configuration keeps the union)
+GRID_KEYS = ("samplers", *AXES)
 
 
 @dataclass
@@ -148,35 +155,52 @@ def load_report(out: str | Path) -> dict[str, Any]:
 
 
 def _save(out: Path, report: dict[str, Any]) -> None:
-    tmp = out / (REPORT + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(report, f, indent=1, sort_keys=False)
-    os.replace(tmp, out / REPORT)
+    write_json(out / REPORT, report)
 
 
 def _open_report(out: Path, cfg: FidelityConfig, overwrite: bool, command: str | None) -> dict[str, Any]:
+    """The report to continue in ``out`` (locked by the caller), or a fresh one; ``ValueError`` naming the settings
+    that differ from a report already there."""
     fresh = {"version": REPORT_VERSION, "config": dataclasses.asdict(cfg), "commands": [command] if command else [], "points": {}}
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a directory")
-    if overwrite or not out.exists():
-        out.mkdir(parents=True, exist_ok=True)
+    (out / (REPORT + ".tmp")).unlink(missing_ok=True)  # left by a kill in an earlier version
+    if overwrite:
         for old in [out / REPORT, *out.glob("fidelity_vs_*.png")]:  # only files this command writes
             old.unlink(missing_ok=True)
         return fresh
     if not (out / REPORT).exists():
-        if any(out.iterdir()):
+        if any(p.name != LOCK_NAME for p in out.iterdir()):
             raise ValueError(f"--out {out} exists, is not empty and holds no {REPORT}; choose another directory or pass --overwrite")
         return fresh
-    old = load_report(out)
-    old_cfg = old.get("config", {})
-    diff = {k: (old_cfg.get(k), getattr(cfg, k)) for k in ENSEMBLE_KEYS if old_cfg.get(k) != getattr(cfg, k)}
-    if old.get("version") != REPORT_VERSION or diff:
-        raise ValueError(f"--out {out} holds a report of a different ensemble (old, new: {diff}); "
-                         "choose another directory or pass --overwrite")
-    old["config"] = {**dataclasses.asdict(cfg), "base": old_cfg.get("base", cfg.base)}
+    try:
+        old = load_report(out)
+    except ValueError as exc:
+        raise ValueError(f"--out {out}: {REPORT} is damaged ({exc}); choose another directory or pass --overwrite") from exc
+    if old.get("version") != REPORT_VERSION:
+        raise ValueError(f"--out {out} holds a report of format version {old.get('version')}, this version writes "
+                         f"{REPORT_VERSION}; choose another directory or pass --overwrite")
+    old_cfg = {**dataclasses.asdict(cfg), **old.get("config", {})}  # keys missing from an old report: as now
+    diff = {k: (old_cfg[k], getattr(cfg, k)) for k in (*ENSEMBLE_KEYS, "base") if old_cfg[k] != getattr(cfg, k)}
+    if diff:
+        what = " and ".join(w for w, keys in (("a different ensemble", ENSEMBLE_KEYS), ("another base point", ("base",)))
+                            if any(k in diff for k in keys))
+        hint = " (pass --base " + ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in old_cfg["base"].items()) \
+            + " to extend it)" if list(diff) == ["base"] else ""
+        raise ValueError(f"--out {out} holds a report of {what}: "
+                         + "; ".join(f"{k}: report {a!r}, now {b!r}" for k, (a, b) in diff.items())
+                         + f"{hint}; rerun with the report's settings, choose another directory or pass --overwrite")
+    union = {k: _union(old_cfg[k], getattr(cfg, k), ordered=k == "samplers") for k in GRID_KEYS}
+    added = {k: [v for v in getattr(cfg, k) if v not in old_cfg[k]] for k in GRID_KEYS}
+    if any(added.values()):
+        logger.info("extending the report in %s with %s", out, {k: v for k, v in added.items() if v})
+    old["config"] = {**dataclasses.asdict(cfg), **union}
     if command and command not in old.setdefault("commands", []):
         old["commands"].append(command)
     return old
+
+
+def _union(old: list, new: list, *, ordered: bool) -> list:
+    merged = list(dict.fromkeys([*old, *new]))
+    return merged if ordered else sorted(merged)
 
 
 # ---------------------------------------------------------------------- the sweep
@@ -204,13 +228,30 @@ def run_sweep(cfg: FidelityConfig, out: str | Path, *, overwrite: bool = False, 
 
     Returns:
         The report dict (also in ``out/report.json``).
+
+    Raises:
+        ValueError: ``out`` holds something else, or a report with other settings (see :func:`_open_report`).
+        hybrid_attention.run_files.DirectoryLocked: another process is writing to ``out``.
     """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} exists and is not a directory")
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        with lock_directory(out):
+            return _sweep(cfg, out, _open_report(out, cfg, overwrite, command), plots=plots, progress=progress)
+    finally:
+        if created:  # refused before writing anything: leave no directory behind
+            with contextlib.suppress(OSError):
+                out.rmdir()
+
+
+def _sweep(cfg: FidelityConfig, out: Path, report: dict[str, Any], *, plots: bool, progress: bool) -> dict[str, Any]:
     from tqdm.auto import tqdm
 
     from .fidelity_sweep import UnreachableTemperature, measure_point
 
-    out = Path(out)
-    report = _open_report(out, cfg, overwrite, command)
     todo = [p for p in sweep_points(cfg) if p.key not in report["points"]]
     logger.info("fidelity: %d points to measure, %d already in %s", len(todo), len(report["points"]), out)
     cache: dict = {}
@@ -274,26 +315,26 @@ def command_line(cfg: FidelityConfig, out: str | Path) -> str:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samplers", default=None, help="comma-separated samplers (default: every available one of "
                    "exact,statevector,aer,aer-noisy,pennylane,gibbs,anneal,meanfield)")
-    p.add_argument("--n", type=_ints, default=[3, 4, 5], help="problem sizes (default 3,4,5)")
-    p.add_argument("--shots", type=_ints, default=[256, 1024, 4096], help="shots / reads (default 256,1024,4096)")
-    p.add_argument("--tau", type=_floats, default=[0.5, 1.0, 2.0], help="DQA anneal times (default 0.5,1,2)")
-    p.add_argument("--steps", type=_ints, default=[10, 40], help="Trotter steps (default 10,40)")
+    p.add_argument("--n", type=_ints, default=[3, 4, 5], help="problem sizes (default: 3,4,5)")
+    p.add_argument("--shots", type=_ints, default=[256, 1024, 4096], help="shots / reads (default: 256,1024,4096)")
+    p.add_argument("--tau", type=_floats, default=[0.5, 1.0, 2.0], help="DQA anneal times (default: 0.5,1,2)")
+    p.add_argument("--steps", type=_ints, default=[10, 40], help="Trotter steps (default: 10,40)")
     p.add_argument("--base", type=_base, default={}, help="base point, e.g. n=4,shots=1024,tau=1,steps=40 "
-                   "(default: lower median of each list)")
-    p.add_argument("--problems", type=int, default=8, help="problems in the ensemble (default 8)")
+                   "(default: the lower median of each list)")
+    p.add_argument("--problems", type=int, default=8, help="problems in the ensemble")
     p.add_argument("--ensemble", choices=("random", "model"), default="random")
     p.add_argument("--checkpoint", default=None, help="trained model directory (hybrid-attention train --out) for --ensemble model")
     p.add_argument("--layer", type=int, default=0)
     p.add_argument("--head", type=int, default=0)
-    p.add_argument("--scale", type=float, default=1.0, help="std of random h and J (default 1)")
-    p.add_argument("--beta", type=float, default=1.0, help="target inverse temperature (default 1)")
+    p.add_argument("--scale", type=float, default=1.0, help="std of random h and J")
+    p.add_argument("--beta", type=float, default=1.0, help="target inverse temperature")
     p.add_argument("--calibration", choices=("none", "leading", "compensated", "fitted"), default="none",
                    help="DQA schedules: none = the SPEC program (Gamma = lambda = 1); leading = energy scale set so the "
                    "leading-order output temperature equals the problems' beta; compensated = also fields doubled so "
                    "beta_J = beta_h; fitted = compensated, then the energy scale bisected on the fitted temperature "
                    "of an independent random ensemble")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True, help="report directory (resumed if it holds a report of the same ensemble)")
+    p.add_argument("--out", required=True, help="report directory (resumed if it holds a report with the same ensemble and base point)")
     p.add_argument("--overwrite", action="store_true", help="start a fresh report even if --out holds one")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--no-progress", action="store_true")

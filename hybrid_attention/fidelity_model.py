@@ -26,8 +26,11 @@ def load_model(checkpoint: str | Path) -> tuple[Any, Any]:
 
     Raises:
         FileNotFoundError: no ``checkpoint.pt`` there.
+        ValueError: the checkpoint is truncated, corrupt, holds objects other than tensors and plain containers
+            (it is loaded with ``weights_only=True``), or does not fit the model its configuration describes.
     """
     from .model import Transformer
+    from .run_files import load_checkpoint
     from .train import TrainConfig
 
     path = Path(checkpoint)
@@ -35,14 +38,18 @@ def load_model(checkpoint: str | Path) -> tuple[Any, Any]:
         path = path / "checkpoint.pt"
     if not path.exists():
         raise FileNotFoundError(f"no checkpoint at {path} (expected a directory written by hybrid-attention train --out)")
-    blob = torch.load(path, map_location="cpu", weights_only=False)
+    blob = load_checkpoint(path)
     known = set(TrainConfig.__dataclass_fields__)
-    cfg = TrainConfig(**{k: v for k, v in blob["config"].items() if k in known})
-    vocab = blob["model"]["wte.weight"].shape[0]
-    mcfg = cfg.model_config(vocab)
-    mcfg.exact = True  # the fidelity study compares samplers against the exact layer
-    model = Transformer(mcfg)
-    model.load_state_dict(blob["model"])
+    try:
+        cfg = TrainConfig(**{k: v for k, v in blob["config"].items() if k in known})
+        vocab = blob["model"]["wte.weight"].shape[0]
+        mcfg = cfg.model_config(vocab)
+        mcfg.exact = True  # the fidelity study compares samplers against the exact layer
+        model = Transformer(mcfg)
+        model.load_state_dict(blob["model"])
+    except (KeyError, TypeError, AttributeError, RuntimeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"checkpoint {str(path)!r} does not describe a model this version can rebuild ({first})") from exc
     model.eval()
     return model, cfg
 

@@ -249,3 +249,25 @@ def test_fitted_calibration_reaches_a_hot_target_temperature():
 
     with pytest.raises(UnreachableTemperature, match="cannot reach"):
         measure_point(SweepPoint("statevector", 4, None, 0.5, 40), probs, calibration="fitted")
+
+
+def test_other_settings_are_refused_naming_them(tmp_path, capsys):
+    out = tmp_path / "rep"
+    assert _run(TINY + ["--no-plots"], out) == 0
+    first = (out / "report.json").read_text()
+    capsys.readouterr()
+    # another base point would put the new sweep lines around a different point than the report's
+    assert _run(TINY + ["--no-plots", "--base", "shots=256"], out) == 2
+    err = capsys.readouterr().err
+    assert "base: report {'n': 2, 'shots': 64, 'tau': 1.0, 'steps': 10}, now {'n': 2, 'shots': 256" in err
+    assert "--base n=2,shots=64,tau=1,steps=10" in err  # how to extend it instead
+    assert _run(TINY + ["--no-plots", "--calibration", "leading", "--problems", "4"], out) == 2
+    err = capsys.readouterr().err
+    assert "problems: report 3, now 4" in err and "calibration: report 'none', now 'leading'" in err
+    assert (out / "report.json").read_text() == first
+    # the same command resumes; other axis values extend the report, whose configuration keeps the union
+    assert _run(TINY + ["--no-plots"], out) == 0
+    assert _run(["fidelity", "--samplers", "exact", "--n", "2", "--shots", "64", "--problems", "3", "--no-progress", "--no-plots",
+                 "--base", "n=2,shots=64,tau=1,steps=10"], out) == 0
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["config"]["n"] == [2, 3] and rep["config"]["shots"] == [64, 256] and len(rep["points"]) == 3
