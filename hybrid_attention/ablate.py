@@ -14,7 +14,10 @@ continue from their checkpoint. It then writes
   key distance ``|j - k|`` (and over heads, layers and seeds), per T;
 * ``DIR/ablation.json``: the settings (a later call with different settings into the same DIR is refused).
 
-``--report-only`` rebuilds the tables and plots from the runs present.
+``--report-only`` rebuilds the tables and plots from the runs present. ``DIR`` is locked while the command runs
+(:func:`hybrid_attention.run_files.lock_directory`; so is each run directory, by :func:`hybrid_attention.train.train`):
+a second ``ablate`` on the same ``DIR`` is refused. A run that diverges is recorded as such in its
+``metrics.json``, skipped by later calls and reported; the other runs go on.
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from .attention import MODES
-from .train import TASKS, TrainConfig, train
+from .run_files import LOCK_NAME, lock_directory, remove_stale_temporaries, write_json
+from .train import TASKS, TrainConfig, TrainingDiverged, train
 
-__all__ = ["add_arguments", "run", "ablate", "summarise", "coupling_profile"]
+__all__ = ["add_arguments", "run", "ablate", "report", "diverged_runs", "summarise", "coupling_profile"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,11 +59,33 @@ def _finished(d: Path) -> bool:
     return p.is_file() and bool(_load_json(p).get("finished"))
 
 
+def _diverged(d: Path) -> dict[str, Any] | None:
+    p = d / "metrics.json"
+    return _load_json(p).get("diverged") if p.is_file() else None
+
+
+def _prepare_run(cfg: TrainConfig) -> TrainConfig:
+    """Resume a run that has a checkpoint; start one that has none. A directory left by a run killed before its
+    first checkpoint holds only its ``config.json`` (nothing computed): that is cleared so the run starts afresh."""
+    d = Path(cfg.out)
+    if (d / "checkpoint.pt").is_file():
+        return dataclasses.replace(cfg, resume=True)
+    if d.is_dir() and {p.name for p in d.iterdir()} <= {"config.json", LOCK_NAME}:
+        with lock_directory(d):
+            remove_stale_temporaries(d)
+            (d / "config.json").unlink(missing_ok=True)
+    return dataclasses.replace(cfg, resume=False)
+
+
 def ablate(base: TrainConfig, out: str | Path, modes: list[str], block_sizes: list[int], seeds: list[int], *,
            progress: bool = True) -> list[dict[str, Any]]:
     """Run (or resume) every missing run of the grid, then tabulate and plot. Returns the per-run rows.
 
-    All configurations are validated before the first run starts.
+    All configurations are validated before the first run starts. Runs that diverge
+    (:class:`hybrid_attention.train.TrainingDiverged`) are left out of the tables and listed by :func:`diverged_runs`.
+
+    Raises:
+        hybrid_attention.run_files.DirectoryLocked: another process is working in ``out``.
     """
     out = Path(out)
     configs = []
@@ -70,30 +96,47 @@ def ablate(base: TrainConfig, out: str | Path, modes: list[str], block_sizes: li
                                           resume=True, progress=False)
                 cfg.validate()
                 configs.append(cfg)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {str(out)!r} exists and is not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    with lock_directory(out):
+        _write_marker(out, base, modes, block_sizes, seeds)
+        from tqdm.auto import tqdm
+
+        todo = [c for c in configs if not _finished(Path(c.out)) and not _diverged(Path(c.out))]
+        logger.info("ablation: %d runs, %d already finished or diverged", len(configs), len(configs) - len(todo))
+        bar = tqdm(todo, desc=f"ablate {base.task}{'' if base.ffn else ' no-ffn'}", disable=not progress, dynamic_ncols=True)
+        for cfg in bar:
+            bar.set_postfix(run=Path(cfg.out).name, refresh=True)
+            try:
+                m = train(_prepare_run(cfg))
+            except TrainingDiverged as exc:
+                logger.warning("%s", exc)
+                continue
+            logger.info("%s: %s", cfg.out, {k: v for k, v in m.items() if k.startswith("val_")})
+        return report(out, base.task)
+
+
+def _write_marker(out: Path, base: TrainConfig, modes: list[str], block_sizes: list[int], seeds: list[int]) -> None:
+    """Refuse other settings than those of the ablation in ``out``; record the settings and the union of the grids."""
     settings = {k: getattr(base, k) for k in _SETTINGS}
     marker = out / "ablation.json"
-    if marker.is_file():
-        old = _load_json(marker)["settings"]
-        diff = {k: (old.get(k), v) for k, v in settings.items() if old.get(k) != v}
+    old = _load_json(marker) if marker.is_file() else {}
+    if old:
+        diff = {k: (old["settings"].get(k), v) for k, v in settings.items() if old["settings"].get(k) != v}
         if diff:
             raise ValueError(f"{str(out)!r} holds an ablation with other settings: "
                              + ", ".join(f"{k}: existing {a!r}, now {b!r}" for k, (a, b) in diff.items())
                              + "; choose another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    grid = {"modes": sorted(set(modes) | set(_load_json(marker).get("modes", []) if marker.is_file() else [])),
-            "block_sizes": sorted(set(block_sizes) | set(_load_json(marker).get("block_sizes", []) if marker.is_file() else [])),
-            "seeds": sorted(set(seeds) | set(_load_json(marker).get("seeds", []) if marker.is_file() else []))}
-    (marker).write_text(json.dumps({"settings": settings, **grid}, indent=1))
-    from tqdm.auto import tqdm
+    grid = {"modes": sorted(set(modes) | set(old.get("modes", []))),
+            "block_sizes": sorted(set(block_sizes) | set(old.get("block_sizes", []))),
+            "seeds": sorted(set(seeds) | set(old.get("seeds", [])))}
+    write_json(marker, {"settings": settings, **grid})
 
-    todo = [c for c in configs if not _finished(Path(c.out))]
-    logger.info("ablation: %d runs, %d already finished", len(configs), len(configs) - len(todo))
-    bar = tqdm(todo, desc=f"ablate {base.task}{'' if base.ffn else ' no-ffn'}", disable=not progress, dynamic_ncols=True)
-    for cfg in bar:
-        bar.set_postfix(run=Path(cfg.out).name, refresh=True)
-        m = train(cfg)
-        logger.info("%s: %s", cfg.out, {k: v for k, v in m.items() if k.startswith("val_")})
-    return report(out, base.task)
+
+def diverged_runs(out: str | Path) -> dict[str, dict[str, Any]]:
+    """``{run directory name: its metrics.json 'diverged' record}`` for the runs of ``out`` that diverged."""
+    return {d.name: r for d in sorted((Path(out) / "runs").glob("*_T*_s*")) if (r := _diverged(d))}
 
 
 def _collect(out: Path) -> list[dict[str, Any]]:
@@ -281,7 +324,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = TrainConfig()
     a = parser.add_argument
     a("--task", choices=TASKS, default=d.task)
-    a("--modes", nargs="+", choices=MODES, default=list(MODES), help="attention modes (default all four)")
+    a("--modes", nargs="+", choices=MODES, default=list(MODES), help="attention modes")
     a("--block-sizes", type=int, nargs="+", default=[4, 8, 12, 16], metavar="T")
     a("--seeds", type=int, nargs="+", default=[0, 1, 2], metavar="S")
     a("--steps", type=int, default=d.steps)
@@ -308,7 +351,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if args.report_only:
-        report(out, args.task)
+        if not out.is_dir():
+            raise FileNotFoundError(f"--report-only: no ablation directory {str(out)!r}")
+        with lock_directory(out):
+            report(out, args.task)
     else:
         names = {f.name for f in dataclasses.fields(TrainConfig)}
         base = TrainConfig(**{k: v for k, v in vars(args).items() if k in names and k not in ("out", "progress")}, out=str(out))
@@ -317,4 +363,8 @@ def run(args: argparse.Namespace) -> int:
     md = out / "summary.md"
     print(md.read_text())
     print(f"tables and plots in {out}", file=sys.stderr)
-    return 0
+    bad = diverged_runs(out)
+    for name, r in bad.items():
+        print(f"hybrid-attention ablate: warning: run {str(out / 'runs' / name)!r} diverged at step {r['step']} ({r['reason']}); "
+              "it is left out of the tables", file=sys.stderr)
+    return 1 if bad else 0

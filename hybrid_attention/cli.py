@@ -1,5 +1,11 @@
 """The ``hybrid-attention`` command. Each subcommand lives in its own module exposing
-``add_arguments(parser)`` and ``run(args) -> int``; modules are imported only when their subcommand runs."""
+``add_arguments(parser)`` and ``run(args) -> int``; modules are imported only when their subcommand runs.
+
+Failures end with one line ``hybrid-attention COMMAND: error: ...`` on stderr (``-vv`` also prints the traceback):
+exit code 2 when the command was refused before doing anything (bad values, settings that conflict with an
+existing run, a missing or damaged input file, a run directory in use by another process), 1 when it failed while
+running (a diverging run, an I/O error such as a read-only or full disk, a failed IBM job), 130 on Ctrl-C.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,8 @@ import argparse
 import importlib
 import logging
 import sys
+
+from . import __version__
 
 # subcommand -> (module, one-line help)
 COMMANDS = {
@@ -17,12 +25,27 @@ COMMANDS = {
 }
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends ``(default: X)`` to the help of every option taking a value, except where the help already says it
+    or there is no default to show (``None`` or suppressed)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        help_ = action.help or ""
+        return help_ if "(default" in help_ or not _shows_default(action) else f"{help_} (default: %(default)s)".lstrip()
+
+
+def _shows_default(action: argparse.Action) -> bool:
+    """Options taking a value, with a default to show (a flag's ``True``/``False`` says nothing useful)."""
+    return action.nargs != 0 and action.default is not None and action.default is not argparse.SUPPRESS
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hybrid-attention", description="Boltzmann attention with learnable Ising couplings.")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug)")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug and tracebacks)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_, description=help_)
+        p = sub.add_parser(name, help=help_, description=help_, formatter_class=HelpFormatter)
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:
@@ -31,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.set_defaults(_missing=module)
             continue
         mod.add_arguments(p)
+        for action in p._actions:  # argparse prints nothing, not even the default, for an option without help text
+            if action.help is None and action.option_strings and _shows_default(action):
+                action.help = "(default: %(default)s)"
         p.set_defaults(_run=mod.run)
     return parser
 
@@ -48,13 +74,43 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args._run(args) or 0)
-    except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
-        print(f"hybrid-attention {args.command}: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        code = exit_code(exc)
+        if code is None or args.verbose >= 2:
+            raise
+        print(f"hybrid-attention {args.command}: error: {message(exc)}", file=sys.stderr)
+        return code
 
+
+def exit_code(exc: BaseException) -> int | None:
+    """2 for refused input, 1 for a failure while running, ``None`` for anything else (a bug: keep the traceback)."""
+    from .run_files import DirectoryLocked
+    from .train import TrainingDiverged
+
+    if isinstance(exc, (ValueError, TypeError, FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
+                        ImportError, DirectoryLocked)):
+        return 2
+    if isinstance(exc, (TrainingDiverged, OSError)) or _is_ibm_error(exc):
+        return 1
+    return None
+
+
+def _is_ibm_error(exc: BaseException) -> bool:
+    """qiskit-ibm-runtime's errors (accounts, API, jobs) and the IBM sampler's job errors, matched by module so that
+    nothing is imported here."""
+    return any(c.__module__.startswith(("qiskit_ibm_runtime", "hybrid_attention.backends.ibm")) for c in type(exc).__mro__)
+
+
+def message(exc: BaseException) -> str:
+    """One line: OS errors as ``PATH: reason`` (their ``str`` is ``[Errno 13] Permission denied: 'PATH'``)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        text = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    else:
+        text = str(exc) or type(exc).__name__
+    return " ".join(text.split())
 
 if __name__ == "__main__":
     sys.exit(main())

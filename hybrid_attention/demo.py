@@ -10,7 +10,7 @@
    :func:`hybrid_attention.fidelity.run_sweep` over the available samplers, with its table and plots.
 
 Everything goes to ``--out`` (default: a new ``hybrid-attention-demo-<timestamp>``; an existing non-empty directory
-is refused).
+is refused, and so is a directory another demo is writing to).
 ``--quick`` shrinks every stage to seconds (the test suite uses it).
 """
 
@@ -24,6 +24,7 @@ import torch
 
 from . import exact
 from .ising import IsingProblem
+from .run_files import is_empty, lock_directory
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,11 +32,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="output directory (must not exist or be empty; default: a new ./hybrid-attention-demo-<timestamp>, "
                         "so running the demo again never touches an earlier run)")
     p.add_argument("--quick", action="store_true", help="tiny settings (seconds instead of minutes), for tests")
-    p.add_argument("--steps", type=int, default=None, help="training steps per model (default 150; --quick: 6)")
-    p.add_argument("--block-size", type=int, default=None, help="bracket string length T (even; default 8; --quick: 4)")
-    p.add_argument("--shots", type=int, default=128, help="DQA measurements per attention row while training (default 128)")
-    p.add_argument("--tau", type=float, default=1.0, help="DQA anneal time of the sampler-trained model (default 1)")
-    p.add_argument("--trotter-steps", type=int, default=10, help="Trotter steps of that anneal (default 10)")
+    p.add_argument("--steps", type=int, default=None, help="training steps per model (default: 150; --quick: 6)")
+    p.add_argument("--block-size", type=int, default=None, help="bracket string length T, even (default: 8; --quick: 4)")
+    p.add_argument("--shots", type=int, default=128, help="DQA measurements per attention row while training")
+    p.add_argument("--tau", type=float, default=1.0, help="DQA anneal time of the sampler-trained model")
+    p.add_argument("--trotter-steps", type=int, default=10, help="Trotter steps of that anneal")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--skip-training", action="store_true", help="only the exact-engine checks")
 
@@ -150,11 +151,14 @@ def run(args: argparse.Namespace) -> int:
     if args.skip_training:
         return 0
     out.mkdir(parents=True, exist_ok=True)
-    print(f"\n2. softmax vs Boltzmann attention on bracket matching (runs in {out})\n")
-    rows = train_models(out, T=T, steps=steps, shots=args.shots, tau=args.tau, trotter_steps=args.trotter_steps,
-                        seed=args.seed, quick=args.quick)
-    print_table(rows, T, steps, args.shots, args.tau, args.trotter_steps)
-    print("\n3. sampler fidelity on the Ising problems of the trained hj layer (against exact enumeration)\n")
-    fidelity_on_model(out, rows[1]["dir"], T=T, seed=args.seed, quick=args.quick)
+    with lock_directory(out):  # a second demo into the same directory is refused, not interleaved
+        if not is_empty(out):
+            raise ValueError(f"--out {out} exists and is not empty; choose another directory (nothing is overwritten)")
+        print(f"\n2. softmax vs Boltzmann attention on bracket matching (runs in {out})\n")
+        rows = train_models(out, T=T, steps=steps, shots=args.shots, tau=args.tau, trotter_steps=args.trotter_steps,
+                            seed=args.seed, quick=args.quick)
+        print_table(rows, T, steps, args.shots, args.tau, args.trotter_steps)
+        print("\n3. sampler fidelity on the Ising problems of the trained hj layer (against exact enumeration)\n")
+        fidelity_on_model(out, rows[1]["dir"], T=T, seed=args.seed, quick=args.quick)
     print(f"\ndone in {time.perf_counter() - t_start:.0f} s; everything is in {out}")
     return 0

@@ -216,7 +216,7 @@ def test_sampler_options_reach_the_sampler_and_the_config(tmp_path, monkeypatch)
     assert cli.main([*GIBBS, *opts, "--out", str(out)]) == 0
     assert seen and set(seen) == {(3, 5, 2, 3, 2)}
     assert read(out, "config.json")["run"]["sampler_options"] == {"burn_in": 3, "num_chains": 2, "thinning": 5}
-    # a resume must repeat the options: the same ones continue, other ones are refused with both values named
+    # a resume with the same options continues; other ones are refused with both values named (next test)
     assert cli.main([*GIBBS, *opts, "--steps", "3", "--out", str(out), "--resume"]) == 0
     assert read(out, "metrics.json")["step"] == 3
 
