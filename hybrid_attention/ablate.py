@@ -300,7 +300,8 @@ def _plot(out: Path, summ: list[dict[str, Any]], prof: dict, task: str, label: s
     ax2.set_xlabel("block size T")
     ax2.set_ylabel("rel. difference to softmax (%)" if task == "shakespeare" else "difference to softmax (points)")
     ax2.set_title("paired by seed, mean ± std" + (" (below 0: better)" if task == "shakespeare" else " (above 0: better)"), fontsize=10)
-    ax2.legend()
+    if ax2.get_legend_handles_labels()[0]:  # no hj/h runs: nothing to label
+        ax2.legend()
     fig.tight_layout()
     fig.savefig(out / "metric_vs_T.png", dpi=120)
     plt.close(fig)

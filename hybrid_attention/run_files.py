@@ -192,13 +192,21 @@ def load_checkpoint(path: str | os.PathLike, *, required: tuple[str, ...] = ("mo
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises RuntimeError, UnpicklingError, EOFError, ... depending on the damage
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValueError(f"cannot load checkpoint {str(path)!r}: it is truncated, corrupt or not a hybrid-attention "
-                         f"checkpoint ({first})") from exc
+        raise ValueError(f"cannot load checkpoint {str(path)!r}: it is truncated, corrupt, or holds objects other than "
+                         f"tensors and plain containers, which are not loaded for safety ({_load_error(exc)})") from exc
     missing = [k for k in required if not isinstance(blob, dict) or k not in blob]
     if missing:
         raise ValueError(f"checkpoint {str(path)!r} is not a hybrid-attention checkpoint (missing {missing})")
     return blob
+
+
+def _load_error(exc: BaseException) -> str:
+    """The reason in one of torch.load's multi-line messages (which suggest ``weights_only=False``: not for us)."""
+    text = str(exc)
+    if "WeightsUnpickler error:" in text:
+        text = text.split("WeightsUnpickler error:", 1)[1]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[0].split(". ")[0].rstrip(".") if lines else type(exc).__name__
 
 
 def sha256_file(path: str | os.PathLike) -> str:

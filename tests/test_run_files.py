@@ -180,6 +180,27 @@ def test_diverging_run_stops_and_keeps_the_last_good_checkpoint(tmp_path, capsys
     assert all(torch.isfinite(torch.tensor(m["train_loss"])))
 
 
+def test_ablate_reports_a_diverged_run_and_does_not_rerun_it(tmp_path, monkeypatch, capsys):
+    import dataclasses
+
+    import hybrid_attention.ablate as ab
+
+    real, calls = ab.train, []
+
+    def hj_diverges(cfg):  # the same grid, but the hj runs with a learning rate that blows up
+        calls.append(cfg.attention)
+        return real(dataclasses.replace(cfg, lr=1e6) if cfg.attention == "hj" else cfg)
+
+    monkeypatch.setattr(ab, "train", hj_diverges)
+    args = ["ablate", "--task", "brackets", "--modes", "softmax", "hj", "--block-sizes", "4", "--seeds", "0", "--steps", "30",
+            "--eval-interval", "1", "--out", str(tmp_path / "abl"), *TINY]
+    assert cli.main(args) == 1
+    cap = capsys.readouterr()
+    assert "| 4 | softmax |" in cap.out and "| 4 | hj |" not in cap.out
+    assert "hj_T4_s0" in cap.err and "diverged at step" in cap.err
+    assert cli.main(args) == 1 and calls == ["softmax", "hj"]  # nothing re-run
+
+
 # ---------------------------------------------------------------------- 6. one-line errors
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "empty"])
 def test_damaged_checkpoint_is_a_one_line_error(tmp_path, capsys, damage):
