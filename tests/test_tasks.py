@@ -174,3 +174,22 @@ def test_download_with_the_real_opener_from_a_file_url(no_env):
 
 def test_default_cache_dir(no_env):
     assert sh.default_cache_dir() == no_env / "xdg" / "hybrid-attention"
+
+
+# ---------------------------------------------------------------------- issue #10: large vocabularies
+@pytest.mark.parametrize("vocab", [200, 300, 40_000, 70_000])
+def test_char_dataset_ids_do_not_overflow(vocab):
+    """Vocabularies over 32,767 characters overflowed the int16 ids of the fast encoder (negative ids)."""
+    chars = [chr(0x10000 + i) for i in range(vocab)]
+    text = "".join(chars) * max(1, 20_000 // vocab + 1)
+    ds = sh.CharDataset(text)
+    assert ds.vocab_size == vocab
+    data = torch.cat([ds.splits["train"], ds.splits["val"]])
+    assert data.dtype == torch.int64 and int(data.min()) == 0 and int(data.max()) == vocab - 1
+    assert data[:vocab].tolist() == list(range(vocab))
+    assert ds.decode(data[-50:]) == text[-50:]
+
+
+def test_index_dtype_is_the_smallest_safe_one():
+    assert [np.dtype(sh._index_dtype(v)).name for v in (1, 256, 257, 32_768, 32_769, 2**31, 2**31 + 1)] == \
+        ["uint8", "uint8", "int16", "int16", "int32", "int32", "int64"]

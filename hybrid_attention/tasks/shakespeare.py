@@ -139,8 +139,11 @@ class CharDataset:
             raise ValueError(f"train_fraction must be in (0, 1), got {train_fraction}")
         self.chars = sorted(set(text))
         self.stoi = {c: i for i, c in enumerate(self.chars)}
-        data = torch.tensor([self.stoi[c] for c in text], dtype=torch.int64) if len(text) < 10_000 else \
-            torch.frombuffer(bytearray(_encode_fast(text, self.stoi)), dtype=torch.int16).to(torch.int64)
+        if len(text) < 10_000:
+            data = torch.tensor([self.stoi[c] for c in text], dtype=torch.int64)
+        else:
+            codes = _encode_fast(text, self.stoi)
+            data = torch.from_numpy(codes).to(torch.int64)
         n = int(train_fraction * len(data))
         self.splits = {"train": data[:n], "val": data[n:]}
 
@@ -168,14 +171,26 @@ class CharDataset:
         return x, y
 
 
-def _encode_fast(text: str, stoi: dict[str, int]) -> bytes:
+def _index_dtype(vocab_size: int) -> Any:
+    """The smallest numpy integer dtype that holds ids ``0 .. vocab_size - 1`` (int16 overflows above 32,767)."""
     import numpy as np
 
-    table = np.zeros(max(map(ord, stoi)) + 1, dtype=np.int16)
+    for dt in (np.uint8, np.int16, np.int32):
+        if vocab_size - 1 <= np.iinfo(dt).max:
+            return dt
+    return np.int64
+
+
+def _encode_fast(text: str, stoi: dict[str, int]) -> Any:
+    """Ids of every character of ``text`` as a numpy array of the smallest safe dtype for ``len(stoi)``."""
+    import numpy as np
+
+    dt = _index_dtype(len(stoi))
+    table = np.zeros(max(map(ord, stoi)) + 1, dtype=dt)
     for c, i in stoi.items():
         table[ord(c)] = i
     codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
-    return table[codes].astype(np.int16).tobytes()
+    return table[codes]
 
 
 def load_shakespeare(path: str | os.PathLike | None = None, **kw: Any) -> CharDataset:
