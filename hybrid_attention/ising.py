@@ -38,6 +38,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from .checks import check_beta
+
 __all__ = ["IsingProblem", "spins_to_bits", "bits_to_spins", "spins_to_index", "index_to_spins"]
 
 logger = logging.getLogger(__name__)
@@ -75,7 +77,8 @@ class IsingProblem:
         J: couplings, shape ``(n, n)`` (shared across the batch) or ``(*batch, n, n)``; symmetric with a zero
             diagonal (use :meth:`from_couplings` to build one from an upper-triangular or unsymmetrised
             matrix). ``None`` means no couplings.
-        beta: inverse temperature, a positive number or a tensor broadcastable to ``batch`` (default 1).
+        beta: inverse temperature, a positive number or a tensor broadcastable to ``batch`` (default 1); it must be
+            finite and positive in the dtype of ``h`` (``beta=1e40`` is refused for float32 fields).
         mask: optional boolean ``(*batch, n)``; ``False`` drops a spin from its problem (not pinned).
 
     Raises:
@@ -110,7 +113,7 @@ class IsingProblem:
         _check_symmetric(J)
         self.h = h
         self.J = J
-        self.beta = _check_beta(beta, h)
+        self.beta = check_beta(beta, h.dtype, h.shape[:-1])  # checked in h's dtype: 1e40 is inf in float32
         self.mask = _check_mask(mask, h)
 
     # ------------------------------------------------------------------ construction helpers
@@ -331,23 +334,6 @@ def _check_symmetric(J: torch.Tensor) -> None:
             f"J must be symmetric, got max |J - J^T| = {err:.3g}; use IsingProblem.from_couplings(h, J, "
             "symmetrize='upper') for an upper-triangular J or symmetrize='average' for (J + J^T)/2"
         )
-
-
-def _check_beta(beta: Any, h: torch.Tensor) -> Any:
-    if isinstance(beta, bool) or not isinstance(beta, (int, float, torch.Tensor, np.floating, np.integer)):
-        raise TypeError(f"beta must be a positive number or tensor, got {type(beta).__name__}")
-    if isinstance(beta, torch.Tensor):
-        if not torch.isfinite(beta).all() or (beta <= 0).any():
-            raise ValueError(f"beta must be finite and > 0, got {beta.detach().cpu().numpy()}")
-        try:
-            torch.broadcast_shapes(beta.shape, h.shape[:-1])
-        except RuntimeError:
-            raise ValueError(f"beta of shape {tuple(beta.shape)} does not broadcast to batch shape {tuple(h.shape[:-1])}") from None
-        return beta
-    beta = float(beta)
-    if not np.isfinite(beta) or beta <= 0:
-        raise ValueError(f"beta must be finite and > 0, got {beta}")
-    return beta
 
 
 def _check_mask(mask: Any, h: torch.Tensor) -> torch.Tensor | None:

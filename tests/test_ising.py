@@ -117,3 +117,24 @@ def test_one_element_tensor_beta_survives_flatten_and_indexing():
     assert torch.equal(p.flatten().beta_tensor(), torch.tensor([0.5]))
     q = IsingProblem(torch.zeros(4, 3), beta=torch.tensor([0.5]))
     assert torch.equal(q[1:3].beta_tensor(), torch.tensor([0.5, 0.5]))
+
+
+# ---------------------------------------------------------------------- issue #10: beta checked in the problem's dtype
+@pytest.mark.parametrize("beta", [1e40, 1e-50, torch.tensor(1e40, dtype=torch.float64), torch.tensor([1.0, 1e300], dtype=torch.float64)])
+def test_beta_must_be_finite_and_positive_in_the_problem_dtype(beta):
+    """float32 IsingProblem(beta=1e40) used to pass validation and return NaN (1e40 is inf in float32)."""
+    with pytest.raises(ValueError, match="beta must be finite and > 0"):
+        IsingProblem(torch.zeros(2, 2, dtype=torch.float32), beta=beta)
+    IsingProblem(torch.zeros(2, 2, dtype=torch.float64), beta=beta)  # fine in float64
+
+
+@pytest.mark.parametrize("beta", [np.float32(2.0), np.int64(2), np.array(2.0), 2])
+def test_beta_accepts_real_scalars(beta):
+    p = IsingProblem(torch.zeros(2), beta=beta)
+    assert p.beta == 2.0 and isinstance(p.beta, float)
+
+
+@pytest.mark.parametrize("beta", [True, np.bool_(True), 1 + 2j, torch.tensor(True), torch.tensor(1 + 1j)])
+def test_beta_rejects_non_real_types(beta):
+    with pytest.raises(TypeError, match="beta must be"):
+        IsingProblem(torch.zeros(2), beta=beta)
