@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import checks
 from .ising import IsingProblem
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "causal_marginals",
     "shared_marginals",
     "check_size",
+    "bidirectional_marginals",
     "causal_marginals_loop",
 ]
 
@@ -82,9 +84,10 @@ def enumerate_states(n: int, *, dtype: torch.dtype = torch.float32, device: Any 
 
     Cached per ``(n, dtype, device)`` (do not modify the returned tensor).
     """
-    key = (int(n), dtype, str(device))
+    key = (n, dtype, str(device))
     S = _STATES.get(key)
     if S is None:
+        n = checks.check_positive_int(n, "n", minimum=0)  # on a cache miss only: this is called in the hot loops
         c = torch.arange(1 << n, device=device)
         bits = (c[:, None] >> torch.arange(n, device=device)) & 1
         S = (1 - 2 * bits).to(dtype)
@@ -218,6 +221,10 @@ def _run(problem: IsingProblem, want_corr: bool, max_spins: int | None):
     h, J = flat.dropped()
     beta = flat.beta_tensor()
     R = h.shape[0]
+    if R == 0:  # an empty batch: empty results of the right shapes
+        shape = problem.batch_shape
+        corr = h.new_zeros(*shape, n, n) if want_corr else None
+        return h.new_zeros(shape), h.new_zeros(*shape, n), corr
     per_row = (1 << n) if J.ndim == 3 else (1 << ((n + 1) // 2)) * max(n, 1)
     step = max(1, CHUNK_ELEMENTS // per_row)
     outs = []
@@ -270,6 +277,8 @@ def probabilities(problem: IsingProblem, *, max_spins: int | None = None) -> tor
     beta = flat.beta_tensor()
     S = enumerate_states(n, dtype=h.dtype, device=h.device)
     R = h.shape[0]
+    if R == 0:
+        return h.new_zeros(*problem.batch_shape, 1 << n)
     step = max(1, CHUNK_ELEMENTS // (1 << n))
     out = []
     for s in range(0, R, step):
@@ -281,17 +290,30 @@ def probabilities(problem: IsingProblem, *, max_spins: int | None = None) -> tor
     return torch.cat(out).reshape(*problem.batch_shape, 1 << n)
 
 
-def sample(problem: IsingProblem, num_reads: int, seed: int | np.random.Generator | None = None, *, max_spins: int | None = None) -> torch.Tensor:
+def sample(problem: IsingProblem, num_reads: int, seed: checks.SeedLike = None, *, max_spins: int | None = None) -> torch.Tensor:
     """Exact samples from ``p(s)``: int8 ±1 spins of shape ``(*batch, num_reads, n)``.
 
     Masked spins are drawn uniformly (they are free); statistics over samples should ignore them. ``seed`` is an
-    ``int``, a ``numpy.random.Generator`` or ``None``; global random state is never touched.
+    ``int``, a ``numpy.random.Generator``, a ``numpy.random.SeedSequence`` or ``None``; global random state is
+    never touched.
+
+    Raises:
+        ValueError: ``num_reads < 1``; more spins than ``max_spins``; an output whose estimated size
+            (``batch * num_reads * n`` int8 spins plus ``batch * num_reads * (8 n + 16)`` bytes of intermediates)
+            exceeds :data:`hybrid_attention.checks.MEMORY_BUDGET`.
+        TypeError: a non-integer ``num_reads``, a float or bool ``seed``.
     """
-    if not isinstance(num_reads, (int, np.integer)) or isinstance(num_reads, bool) or num_reads < 1:
-        raise ValueError(f"num_reads must be a positive integer, got {num_reads!r}")
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    if not isinstance(problem, IsingProblem):
+        raise TypeError(f"expected an IsingProblem, got {type(problem).__name__}")
+    num_reads = checks.check_num_reads(num_reads, allow_none=False)
+    rng = checks.as_generator(seed)
     n = problem.n
     check_size(n, max_spins)
+    rows = problem.h.numel() // n
+    checks.check_memory(float(rows) * num_reads * (9 * n + 16), f"exact.sample of {rows} problem(s) x {num_reads} reads x "
+                        f"n = {n} spins (batch * reads * (9 n + 16) bytes)", hint="draw fewer reads per call")
+    if rows == 0:
+        return torch.zeros(*problem.batch_shape, num_reads, n, dtype=torch.int8)
     with torch.no_grad():
         p = probabilities(problem.detach(), max_spins=max_spins).to(torch.float64).reshape(-1, 1 << n)
     cdf = torch.cumsum(p, dim=-1)
@@ -304,28 +326,52 @@ def sample(problem: IsingProblem, num_reads: int, seed: int | np.random.Generato
 
 
 # ---------------------------------------------------------------------- attention kernels
-def _as_beta(beta: Any, H: int, like: torch.Tensor) -> torch.Tensor:
-    b = torch.as_tensor(beta, dtype=like.dtype, device=like.device)
-    if b.ndim == 0:
-        b = b.expand(H)
-    if b.shape != (H,):
-        raise ValueError(f"beta must be a scalar or have shape (H,) = ({H},), got {tuple(b.shape)}")
-    return b
+# Public kernels validate their raw tensors (:func:`_kernel_inputs`) and call the unvalidated ``_``-kernels, which
+# the attention layer calls directly after validating once per forward (the training hot path).
+def _kernel_inputs(h: Any, J: Any, beta: Any, T: int, max_spins: int | None, visible: torch.Tensor | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validate ``h`` (already shape-checked, ``H = h.shape[1]``), ``J`` and ``beta`` for a kernel over ``T`` keys;
+    return ``J``'s leading ``T x T`` block in ``h``'s dtype and ``beta`` as an ``(H,)`` tensor. ``visible`` (a
+    ``(Tq, T)`` bool mask) restricts the finiteness check of ``h`` to the entries the kernel reads."""
+    if not h.is_floating_point():
+        raise TypeError(f"h must be a floating-point tensor, got dtype {h.dtype}")
+    H = h.shape[1]
+    Jt = checks.check_head_couplings(J, H, T, zero_diagonal=False)
+    beta_h = checks.beta_per_head(beta, H, h)
+    check_size(T, max_spins)
+    hd = h.detach() if visible is None else h.detach().masked_fill(~visible, 0.0)
+    if not bool(torch.isfinite(hd).all()):
+        raise ValueError("h (the fields / attention scores) must be finite" + ("" if visible is None else " on the keys each query sees"))
+    return Jt.to(h.dtype), beta_h
 
 
 def shared_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0) -> torch.Tensor:
     """Exact marginals for many rows per head sharing one coupling matrix.
 
     Args:
-        h: fields ``(R, H, n)`` (R rows: batch elements, queries, ...).
-        J: couplings ``(H, n, n)``, symmetric with zero diagonal (not re-validated: this is the hot path).
-        beta: scalar or ``(H,)``.
+        h: fields ``(R, H, n)`` (R rows: batch elements, queries, ...), finite.
+        J: couplings ``(H, n', n')``, ``n' >= n`` (leading ``n x n`` block used): finite and symmetric. The diagonal
+            is not part of the energy (the sum runs over ``j < k``) and is ignored.
+        beta: a positive scalar, ``H`` values, or a tensor of shape ``()`` or ``(H,)``.
 
     Returns:
         ``(R, H, n)`` marginals. Builds each head's coupling table once; the field part is two GEMMs.
+
+    Raises:
+        ValueError: wrong shapes, non-finite ``h`` or ``J``, an asymmetric ``J``, ``beta <= 0`` or not finite.
     """
+    if not isinstance(h, torch.Tensor) or h.ndim != 3:
+        raise ValueError(f"h must be a tensor of shape (R, H, n), got {getattr(h, 'shape', type(h).__name__)}")
+    Jt, beta_h = _kernel_inputs(h, J, beta, h.shape[-1], None)
+    return _shared_marginals(h, Jt, beta_h)
+
+
+def _shared_marginals(h: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor) -> torch.Tensor:
+    """:func:`shared_marginals` without validation: ``h (R, H, n)``, ``J (H, n, n)`` symmetric in ``h``'s dtype,
+    ``beta_h (H,)``."""
     R, H, n = h.shape
-    beta_h = _as_beta(beta, H, h)
+    if R == 0:
+        return h * 0.0  # empty, but on h's graph
     a = n // 2
     C = _coupling_table(J, a)  # (H, 2^b, 2^a)
     Cd = C.detach()
@@ -334,7 +380,7 @@ def shared_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0) -> torch
     crange = (cmax - cmin) * beta_h.detach()
     if bool((crange > _RANGE_LIMIT.get(h.dtype, 50.0)).any()):
         if _upcast_ok(h.dtype, crange):
-            return shared_marginals(h.double(), J.double(), beta_h.double()).to(h.dtype)
+            return _shared_marginals(h.double(), J.double(), beta_h.double()).to(h.dtype)
         hr = h.transpose(0, 1).reshape(H * R, n)
         Jr = J.repeat_interleave(R, dim=0)
         br = beta_h.repeat_interleave(R)
@@ -380,26 +426,38 @@ def causal_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, max_s
 
     Args:
         h: scores ``(B, H, T, T)``; ``h[b, hd, i, j]`` is the field of key ``j`` for query ``i`` (entries with
-            ``j > i`` are ignored).
-        J: couplings ``(H, T', T')`` with ``T' >= T`` (the leading ``T x T`` block is used), symmetric, zero diagonal.
-        beta: scalar or ``(H,)`` inverse temperature (may be a learnable tensor).
+            ``j > i`` are ignored and may hold anything, e.g. ``-inf``; the others must be finite).
+        J: couplings ``(H, T', T')`` with ``T' >= T`` (the leading ``T x T`` block is used), finite and symmetric; the
+            diagonal is not part of the energy (the sum runs over ``j < k``) and is ignored.
+        beta: a positive scalar, ``H`` values, or a tensor of shape ``()`` or ``(H,)`` (may be learnable).
 
     Returns:
         ``m`` of shape ``(B, H, T, T)`` with ``m[..., i, j] = <s_j>`` for ``j <= i`` and 0 above the diagonal.
+
+    Raises:
+        ValueError: wrong shapes, ``T`` above ``max_spins``, non-finite visible scores or couplings, an asymmetric
+            ``J`` (e.g. only its upper triangle filled in), ``beta`` not finite or ``<= 0``.
 
     Queries with the same prefix length share one coupling table per head, built once; the field part is two
     GEMMs per group of prefixes. Short prefixes are grouped into one call (padded with free spins, which drop
     out exactly) so Python overhead does not dominate; total work is about ``B H sum_m 2**m`` multiply-adds
     for the long prefixes (SPEC section 3). Autograd gives exact gradients for ``h``, ``J`` and ``beta``.
     """
-    if h.ndim != 4 or h.shape[-1] != h.shape[-2]:
-        raise ValueError(f"h must have shape (B, H, T, T), got {tuple(h.shape)}")
+    if not isinstance(h, torch.Tensor) or h.ndim != 4 or h.shape[-1] != h.shape[-2]:
+        raise ValueError(f"h must have shape (B, H, T, T), got {tuple(getattr(h, 'shape', ()))}")
+    T = h.shape[-1]
+    tril = torch.ones(T, T, dtype=torch.bool, device=h.device).tril()
+    Jt, beta_h = _kernel_inputs(h, J, beta, T, max_spins, visible=tril)
+    return _causal_marginals(h, Jt, beta_h)
+
+
+def _causal_marginals(h: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor) -> torch.Tensor:
+    """:func:`causal_marginals` without validation (the attention layer's hot path): ``h (B, H, T, T)``,
+    ``J (H, T', T')`` symmetric (leading block used), ``beta_h (H,)``, all in ``h``'s dtype."""
     B, H, T, _ = h.shape
-    if J.ndim != 3 or J.shape[0] != H or J.shape[1] < T or J.shape[1] != J.shape[2]:
-        raise ValueError(f"J must have shape (H, T', T') with H = {H} and T' >= T = {T}, got {tuple(J.shape)}")
-    check_size(T, max_spins)
+    if B == 0:
+        return h * 0.0  # empty, but on h's graph
     J = J.to(h.dtype)
-    beta_h = _as_beta(beta, H, h)
     causal = torch.ones(T, T, dtype=torch.bool, device=h.device).tril()
     parts = []
     for lo, hi in _plan_groups(T, B * H):
@@ -408,36 +466,44 @@ def causal_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, max_s
         pmf = pm.to(h.dtype)
         hg = h[:, :, lo - 1 : hi, :hi] * pmf  # (B, H, g, hi)
         Jg = J[:, None, :hi, :hi] * (pmf[:, :, None] * pmf[:, None, :])  # (H, g, hi, hi)
-        m = shared_marginals(hg.reshape(B, H * g, hi), Jg.reshape(H * g, hi, hi), beta_h.repeat_interleave(g))
+        m = _shared_marginals(hg.reshape(B, H * g, hi), Jg.reshape(H * g, hi, hi), beta_h.repeat_interleave(g))
         m = m.reshape(B, H, g, hi) * pmf
         parts.append(torch.nn.functional.pad(m, (0, T - hi)))
     return torch.cat(parts, dim=2)
 
 
 def bidirectional_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, max_spins: int | None = None) -> torch.Tensor:
-    """Bidirectional marginals: every query sees all ``T`` keys. ``h (B, H, Tq, T)``, ``J (H, T', T')`` with
-    ``T' >= T``; returns ``(B, H, Tq, T)``."""
-    if h.ndim != 4:
-        raise ValueError(f"h must have shape (B, H, Tq, T), got {tuple(h.shape)}")
+    """Bidirectional marginals: every query sees all ``T`` keys. ``h (B, H, Tq, T)`` finite, ``J (H, T', T')`` with
+    ``T' >= T`` (finite, symmetric; diagonal ignored), ``beta`` as for :func:`causal_marginals`; returns
+    ``(B, H, Tq, T)``. Raises ``ValueError`` as :func:`causal_marginals` does."""
+    if not isinstance(h, torch.Tensor) or h.ndim != 4:
+        raise ValueError(f"h must have shape (B, H, Tq, T), got {tuple(getattr(h, 'shape', ()))}")
+    Jt, beta_h = _kernel_inputs(h, J, beta, h.shape[-1], max_spins)
+    return _bidirectional_marginals(h, Jt, beta_h)
+
+
+def _bidirectional_marginals(h: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor) -> torch.Tensor:
+    """:func:`bidirectional_marginals` without validation (``J`` of shape ``(H, T', T')``, ``beta_h (H,)``)."""
     B, H, Tq, T = h.shape
-    if J.ndim != 3 or J.shape[0] != H or J.shape[1] < T or J.shape[1] != J.shape[2]:
-        raise ValueError(f"J must have shape (H, T', T') with H = {H} and T' >= T = {T}, got {tuple(J.shape)}")
-    check_size(T, max_spins)
     rows = h.permute(0, 2, 1, 3).reshape(B * Tq, H, T)
-    m = shared_marginals(rows, J[:, :T, :T].to(h.dtype), beta)
+    m = _shared_marginals(rows, J[:, :T, :T].to(h.dtype), beta_h)
     return m.reshape(B, Tq, H, T).permute(0, 2, 1, 3)
 
 
 def causal_marginals_loop(h: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
     """The straightforward reference for :func:`causal_marginals` (beta = 1): every (batch, head, query) problem
-    enumerated on its own over the ``2**(i+1)`` configurations of its prefix. Slow; for benchmarks and demos."""
+    enumerated on its own over the ``2**(i+1)`` configurations of its prefix. Slow; for benchmarks and demos.
+    Validates like :func:`causal_marginals`."""
+    if not isinstance(h, torch.Tensor) or h.ndim != 4 or h.shape[-1] != h.shape[-2]:
+        raise ValueError(f"h must have shape (B, H, T, T), got {tuple(getattr(h, 'shape', ()))}")
     B, H, T, _ = h.shape
+    _kernel_inputs(h, J, 1.0, T, None, visible=torch.ones(T, T, dtype=torch.bool, device=h.device).tril())
     out = torch.zeros_like(h)
     for b in range(B):
         for hd in range(H):
             for i in range(T):
                 S = enumerate_states(i + 1, dtype=h.dtype)
-                Jm = J[hd, : i + 1, : i + 1]
+                Jm = J[hd, : i + 1, : i + 1].to(h.dtype)
                 L = S @ h[b, hd, i, : i + 1] + 0.5 * ((S @ Jm) * S).sum(-1)
                 out[b, hd, i, : i + 1] = torch.softmax(L, 0) @ S
     return out

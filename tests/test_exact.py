@@ -374,3 +374,94 @@ def test_property_causal_outputs_ignore_future_tokens(T, seed):
     h2[..., t + 1 :, :] = to_t(r.normal(size=(1, 1, T - t - 1, T)))  # change queries after t
     a, b = exact.causal_marginals(h, J), exact.causal_marginals(h2, J)
     torch.testing.assert_close(a[..., : t + 1, :], b[..., : t + 1, :], atol=0, rtol=0)
+
+
+# ---------------------------------------------------------------------- issue #10: hostile input
+def test_empty_batch_gives_empty_results():
+    J = torch.tensor([[0.0, 0.4], [0.4, 0.0]], dtype=torch.float64)
+    p = IsingProblem(torch.zeros(0, 2, dtype=torch.float64), J)
+    assert exact.marginals(p).shape == (0, 2)
+    assert exact.log_partition(p).shape == (0,)
+    assert exact.correlations(p).shape == (0, 2, 2)
+    assert exact.probabilities(p).shape == (0, 4)
+    assert exact.sample(p, 5, seed=0).shape == (0, 5, 2)
+    assert exact.marginals(IsingProblem(torch.zeros(3, 0, 2))).shape == (3, 0, 2)
+    h = torch.zeros(0, 2, 4, 4, dtype=torch.float64, requires_grad=True)
+    Jh = torch.zeros(2, 4, 4, dtype=torch.float64)
+    m = exact.causal_marginals(h, Jh)
+    assert m.shape == (0, 2, 4, 4)
+    m.sum().backward()
+    assert h.grad.shape == h.shape
+    assert exact.bidirectional_marginals(torch.zeros(0, 2, 3, 4), Jh.float()).shape == (0, 2, 3, 4)
+    assert exact.shared_marginals(torch.zeros(0, 2, 4), Jh.float()).shape == (0, 2, 4)
+
+
+def _kernels():
+    return {
+        "causal": lambda h, J, beta=1.0: exact.causal_marginals(h, J, beta),
+        "bidirectional": lambda h, J, beta=1.0: exact.bidirectional_marginals(h, J, beta),
+        "shared": lambda h, J, beta=1.0: exact.shared_marginals(h[:, :, 0], J, beta),
+    }
+
+
+@pytest.mark.parametrize("kernel", ["causal", "bidirectional", "shared"])
+def test_public_kernels_validate_raw_tensors(rng, kernel):
+    f = _kernels()[kernel]
+    T = 4
+    h = to_t(rng.normal(size=(2, 1, T, T)))
+    J = to_t(random_couplings(rng, T, 0.5, (1,)))
+    f(h, J)  # valid input passes
+    bad_h = h.clone()
+    bad_h[0, 0, 0, 0] = float("nan")  # key 0 of query 0: visible to every kernel
+    with pytest.raises(ValueError, match="h .*must be finite"):
+        f(bad_h, J)
+    for beta in (0.0, -1.0, float("inf"), float("nan"), torch.tensor([-0.5])):
+        with pytest.raises(ValueError, match="beta must be finite and > 0"):
+            f(h, J, beta)
+    with pytest.raises(TypeError, match="beta"):
+        f(h, J, True)
+    upper = torch.triu(J, 1)  # only the upper triangle filled in: silently ignored (cross block) before
+    with pytest.raises(ValueError, match="J must be symmetric"):
+        f(h, upper)
+    badJ = J.clone()
+    badJ[0, 1, 2] = badJ[0, 2, 1] = float("inf")
+    with pytest.raises(ValueError, match="J must be finite"):
+        f(h, badJ)
+
+
+def test_causal_kernel_ignores_the_diagonal_of_J(rng):
+    """The diagonal is not part of the energy (sum over j < k): a constant offset, accepted and ignored."""
+    T = 5
+    h = to_t(rng.normal(size=(2, 2, T, T)))
+    J = to_t(random_couplings(rng, T, 0.5, (2,)))
+    Jd = J + torch.diag_embed(to_t(rng.normal(size=(2, T))))
+    torch.testing.assert_close(exact.causal_marginals(h, Jd), exact.causal_marginals(h, J))
+
+
+def test_causal_marginals_loop_validates(rng):
+    T = 3
+    h = to_t(rng.normal(size=(1, 1, T, T)))
+    with pytest.raises(ValueError, match="symmetric"):
+        exact.causal_marginals_loop(h, torch.triu(to_t(random_couplings(rng, T, 0.5, (1,))), 1))
+
+
+def test_sample_validates_reads_seed_and_size():
+    p = IsingProblem(torch.zeros(4, 3))
+    with pytest.raises(TypeError, match="num_reads"):
+        exact.sample(p, True)
+    with pytest.raises(TypeError, match="num_reads"):
+        exact.sample(p, 10.0)
+    with pytest.raises(TypeError, match=r"seed must be .*got float 1.9"):
+        exact.sample(p, 10, seed=1.9)
+    with pytest.raises(TypeError, match=r"seed must be .*got bool True"):
+        exact.sample(p, 10, seed=True)
+    with pytest.raises(ValueError, match=r"needs an estimated .* above the memory budget"):
+        exact.sample(p, 10**12, seed=0)
+    a = exact.sample(p, 10, seed=np.random.SeedSequence(3))
+    b = exact.sample(p, 10, seed=np.random.SeedSequence(3))
+    assert torch.equal(a, b)
+
+
+def test_enumerate_states_rejects_non_integer_sizes():
+    with pytest.raises(TypeError, match="n must be an integer"):
+        exact.enumerate_states(2.5)
