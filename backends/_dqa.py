@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from hybrid_attention.checks import check_memory, describe_seed
 from hybrid_attention.circuits.qiskit_dqa import CircuitOptions, DQATemplate, template_for
 from hybrid_attention.circuits.reference import dqa_probabilities
 from hybrid_attention.circuits.schedule import DQASchedule
@@ -94,6 +95,20 @@ class DQASampler(Sampler):
         J = np.broadcast_to(J.detach().double().numpy(), (*problem.batch_shape, problem.n, problem.n)) * beta[..., None, None]
         return dqa_probabilities(h, J, self.schedule)
 
+    def validate(self, problem: Any, *, num_reads: Any = None, seed: Any = None, options: dict | None = None) -> IsingProblem:
+        """The base checks, then the simulator's memory for one ``n``-qubit state (:meth:`_state_bytes`) against
+        :data:`hybrid_attention.checks.MEMORY_BUDGET`, before any circuit is built."""
+        problem = super().validate(problem, num_reads=num_reads, seed=seed, options=options)
+        need = self._state_bytes(problem.n)
+        if need is not None:
+            check_memory(need[0], f"{self.name}: simulating n = {problem.n} qubits ({need[1]})",
+                         hint="use fewer spins, or a method that does not hold the full state (e.g. aer's matrix_product_state)")
+        return problem
+
+    def _state_bytes(self, n: int) -> tuple[float, str] | None:
+        """``(bytes, formula)`` one simulated ``n``-qubit state needs, or ``None`` (no local state: hardware)."""
+        return None
+
     # ------------------------------------------------------------------ sampling
     def _template(self, problem: IsingProblem) -> DQATemplate:
         return template_for(problem, self.schedule, self.circuit_options)
@@ -109,7 +124,7 @@ class DQASampler(Sampler):
         t0 = time.perf_counter()
         bits = self._run_chunks(tmpl, values, starts, shots, seeds)
         spins = (1 - 2 * bits.astype(np.int8)).reshape(*problem.batch_shape, shots, problem.n)
-        info = {"backend": self.name, "num_reads": shots, "shots": shots, "seed": "generator" if isinstance(seed, np.random.Generator) else (None if seed is None else int(seed)),
+        info = {"backend": self.name, "num_reads": shots, "shots": shots, "seed": describe_seed(seed),
                 "chunk_seeds": seeds, "chunks": len(starts), "schedule": self.schedule, "edges": len(tmpl.edges),
                 "timing": {"run": time.perf_counter() - t0}}
         info.update(self._extra_info(tmpl))
@@ -148,10 +163,6 @@ class DQASampler(Sampler):
     def _run_chunk(self, tmpl: DQATemplate, values: np.ndarray, shots: int, seed: int) -> np.ndarray:
         """Run one chunk: ``values (C, P)`` -> bool bits ``(C, shots, n)``, column ``j`` = qubit ``j``."""
         raise NotImplementedError
-
-    def marginals(self, problem: IsingProblem, **kwargs: Any) -> torch.Tensor:
-        """Mean of the sampled spins ``(*batch, n)`` (float64; 0 for masked spins)."""
-        return super().marginals(problem, **kwargs)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(schedule={self.schedule})"

@@ -121,6 +121,16 @@ class AerSampler(DQASampler):
             return tmpl.circuit
         return self._transpiled(tmpl, self.noise_backend)
 
+    def _state_bytes(self, n: int) -> tuple[float, str] | None:
+        """Aer's state per experiment: ``16 * 2**n`` bytes (complex128 statevector; 8 with ``precision="single"``),
+        ``16 * 4**n`` for ``density_matrix``; no bound for ``matrix_product_state`` / ``automatic``."""
+        amp = 8 if self.backend_options.get("precision") == "single" else 16
+        if self.method == "statevector":
+            return float(amp) * 2.0**n, f"statevector: {amp} * 2**{n} bytes per experiment"
+        if self.method == "density_matrix":
+            return float(amp) * 4.0**n, f"density matrix: {amp} * 4**{n} bytes per experiment"
+        return None
+
     def reads_probabilities(self, n: int) -> bool:
         """Whether ``n``-qubit problems are read out as probabilities (see ``readout``)."""
         if self.readout != "auto":
@@ -178,11 +188,12 @@ class AerSampler(DQASampler):
         p = np.concatenate([self._probabilities_chunk(tmpl, values[s : s + self.chunk_size]) for s in range(0, len(values), self.chunk_size)])
         return torch.from_numpy(p / p.sum(-1, keepdims=True)).reshape(*problem.batch_shape, 1 << problem.n)
 
-    def marginals(self, problem: IsingProblem, **kwargs: Any) -> torch.Tensor:
+    def _marginals(self, problem: IsingProblem, *, num_reads: int | None, seed: Any, **options: Any) -> torch.Tensor:
         """``<s_j>`` of the output, ``(*batch, n)`` float64: exact (from :meth:`probabilities`) when this sampler
-        reads probabilities and no ``num_reads`` is given, the mean of sampled shots otherwise."""
-        if kwargs or not isinstance(problem, IsingProblem) or not self.reads_probabilities(problem.n):
-            return super().marginals(problem, **kwargs)
+        reads probabilities and no ``num_reads`` is given (``seed`` is then unused), the mean of sampled shots
+        otherwise."""
+        if num_reads is not None or not self.reads_probabilities(problem.n):
+            return super()._marginals(problem, num_reads=num_reads, seed=seed, **options)
         m = spin_marginals(self.probabilities(problem).reshape(-1, 1 << problem.n), problem.n).reshape(*problem.batch_shape, problem.n)
         if problem.mask is not None:
             m = m * problem.mask.reshape(m.shape).to(m.dtype)

@@ -1,12 +1,17 @@
 """The Sampler interface every backend implements (close to dimod's ``Sampler`` and qiskit's primitives).
 
-``sample(problem, *, num_reads=None, seed=None, **options)`` validates first (problem type, finiteness
-is guaranteed by :class:`IsingProblem`, size against the backend's limit, unknown options) and only then
-calls the one abstract method ``_sample``. Subclasses declare:
+``sample(problem, *, num_reads=None, seed=None, **options)`` and ``marginals(...)`` (same arguments) validate
+first (problem type, finiteness is guaranteed by :class:`IsingProblem`, ``num_reads`` and ``seed`` by
+:mod:`hybrid_attention.checks`, size against the backend's limit, unknown options, the estimated memory of the
+result) and only then call the abstract ``_sample`` (and the ``_marginals`` hook). An empty batch (a batch shape
+with a zero) never reaches a backend: it gets an empty :class:`SampleSet` / empty marginals of the right shapes
+here, for every sampler, third-party ones included. Subclasses declare:
 
 * ``name``: registry name;
 * ``parameters``: ``{option: description}`` accepted per call (anything else raises ``TypeError``);
 * ``properties``: static facts (``max_spins``, ``exact``, ``default_num_reads``, versions...).
+
+``as_generator``, ``spawn_seeds`` and ``SeedLike`` are re-exported from :mod:`hybrid_attention.checks`, which owns them.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from hybrid_attention import checks
+from hybrid_attention.checks import SeedLike, as_generator, spawn_seeds
 from hybrid_attention.ising import IsingProblem
 
 from .sampleset import SampleSet
@@ -26,26 +33,6 @@ from .sampleset import SampleSet
 __all__ = ["Sampler", "SeedLike", "as_generator", "draw_states", "spawn_seeds", "state_bits"]
 
 logger = logging.getLogger(__name__)
-
-SeedLike = "int | numpy.random.Generator | None"
-
-
-def as_generator(seed: Any) -> np.random.Generator:
-    """``int | Generator | None`` to a ``numpy.random.Generator`` (never touches global state)."""
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if seed is None or isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-        return np.random.default_rng(seed)
-    raise TypeError(f"seed must be an int, a numpy.random.Generator or None, got {type(seed).__name__}")
-
-
-def spawn_seeds(seed: Any, k: int) -> list[int]:
-    """``k`` independent 32-bit seeds for chunks (for simulators that take integer seeds), from ``seed``."""
-    if isinstance(seed, np.random.Generator):
-        return [int(x) for x in seed.integers(0, 2**31 - 1, size=k)]
-    ss = np.random.SeedSequence(seed)
-    return [int(c.generate_state(1)[0] & 0x7FFFFFFF) for c in ss.spawn(k)]
-
 
 def draw_states(p: Any, shots: int, rng: np.random.Generator) -> np.ndarray:
     """Draw ``shots`` basis-state indices per row of a probability table (inverse-CDF sampling).
@@ -95,20 +82,31 @@ class Sampler(abc.ABC):
         return {"max_spins": None, "exact": False, "default_num_reads": 1024}
 
     # ------------------------------------------------------------------ public API
-    def sample(self, problem: IsingProblem, *, num_reads: int | None = None, seed: Any = None, **options: Any) -> SampleSet:
+    def sample(self, problem: IsingProblem, *, num_reads: int | None = None, seed: SeedLike = None, **options: Any) -> SampleSet:
         """Sample a batch of problems.
 
         Args:
             problem: an :class:`IsingProblem` with batch shape ``batch`` and ``n`` spins.
-            num_reads: reads (shots) per problem; ``None`` means the backend default (or, for samplers with
-                ``properties['exact']``, the exact output distribution over all ``2**n`` states).
-            seed: ``int | numpy.random.Generator | None``; recorded in ``info['seed']``.
+            num_reads: reads (shots) per problem, a positive int; ``None`` means the backend default (or, for
+                samplers with ``properties['exact']``, the exact output distribution over all ``2**n`` states).
+            seed: ``int | numpy.random.Generator | numpy.random.SeedSequence | None``; recorded in ``info['seed']``.
             **options: backend options listed in :attr:`parameters`.
 
         Returns:
-            :class:`SampleSet` with spins ``(*batch, reads, n)``.
+            :class:`SampleSet` with spins ``(*batch, reads, n)`` (``reads = 0`` problems when ``batch`` is empty).
+
+        Raises:
+            TypeError: not an :class:`IsingProblem`, a non-integer ``num_reads``, a float or bool ``seed``, an
+                unknown option.
+            ValueError: ``num_reads < 1``, more spins than the backend's limit, an output of more than
+                :data:`hybrid_attention.checks.MEMORY_BUDGET` bytes (estimated as ``batch * reads * (n + 8)``: int8
+                spins and float64 weights).
         """
         problem = self.validate(problem, num_reads=num_reads, seed=seed, options=options)
+        reads = self._output_reads(problem, num_reads)
+        self._check_output_size(problem, reads)
+        if problem.h.numel() == 0:
+            return self._empty_sampleset(problem, reads, seed, exact=num_reads is None and bool(self.properties.get("exact")))
         return self._sample(problem.detach(), num_reads=num_reads, seed=seed, **options)
 
     def validate(self, problem: Any, *, num_reads: Any = None, seed: Any = None, options: dict | None = None) -> IsingProblem:
@@ -117,10 +115,11 @@ class Sampler(abc.ABC):
             raise RuntimeError(f"sampler {self.name!r} is closed")
         if not isinstance(problem, IsingProblem):
             raise TypeError(f"{self.name}: expected an IsingProblem, got {type(problem).__name__}")
-        if num_reads is not None and (isinstance(num_reads, bool) or not isinstance(num_reads, (int, np.integer)) or num_reads < 1):
-            raise ValueError(f"{self.name}: num_reads must be a positive integer or None, got {num_reads!r}")
-        if seed is not None and not isinstance(seed, (int, np.integer, np.random.Generator)) or isinstance(seed, bool):
-            raise TypeError(f"{self.name}: seed must be an int, a numpy.random.Generator or None, got {type(seed).__name__}")
+        try:
+            checks.check_num_reads(num_reads)
+            checks.check_seed(seed)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{self.name}: {exc}") from None
         unknown = sorted(set(options or {}) - set(self.parameters))
         if unknown:
             raise TypeError(
@@ -131,14 +130,52 @@ class Sampler(abc.ABC):
             raise ValueError(f"{self.name}: problem has n = {problem.n} spins, above this backend's limit of {limit}")
         return problem
 
-    def marginals(self, problem: IsingProblem, **kwargs: Any) -> torch.Tensor:
+    def marginals(self, problem: IsingProblem, *, num_reads: int | None = None, seed: SeedLike = None, **options: Any) -> torch.Tensor:
         """``<s_j>`` of the sampler's output, ``(*batch, n)`` (float64 tensor; 0 for masked spins).
 
-        Exact output marginals where the sampler computes probabilities, the weighted mean of its samples
-        otherwise. Subclasses with a cheaper route override this.
+        Takes the arguments of :meth:`sample` on every sampler. ``num_reads=None`` gives the exact marginals of the
+        sampler's output where the sampler computes them (exact enumeration, the statevector simulators, mean
+        field; ``seed`` is then unused) and the weighted mean of the default number of reads otherwise; a given
+        ``num_reads`` always gives the mean of that many reads. Subclasses with a cheaper route override
+        :meth:`_marginals`, not this method. An empty batch gives an empty ``(*batch, n)`` tensor.
         """
-        ss = self.sample(problem, **kwargs)
+        problem = self.validate(problem, num_reads=num_reads, seed=seed, options=options)
+        if problem.h.numel() == 0:
+            return torch.zeros(*problem.batch_shape, problem.n, dtype=torch.float64)
+        return self._marginals(problem, num_reads=num_reads, seed=seed, **options)
+
+    def _marginals(self, problem: IsingProblem, *, num_reads: int | None, seed: Any, **options: Any) -> torch.Tensor:
+        """Marginals of a validated, non-empty problem: by default the weighted mean of :meth:`sample`'s reads."""
+        reads = self._output_reads(problem, num_reads)
+        self._check_output_size(problem, reads)
+        ss = self._sample(problem.detach(), num_reads=num_reads, seed=seed, **options)
         return torch.from_numpy(ss.marginals())
+
+    # ------------------------------------------------------------------ shared helpers
+    def _output_reads(self, problem: IsingProblem, num_reads: int | None) -> int:
+        """Reads per problem of :meth:`sample`'s output: ``num_reads``, else ``2**n`` for exact-output samplers, else
+        the backend's ``default_num_reads``."""
+        if num_reads is not None:
+            return int(num_reads)
+        props = self.properties
+        default = props.get("default_num_reads")
+        if default is None or props.get("exact"):
+            return 1 << problem.n
+        return int(default)
+
+    def _check_output_size(self, problem: IsingProblem, reads: int) -> None:
+        """Refuse (``ValueError``) a SampleSet larger than the memory budget, before any work."""
+        rows = problem.h.numel() // problem.n
+        checks.check_memory(float(rows) * reads * (problem.n + 8),
+                            f"{self.name}: a SampleSet of {rows} problem(s) x {reads} reads x n = {problem.n} spins "
+                            "(batch * reads * (n + 8) bytes: int8 spins, float64 weights)",
+                            hint="ask for fewer reads per call, or split the batch")
+
+    def _empty_sampleset(self, problem: IsingProblem, reads: int, seed: Any, *, exact: bool) -> SampleSet:
+        """The result for an empty batch: spins ``(*batch, reads, n)`` and weights ``(*batch, reads)`` with no rows."""
+        bs, n = tuple(problem.batch_shape), problem.n
+        info = {"backend": self.name, "num_reads": reads, "seed": checks.describe_seed(seed)}
+        return SampleSet(np.zeros((*bs, reads, n), dtype=np.int8), np.zeros((*bs, reads)), problem.detach(), info, exact=exact)
 
     @abc.abstractmethod
     def _sample(self, problem: IsingProblem, *, num_reads: int | None, seed: Any, **options: Any) -> SampleSet:

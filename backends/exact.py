@@ -10,6 +10,8 @@ import torch
 from hybrid_attention import exact as _exact
 from hybrid_attention.ising import IsingProblem
 
+from hybrid_attention.checks import describe_seed
+
 from .base import Sampler, as_generator
 from .sampleset import SampleSet
 
@@ -39,7 +41,7 @@ class ExactSampler(Sampler):
 
     def _sample(self, problem: IsingProblem, *, num_reads: int | None, seed: Any) -> SampleSet:
         n = problem.n
-        info: dict[str, Any] = {"backend": self.name, "seed": seed if not isinstance(seed, np.random.Generator) else "generator"}
+        info: dict[str, Any] = {"backend": self.name, "seed": describe_seed(seed)}
         if num_reads is None:
             p = _exact.probabilities(problem.to(torch.float64), max_spins=self.max_spins).numpy()
             S = _exact.enumerate_states(n, dtype=torch.float64).numpy().astype(np.int8)
@@ -52,9 +54,11 @@ class ExactSampler(Sampler):
         info["num_reads"] = int(num_reads)
         return SampleSet(spins, w, problem, info)
 
-    def marginals(self, problem: IsingProblem, **kwargs: Any) -> torch.Tensor:
-        """Exact marginals straight from enumeration (no SampleSet), float64."""
-        self.validate(problem, options=kwargs)
+    def _marginals(self, problem: IsingProblem, *, num_reads: int | None, seed: Any, **options: Any) -> torch.Tensor:
+        """Exact marginals straight from enumeration (no SampleSet), float64; the mean of ``num_reads`` exact samples
+        when ``num_reads`` is given."""
+        if num_reads is not None:
+            return super()._marginals(problem, num_reads=num_reads, seed=seed, **options)
         return _exact.marginals(problem.detach().to(torch.float64), max_spins=self.max_spins)
 
     def differentiable_marginals(self, problem: IsingProblem) -> torch.Tensor:

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from hybrid_attention.checks import check_positive_int, describe_seed
 from hybrid_attention.ising import IsingProblem
 
 from .base import Sampler, spawn_seeds
@@ -39,9 +40,8 @@ logger = logging.getLogger(__name__)
 
 
 def _positive_int(name: str, v: Any, lo: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-    return int(v)
+    """An integer option ``>= lo`` (:func:`hybrid_attention.checks.check_positive_int`)."""
+    return check_positive_int(v, name, minimum=lo)
 
 
 class Grouped:
@@ -305,7 +305,7 @@ class _ChainSampler(Sampler):
             rows.append(torch.cat(cols, dim=1))
         spins = gp.ungroup(torch.cat(rows, dim=0)).cpu().numpy()
         info = {"backend": self.name, "num_reads": reads, "num_chains": chains, "records_per_chain": records,
-                "seed": seed if isinstance(seed, (int, type(None))) else "generator", "chunk_seeds": seeds,
+                "seed": describe_seed(seed), "chunk_seeds": seeds,
                 "timing": {"run": time.perf_counter() - t0}, **opts}
         w = np.full(spins.shape[:-1], 1.0 / reads)
         return SampleSet(spins, w, problem, info)

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from hybrid_attention.checks import describe_seed
 from hybrid_attention.ising import IsingProblem
 
 from .base import Sampler, as_generator
@@ -178,20 +179,25 @@ class MeanFieldSampler(Sampler):
                                        max_iter=self.max_iter, tol=tol, grad=self.grad)
         return gp.ungroup(m)
 
-    def marginals(self, problem: IsingProblem, **kwargs: Any) -> torch.Tensor:
-        """Mean-field marginals (float64, no graph)."""
-        self.validate(problem, options=kwargs)
+    def _marginals(self, problem: IsingProblem, *, num_reads: int | None, seed: Any, **options: Any) -> torch.Tensor:
+        """Mean-field marginals (float64, no graph); the mean of ``num_reads`` reads from the factorised
+        distribution when ``num_reads`` is given."""
+        if num_reads is not None:
+            return super()._marginals(problem, num_reads=num_reads, seed=seed, **options)
+        return self._mean_field(problem)
+
+    def _mean_field(self, problem: IsingProblem) -> torch.Tensor:
         with torch.no_grad():
             return self.differentiable_marginals(problem.detach().to(torch.float64))
 
     def _sample(self, problem: IsingProblem, *, num_reads: int | None, seed: Any) -> SampleSet:
         reads = self.default_num_reads if num_reads is None else int(num_reads)
-        m = self.marginals(problem).reshape(-1, problem.n).numpy()
+        m = self._mean_field(problem).reshape(-1, problem.n).numpy()
         rng = as_generator(seed)
         u = rng.random((m.shape[0], reads, problem.n))
         spins = np.where(u < (1 + m[:, None, :]) / 2, 1, -1).astype(np.int8)
         info = {"backend": self.name, "num_reads": reads, "method": self.method,
-                "seed": seed if isinstance(seed, (int, type(None))) else "generator", **self.last_info}
+                "seed": describe_seed(seed), **self.last_info}
         w = np.full((m.shape[0], reads), 1.0 / reads)
         return SampleSet(spins.reshape(*problem.batch_shape, reads, problem.n), w.reshape(*problem.batch_shape, reads),
                          problem, info)

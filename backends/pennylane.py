@@ -68,6 +68,11 @@ class PennyLaneSampler(DQASampler):
         props.update({"device": self.device, "versions": {"pennylane": qml.__version__}})
         return props
 
+    def _state_bytes(self, n: int) -> tuple[float, str] | None:
+        """A state-vector device holds at least one complex128 state: ``16 * 2**n`` bytes (a lower bound: broadcasting
+        devices hold one per problem of a chunk)."""
+        return 16.0 * 2.0**n, f"statevector: 16 * 2**{n} bytes"
+
     def _chunk_values(self, tmpl: DQATemplate, flat: Any) -> np.ndarray:
         return tmpl.values(flat)  # physical values: the PennyLane program computes its angles itself
 

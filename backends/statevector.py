@@ -45,6 +45,7 @@ import numpy as np
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from hybrid_attention.checks import check_memory, describe_seed
 from hybrid_attention.circuits.schedule import DQASchedule
 from hybrid_attention.exact import enumerate_states
 from hybrid_attention.ising import IsingProblem
@@ -58,7 +59,7 @@ logger = logging.getLogger(__name__)
 
 _REAL = {torch.complex64: torch.float32, torch.complex128: torch.float64}
 #: fixed cost of one sampler call in units of (problem x configuration) work, for the bridge's prefix grouping
-#: (chosen by timing the T = 12 training step of bench/samplers.py with several values: 2e3, 6e3, 2e4, 5e4, 1e5)
+#: (chosen by timing the T = 12 training step of bench.samplers with several values: 2e3, 6e3, 2e4, 5e4, 1e5)
 _CALL_OVERHEAD = 20000
 
 
@@ -309,6 +310,20 @@ class StatevectorSampler(Sampler):
         bh, bJ = leading_order_beta(self.schedule)
         return beta * bh, beta * bJ
 
+    def validate(self, problem: Any, *, num_reads: Any = None, seed: Any = None, options: dict | None = None) -> IsingProblem:
+        """The base checks, then the memory of simulating one problem against
+        :data:`hybrid_attention.checks.MEMORY_BUDGET`: ``2**n`` amplitudes times 4 working copies (state, phases,
+        energies, temporaries) in ``dtype``, times ``1 + steps`` when autograd must keep every layer's state."""
+        problem = super().validate(problem, num_reads=num_reads, seed=seed, options=options)
+        per = float(self._bytes_per_problem(problem.n))
+        grad = torch.is_grad_enabled() and (problem.h.requires_grad or problem.J.requires_grad)
+        what = f"statevector: one problem of n = {problem.n} spins (2**{problem.n} amplitudes x 4 copies in {self.dtype})"
+        if grad:
+            per *= 1 + int(self.schedule.steps)
+            what += f", x {1 + int(self.schedule.steps)} layers kept for autograd"
+        check_memory(per, what, hint="use fewer spins (or Trotter steps when differentiating)")
+        return problem
+
     # ------------------------------------------------------------------ core
     def _bytes_per_problem(self, n: int) -> int:
         return (1 << n) * (torch.finfo(_REAL[self.dtype]).bits // 8) * 2 * 4  # psi, phase, energies, temporaries
@@ -332,6 +347,8 @@ class StatevectorSampler(Sampler):
         dev = self.device or h.device
         h, J = _scaled_by_beta(h.to(dev), J.to(dev), flat.beta)
         n, B = flat.n, h.shape[0]
+        if B == 0:  # an empty batch
+            return h.new_zeros(0, 1 << n, dtype=_REAL[self.dtype])
         grad = torch.is_grad_enabled() and (h.requires_grad or J.requires_grad)
         step = self._chunk(n, grad)
         checkpointed = grad and step < B  # several memory chunks: keep only one chunk's graph alive at a time
@@ -372,16 +389,18 @@ class StatevectorSampler(Sampler):
             m = m * problem.mask.reshape(m.shape).to(m.device, m.dtype)
         return m.reshape(*problem.batch_shape, problem.n).to(problem.h.device, problem.dtype)
 
-    def marginals(self, problem: IsingProblem, **kwargs: Any) -> torch.Tensor:
-        """Exact output marginals (float64, no graph); ``(*batch, n)``."""
-        self.validate(problem, options=kwargs)
+    def _marginals(self, problem: IsingProblem, *, num_reads: int | None, seed: Any, **options: Any) -> torch.Tensor:
+        """Exact output marginals (float64, no graph), ``(*batch, n)``; the mean of ``num_reads`` shots drawn from the
+        output distribution when ``num_reads`` is given."""
+        if num_reads is not None:
+            return super()._marginals(problem, num_reads=num_reads, seed=seed, **options)
         with torch.no_grad():
             return self.differentiable_marginals(problem.detach()).to(torch.float64).cpu()
 
     def _sample(self, problem: IsingProblem, *, num_reads: int | None, seed: Any) -> SampleSet:
         n = problem.n
         info: dict[str, Any] = {"backend": self.name, "schedule": self.schedule, "dtype": str(self.dtype),
-                                "seed": seed if not isinstance(seed, np.random.Generator) else "generator"}
+                                "seed": describe_seed(seed)}
         with torch.no_grad():
             p = self._probabilities(problem).to(torch.float64).cpu()
             p = p / p.sum(-1, keepdim=True)

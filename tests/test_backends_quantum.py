@@ -338,3 +338,37 @@ def test_ibm_folded_rzz_local_matches_ideal():
     assert tmpl.options.fold_rzz
     folded = [float(ins.operation.params[0]) for ins in tmpl.bind(tmpl.bindings(p.flatten())[0]).data if ins.operation.name == "rzz"]
     assert folded and all(-1e-12 <= a <= np.pi / 2 + 1e-12 for a in folded)
+
+
+# ---------------------------------------------------------------------- issue #10: size bounds before allocating
+@pytest.fixture
+def budget_8gib(monkeypatch):
+    from hybrid_attention import checks
+
+    monkeypatch.setattr(checks, "MEMORY_BUDGET", 8 << 30)
+
+
+def _no_simulation(*a, **k):
+    raise AssertionError("a simulation was started: the request should have been refused before allocating")
+
+
+def test_aer_refuses_a_16_gib_statevector_before_allocating(budget_8gib, monkeypatch):
+    from hybrid_attention.backends.aer import AerSampler
+
+    monkeypatch.setattr(AerSampler, "_run_chunks", _no_simulation)
+    monkeypatch.setattr(AerSampler, "_probabilities_chunk", _no_simulation)
+    s = get_sampler("aer", schedule=DQASchedule(tau=1.0, steps=2))
+    p = IsingProblem(torch.zeros(1, 30))
+    for call in (lambda: s.sample(p, num_reads=10, seed=0), lambda: s.marginals(p), lambda: s.probabilities(p)):
+        with pytest.raises(ValueError, match=r"aer: simulating n = 30 qubits \(statevector: 16 \* 2\*\*30 .*needs an estimated 16 GiB"):
+            call()
+    dm = get_sampler("aer", method="density_matrix", schedule=DQASchedule(tau=1.0, steps=2))
+    with pytest.raises(ValueError, match=r"density matrix.*16 GiB"):
+        dm.sample(IsingProblem(torch.zeros(1, 15)), num_reads=10)
+
+
+def test_pennylane_refuses_huge_states(budget_8gib):
+    pytest.importorskip("pennylane")
+    s = get_sampler("pennylane", device="default.qubit", max_qubits=40)
+    with pytest.raises(ValueError, match=r"pennylane: simulating n = 32 qubits .*64 GiB"):
+        s.sample(IsingProblem(torch.zeros(1, 32)), num_reads=10)

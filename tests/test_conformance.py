@@ -116,3 +116,65 @@ def test_rejects_unknown_option_and_bad_problem(sampler):
     with pytest.raises(TypeError):
         s.sample({"h": [1.0]}, num_reads=10)
     assert "max_spins" in s.properties and "exact" in s.properties
+
+
+# ---------------------------------------------------------------------- issue #10: hostile input, every sampler
+EMPTY = IsingProblem(torch.zeros(0, 3, dtype=torch.float64), t([[0, 0.5, 0.0], [0.5, 0, -0.3], [0.0, -0.3, 0]]))
+
+
+@pytest.mark.parametrize("num_reads", [None, 7])
+def test_empty_batch_gives_empty_results(sampler, num_reads):
+    """B = 0 returns empty results of the right shapes (the Sampler base class handles it for every backend)."""
+    name, s = sampler
+    ss = s.sample(EMPTY, num_reads=num_reads, seed=0)
+    reads = ss.num_reads
+    if num_reads is not None:
+        assert reads == num_reads
+    assert ss.spins.shape == (0, reads, 3) and ss.spins.dtype == np.int8 and ss.weights.shape == (0, reads)
+    assert ss.marginals().shape == (0, 3) and ss.correlations().shape == (0, 3, 3) and ss.energies.shape == (0, reads)
+    m = s.marginals(EMPTY, num_reads=num_reads, seed=0)
+    assert isinstance(m, torch.Tensor) and tuple(m.shape) == (0, 3)
+    nested = IsingProblem(torch.zeros(2, 0, 3))
+    assert s.sample(nested, num_reads=5, seed=0).spins.shape == (2, 0, 5, 3)
+    assert tuple(s.marginals(nested).shape) == (2, 0, 3)
+
+
+def test_marginals_accept_num_reads_and_seed(sampler):
+    """One rule for per-call options: marginals takes num_reads and seed on every sampler (given reads sample)."""
+    name, s = sampler
+    problem = LADDER["pair"]
+    m1 = s.marginals(problem, num_reads=N, seed=3)
+    m2 = s.marginals(problem, num_reads=N, seed=3)
+    assert tuple(m1.shape) == (2,) and torch.equal(m1, m2)  # reproducible with a seed
+    assert s.marginals(problem, seed=np.random.SeedSequence(5), num_reads=50).shape == (2,)
+    m_ref = expected(name, problem)
+    if name not in APPROXIMATE:
+        tol = Z * np.sqrt(np.clip(1 - m_ref**2, 0, None) / N) + 1e-5
+        assert np.all(np.abs(m1.numpy() - m_ref) <= tol)
+    if s.properties.get("exact"):  # exact-output samplers: num_reads=None is the exact output, seed unused
+        torch.testing.assert_close(s.marginals(problem, seed=1), s.marginals(problem))
+        assert np.abs(s.marginals(problem).numpy() - m_ref).max() < 1e-5
+
+
+@pytest.mark.parametrize("seed", [1.9, True, 2.0, "1", np.float64(3.0)])
+def test_rejects_float_and_bool_seeds(sampler, seed):
+    name, s = sampler
+    for call in (s.sample, s.marginals):
+        with pytest.raises(TypeError, match=r"seed must be an int, a numpy.random.Generator.*got (float|bool|str)"):
+            call(LADDER["pair"], num_reads=10, seed=seed)
+
+
+@pytest.mark.parametrize("num_reads, exc", [(0, ValueError), (-3, ValueError), (True, TypeError), (2.0, TypeError), ("9", TypeError)])
+def test_rejects_bad_num_reads(sampler, num_reads, exc):
+    name, s = sampler
+    for call in (s.sample, s.marginals):
+        with pytest.raises(exc, match="num_reads must be an integer >= 1"):
+            call(LADDER["pair"], num_reads=num_reads)
+
+
+def test_refuses_huge_num_reads_before_allocating(sampler):
+    name, s = sampler
+    with pytest.raises(ValueError, match=r"needs an estimated .*TiB, above the memory budget"):
+        s.sample(LADDER["one spin"], num_reads=10**12, seed=0)
+    with pytest.raises(ValueError, match="memory budget"):
+        s.marginals(LADDER["one spin"], num_reads=10**12, seed=0)

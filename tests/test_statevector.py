@@ -223,3 +223,34 @@ def test_validation_and_registry():
         StatevectorSampler(schedule=1.0)
     with pytest.raises(ValueError, match="cache_limit must be an integer >= 1, got 0"):
         StatevectorSampler(cache_limit=0)
+
+
+# ---------------------------------------------------------------------- issue #10: hostile input
+def test_refuses_huge_problems_before_allocating(monkeypatch):
+    from hybrid_attention import checks
+
+    monkeypatch.setattr(checks, "MEMORY_BUDGET", 8 << 30)
+
+    def no_run(*a, **k):
+        raise AssertionError("the simulation started: the request should have been refused before allocating")
+
+    monkeypatch.setattr(StatevectorSampler, "_run", no_run)
+    sv = StatevectorSampler(DQASchedule(tau=1.0, steps=2), max_spins=40)
+    p = IsingProblem(torch.zeros(1, 30))
+    for call in (lambda: sv.sample(p, num_reads=4), lambda: sv.marginals(p), lambda: sv.probabilities(p),
+                 lambda: sv.differentiable_marginals(p)):
+        with pytest.raises(ValueError, match=r"statevector: one problem of n = 30 spins .*needs an estimated 32 GiB"):
+            call()
+    # with autograd every layer's state is kept: a long schedule is refused even at moderate n
+    long = StatevectorSampler(DQASchedule(tau=1.0, steps=10**6))
+    hg = torch.zeros(1, 16, requires_grad=True)
+    with pytest.raises(ValueError, match="layers kept for autograd"):
+        long.differentiable_marginals(IsingProblem(hg))
+
+
+def test_empty_batch_direct_methods():
+    sv = StatevectorSampler(DQASchedule(tau=1.0, steps=3))
+    p = IsingProblem(torch.zeros(0, 3))
+    assert tuple(sv.probabilities(p).shape) == (0, 8)
+    assert tuple(sv.differentiable_marginals(p).shape) == (0, 3)
+    assert sv.sample(p).spins.shape == (0, 8, 3)
