@@ -33,7 +33,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import exact
+from . import checks, exact
 
 __all__ = ["MODES", "boltzmann_attention", "attention_weights", "BoltzmannAttention", "symmetric_couplings"]
 
@@ -50,34 +50,12 @@ def _check_mode(mode: Any) -> str:
 
 def _beta_tensor(beta: Any, H: int, like: torch.Tensor) -> torch.Tensor:
     """``beta`` (scalar or ``(H,)``, float or tensor) as a tensor of shape ``(H,)``; must be finite and > 0."""
-    if isinstance(beta, torch.Tensor):
-        b = beta.to(dtype=like.dtype, device=like.device)
-    else:  # build directly in the target dtype (a float32 detour would round 0.8 to 0.800000012)
-        b = torch.tensor(beta if isinstance(beta, (list, tuple)) else float(beta), dtype=like.dtype, device=like.device)
-    if b.ndim == 0:
-        b = b.expand(H)
-    if b.shape != (H,):
-        raise ValueError(f"beta must be a scalar or have shape (H,) = ({H},), got shape {tuple(b.shape)}")
-    bd = b.detach()
-    if not bool(torch.isfinite(bd).all()) or bool((bd <= 0).any()):
-        raise ValueError(f"beta must be finite and > 0, got {bd.tolist()}")
-    return b
+    return checks.beta_per_head(beta, H, like)
 
 
 def _check_J(J: Any, H: int, T: int, like: torch.Tensor) -> torch.Tensor:
-    if not isinstance(J, torch.Tensor):
-        raise TypeError(f"J must be a torch.Tensor of shape (H, T', T'), got {type(J).__name__}")
-    if J.ndim != 3 or J.shape[0] != H or J.shape[1] != J.shape[2] or J.shape[1] < T:
-        raise ValueError(f"J must have shape (H, T', T') with H = {H} and T' >= T = {T}, got {tuple(J.shape)}")
-    Jd = J.detach()[:, :T, :T]
-    if not bool(torch.isfinite(Jd).all()):
-        raise ValueError("J must be finite")
-    tol = 1e-6 * max(1.0, float(Jd.abs().max())) if Jd.numel() else 0.0
-    if Jd.numel() and float((Jd - Jd.transpose(1, 2)).abs().max()) > tol:
-        raise ValueError("J must be symmetric (J[h, j, k] == J[h, k, j]); build it with symmetric_couplings()")
-    if Jd.numel() and float(torch.diagonal(Jd, dim1=1, dim2=2).abs().max()) > tol:
-        raise ValueError("J must have a zero diagonal")
-    return J[:, :T, :T].to(like.dtype)
+    """``J (H, T', T')`` checked (finite, symmetric, zero diagonal on the leading block); that block in ``like``'s dtype."""
+    return checks.check_head_couplings(J, H, T).to(like.dtype)
 
 
 def _visible(Tq: int, T: int, causal: bool, device: Any) -> torch.Tensor:
@@ -113,12 +91,16 @@ def attention_weights(h: torch.Tensor, J: torch.Tensor | None = None, *, mode: s
         sampler: ``None`` for exact marginals, else a sampler object passed to
             :func:`hybrid_attention.bridge.attention_marginals` (DQA samples give a Boltzmann surrogate at the
             sampler's effective beta; see the bridge).
-        num_reads, seed: forwarded to the sampler.
+        num_reads, seed: forwarded to the sampler: a positive int or ``None``, and
+            ``int | numpy.random.Generator | numpy.random.SeedSequence | None`` (floats and bools raise ``TypeError``;
+            both are checked even without a sampler).
 
     Returns:
         ``(B, H, Tq, T)`` weights, zero on masked keys, rows summing to 1.
     """
     mode = _check_mode(mode)
+    checks.check_num_reads(num_reads)
+    checks.check_seed(seed)
     if not isinstance(h, torch.Tensor) or h.ndim != 4:
         raise ValueError(f"scores h must be a tensor of shape (B, H, Tq, T), got {getattr(h, 'shape', type(h).__name__)}")
     B, H, Tq, T = h.shape
@@ -145,7 +127,8 @@ def attention_weights(h: torch.Tensor, J: torch.Tensor | None = None, *, mode: s
             w = vis.to(h.dtype).expand(B, H, Tq, T)
             return w / w.sum(-1, keepdim=True)
         exact.check_size(T)
-        m = exact.causal_marginals(h, J, b) if causal else exact.bidirectional_marginals(h, J, b)
+        # J and beta were validated above: the unvalidated kernels keep the training hot path lean
+        m = exact._causal_marginals(h, J, b) if causal else exact._bidirectional_marginals(h, J, b)
     else:
         from .bridge import attention_marginals  # written by the quantum-bridge issue; imported on use
 
@@ -202,7 +185,8 @@ class BoltzmannAttention(nn.Module):
         n_head: number of heads; each head has its own couplings ``J`` of shape ``(block_size, block_size)``.
         block_size: largest sequence length ``T``.
         mode: ``softmax | hj | h | j``.
-        beta: initial inverse temperature (> 0).
+        beta: initial inverse temperature: a finite real scalar > 0 (Python or numpy number, or a one-element
+            tensor).
         learn_beta: learn ``log beta`` per head.
         causal: causal masking.
         dropout: dropout on the output projection.
@@ -219,14 +203,14 @@ class BoltzmannAttention(nn.Module):
         torch.Size([3, 8, 16])
     """
 
-    def __init__(self, n_embd: int, n_head: int, block_size: int, *, mode: str = "hj", beta: float = 1.0, learn_beta: bool = False,
+    def __init__(self, n_embd: int, n_head: int, block_size: int, *, mode: str = "hj", beta: Any = 1.0, learn_beta: bool = False,
                  causal: bool = True, dropout: float = 0.0, bias: bool = True, sampler: Any = None, num_reads: int | None = None) -> None:
         super().__init__()
         mode = _check_mode(mode)
         if n_embd % n_head:
             raise ValueError(f"n_embd must be divisible by n_head, got n_embd = {n_embd}, n_head = {n_head}")
-        if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta > 0):
-            raise ValueError(f"beta must be a finite number > 0, got {beta!r}")
+        beta = checks.positive_real(beta, "beta")
+        checks.check_num_reads(num_reads)
         self.n_head, self.n_embd, self.block_size = n_head, n_embd, block_size
         self.mode, self.causal = mode, causal
         self.c_attn = nn.Linear(n_embd, 3 * n_embd, bias=bias)

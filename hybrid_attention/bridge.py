@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import checks
 from .exact import _plan_groups
 from .ising import IsingProblem
 
@@ -52,11 +53,7 @@ logger = logging.getLogger(__name__)
 
 def _spawn(seed: Any, k: int) -> list[Any]:
     """``k`` child seeds (ints) from ``seed`` (``None`` stays ``None``: fresh entropy per call)."""
-    if seed is None:
-        return [None] * k
-    if isinstance(seed, np.random.Generator):
-        return [int(x) for x in seed.integers(0, 2**31 - 1, size=k)]
-    return [int(c.generate_state(1)[0] & 0x7FFFFFFF) for c in np.random.SeedSequence(int(seed)).spawn(k)]
+    return checks.spawn_seeds(seed, k, keep_none=True)
 
 
 def _effective(sampler: Any, beta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -153,17 +150,23 @@ def differentiable_marginals(problem: IsingProblem, *, sampler: Any, num_reads: 
     Args:
         problem: :class:`IsingProblem` whose ``h``, ``J`` (and tensor ``beta``) may carry autograd history.
         sampler: any :class:`~hybrid_attention.backends.Sampler`.
-        num_reads, seed: forwarded to ``sampler.sample``.
+        num_reads, seed: forwarded to ``sampler.sample`` (checked here: a positive int or ``None``; an
+            ``int | numpy.random.Generator | numpy.random.SeedSequence | None``).
         backward: ``"auto"`` (the sampler's own ``differentiable_marginals`` when it has one, else covariance)
             or ``"covariance"`` (always sample and use :class:`SampledMarginals`).
 
     Returns:
-        ``(*batch, n)`` marginals (0 on masked spins) in the problem's dtype.
+        ``(*batch, n)`` marginals (0 on masked spins) in the problem's dtype; an empty batch gives an empty result
+        without calling the sampler.
     """
     if not isinstance(problem, IsingProblem):
         raise TypeError(f"expected an IsingProblem, got {type(problem).__name__}")
     if backward not in ("auto", "covariance"):
         raise ValueError(f"backward must be 'auto' or 'covariance', got {backward!r}")
+    checks.check_num_reads(num_reads)
+    checks.check_seed(seed)
+    if problem.h.numel() == 0:  # an empty batch: no sampler call (samplers need not handle it)
+        return _zeros_on_graph((*problem.batch_shape, problem.n), problem.h, problem.J, problem.beta)
     if backward == "auto" and hasattr(sampler, "differentiable_marginals"):
         return sampler.differentiable_marginals(problem).to(problem.dtype)
     h, J, beta, mask = _as_problem_parts(problem)
@@ -172,13 +175,18 @@ def differentiable_marginals(problem: IsingProblem, *, sampler: Any, num_reads: 
 
 
 def _beta_heads(beta: Any, H: int, like: torch.Tensor) -> torch.Tensor:
-    b = beta if isinstance(beta, torch.Tensor) else torch.tensor(float(beta))
-    b = b.to(like.dtype)
-    if b.ndim == 0:
-        b = b.expand(H)
-    if b.shape != (H,):
-        raise ValueError(f"beta must be a scalar or have shape (H,) = ({H},), got {tuple(b.shape)}")
-    return b
+    return checks.beta_per_head(beta, H, like)
+
+
+def _zeros_on_graph(shape: tuple[int, ...], *tensors: Any) -> torch.Tensor:
+    """Zeros of ``shape`` that stay on the autograd graph of ``tensors`` (their gradients are then zero, not
+    ``None``), for empty batches."""
+    ts = [t for t in tensors if isinstance(t, torch.Tensor)]
+    out = ts[0].new_zeros(shape)
+    for t in ts:
+        if t.requires_grad:
+            out = out + 0.0 * t.sum()
+    return out
 
 
 def _scalar_if_single(beta: torch.Tensor) -> torch.Tensor:
@@ -198,7 +206,8 @@ def attention_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, sa
         sampler: a sampler object (``get_sampler(name, ...)``).
         causal: drop future keys (one sampler call per prefix length, or per group of lengths, all ``B * H`` rows
             at once).
-        num_reads, seed: reads per problem and seed (child seeds are spawned per call).
+        num_reads, seed: reads per problem (a positive int or ``None``) and seed
+            (``int | numpy.random.Generator | numpy.random.SeedSequence | None``; child seeds are spawned per call).
         pad_with_mask: one call with ``n = T`` and a causal mask instead of one call per prefix length (default:
             ``sampler.properties.get("pad_with_mask", False)``). Otherwise, a sampler whose ``properties`` give
             ``"group_prefixes": c`` (its per-call overhead, in units of one problem-configuration ``rows * 2**n``)
@@ -220,6 +229,8 @@ def attention_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, sa
         raise ValueError(f"causal attention needs Tq == T, got Tq = {Tq}, T = {T}")
     if sampler is None or not hasattr(sampler, "sample"):
         raise TypeError(f"sampler must be a Sampler object, got {type(sampler).__name__}")
+    checks.check_num_reads(num_reads)
+    checks.check_seed(seed)
     J = J[:, :T, :T].to(h.dtype)
     b = _beta_heads(beta, H, h)
     props = getattr(sampler, "properties", {})
@@ -231,6 +242,8 @@ def attention_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, sa
     tril = torch.ones(T, T, dtype=torch.bool, device=h.device).tril()
     if not bool(torch.isfinite(h.detach().masked_fill(~tril, 0.0) if causal else h.detach()).all()):
         raise ValueError("h (attention scores) must be finite on the keys each query sees")
+    if B == 0:  # an empty batch: empty marginals, no sampler call
+        return _zeros_on_graph((B, H, Tq, T), h, J, b)
     kw = {"sampler": sampler, "num_reads": num_reads, "backward": backward}
     if not causal or pad_with_mask:
         mask = tril.expand(B, H, T, T) if causal else None

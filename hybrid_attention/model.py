@@ -28,6 +28,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from . import checks as _checks
 from . import exact as _exact
 from .attention import MODES, BoltzmannAttention
 
@@ -173,7 +174,10 @@ class Transformer(nn.Module):
         return [b.attn for b in self.blocks]
 
     def set_sampler(self, sampler: Any, num_reads: int | None = None, seed: Any = None) -> None:
-        """Attach a sampler (``None`` = exact) to every attention layer."""
+        """Attach a sampler (``None`` = exact) to every attention layer, with reads per call (a positive int or
+        ``None``) and a seed (``int | numpy.random.Generator | numpy.random.SeedSequence | None``)."""
+        _checks.check_num_reads(num_reads)
+        _checks.check_seed(seed)
         for layer in self.attention_layers:
             layer.sampler, layer.num_reads, layer.seed = sampler, num_reads, seed
 

@@ -204,3 +204,79 @@ def test_sampler_path_matches_exact(rng):
     got = boltzmann_attention(q, k, v, J, mode="hj", sampler=get_sampler("exact"))
     torch.testing.assert_close(got, ref, rtol=1e-8, atol=1e-10)
     assert bridge is not None
+
+
+# ---------------------------------------------------------------------- issue #10: hostile input
+@pytest.mark.parametrize("mode", MODES)
+def test_empty_batch(mode):
+    q = torch.zeros(0, 2, 5, 3, dtype=torch.float64, requires_grad=True)
+    J = torch.zeros(2, 5, 5, dtype=torch.float64)
+    out = boltzmann_attention(q, q, q, J, mode=mode)
+    assert out.shape == (0, 2, 5, 3)
+    att = BoltzmannAttention(8, 2, block_size=6, mode=mode)
+    assert att(torch.zeros(0, 6, 8)).shape == (0, 6, 8)
+
+
+@pytest.mark.parametrize("mode", ["hj", "h", "j"])
+def test_empty_batch_with_sampler(mode):
+    from hybrid_attention.backends import get_sampler
+
+    q = torch.zeros(0, 1, 4, 2, requires_grad=True)
+    J = torch.zeros(1, 4, 4, requires_grad=True)
+    for name in ("exact", "gibbs"):
+        out = boltzmann_attention(q, q, q, J, mode=mode, sampler=get_sampler(name), num_reads=8, seed=0)
+        assert out.shape == (0, 1, 4, 2)
+
+
+@pytest.mark.parametrize("beta", [np.float32(2.0), np.float64(2.0), np.int32(2), torch.tensor(2.0), torch.tensor([2.0]), 2])
+def test_module_accepts_any_real_scalar_beta(beta):
+    att = BoltzmannAttention(4, 2, block_size=3, beta=beta)
+    torch.testing.assert_close(att.beta, torch.full((2,), 2.0))
+
+
+@pytest.mark.parametrize("beta, exc, words", [
+    (True, TypeError, "beta must be a real number"),
+    ("2", TypeError, "beta must be a real number"),
+    (float("nan"), ValueError, "beta must be finite and > 0"),
+    (float("inf"), ValueError, "beta must be finite and > 0"),
+    (0.0, ValueError, "beta must be finite and > 0"),
+    (np.float32(-1.0), ValueError, "beta must be finite and > 0"),
+    (torch.ones(2), TypeError, "real scalar"),
+])
+def test_module_rejects_bad_beta(beta, exc, words):
+    with pytest.raises(exc, match=words):
+        BoltzmannAttention(4, 2, block_size=3, beta=beta)
+
+
+@pytest.mark.parametrize("seed", [1.9, True, 2.0])
+def test_seed_must_be_int_generator_seedsequence_or_none(seed):
+    from hybrid_attention.backends import get_sampler
+
+    q = torch.randn(1, 1, 3, 2)
+    J = torch.zeros(1, 3, 3)
+    with pytest.raises(TypeError, match=r"seed must be an int, a numpy.random.Generator, a numpy.random.SeedSequence or None, got"):
+        boltzmann_attention(q, q, q, J, sampler=get_sampler("gibbs"), num_reads=4, seed=seed)
+    with pytest.raises(TypeError, match="seed must be"):
+        boltzmann_attention(q, q, q, J, seed=seed)  # checked even on the exact path
+    out = boltzmann_attention(q, q, q, J, sampler=get_sampler("gibbs"), num_reads=4, seed=np.random.SeedSequence(1))
+    assert out.shape == (1, 1, 3, 2)
+
+
+@pytest.mark.parametrize("num_reads, exc", [(True, TypeError), (1.5, TypeError), (0, ValueError)])
+def test_num_reads_validated(num_reads, exc):
+    q = torch.randn(1, 1, 3, 2)
+    with pytest.raises(exc, match="num_reads must be an integer >= 1"):
+        boltzmann_attention(q, q, q, torch.zeros(1, 3, 3), num_reads=num_reads)
+    with pytest.raises(exc, match="num_reads"):
+        BoltzmannAttention(4, 1, block_size=3, num_reads=num_reads)
+
+
+def test_forward_uses_the_unvalidated_kernel(monkeypatch):
+    """The layer validates J and beta once per forward and calls exact._causal_marginals directly (hot path)."""
+    def public(*a, **k):
+        raise AssertionError("the public (validating) kernel was called on the hot path")
+
+    monkeypatch.setattr(exact, "causal_marginals", public)
+    monkeypatch.setattr(exact, "bidirectional_marginals", public)
+    att = BoltzmannAttention(8, 2, block_size=6, mode="hj")
+    assert att(torch.randn(2, 6, 8)).shape == (2, 6, 8)

@@ -213,3 +213,47 @@ def test_grouped_prefixes_with_reads_match_the_circuit_output(layer):
     assert torch.all((m.detach() - ref).abs() <= 5 * torch.sqrt((1 - ref**2).clamp_min(0) / N) + 1e-12)
     gh = torch.autograd.grad(m.sum(), h)[0]
     assert torch.all(gh.triu(1) == 0) and gh.abs().max() > 0
+
+
+# ---------------------------------------------------------------------- issue #10: hostile input
+@pytest.mark.parametrize("name", ["exact", "statevector", "gibbs", "meanfield"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_empty_batch(name, causal):
+    s = get_sampler(name)
+    h = torch.zeros(0, 2, 4, 4, dtype=torch.float64, requires_grad=True)
+    J = torch.zeros(2, 4, 4, dtype=torch.float64, requires_grad=True)
+    beta = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    for backward in ("auto", "covariance"):
+        m = attention_marginals(h, J, beta, sampler=s, causal=causal, num_reads=16, seed=0, backward=backward)
+        assert m.shape == (0, 2, 4, 4)
+        m.sum().backward()
+        assert J.grad is not None and torch.all(J.grad == 0)
+    p = IsingProblem(torch.zeros(0, 3, dtype=torch.float64))
+    assert differentiable_marginals(p, sampler=s, num_reads=4).shape == (0, 3)
+
+
+@pytest.mark.parametrize("seed", [1.9, True])
+def test_float_and_bool_seeds_rejected(seed):
+    h = torch.zeros(1, 1, 3, 3)
+    J = torch.zeros(1, 3, 3)
+    with pytest.raises(TypeError, match=r"seed must be .* got (float 1.9|bool True)"):
+        attention_marginals(h, J, sampler=get_sampler("gibbs"), num_reads=8, seed=seed)
+    with pytest.raises(TypeError, match="seed must be"):
+        differentiable_marginals(IsingProblem(torch.zeros(2)), sampler=get_sampler("gibbs"), num_reads=8, seed=seed)
+
+
+def test_seedsequence_seed_is_reproducible():
+    h = torch.randn(2, 1, 4, 4, generator=torch.Generator().manual_seed(0))
+    J = torch.zeros(1, 4, 4)
+    g = get_sampler("gibbs", burn_in=4)
+    a = attention_marginals(h, J, sampler=g, num_reads=8, seed=np.random.SeedSequence(11))
+    b = attention_marginals(h, J, sampler=g, num_reads=8, seed=np.random.SeedSequence(11))
+    assert torch.equal(a, b)
+    c = attention_marginals(h, J, sampler=g, num_reads=8, seed=11)
+    assert torch.equal(a, c)  # an int seeds the same SeedSequence
+
+
+@pytest.mark.parametrize("num_reads, exc", [(True, TypeError), (2.5, TypeError), (0, ValueError)])
+def test_num_reads_validated(num_reads, exc):
+    with pytest.raises(exc, match="num_reads must be an integer >= 1"):
+        attention_marginals(torch.zeros(1, 1, 3, 3), torch.zeros(1, 3, 3), sampler=get_sampler("exact"), num_reads=num_reads)
