@@ -39,6 +39,9 @@ def dqa_ops(x: Any, n: int, edges: Sequence[tuple[int, int]], schedule: DQASched
     """
     import pennylane as qml
 
+    from .qiskit_dqa import check_circuit_size  # numpy only until a circuit is built
+
+    check_circuit_size(n, len(edges), schedule, measure=False)
     b, a = schedule.coefficients()
     fs, cs = float(schedule.field_scale), float(schedule.coupling_scale)
     x = np.asarray(x, dtype=float)

@@ -36,16 +36,45 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from hybrid_attention.checks import format_bytes
 from hybrid_attention.ising import IsingProblem
 
 from .schedule import DQASchedule
 
 __all__ = ["CircuitOptions", "DQATemplate", "dqa_template", "template_for", "dqa_circuit", "dqa_qasm3",
-           "resolve_coupling_map", "restrict_edges"]
+           "resolve_coupling_map", "restrict_edges", "count_gates", "check_circuit_size", "MAX_GATES"]
 
 logger = logging.getLogger(__name__)
 
 Edge = tuple[int, int]
+
+#: Largest DQA program (in gates) a template, circuit or PennyLane tape is built for; larger requests raise
+#: ``ValueError`` before anything is allocated. A parametrised qiskit gate costs about :data:`BYTES_PER_GATE` and
+#: ~25 us to build, so the default (2 million gates) is ~2 GiB and about a minute. Assign
+#: ``hybrid_attention.circuits.qiskit_dqa.MAX_GATES = ...`` to change it (read on every check).
+MAX_GATES = 2_000_000
+#: measured memory of one parametrised gate in a qiskit ``QuantumCircuit`` (instruction, parameter, bookkeeping)
+BYTES_PER_GATE = 1024
+
+
+def count_gates(n: int, num_edges: int, schedule: DQASchedule, *, fold_rzz: bool = False, measure: bool = True) -> int:
+    """Gates of the DQA program: ``n`` Hadamards, per Trotter step ``n`` RZ, one RZZ per edge (four gates folded:
+    X, RZZ, X, RZZ) and ``n`` RX (``2 n`` for ``order=2``), then ``n`` measurements."""
+    per_step = n * (3 if schedule.order == 2 else 2) + num_edges * (4 if fold_rzz else 1)
+    return n + int(schedule.steps) * per_step + (n if measure else 0)
+
+
+def check_circuit_size(n: int, num_edges: int, schedule: DQASchedule, *, fold_rzz: bool = False, measure: bool = True) -> int:
+    """Raise ``ValueError`` if the program has more than :data:`MAX_GATES` gates (the message gives the estimated
+    gates and memory); return the gate count."""
+    gates = count_gates(n, num_edges, schedule, fold_rzz=fold_rzz, measure=measure)
+    if gates > MAX_GATES:
+        raise ValueError(
+            f"the DQA program for n = {n} spins, {num_edges} couplings and steps = {schedule.steps} has an estimated "
+            f"{gates:,} gates (count_gates), needing about {format_bytes(gates * BYTES_PER_GATE)} as a "
+            f"circuit, above the limit MAX_GATES = {MAX_GATES:,} (hybrid_attention.circuits.qiskit_dqa.MAX_GATES); "
+            "use fewer Trotter steps or fewer couplings")
+    return gates
 
 
 @dataclass(frozen=True)
@@ -237,12 +266,18 @@ class DQATemplate:
 
 @functools.lru_cache(maxsize=128)
 def dqa_template(n: int, edges: tuple[Edge, ...], schedule: DQASchedule, options: CircuitOptions = CircuitOptions()) -> DQATemplate:
-    """Cached :class:`DQATemplate` per ``(n, edges, schedule, options)``."""
+    """Cached :class:`DQATemplate` per ``(n, edges, schedule, options)``.
+
+    Raises:
+        ValueError: ``n < 1``, or a program of more than :data:`MAX_GATES` gates (:func:`check_circuit_size`).
+    """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     if not isinstance(schedule, DQASchedule):
         raise TypeError(f"schedule must be a DQASchedule, got {type(schedule).__name__}")
-    return DQATemplate(int(n), tuple(edges), schedule, options)
+    edges = tuple(edges)
+    check_circuit_size(int(n), len(edges), schedule, fold_rzz=options.fold_rzz, measure=options.measure)
+    return DQATemplate(int(n), edges, schedule, options)
 
 
 def template_for(problem: IsingProblem, schedule: DQASchedule, options: CircuitOptions = CircuitOptions()) -> DQATemplate:
@@ -275,6 +310,9 @@ def dqa_circuit(problem: IsingProblem, schedule: DQASchedule, *, measure: bool =
 
     Returns:
         a ``qiskit.QuantumCircuit`` on ``n`` qubits without free parameters.
+
+    Raises:
+        ValueError: a batch of problems; a program of more than :data:`MAX_GATES` gates (refused before building).
     """
     if not isinstance(problem, IsingProblem):
         raise TypeError(f"expected an IsingProblem, got {type(problem).__name__}")

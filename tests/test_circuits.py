@@ -274,3 +274,39 @@ def test_pennylane_matches_reference(device):
         if device == "default.qubit":  # broadcasting over the batch: one tape
             bq = dqa_qnode(n, tmpl.edges, s, device=device, measurement="probs")
             assert np.all(tv(to_little_endian(bq(tmpl.values(p)), n), ref_of(p, s)) < 1e-10)
+
+
+# ---------------------------------------------------------------------- issue #10: size bound before building
+def test_huge_trotter_programs_refused_before_building(monkeypatch):
+    from hybrid_attention.circuits import qiskit_dqa
+
+    def no_build(*a, **k):
+        raise AssertionError("the circuit was built: the request should have been refused first")
+
+    monkeypatch.setattr(qiskit_dqa.DQATemplate, "bind", no_build)
+    p = IsingProblem(torch.tensor([0.5, -0.3]), torch.tensor([[0.0, 0.8], [0.8, 0.0]]))
+    with pytest.raises(ValueError, match=r"estimated 5,000,004 gates .*GiB.*MAX_GATES"):
+        dqa_circuit(p, DQASchedule(tau=1.0, steps=10**6))
+    with pytest.raises(ValueError, match="MAX_GATES"):
+        qiskit_dqa.dqa_template(2, ((0, 1),), DQASchedule(tau=1.0, steps=10**6))
+    monkeypatch.setattr(qiskit_dqa, "MAX_GATES", 10)  # the limit is read on every check
+    with pytest.raises(ValueError, match="MAX_GATES = 10"):
+        qiskit_dqa.dqa_template(2, ((0, 1),), DQASchedule(tau=1.0, steps=3))
+
+
+def test_gate_count_matches_the_circuit():
+    from hybrid_attention.circuits.qiskit_dqa import count_gates, dqa_template
+
+    for order, fold in ((1, False), (2, False), (1, True)):
+        sched = DQASchedule(tau=1.0, steps=3, order=order)
+        tmpl = dqa_template(3, ((0, 1), (1, 2)), sched, CircuitOptions(fold_rzz=fold))
+        assert count_gates(3, 2, sched, fold_rzz=fold) == sum(tmpl.circuit.count_ops().values())
+
+
+def test_pennylane_program_size_bound():
+    pytest.importorskip("pennylane")
+    from hybrid_attention.circuits.pennylane_dqa import dqa_qnode
+
+    qn = dqa_qnode(2, ((0, 1),), DQASchedule(tau=1.0, steps=10**6), measurement="probs")
+    with pytest.raises(ValueError, match="MAX_GATES"):
+        qn(np.array([0.1, 0.2, 0.3]))
