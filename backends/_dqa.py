@@ -95,14 +95,16 @@ class DQASampler(Sampler):
         J = np.broadcast_to(J.detach().double().numpy(), (*problem.batch_shape, problem.n, problem.n)) * beta[..., None, None]
         return dqa_probabilities(h, J, self.schedule)
 
-    def validate(self, problem: Any, *, num_reads: Any = None, seed: Any = None, options: dict | None = None) -> IsingProblem:
+    def validate(self, problem: Any, *, num_reads: Any = None, seed: Any = None,
+                 options: dict | None = None) -> IsingProblem:
         """The base checks, then the simulator's memory for one ``n``-qubit state (:meth:`_state_bytes`) against
         :data:`hybrid_attention.checks.MEMORY_BUDGET`, before any circuit is built."""
         problem = super().validate(problem, num_reads=num_reads, seed=seed, options=options)
         need = self._state_bytes(problem.n)
         if need is not None:
             check_memory(need[0], f"{self.name}: simulating n = {problem.n} qubits ({need[1]})",
-                         hint="use fewer spins, or a method that does not hold the full state (e.g. aer's matrix_product_state)")
+                         hint="use fewer spins, or a method that does not hold the full state "
+                              "(e.g. aer's matrix_product_state)")
         return problem
 
     def _state_bytes(self, n: int) -> tuple[float, str] | None:

@@ -82,7 +82,8 @@ class Sampler(abc.ABC):
         return {"max_spins": None, "exact": False, "default_num_reads": 1024}
 
     # ------------------------------------------------------------------ public API
-    def sample(self, problem: IsingProblem, *, num_reads: int | None = None, seed: SeedLike = None, **options: Any) -> SampleSet:
+    def sample(self, problem: IsingProblem, *, num_reads: int | None = None, seed: SeedLike = None,
+               **options: Any) -> SampleSet:
         """Sample a batch of problems.
 
         Args:
@@ -106,7 +107,8 @@ class Sampler(abc.ABC):
         reads = self._output_reads(problem, num_reads)
         self._check_output_size(problem, reads)
         if problem.h.numel() == 0:
-            return self._empty_sampleset(problem, reads, seed, exact=num_reads is None and bool(self.properties.get("exact")))
+            exact = num_reads is None and bool(self.properties.get("exact"))
+            return self._empty_sampleset(problem, reads, seed, exact=exact)
         return self._sample(problem.detach(), num_reads=num_reads, seed=seed, **options)
 
     def validate(self, problem: Any, *, num_reads: Any = None, seed: Any = None, options: dict | None = None) -> IsingProblem:
@@ -130,7 +132,8 @@ class Sampler(abc.ABC):
             raise ValueError(f"{self.name}: problem has n = {problem.n} spins, above this backend's limit of {limit}")
         return problem
 
-    def marginals(self, problem: IsingProblem, *, num_reads: int | None = None, seed: SeedLike = None, **options: Any) -> torch.Tensor:
+    def marginals(self, problem: IsingProblem, *, num_reads: int | None = None, seed: SeedLike = None,
+                  **options: Any) -> torch.Tensor:
         """``<s_j>`` of the sampler's output, ``(*batch, n)`` (float64 tensor; 0 for masked spins).
 
         Takes the arguments of :meth:`sample` on every sampler. ``num_reads=None`` gives the exact marginals of the
@@ -175,7 +178,8 @@ class Sampler(abc.ABC):
         """The result for an empty batch: spins ``(*batch, reads, n)`` and weights ``(*batch, reads)`` with no rows."""
         bs, n = tuple(problem.batch_shape), problem.n
         info = {"backend": self.name, "num_reads": reads, "seed": checks.describe_seed(seed)}
-        return SampleSet(np.zeros((*bs, reads, n), dtype=np.int8), np.zeros((*bs, reads)), problem.detach(), info, exact=exact)
+        spins = np.zeros((*bs, reads, n), dtype=np.int8)
+        return SampleSet(spins, np.zeros((*bs, reads)), problem.detach(), info, exact=exact)
 
     @abc.abstractmethod
     def _sample(self, problem: IsingProblem, *, num_reads: int | None, seed: Any, **options: Any) -> SampleSet:

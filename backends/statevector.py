@@ -310,14 +310,16 @@ class StatevectorSampler(Sampler):
         bh, bJ = leading_order_beta(self.schedule)
         return beta * bh, beta * bJ
 
-    def validate(self, problem: Any, *, num_reads: Any = None, seed: Any = None, options: dict | None = None) -> IsingProblem:
+    def validate(self, problem: Any, *, num_reads: Any = None, seed: Any = None,
+                 options: dict | None = None) -> IsingProblem:
         """The base checks, then the memory of simulating one problem against
         :data:`hybrid_attention.checks.MEMORY_BUDGET`: ``2**n`` amplitudes times 4 working copies (state, phases,
         energies, temporaries) in ``dtype``, times ``1 + steps`` when autograd must keep every layer's state."""
         problem = super().validate(problem, num_reads=num_reads, seed=seed, options=options)
         per = float(self._bytes_per_problem(problem.n))
         grad = torch.is_grad_enabled() and (problem.h.requires_grad or problem.J.requires_grad)
-        what = f"statevector: one problem of n = {problem.n} spins (2**{problem.n} amplitudes x 4 copies in {self.dtype})"
+        n = problem.n
+        what = f"statevector: one problem of n = {n} spins (2**{n} amplitudes x 4 copies in {self.dtype})"
         if grad:
             per *= 1 + int(self.schedule.steps)
             what += f", x {1 + int(self.schedule.steps)} layers kept for autograd"

@@ -64,7 +64,8 @@ def count_gates(n: int, num_edges: int, schedule: DQASchedule, *, fold_rzz: bool
     return n + int(schedule.steps) * per_step + (n if measure else 0)
 
 
-def check_circuit_size(n: int, num_edges: int, schedule: DQASchedule, *, fold_rzz: bool = False, measure: bool = True) -> int:
+def check_circuit_size(n: int, num_edges: int, schedule: DQASchedule, *, fold_rzz: bool = False,
+                       measure: bool = True) -> int:
     """Raise ``ValueError`` if the program has more than :data:`MAX_GATES` gates (the message gives the estimated
     gates and memory); return the gate count."""
     gates = count_gates(n, num_edges, schedule, fold_rzz=fold_rzz, measure=measure)

@@ -54,7 +54,8 @@ def _beta_tensor(beta: Any, H: int, like: torch.Tensor) -> torch.Tensor:
 
 
 def _check_J(J: Any, H: int, T: int, like: torch.Tensor) -> torch.Tensor:
-    """``J (H, T', T')`` checked (finite, symmetric, zero diagonal on the leading block); that block in ``like``'s dtype."""
+    """``J (H, T', T')`` checked (finite, symmetric, zero diagonal on the leading block); that block in ``like``'s
+    dtype."""
     return checks.check_head_couplings(J, H, T).to(like.dtype)
 
 
@@ -203,7 +204,8 @@ class BoltzmannAttention(nn.Module):
         torch.Size([3, 8, 16])
     """
 
-    def __init__(self, n_embd: int, n_head: int, block_size: int, *, mode: str = "hj", beta: Any = 1.0, learn_beta: bool = False,
+    def __init__(self, n_embd: int, n_head: int, block_size: int, *, mode: str = "hj", beta: Any = 1.0,
+                 learn_beta: bool = False,
                  causal: bool = True, dropout: float = 0.0, bias: bool = True, sampler: Any = None, num_reads: int | None = None) -> None:
         super().__init__()
         mode = _check_mode(mode)

@@ -290,7 +290,8 @@ def probabilities(problem: IsingProblem, *, max_spins: int | None = None) -> tor
     return torch.cat(out).reshape(*problem.batch_shape, 1 << n)
 
 
-def sample(problem: IsingProblem, num_reads: int, seed: checks.SeedLike = None, *, max_spins: int | None = None) -> torch.Tensor:
+def sample(problem: IsingProblem, num_reads: int, seed: checks.SeedLike = None, *,
+           max_spins: int | None = None) -> torch.Tensor:
     """Exact samples from ``p(s)``: int8 ±1 spins of shape ``(*batch, num_reads, n)``.
 
     Masked spins are drawn uniformly (they are free); statistics over samples should ignore them. ``seed`` is an
@@ -310,8 +311,9 @@ def sample(problem: IsingProblem, num_reads: int, seed: checks.SeedLike = None, 
     n = problem.n
     check_size(n, max_spins)
     rows = problem.h.numel() // n
-    checks.check_memory(float(rows) * num_reads * (9 * n + 16), f"exact.sample of {rows} problem(s) x {num_reads} reads x "
-                        f"n = {n} spins (batch * reads * (9 n + 16) bytes)", hint="draw fewer reads per call")
+    checks.check_memory(float(rows) * num_reads * (9 * n + 16),
+                        f"exact.sample of {rows} problem(s) x {num_reads} reads x n = {n} spins "
+                        "(batch * reads * (9 n + 16) bytes)", hint="draw fewer reads per call")
     if rows == 0:
         return torch.zeros(*problem.batch_shape, num_reads, n, dtype=torch.int8)
     with torch.no_grad():
@@ -341,7 +343,8 @@ def _kernel_inputs(h: Any, J: Any, beta: Any, T: int, max_spins: int | None, vis
     check_size(T, max_spins)
     hd = h.detach() if visible is None else h.detach().masked_fill(~visible, 0.0)
     if not bool(torch.isfinite(hd).all()):
-        raise ValueError("h (the fields / attention scores) must be finite" + ("" if visible is None else " on the keys each query sees"))
+        where = "" if visible is None else " on the keys each query sees"
+        raise ValueError(f"h (the fields / attention scores) must be finite{where}")
     return Jt.to(h.dtype), beta_h
 
 

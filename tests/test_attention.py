@@ -228,7 +228,8 @@ def test_empty_batch_with_sampler(mode):
         assert out.shape == (0, 1, 4, 2)
 
 
-@pytest.mark.parametrize("beta", [np.float32(2.0), np.float64(2.0), np.int32(2), torch.tensor(2.0), torch.tensor([2.0]), 2])
+@pytest.mark.parametrize("beta", [np.float32(2.0), np.float64(2.0), np.int32(2), torch.tensor(2.0), torch.tensor([2.0]),
+                                  2])
 def test_module_accepts_any_real_scalar_beta(beta):
     att = BoltzmannAttention(4, 2, block_size=3, beta=beta)
     torch.testing.assert_close(att.beta, torch.full((2,), 2.0))
@@ -254,7 +255,8 @@ def test_seed_must_be_int_generator_seedsequence_or_none(seed):
 
     q = torch.randn(1, 1, 3, 2)
     J = torch.zeros(1, 3, 3)
-    with pytest.raises(TypeError, match=r"seed must be an int, a numpy.random.Generator, a numpy.random.SeedSequence or None, got"):
+    with pytest.raises(TypeError, match=r"seed must be an int, a numpy.random.Generator, a numpy.random.SeedSequence "
+                                        r"or None, got"):
         boltzmann_attention(q, q, q, J, sampler=get_sampler("gibbs"), num_reads=4, seed=seed)
     with pytest.raises(TypeError, match="seed must be"):
         boltzmann_attention(q, q, q, J, seed=seed)  # checked even on the exact path

@@ -360,7 +360,8 @@ def test_aer_refuses_a_16_gib_statevector_before_allocating(budget_8gib, monkeyp
     s = get_sampler("aer", schedule=DQASchedule(tau=1.0, steps=2))
     p = IsingProblem(torch.zeros(1, 30))
     for call in (lambda: s.sample(p, num_reads=10, seed=0), lambda: s.marginals(p), lambda: s.probabilities(p)):
-        with pytest.raises(ValueError, match=r"aer: simulating n = 30 qubits \(statevector: 16 \* 2\*\*30 .*needs an estimated 16 GiB"):
+        with pytest.raises(ValueError, match=r"aer: simulating n = 30 qubits \(statevector: 16 \* 2\*\*30 .*"
+                                             r"needs an estimated 16 GiB"):
             call()
     dm = get_sampler("aer", method="density_matrix", schedule=DQASchedule(tau=1.0, steps=2))
     with pytest.raises(ValueError, match=r"density matrix.*16 GiB"):

@@ -256,4 +256,5 @@ def test_seedsequence_seed_is_reproducible():
 @pytest.mark.parametrize("num_reads, exc", [(True, TypeError), (2.5, TypeError), (0, ValueError)])
 def test_num_reads_validated(num_reads, exc):
     with pytest.raises(exc, match="num_reads must be an integer >= 1"):
-        attention_marginals(torch.zeros(1, 1, 3, 3), torch.zeros(1, 3, 3), sampler=get_sampler("exact"), num_reads=num_reads)
+        attention_marginals(torch.zeros(1, 1, 3, 3), torch.zeros(1, 3, 3), sampler=get_sampler("exact"),
+                            num_reads=num_reads)

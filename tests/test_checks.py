@@ -18,8 +18,8 @@ def test_seed_accepts_seedlike(seed):
     assert isinstance(checks.as_generator(seed), np.random.Generator)
 
 
-@pytest.mark.parametrize("seed, got", [(1.9, "float 1.9"), (True, "bool True"), (np.bool_(False), "bool"), ("3", "str '3'"),
-                                       (2.0, "float 2.0"), ([1], "list [1]")])
+@pytest.mark.parametrize("seed, got", [(1.9, "float 1.9"), (True, "bool True"), (np.bool_(False), "bool"),
+                                       ("3", "str '3'"), (2.0, "float 2.0"), ([1], "list [1]")])
 def test_seed_rejects_floats_bools_and_others(seed, got):
     expected = "seed must be an int, a numpy.random.Generator, a numpy.random.SeedSequence or None, got "
     for f in (checks.check_seed, checks.as_generator, lambda s: checks.spawn_seeds(s, 2)):
@@ -54,7 +54,8 @@ def test_backends_reexport_the_single_owner():
     assert backends.spawn_seeds is base.spawn_seeds is checks.spawn_seeds
 
 
-@pytest.mark.parametrize("value, exc", [(True, TypeError), (1.0, TypeError), ("2", TypeError), (None, TypeError), (0, ValueError), (-2, ValueError)])
+@pytest.mark.parametrize("value, exc", [(True, TypeError), (1.0, TypeError), ("2", TypeError), (None, TypeError),
+                                        (0, ValueError), (-2, ValueError)])
 def test_positive_int(value, exc):
     with pytest.raises(exc, match=r"num_reads must be an integer >= 1"):
         checks.check_num_reads(value, allow_none=False)
@@ -84,7 +85,7 @@ def test_beta_per_head():
 
 def test_memory_check_and_budget(monkeypatch):
     checks.check_memory(100, "small", budget=1000)
-    with pytest.raises(ValueError, match=r"big needs an estimated 1.95 KiB, above the memory budget of 1000 B.*; try less"):
+    with pytest.raises(ValueError, match=r"big needs an estimated 1.95 KiB, above the memory budget of 1000 B.*; try"):
         checks.check_memory(2000, "big", budget=1000, hint="try less")
     monkeypatch.setattr(checks, "MEMORY_BUDGET", 10)
     with pytest.raises(ValueError, match="memory budget of 10 B"):
@@ -96,6 +97,7 @@ def test_memory_check_and_budget(monkeypatch):
 
 
 def test_checks_import_no_quantum_packages():
-    code = ("import sys, hybrid_attention, hybrid_attention.checks, hybrid_attention.attention, hybrid_attention.bridge; "
+    code = ("import sys, hybrid_attention, hybrid_attention.checks, hybrid_attention.attention, "
+            "hybrid_attention.bridge; "
             "bad = [m for m in ('qiskit', 'pennylane') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)

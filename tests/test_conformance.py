@@ -164,7 +164,8 @@ def test_rejects_float_and_bool_seeds(sampler, seed):
             call(LADDER["pair"], num_reads=10, seed=seed)
 
 
-@pytest.mark.parametrize("num_reads, exc", [(0, ValueError), (-3, ValueError), (True, TypeError), (2.0, TypeError), ("9", TypeError)])
+@pytest.mark.parametrize("num_reads, exc", [(0, ValueError), (-3, ValueError), (True, TypeError), (2.0, TypeError),
+                                            ("9", TypeError)])
 def test_rejects_bad_num_reads(sampler, num_reads, exc):
     name, s = sampler
     for call in (s.sample, s.marginals):
