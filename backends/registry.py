@@ -1,38 +1,99 @@
-"""Sampler registry: names to lazily imported classes, with install hints for missing extras."""
+"""Sampler registry: the single factory that builds a sampler by name.
+
+Owns the table of registered samplers (name -> import path, the extra that provides its dependencies, and whether it
+runs a DQA circuit), their lazy import with an install hint for a missing extra, the names of the options each
+constructor accepts, and the two factories every caller goes through:
+
+* :func:`get_sampler` (``name, **options``): the options are checked against the constructor's before it is
+  called, so a misspelt option is a ``TypeError`` naming the accepted ones;
+* :func:`make_sampler` (``name, tau=, trotter_steps=, **options``): the same, with the anneal given as numbers: DQA
+  samplers (:func:`is_dqa`) get ``schedule=DQASchedule(tau, trotter_steps)``, the others ignore both.
+
+Nothing here imports qiskit or pennylane; :func:`is_dqa` and :data:`SAMPLERS` are readable without importing any
+backend.
+
+Example:
+    >>> from hybrid_attention.backends.registry import get_sampler, is_dqa, sampler_options
+    >>> is_dqa("aer"), is_dqa("gibbs")
+    (True, False)
+    >>> sorted(sampler_options("exact"))
+    ['max_spins']
+    >>> get_sampler("exact").properties["exact"]
+    True
+"""
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import inspect
+from typing import Any, NamedTuple
+
+from hybrid_attention.circuits.schedule import DQASchedule
 
 from .base import Sampler
 
-__all__ = ["get_sampler", "available_samplers", "register_sampler", "SAMPLERS"]
+__all__ = ["SamplerEntry", "SAMPLERS", "register_sampler", "is_dqa", "sampler_class", "sampler_options",
+           "check_sampler_options", "get_sampler", "make_sampler", "available_samplers"]
 
-#: name -> (module, class, extra that provides its dependencies or None)
-SAMPLERS: dict[str, tuple[str, str, str | None]] = {
-    "exact": ("hybrid_attention.backends.exact", "ExactSampler", None),
-    "statevector": ("hybrid_attention.backends.statevector", "StatevectorSampler", None),
-    "aer": ("hybrid_attention.backends.aer", "AerSampler", "aer"),
-    "pennylane": ("hybrid_attention.backends.pennylane", "PennyLaneSampler", "pennylane"),
-    "ibm": ("hybrid_attention.backends.ibm", "IBMSampler", "ibm"),
-    "gibbs": ("hybrid_attention.backends.classical", "GibbsSampler", None),
-    "anneal": ("hybrid_attention.backends.classical", "AnnealingSampler", None),
-    "meanfield": ("hybrid_attention.backends.classical", "MeanFieldSampler", None),
+
+class SamplerEntry(NamedTuple):
+    """Where a registered sampler lives: ``module`` and ``cls`` (any callable returning a sampler), the ``extra``
+    of ``pip install hybrid-attention[extra]`` that provides its dependencies (``None``: none needed), and ``dqa``:
+    it runs a Trotterized DQA circuit and takes ``schedule=DQASchedule(...)``."""
+
+    module: str
+    cls: str
+    extra: str | None = None
+    dqa: bool = False
+
+
+#: name -> :class:`SamplerEntry`
+SAMPLERS: dict[str, SamplerEntry] = {
+    "exact": SamplerEntry("hybrid_attention.backends.exact", "ExactSampler"),
+    "statevector": SamplerEntry("hybrid_attention.backends.statevector", "StatevectorSampler", None, dqa=True),
+    "aer": SamplerEntry("hybrid_attention.backends.aer", "AerSampler", "aer", dqa=True),
+    "pennylane": SamplerEntry("hybrid_attention.backends.pennylane", "PennyLaneSampler", "pennylane", dqa=True),
+    "ibm": SamplerEntry("hybrid_attention.backends.ibm", "IBMSampler", "ibm", dqa=True),
+    "gibbs": SamplerEntry("hybrid_attention.backends.classical", "GibbsSampler"),
+    "anneal": SamplerEntry("hybrid_attention.backends.classical", "AnnealingSampler"),
+    "meanfield": SamplerEntry("hybrid_attention.backends.classical", "MeanFieldSampler"),
 }
 
 
-def register_sampler(name: str, module: str, cls: str, extra: str | None = None) -> None:
-    """Register a sampler class by import path (imported only when first requested)."""
-    SAMPLERS[name] = (module, cls, extra)
+def register_sampler(name: str, module: str, cls: str, extra: str | None = None, *, dqa: bool = False) -> None:
+    """Register a sampler class (or factory) by import path; it is imported only when first requested.
+
+    Args:
+        name: registry name; module, cls: import path of the class or factory; extra: the ``hybrid-attention``
+            extra that provides its dependencies; dqa: it takes ``schedule=`` (:func:`make_sampler` builds one).
+    """
+    SAMPLERS[name] = SamplerEntry(module, cls, extra, bool(dqa))
 
 
-def _load(name: str) -> type[Sampler]:
+def _entry(name: str) -> SamplerEntry:
     if not isinstance(name, str):
         raise TypeError(f"sampler name must be a string, got {type(name).__name__}")
     if name not in SAMPLERS:
         raise ValueError(f"unknown sampler {name!r}; available: {sorted(SAMPLERS)}")
-    module, cls, extra = SAMPLERS[name]
+    return SAMPLERS[name]
+
+
+def is_dqa(name: str) -> bool:
+    """Whether registered sampler ``name`` runs a DQA circuit (takes ``schedule=``); imports nothing.
+
+    Raises:
+        ValueError: ``name`` is not registered. TypeError: it is not a string.
+    """
+    return _entry(name).dqa
+
+
+def sampler_class(name: str) -> type[Sampler]:
+    """The class (or factory) registered as ``name``, imported now.
+
+    Raises:
+        ValueError: unknown name. ImportError: a dependency is missing (the message names the extra to install).
+    """
+    module, cls, extra, _ = _entry(name)
     try:
         mod = importlib.import_module(module)
     except ImportError as exc:
@@ -44,9 +105,76 @@ def _load(name: str) -> type[Sampler]:
     return getattr(mod, cls)
 
 
-def get_sampler(name: str, **kwargs: Any) -> Sampler:
-    """Instantiate a registered sampler, e.g. ``get_sampler("aer", schedule=DQASchedule(tau=1.0, steps=20))``."""
-    return _load(name)(**kwargs)
+def _accepted(params: list[inspect.Parameter]) -> set[str]:
+    return {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"}
+
+
+def sampler_options(name: str) -> set[str] | None:
+    """Names of the keyword options the constructor of sampler ``name`` accepts, following ``**kw`` up the class
+    hierarchy; ``None`` when that cannot be told (a constructor or factory taking ``**kw`` that does not hand them
+    to a base class's constructor).
+
+    Raises:
+        ValueError, ImportError: as :func:`sampler_class`.
+    """
+    factory = sampler_class(name)
+    if not isinstance(factory, type):  # a factory function
+        params = list(inspect.signature(factory).parameters.values())
+        return None if any(p.kind is p.VAR_KEYWORD for p in params) else _accepted(params)
+    names: set[str] = set()
+    for klass in factory.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        if klass is object:
+            return names
+        params = list(inspect.signature(vars(klass)["__init__"]).parameters.values())
+        names |= _accepted(params)
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            return names
+        if klass.__module__ == "abc" or klass.__name__ == "Sampler":
+            return None
+    return names
+
+
+def check_sampler_options(name: str, options: dict[str, Any]) -> None:
+    """``TypeError`` naming the accepted options when ``options`` holds one the constructor of ``name`` does not
+    take (nothing is constructed)."""
+    if not options:
+        return
+    accepted = sampler_options(name)
+    unknown = sorted(set(options) - accepted) if accepted is not None else []
+    if unknown:
+        raise TypeError(f"sampler {name!r} does not accept option(s) {unknown}; accepted: {sorted(accepted)}")
+
+
+def get_sampler(name: str, **options: Any) -> Sampler:
+    """A registered sampler, e.g. ``get_sampler("aer", schedule=DQASchedule(tau=1.0, steps=20))``.
+
+    Raises:
+        ValueError: unknown name (or a bad option value, from the constructor). TypeError: an option the
+            constructor does not take (:func:`check_sampler_options`). ImportError: a missing extra.
+    """
+    check_sampler_options(name, options)
+    return sampler_class(name)(**options)
+
+
+def make_sampler(name: str, *, shots: int | None = None, tau: float = 1.0, trotter_steps: int = 20, seed: Any = None,
+                 **options: Any) -> Sampler:
+    """:func:`get_sampler` with the anneal given as numbers, as training and the CLI configure it.
+
+    DQA samplers (:func:`is_dqa`) get ``schedule=DQASchedule(tau=tau, steps=trotter_steps)`` unless ``schedule`` is
+    among ``options``; the others ignore ``tau`` and ``trotter_steps``. ``shots`` and ``seed`` are per-call options
+    (``sample(num_reads=shots, seed=...)``); they are accepted here so callers can keep them together, and
+    ``shots`` is validated. The remaining ``options`` go to the constructor.
+
+    Raises:
+        ValueError: ``shots`` is not a positive integer, or as :func:`get_sampler`.
+    """
+    if shots is not None and (isinstance(shots, bool) or not isinstance(shots, int) or shots < 1):
+        raise ValueError(f"shots must be a positive integer, got {shots!r}")
+    if is_dqa(name) and "schedule" not in options:
+        options["schedule"] = DQASchedule(tau=float(tau), steps=int(trotter_steps))
+    return get_sampler(name, **options)
 
 
 def available_samplers() -> dict[str, bool]:
@@ -54,7 +182,7 @@ def available_samplers() -> dict[str, bool]:
     out = {}
     for name in SAMPLERS:
         try:
-            _load(name)
+            sampler_class(name)
             out[name] = True
         except ImportError:
             out[name] = False

@@ -46,12 +46,12 @@ def show(fig):
 
 
 # %%
-from hybrid_attention import ablate
+from hybrid_attention.apps import ablate
 
 found = {}
 for task in ("shakespeare", "brackets"):
     d = ROOT / "results" / "ablation" / task
-    rows = ablate._collect(d) if (d / "runs").is_dir() else []
+    rows = ablate.collect_runs(d) if (d / "runs").is_dir() else []
     if not rows:
         print(f"{task}: no finished ablation runs in {d} (run: hybrid-attention ablate --task {task} --out {d})")
         continue
@@ -94,7 +94,7 @@ for task, (d, rows) in found.items():
         profiles[task] = prof
 if not profiles:
     import tempfile
-    from hybrid_attention.train import TrainConfig, train
+    from hybrid_attention.apps.train import TrainConfig, train
     run = Path(tempfile.mkdtemp(prefix="hj-")) / "run"
     train(TrainConfig(task="brackets", attention="hj", block_size=8, steps=60 if QUICK else 600, out=str(run),
                       progress=False, eval_interval=60 if QUICK else 200, eval_size=256, n_embd=32))

@@ -51,7 +51,7 @@ from hybrid_attention import exact, metrics
 from hybrid_attention.backends import get_sampler
 from hybrid_attention.circuits import DQASchedule
 from hybrid_attention.circuits.qiskit_dqa import dqa_circuit
-from hybrid_attention.fidelity_sweep import random_problems
+from hybrid_attention.apps.fidelity.problems import random_problems
 
 n, count = 4, (4 if QUICK else 16)
 shots = 512 if QUICK else 4096

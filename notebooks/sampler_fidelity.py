@@ -60,7 +60,7 @@ def show(fig):
 # %%
 from hybrid_attention import exact, metrics
 from hybrid_attention.backends import available_samplers
-from hybrid_attention.fidelity_sweep import SAMPLER_KINDS, build_sampler, make_schedule, random_problems
+from hybrid_attention.apps.fidelity import SAMPLER_KINDS, build_sampler, make_schedule, random_problems
 
 problem = random_problems(4, 1, seed=7)
 p_exact = exact.probabilities(problem).numpy()[0]
@@ -102,8 +102,8 @@ show(fig)
 
 # %%
 import tempfile
-from hybrid_attention.fidelity import FidelityConfig, run_sweep
-from hybrid_attention.fidelity_plots import summary_table
+from hybrid_attention.apps.fidelity import FidelityConfig, run_sweep
+from hybrid_attention.apps.fidelity.plots import summary_table
 
 sweep_samplers = [s for s in ("exact", "statevector", "aer", "aer-noisy", "pennylane", "gibbs", "anneal", "meanfield") if s in names]
 if QUICK:
@@ -132,8 +132,8 @@ for f in report["plots"]:
 # The cells below read them and print the numbers the discussion refers to.
 
 # %%
-from hybrid_attention.fidelity import load_report
-from hybrid_attention.fidelity_plots import path_getter as get, series
+from hybrid_attention.apps.fidelity import load_report
+from hybrid_attention.apps.fidelity.plots import path_getter as get, series
 
 committed = ROOT / "results" / "fidelity"
 reports = {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from hybrid_attention import cli
+from hybrid_attention.apps import cli
 
 
 def test_demo_quick_end_to_end(tmp_path, capsys):

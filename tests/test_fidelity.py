@@ -10,9 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from hybrid_attention import cli, exact, fidelity, fidelity_sweep
-from hybrid_attention.fidelity import FidelityConfig, run_sweep, sweep_points
-from hybrid_attention.fidelity_sweep import SweepPoint, measure_point, problems_from_model, random_problems
+from hybrid_attention import exact
+from hybrid_attention.apps import cli
+from hybrid_attention.apps.fidelity import FidelityConfig, run_sweep, sweep_points
+from hybrid_attention.apps.fidelity import sweep as fidelity_sweep
+from hybrid_attention.apps.fidelity.problems import problems_from_model, random_problems
+from hybrid_attention.apps.fidelity.sweep import SweepPoint, measure_point
 from hybrid_attention.metrics import attention_weights
 
 TINY = ["fidelity", "--samplers", "exact", "--n", "2,3", "--shots", "64,256", "--problems", "3", "--no-progress"]
@@ -177,7 +180,7 @@ def test_problems_from_model_reproduce_the_layer_output():
 
 
 def test_model_ensemble_from_a_training_run(tmp_path):
-    from hybrid_attention.train import TrainConfig, train
+    from hybrid_attention.apps.train import TrainConfig, train
 
     run = tmp_path / "run"
     train(TrainConfig(task="brackets", attention="hj", block_size=6, steps=3, out=str(run), progress=False, eval_interval=3,
@@ -214,7 +217,7 @@ def test_aer_point_matches_its_ideal_circuit_within_shot_noise():
 
 @pytest.mark.skipif(not _available("aer"), reason="aer sampler not available")
 def test_calibrated_schedule_raises_the_effective_temperature_to_target():
-    from hybrid_attention.fidelity_sweep import make_schedule
+    from hybrid_attention.apps.fidelity.sweep import make_schedule
 
     probs = random_problems(3, 8, seed=4, scale=0.5)
     plain = measure_point(SweepPoint("aer", 3, 256, 0.5, 20), probs, seed=2)
@@ -245,7 +248,7 @@ def test_fitted_calibration_reaches_a_hot_target_temperature():
     plain = measure_point(SweepPoint("statevector", 4, None, 1.0, 40), probs)
     assert res["target"]["tv"]["mean"] < 0.5 * plain["target"]["tv"]["mean"]
     # at a short anneal the target cannot be reached: the point is reported, not faked
-    from hybrid_attention.fidelity_sweep import UnreachableTemperature
+    from hybrid_attention.apps.fidelity.sweep import UnreachableTemperature
 
     with pytest.raises(UnreachableTemperature, match="cannot reach"):
         measure_point(SweepPoint("statevector", 4, None, 0.5, 40), probs, calibration="fitted")

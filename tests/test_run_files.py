@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import hybrid_attention
-from hybrid_attention import cli, run_files
+from hybrid_attention.apps import cli, run_files
 
 TINY = ["--n-embd", "8", "--batch-size", "8", "--no-progress", "--warmup", "2"]
 BRACKETS = ["train", "--task", "brackets", "--attention", "hj", "--block-size", "4", "--eval-interval", "2", *TINY]
@@ -128,7 +128,7 @@ def test_lock_is_exclusive_across_file_descriptors(tmp_path):
 
 def test_second_train_process_on_the_same_directory_is_refused(tmp_path, capsys):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "hybrid_attention", *BRACKETS, "--steps", "100000", "--eval-interval", "1", "--out", str(out)]
+    cmd = [sys.executable, "-m", "hybrid_attention.apps", *BRACKETS, "--steps", "100000", "--eval-interval", "1", "--out", str(out)]
     first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120
@@ -183,7 +183,7 @@ def test_diverging_run_stops_and_keeps_the_last_good_checkpoint(tmp_path, capsys
 def test_ablate_reports_a_diverged_run_and_does_not_rerun_it(tmp_path, monkeypatch, capsys):
     import dataclasses
 
-    import hybrid_attention.ablate as ab
+    import hybrid_attention.apps.ablate.grid as ab
 
     real, calls = ab.train, []
 
@@ -353,7 +353,7 @@ def test_checkpoints_are_loaded_with_weights_only(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torch, "load", spy)
     assert cli.main([*BRACKETS, "--steps", "4", "--out", str(out), "--resume"]) == 0
-    from hybrid_attention.fidelity_model import load_model
+    from hybrid_attention.apps.fidelity.model import load_model
 
     load_model(out)
     assert calls and all(w is True for w in calls)

@@ -7,8 +7,11 @@ import json
 import pytest
 import torch
 
-from hybrid_attention import cli, exact
-from hybrid_attention import train as tr
+from hybrid_attention import exact
+from hybrid_attention.apps import cli
+from hybrid_attention.apps import train as tr
+from hybrid_attention.apps.train import loop
+from hybrid_attention.backends import registry
 
 TINY = ["--n-embd", "8", "--batch-size", "8", "--no-progress", "--warmup", "2"]
 
@@ -73,18 +76,18 @@ def test_resume_after_interruption_matches_uninterrupted_run(tmp_path, monkeypat
     assert cli.main([*args, "--out", str(tmp_path / "full")]) == 0
     full = read(tmp_path / "full", "metrics.json")
 
-    real_lr = tr._lr_at
+    real_lr = loop._lr_at
 
     def killed(step, cfg):  # the process dies during step 5 (after the checkpoint at step 3)
         if step == 5:
             raise KeyboardInterrupt
         return real_lr(step, cfg)
 
-    monkeypatch.setattr(tr, "_lr_at", killed)
+    monkeypatch.setattr(loop, "_lr_at", killed)
     assert cli.main([*args, "--out", str(tmp_path / "cut")]) == 130
     part = read(tmp_path / "cut", "metrics.json")
     assert part["step"] == 3 and not part["finished"]  # lost at most one evaluation interval
-    monkeypatch.setattr(tr, "_lr_at", real_lr)
+    monkeypatch.setattr(loop, "_lr_at", real_lr)
     assert cli.main([*args, "--out", str(tmp_path / "cut")]) == 2  # no --resume: refused
     assert cli.main([*args, "--out", str(tmp_path / "cut"), "--resume"]) == 0
     done = read(tmp_path / "cut", "metrics.json")
@@ -129,22 +132,21 @@ def test_python_train_callable(tmp_path):
 
 
 def test_make_sampler_passes_the_dqa_schedule(monkeypatch):
-    import hybrid_attention.backends as backends
     from hybrid_attention.circuits import DQASchedule
 
     calls = []
-    monkeypatch.setattr(backends, "get_sampler", lambda name, **kw: calls.append((name, kw)) or name)
-    assert tr.make_sampler("aer", shots=100, tau=0.5, trotter_steps=7, seed=3, optimization_level=1) == "aer"
+    monkeypatch.setattr(registry, "get_sampler", lambda name, **kw: calls.append((name, kw)) or name)
+    assert registry.make_sampler("aer", shots=100, tau=0.5, trotter_steps=7, seed=3, optimization_level=1) == "aer"
     name, kw = calls[-1]
     assert kw["schedule"] == DQASchedule(tau=0.5, steps=7) and kw["optimization_level"] == 1
-    tr.make_sampler("gibbs", shots=10, tau=0.5, trotter_steps=7, seed=3)
+    registry.make_sampler("gibbs", shots=10, tau=0.5, trotter_steps=7, seed=3)
     assert calls[-1] == ("gibbs", {})  # classical samplers ignore tau and Trotter steps
     with pytest.raises(ValueError, match="shots"):
-        tr.make_sampler("gibbs", shots=0, tau=1.0, trotter_steps=1, seed=0)
+        registry.make_sampler("gibbs", shots=0, tau=1.0, trotter_steps=1, seed=0)
 
 
 def test_make_sampler_exact_from_registry():
-    s = tr.make_sampler("exact", shots=None, tau=1.0, trotter_steps=1, seed=0)
+    s = registry.make_sampler("exact", shots=None, tau=1.0, trotter_steps=1, seed=0)
     assert s.properties["exact"]
 
 
@@ -159,7 +161,7 @@ def test_ablate_smoke_and_resume(tmp_path, monkeypatch, capsys):
     rows = (out / "summary.csv").read_text().splitlines()
     assert rows[0].startswith("mode,block_size,n,mean,std") and len(rows) == 1 + 4
     assert (out / "metric_vs_T.png").stat().st_size > 1000 and (out / "couplings_by_distance.png").is_file()
-    import hybrid_attention.ablate as ab
+    import hybrid_attention.apps.ablate.grid as ab
 
     monkeypatch.setattr(ab, "train", lambda cfg: pytest.fail(f"finished run {cfg.out} was run again"))
     assert cli.main(args) == 0  # everything finished: nothing re-run

@@ -61,19 +61,15 @@ class AllStates:
 
 
 def _register() -> None:
-    import hybrid_attention.train as T
-    from hybrid_attention.backends import register_sampler
+    from hybrid_attention.backends.registry import register_sampler
 
-    register_sampler("statevector-reads", __name__, "statevector_reads")
-    register_sampler("statevector-probs", __name__, "AllStates")
-    # so make_sampler passes schedule=DQASchedule(tau, trotter_steps)
-    T.DQA_SAMPLERS = (*T.DQA_SAMPLERS, *[n for n in ("statevector-reads", "statevector-probs") if n not in T.DQA_SAMPLERS])
+    # dqa=True: training builds them with schedule=DQASchedule(tau, trotter_steps)
+    register_sampler("statevector-reads", __name__, "statevector_reads", dqa=True)
+    register_sampler("statevector-probs", __name__, "AllStates", dqa=True)
 
 
 def run_one(task: str, variant: str, seed: int, args: argparse.Namespace) -> dict:
-    import torch
-
-    from hybrid_attention.train import TrainConfig, evaluate, train
+    from hybrid_attention.apps.train import TrainConfig, evaluate, train
 
     sampler = SAMPLER_OF[variant]
     out = Path(args.runs) / f"{task}_{variant}_s{seed}"
@@ -86,8 +82,9 @@ def run_one(task: str, variant: str, seed: int, args: argparse.Namespace) -> dic
     row = {"task": task, "variant": variant, "seed": seed, "train_s": round(time.perf_counter() - t0, 1),
            **{k: v for k, v in metrics.items() if k.startswith("val_")}}
     if variant != "exact":  # the same final weights, evaluated with exact marginals
+        from hybrid_attention.apps.run_files import load_checkpoint
+        from hybrid_attention.apps.train import eval_set
         from hybrid_attention.model import Transformer
-        from hybrid_attention.train import _eval_set
 
         cfg_exact = TrainConfig(**{**cfg.__dict__, "sampler": "exact"})
         if task == "shakespeare":
@@ -98,10 +95,10 @@ def run_one(task: str, variant: str, seed: int, args: argparse.Namespace) -> dic
             from hybrid_attention.tasks.brackets import BracketTask
 
             t = BracketTask(args.block_size)
-        state = torch.load(out / "checkpoint.pt", weights_only=False)
+        state = load_checkpoint(out / "checkpoint.pt")
         model = Transformer(cfg_exact.model_config(t.vocab_size))
         model.load_state_dict(state["model"])
-        xv, yv = _eval_set(t, cfg_exact)
+        xv, yv = eval_set(t, cfg_exact)
         ev = evaluate(model, xv, yv, task)
         row.update({f"exact_eval_{k}": v for k, v in ev.items()})
     return row

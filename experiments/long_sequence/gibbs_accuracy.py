@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hybrid_attention import exact
 from hybrid_attention import attention as att
+from hybrid_attention import exact
 from hybrid_attention.backends.classical import GibbsSampler, MeanFieldSampler
 from hybrid_attention.bridge import attention_marginals
 
@@ -53,14 +53,15 @@ def scores(run: Path, seed: int) -> tuple[torch.Tensor, torch.Tensor, float, str
     if not ck.is_file():
         g = torch.Generator().manual_seed(seed)
         return torch.randn(B, 1, T, T, generator=g), J, beta, "h ~ N(0, 1) (no checkpoint)"
+    from hybrid_attention.apps.run_files import load_checkpoint
+    from hybrid_attention.apps.train import TrainConfig, eval_set, load_task
     from hybrid_attention.model import Transformer, TransformerConfig
-    from hybrid_attention.train import TrainConfig, _eval_set, _load_task
 
     conf = json.loads((run / "config.json").read_text())
     rc = TrainConfig(**{**conf["run"], "data": conf["run"].get("data") or "../shared/data/tinyshakespeare.txt"})
     model = Transformer(TransformerConfig(**conf["model"]))
-    model.load_state_dict(torch.load(ck, map_location="cpu", weights_only=False)["model"])
-    x, _ = _eval_set(_load_task(rc), rc)
+    model.load_state_dict(load_checkpoint(ck)["model"])
+    x, _ = eval_set(load_task(rc)[0], rc)  # load_task: (task, data record)
     got = {}
     real = att.attention_weights
 

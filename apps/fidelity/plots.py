@@ -1,4 +1,4 @@
-"""Figures and the text table of a fidelity report (:mod:`hybrid_attention.fidelity`).
+"""Figures and the text table of a fidelity report (:mod:`hybrid_attention.apps.fidelity`).
 
 matplotlib (Agg backend) is imported inside :func:`write_plots` only.
 """

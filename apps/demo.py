@@ -4,10 +4,10 @@
 2. Bracket matching (generated locally): trains softmax attention, Boltzmann attention (``hj``, exact marginals)
    and one Boltzmann model trained on DQA samples (the Trotterized anneal simulated by the ``statevector``
    sampler, ``--shots`` measurements per attention row, covariance-identity gradients), with
-   :func:`hybrid_attention.train.train`, and prints a comparison table (the DQA model is evaluated both with its own
+   :func:`hybrid_attention.apps.train.train`, and prints a comparison table (the DQA model is evaluated both with its own
    sampler and with exact marginals).
 3. Sampler fidelity on the Ising problems the trained ``hj`` layer actually solves: a small
-   :func:`hybrid_attention.fidelity.run_sweep` over the available samplers, with its table and plots.
+   :func:`hybrid_attention.apps.fidelity.run_sweep` over the available samplers, with its table and plots.
 
 Everything goes to ``--out`` (default: a new ``hybrid-attention-demo-<timestamp>``; an existing non-empty directory
 is refused, and so is a directory another demo is writing to).
@@ -22,9 +22,15 @@ from pathlib import Path
 
 import torch
 
-from . import exact
-from .ising import IsingProblem
-from .run_files import is_empty, lock_directory
+from hybrid_attention import exact
+from hybrid_attention.apps.fidelity import SAMPLER_KINDS, FidelityConfig, run_sweep
+from hybrid_attention.apps.fidelity.model import load_model
+from hybrid_attention.apps.fidelity.plots import summary_table
+from hybrid_attention.apps.run_files import is_empty, lock_directory
+from hybrid_attention.apps.train import TrainConfig, evaluate, train
+from hybrid_attention.backends.registry import available_samplers
+from hybrid_attention.ising import IsingProblem
+from hybrid_attention.tasks.brackets import BracketTask
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -74,10 +80,6 @@ def exact_checks(B: int, T: int, seed: int) -> None:
 # ---------------------------------------------------------------------- 2. training
 def train_models(out: Path, *, T: int, steps: int, shots: int, tau: float, trotter_steps: int, seed: int, quick: bool) -> list[dict]:
     """Train softmax, hj (exact) and hj (DQA samples) on brackets of length ``T``; returns the table rows."""
-    from .fidelity_model import load_model
-    from .tasks.brackets import BracketTask
-    from .train import TrainConfig, evaluate, train
-
     common = dict(task="brackets", block_size=T, steps=steps, seed=seed, n_embd=16 if quick else 32, batch_size=16 if quick else 64,
                   eval_interval=steps, eval_size=64 if quick else 512, warmup=min(50, steps // 3), progress=not quick)
     runs = [("softmax", dict(attention="softmax")), ("hj (exact)", dict(attention="hj")),
@@ -113,11 +115,6 @@ def print_table(rows: list[dict], T: int, steps: int, shots: int, tau: float, tr
 # ---------------------------------------------------------------------- 3. fidelity
 def fidelity_on_model(out: Path, checkpoint: Path, *, T: int, seed: int, quick: bool) -> Path:
     """A small fidelity sweep over the trained layer's own Ising problems; returns the report directory."""
-    from .backends import available_samplers
-    from .fidelity import FidelityConfig, run_sweep
-    from .fidelity_plots import summary_table
-    from .fidelity_sweep import SAMPLER_KINDS
-
     avail = available_samplers()
     wanted = ("exact", "statevector", "aer", "gibbs", "meanfield")
     samplers = [s for s in wanted if avail.get(SAMPLER_KINDS[s][0])]

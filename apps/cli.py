@@ -1,5 +1,5 @@
-"""The ``hybrid-attention`` command. Each subcommand lives in its own module exposing
-``add_arguments(parser)`` and ``run(args) -> int``; modules are imported only when their subcommand runs.
+"""The ``hybrid-attention`` command (console script ``hybrid_attention.apps.cli:main``). Each subcommand lives in its
+own module exposing ``add_arguments(parser)`` and ``run(args) -> int``, imported by name when the parser is built.
 
 Failures end with one line ``hybrid-attention COMMAND: error: ...`` on stderr (``-vv`` also prints the traceback):
 exit code 2 when the command was refused before doing anything (bad values, settings that conflict with an
@@ -14,14 +14,16 @@ import importlib
 import logging
 import sys
 
-from . import __version__
+from hybrid_attention import __version__
+from hybrid_attention.apps.run_files import DirectoryLocked
+from hybrid_attention.apps.train import TrainingDiverged
 
 # subcommand -> (module, one-line help)
 COMMANDS = {
-    "demo": ("hybrid_attention.demo", "the main demonstration on local defaults (no account, no network)"),
-    "train": ("hybrid_attention.train", "train a decoder with Boltzmann or softmax attention on a task"),
-    "ablate": ("hybrid_attention.ablate", "run the four-way ablation (modes x block sizes x seeds) and tabulate it"),
-    "fidelity": ("hybrid_attention.fidelity", "measure sampler fidelity against exact enumeration"),
+    "demo": ("hybrid_attention.apps.demo", "the main demonstration on local defaults (no account, no network)"),
+    "train": ("hybrid_attention.apps.train.command", "train a decoder with Boltzmann or softmax attention on a task"),
+    "ablate": ("hybrid_attention.apps.ablate.command", "run the four-way ablation (modes x block sizes x seeds) and tabulate it"),
+    "fidelity": ("hybrid_attention.apps.fidelity.command", "measure sampler fidelity against exact enumeration"),
 }
 
 
@@ -87,9 +89,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def exit_code(exc: BaseException) -> int | None:
     """2 for refused input, 1 for a failure while running, ``None`` for anything else (a bug: keep the traceback)."""
-    from .run_files import DirectoryLocked
-    from .train import TrainingDiverged
-
     if isinstance(exc, (ValueError, TypeError, FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
                         ImportError, DirectoryLocked)):
         return 2
@@ -111,6 +110,7 @@ def message(exc: BaseException) -> str:
     else:
         text = str(exc) or type(exc).__name__
     return " ".join(text.split())
+
 
 if __name__ == "__main__":
     sys.exit(main())

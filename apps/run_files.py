@@ -25,12 +25,15 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import torch
 
 __all__ = ["LOCK_NAME", "DirectoryLocked", "lock_directory", "atomic_write", "write_json", "remove_stale_temporaries",
            "is_empty", "load_checkpoint", "sha256_file"]
@@ -184,8 +187,6 @@ def load_checkpoint(path: str | os.PathLike, *, required: tuple[str, ...] = ("mo
         ValueError: truncated, corrupt, or holding objects other than tensors and plain containers (the message
             names the file).
     """
-    import torch
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {str(path)!r}")
@@ -211,8 +212,6 @@ def _load_error(exc: BaseException) -> str:
 
 def sha256_file(path: str | os.PathLike) -> str:
     """Hex sha256 of a file's bytes."""
-    import hashlib
-
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):

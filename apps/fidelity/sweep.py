@@ -1,8 +1,9 @@
-"""Sampler-fidelity sweeps: problem ensembles, sampler construction and one measured sweep point.
+"""Sampler-fidelity measurement: the sweep's samplers and schedules, and one measured sweep point.
 
-Owns the measurement behind ``hybrid-attention fidelity`` (:mod:`hybrid_attention.fidelity` holds the sweep loop,
-the report file and the CLI; :mod:`hybrid_attention.fidelity_plots` the figures). Depends on numpy and torch at
-import time; the DQA samplers (qiskit, pennylane) are imported through the registry only when a sweep uses them.
+Owns the measurement behind ``hybrid-attention fidelity`` (:mod:`~hybrid_attention.apps.fidelity.problems` makes
+the problem ensembles, :mod:`~hybrid_attention.apps.fidelity.report` runs the sweep into its report file,
+:mod:`~hybrid_attention.apps.fidelity.plots` draws it). Depends on numpy and torch at import time; the DQA samplers
+(qiskit, pennylane) are imported through the registry only when a sweep uses them.
 
 A *sweep point* is ``(sampler, n, shots, tau, steps)``. At each point every problem of the ensemble is sampled
 once and compared with
@@ -10,8 +11,8 @@ once and compared with
 * ``target``: the exact Boltzmann distribution of the problem at its ``beta`` (what attention needs), and, for
   DQA samplers,
 * ``circuit``: the ideal output of the same Trotterized anneal (the sampler's ``reference_probabilities``:
-  the independent numpy statevector of :mod:`hybrid_attention.circuits.reference`; isolates shot noise, hardware noise and emitter errors from the
-  physics of the anneal), and the effective-temperature fit of that ideal output
+  the independent numpy statevector of :mod:`hybrid_attention.circuits.reference`; isolates shot noise,
+  hardware noise and emitter errors from the physics of the anneal), and the effective-temperature fit of that ideal output
   (:func:`hybrid_attention.metrics.fit_effective_beta`) with the distance to its best-fit Boltzmann form.
 """
 
@@ -26,26 +27,37 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import exact, metrics
-from .ising import IsingProblem
+from hybrid_attention import exact, metrics
+from hybrid_attention.backends.registry import get_sampler, is_dqa
+from hybrid_attention.circuits.reference import dqa_probabilities
+from hybrid_attention.circuits.schedule import DQASchedule
+from hybrid_attention.circuits.temperature import calibrate, compensate
+from hybrid_attention.circuits.temperature import random_problems as unit_problems
+from hybrid_attention.ising import IsingProblem
 
-__all__ = ["SAMPLER_KINDS", "CALIBRATIONS", "SweepPoint", "UnreachableTemperature", "random_problems", "problems_from_model", "make_schedule",
-           "build_sampler", "measure_point", "expected_shot_tv"]
+__all__ = ["SAMPLER_KINDS", "CALIBRATIONS", "SweepPoint", "UnreachableTemperature", "make_schedule", "build_sampler", "measure_point",
+           "expected_shot_tv"]
 
 logger = logging.getLogger(__name__)
 
+#: sweep name -> registry name (``aer-noisy``: Aer with the noise model of :data:`NOISY_BACKEND`)
+SWEEP_SAMPLERS: dict[str, str] = {"exact": "exact", "statevector": "statevector", "aer": "aer", "aer-noisy": "aer",
+                                  "pennylane": "pennylane", "gibbs": "gibbs", "anneal": "anneal", "meanfield": "meanfield"}
+#: DQA samplers that return the exact output distribution of their circuit (no shots axis)
+EXACT_OUTPUT = ("statevector",)
+
+
+def _kind(registry_name: str) -> str:
+    if registry_name == "exact":
+        return "exact"
+    if is_dqa(registry_name):  # the registry says which samplers run a DQA circuit
+        return "dqa-exact" if registry_name in EXACT_OUTPUT else "dqa"
+    return "classical"
+
+
 #: sweep name -> (registry name, kind). ``dqa``: Trotterized anneal (tau, steps apply); ``dqa-exact``: a DQA
 #: sampler returning exact output probabilities (no shots); ``classical``: reads only; ``exact``: exact samples.
-SAMPLER_KINDS: dict[str, tuple[str, str]] = {
-    "exact": ("exact", "exact"),
-    "statevector": ("statevector", "dqa-exact"),
-    "aer": ("aer", "dqa"),
-    "aer-noisy": ("aer", "dqa"),
-    "pennylane": ("pennylane", "dqa"),
-    "gibbs": ("gibbs", "classical"),
-    "anneal": ("anneal", "classical"),
-    "meanfield": ("meanfield", "classical"),
-}
+SAMPLER_KINDS: dict[str, tuple[str, str]] = {name: (reg, _kind(reg)) for name, reg in SWEEP_SAMPLERS.items()}
 
 #: fake backend whose noise model ``aer-noisy`` uses (offline, from qiskit-ibm-runtime; 16 qubits, heavy-hex)
 NOISY_BACKEND = "FakeGuadalupeV2"
@@ -75,74 +87,6 @@ class SweepPoint:
         return f"{self.sampler}|n={self.n}|shots={self.shots}|tau={self.tau}|steps={self.steps}"
 
 
-# ---------------------------------------------------------------------- problem ensembles
-def random_problems(n: int, count: int, *, seed: int = 0, scale: float = 1.0, beta: float = 1.0) -> IsingProblem:
-    """``count`` random problems on ``n`` spins: ``h, J_jk ~ N(0, scale**2)`` i.i.d. (SPEC section 4's ensemble).
-
-    Args:
-        n: spins (>= 1); count: problems (>= 1); seed: int; scale: standard deviation; beta: inverse temperature.
-
-    Returns:
-        float64 :class:`IsingProblem` with ``h (count, n)`` and ``J (count, n, n)``. The stream depends only on
-        ``(seed, n)``, so adding sizes to a sweep never changes the problems of the others.
-    """
-    if n < 1 or count < 1:
-        raise ValueError(f"n and count must be >= 1, got n = {n}, count = {count}")
-    rng = np.random.default_rng([int(seed), int(n)])
-    h = scale * rng.standard_normal((count, n))
-    U = np.triu(scale * rng.standard_normal((count, n, n)), 1)
-    return IsingProblem(torch.from_numpy(h), torch.from_numpy(U + U.transpose(0, 2, 1)), beta=beta)
-
-
-@torch.no_grad()
-def problems_from_model(model: torch.nn.Module, idx: torch.Tensor, n: int, *, layer: int = 0, head: int = 0) -> IsingProblem:
-    """The Ising problems a trained model's attention layer solves for query position ``i = n - 1``.
-
-    Runs ``model`` on ``idx``, captures the input of attention layer ``layer`` with a forward hook, and rebuilds
-    the fields ``h_j = q_i . k_j / sqrt(d_head)`` over the visible keys ``j <= i`` (SPEC section 3) with the
-    layer's couplings ``J[head, :n, :n]`` and its ``beta``.
-
-    Args:
-        model: a :class:`hybrid_attention.model.Transformer` (anything with ``attention_layers`` whose items have
-            ``c_attn``, ``n_head``, ``n_embd``, ``J``, ``beta``).
-        idx: token ids ``(B, T)`` with ``T >= n``.
-        n: number of visible keys (spins).
-
-    Returns:
-        float64 :class:`IsingProblem` with ``h (B, n)``, ``J (n, n)``.
-    """
-    layers = list(getattr(model, "attention_layers", []))
-    if not layers:
-        raise ValueError("model has no attention_layers; expected a hybrid_attention.model.Transformer")
-    if not 0 <= layer < len(layers):
-        raise ValueError(f"layer must be in [0, {len(layers)}), got {layer}")
-    att = layers[layer]
-    if not 0 <= head < att.n_head:
-        raise ValueError(f"head must be in [0, {att.n_head}), got {head}")
-    if idx.ndim != 2 or idx.shape[1] < n:
-        raise ValueError(f"idx must have shape (B, T) with T >= n = {n}, got {tuple(idx.shape)}")
-    seen: dict[str, torch.Tensor] = {}
-    hook = att.register_forward_hook(lambda mod, inp, out: seen.setdefault("x", inp[0]))
-    was_training = model.training
-    try:
-        model.eval()
-        model(idx)
-    finally:
-        hook.remove()
-        model.train(was_training)
-    x = seen["x"]
-    B, T, C = x.shape
-    d = C // att.n_head
-    q, k, _ = att.c_attn(x).split(att.n_embd, dim=2)
-    q = q.view(B, T, att.n_head, d)[:, n - 1, head]  # (B, d)
-    k = k.view(B, T, att.n_head, d)[:, :n, head]  # (B, n, d)
-    h = torch.einsum("bd,bnd->bn", q, k) / math.sqrt(d)
-    J = att.J[head, :n, :n] if att.J is not None else torch.zeros(n, n)
-    beta = float(att.beta[head])
-    return IsingProblem(h.double(), J.double(), beta=beta)
-
-
-# ---------------------------------------------------------------------- samplers
 def _noise_backend() -> Any:
     from qiskit_ibm_runtime import fake_provider
 
@@ -167,21 +111,15 @@ def make_schedule(tau: float, steps: int, calibration: str = "none", *, beta: fl
             cannot reach it).
         beta, n: problem temperature and size (used by ``"fitted"`` only).
     """
-    from .circuits import DQASchedule
-
     if calibration not in CALIBRATIONS:
         raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
     sched = DQASchedule(tau=float(tau), steps=int(steps))
     if calibration == "none":
         return sched
-    from .circuits.temperature import calibrate, compensate
-
     if calibration in ("compensated", "fitted"):
         sched = compensate(sched)
     sched = calibrate(1.0, sched, vary="energy_scale", method="leading")
     if calibration == "fitted":
-        from .circuits.temperature import random_problems as unit_problems
-
         h, J = unit_problems(n=n, batch=32, seed=12345)  # independent of the measured ensemble
         try:
             sched = calibrate(1.0, sched, vary="energy_scale", method="fit", problems=(beta * h, beta * J), tol=1e-2)
@@ -199,8 +137,6 @@ def build_sampler(name: str, *, schedule: Any = None, **kw: Any) -> Any:
     :data:`NOISY_BACKEND` (its noise model, gates and layout) simulated with ``method="density_matrix"`` (exact
     noisy output, all shots at once: fast for the few qubits of a sweep). ``kw`` go to the constructor.
     """
-    from .backends import get_sampler
-
     if name not in SAMPLER_KINDS:
         raise ValueError(f"unknown sweep sampler {name!r}; choose from {sorted(SAMPLER_KINDS)}")
     reg, kind = SAMPLER_KINDS[name]
@@ -215,7 +151,6 @@ def build_sampler(name: str, *, schedule: Any = None, **kw: Any) -> Any:
     return get_sampler(reg, **args)
 
 
-# ---------------------------------------------------------------------- measurement
 def expected_shot_tv(p: np.ndarray, shots: int) -> np.ndarray:
     """Large-``N`` expectation of the total variation between ``N`` exact samples of ``p`` and ``p`` itself:
     ``E TV ~ 1/2 sum_c sqrt(2 p_c (1 - p_c) / (pi N))`` (the shot-noise floor every sampler sits on)."""
@@ -308,8 +243,6 @@ def _circuit_reference(sampler: Any, prob: IsingProblem, schedule: Any) -> np.nd
     """Ideal output of the anneal the sampler runs (the circuit encodes ``beta * H_P``)."""
     if hasattr(sampler, "reference_probabilities"):
         return np.asarray(sampler.reference_probabilities(prob))
-    from .circuits.reference import dqa_probabilities
-
     h, J = prob.dropped()
     beta = prob.beta_tensor().double().numpy()
     J = np.broadcast_to(J.numpy(), (*prob.batch_shape, prob.n, prob.n))

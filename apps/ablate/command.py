@@ -1,0 +1,59 @@
+"""``hybrid-attention ablate``: the subcommand's flags (the training ones shared with ``train``) and :func:`run`."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+from hybrid_attention.apps.run_files import lock_directory
+from hybrid_attention.apps.train import TrainConfig
+from hybrid_attention.apps.train.flags import add_train_flags
+from hybrid_attention.attention import MODES
+
+from .grid import ablate
+from .report import diverged_runs, report
+
+__all__ = ["add_arguments", "run"]
+
+_MODEL_FLAGS = ("ffn", "n_layer", "n_head", "n_embd", "dropout", "beta", "learn_beta", "lr", "weight_decay", "batch_size",
+                "eval_interval", "eval_size", "warmup", "data", "threads")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``ablate`` flags: the grid, the directory, and the training flags of :mod:`hybrid_attention.apps.train.flags`
+    (defaulting to the :class:`TrainConfig` values)."""
+    a = parser.add_argument
+    add_train_flags(parser, ["task"], defaults="config")
+    a("--modes", nargs="+", choices=MODES, default=list(MODES), help="attention modes")
+    a("--block-sizes", type=int, nargs="+", default=[4, 8, 12, 16], metavar="T")
+    a("--seeds", type=int, nargs="+", default=[0, 1, 2], metavar="S")
+    add_train_flags(parser, ["steps"], defaults="config", help={"steps": ""})  # train's text is about --resume
+    a("--out", required=True, metavar="DIR", help="ablation directory (resumable)")
+    add_train_flags(parser, _MODEL_FLAGS, defaults="config")
+    a("--report-only", action="store_true", help="only rebuild tables and plots from the finished runs")
+    add_train_flags(parser, ["progress"], defaults="config")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run (or, with ``--report-only``, only tabulate) the ablation; print its summary. 1 if a run diverged."""
+    out = Path(args.out)
+    if args.report_only:
+        if not out.is_dir():
+            raise FileNotFoundError(f"--report-only: no ablation directory {str(out)!r}")
+        with lock_directory(out):
+            report(out, args.task)
+    else:
+        names = {f.name for f in dataclasses.fields(TrainConfig)}
+        base = TrainConfig(**{k: v for k, v in vars(args).items() if k in names and k not in ("out", "progress")}, out=str(out))
+        ablate(base, out, list(dict.fromkeys(args.modes)), list(dict.fromkeys(args.block_sizes)), list(dict.fromkeys(args.seeds)),
+               progress=args.progress)
+    md = out / "summary.md"
+    print(md.read_text())
+    print(f"tables and plots in {out}", file=sys.stderr)
+    bad = diverged_runs(out)
+    for name, r in bad.items():
+        print(f"hybrid-attention ablate: warning: run {str(out / 'runs' / name)!r} diverged at step {r['step']} ({r['reason']}); "
+              "it is left out of the tables", file=sys.stderr)
+    return 1 if bad else 0

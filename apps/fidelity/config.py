@@ -1,0 +1,107 @@
+"""What a fidelity sweep measures: :class:`FidelityConfig` (validated on construction) and its sweep points."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .sweep import CALIBRATIONS, SAMPLER_KINDS, SweepPoint
+
+__all__ = ["FidelityConfig", "sweep_points", "AXES", "ENSEMBLE_KEYS", "GRID_KEYS"]
+
+#: configuration keys that define the problem ensemble: a report can only be resumed if these agree
+ENSEMBLE_KEYS = ("ensemble", "checkpoint", "problems", "seed", "scale", "beta", "layer", "head", "calibration")
+AXES = ("n", "shots", "tau", "steps")
+#: configuration keys a resumed report may extend (the recorded configuration keeps the union)
+GRID_KEYS = ("samplers", *AXES)
+
+
+@dataclass
+class FidelityConfig:
+    """What a fidelity sweep measures (see the module docstring).
+
+    Attributes:
+        samplers: sweep sampler names (keys of :data:`hybrid_attention.apps.fidelity.sweep.SAMPLER_KINDS`).
+        n, shots, tau, steps: values of each axis.
+        base: base value per axis (default: lower median of each list).
+        problems: problems per ensemble; seed: seeds problems and samplers; scale, beta: random ensemble.
+        ensemble: ``random`` or ``model``; checkpoint: directory of a trained model (``model`` ensemble);
+        layer, head: which attention layer/head the model problems come from.
+        calibration: DQA schedule set-up, ``none | leading | compensated | fitted``
+            (:func:`hybrid_attention.apps.fidelity.sweep.make_schedule`).
+    """
+
+    samplers: list[str]
+    n: list[int] = field(default_factory=lambda: [4])
+    shots: list[int] = field(default_factory=lambda: [1024])
+    tau: list[float] = field(default_factory=lambda: [1.0])
+    steps: list[int] = field(default_factory=lambda: [20])
+    base: dict[str, Any] = field(default_factory=dict)
+    problems: int = 8
+    seed: int = 0
+    scale: float = 1.0
+    beta: float = 1.0
+    ensemble: str = "random"
+    checkpoint: str | None = None
+    layer: int = 0
+    head: int = 0
+    calibration: str = "none"
+
+    def __post_init__(self) -> None:
+        if self.calibration not in CALIBRATIONS:
+            raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {self.calibration!r}")
+        if not self.samplers:
+            raise ValueError("no samplers to sweep")
+        bad = [s for s in self.samplers if s not in SAMPLER_KINDS]
+        if bad:
+            raise ValueError(f"unknown sampler(s) {bad}; choose from {sorted(SAMPLER_KINDS)}")
+        for ax, lo in (("n", 1), ("shots", 1), ("steps", 1)):
+            vals = getattr(self, ax)
+            if not vals or any(isinstance(v, bool) or int(v) != v or v < lo for v in vals):
+                raise ValueError(f"{ax} must be a non-empty list of integers >= {lo}, got {vals}")
+            setattr(self, ax, sorted({int(v) for v in vals}))
+        if not self.tau or any(not (float(t) > 0) for t in self.tau):
+            raise ValueError(f"tau must be a non-empty list of positive numbers, got {self.tau}")
+        self.tau = sorted({float(t) for t in self.tau})
+        if max(self.n) > 12:
+            raise ValueError(f"n above 12 is too large for exact references in a sweep, got {max(self.n)}")
+        if self.problems < 1:
+            raise ValueError(f"problems must be >= 1, got {self.problems}")
+        if self.ensemble not in ("random", "model"):
+            raise ValueError(f"ensemble must be 'random' or 'model', got {self.ensemble!r}")
+        if self.ensemble == "model" and not self.checkpoint:
+            raise ValueError("ensemble 'model' needs checkpoint= (a directory written by hybrid-attention train --out)")
+        if not (self.scale > 0 and self.beta > 0):
+            raise ValueError(f"scale and beta must be > 0, got {self.scale} and {self.beta}")
+        base = {ax: _lower_median(getattr(self, ax)) for ax in AXES}
+        for k, v in self.base.items():
+            if k not in AXES:
+                raise ValueError(f"base keys must be among {AXES}, got {k!r}")
+            if v not in getattr(self, k):
+                raise ValueError(f"base {k} = {v} is not one of the swept values {getattr(self, k)}")
+            base[k] = v
+        self.base = base
+
+
+def _lower_median(vals: list) -> Any:
+    return sorted(vals)[(len(vals) - 1) // 2]
+
+
+def sweep_points(cfg: FidelityConfig) -> list[SweepPoint]:
+    """The one-axis-at-a-time points of ``cfg`` (base point plus each axis's other values), per sampler.
+
+    Axes that do not apply to a sampler are ``None``: ``tau``/``steps`` outside DQA, ``shots`` for exact-output
+    samplers (``statevector``).
+    """
+    pts: list[SweepPoint] = []
+    for name in cfg.samplers:
+        kind = SAMPLER_KINDS[name][1]
+        axes = {"n": cfg.n, "shots": cfg.shots if kind != "dqa-exact" else [None],
+                "tau": cfg.tau if kind.startswith("dqa") else [None], "steps": cfg.steps if kind.startswith("dqa") else [None]}
+        base = {ax: (cfg.base[ax] if axes[ax] != [None] else None) for ax in AXES}
+        for ax in AXES:
+            for v in axes[ax]:
+                p = SweepPoint(name, **{**base, ax: v})
+                if p not in pts:
+                    pts.append(p)
+    return pts

@@ -1,0 +1,147 @@
+"""Running a fidelity sweep into its report directory: :func:`run_sweep`, the resumable ``report.json``.
+
+A report is continued only with the same ensemble (:data:`~hybrid_attention.apps.fidelity.config.ENSEMBLE_KEYS`) and
+base point; other samplers or axis values extend it, and its configuration records the union.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from hybrid_attention.apps.run_files import LOCK_NAME, lock_directory, write_json
+
+from . import sweep
+from .config import ENSEMBLE_KEYS, GRID_KEYS, FidelityConfig, sweep_points
+from .model import model_inputs
+from .plots import write_plots
+from .problems import problems_from_model, random_problems
+
+__all__ = ["REPORT", "REPORT_VERSION", "load_report", "run_sweep"]
+
+logger = logging.getLogger(__name__)
+
+REPORT = "report.json"
+REPORT_VERSION = 1
+
+
+def load_report(out: str | Path) -> dict[str, Any]:
+    """Read ``out/report.json``."""
+    with open(Path(out) / REPORT) as f:
+        return json.load(f)
+
+
+def _save(out: Path, report: dict[str, Any]) -> None:
+    write_json(out / REPORT, report)
+
+
+def _open_report(out: Path, cfg: FidelityConfig, overwrite: bool, command: str | None) -> dict[str, Any]:
+    """The report to continue in ``out`` (locked by the caller), or a fresh one; ``ValueError`` naming the settings
+    that differ from a report already there."""
+    fresh = {"version": REPORT_VERSION, "config": dataclasses.asdict(cfg), "commands": [command] if command else [], "points": {}}
+    (out / (REPORT + ".tmp")).unlink(missing_ok=True)  # left by a kill in an earlier version
+    if overwrite:
+        for old in [out / REPORT, *out.glob("fidelity_vs_*.png")]:  # only files this command writes
+            old.unlink(missing_ok=True)
+        return fresh
+    if not (out / REPORT).exists():
+        if any(p.name != LOCK_NAME for p in out.iterdir()):
+            raise ValueError(f"--out {out} exists, is not empty and holds no {REPORT}; choose another directory or pass --overwrite")
+        return fresh
+    try:
+        old = load_report(out)
+    except ValueError as exc:
+        raise ValueError(f"--out {out}: {REPORT} is damaged ({exc}); choose another directory or pass --overwrite") from exc
+    if old.get("version") != REPORT_VERSION:
+        raise ValueError(f"--out {out} holds a report of format version {old.get('version')}, this version writes "
+                         f"{REPORT_VERSION}; choose another directory or pass --overwrite")
+    old_cfg = {**dataclasses.asdict(cfg), **old.get("config", {})}  # keys missing from an old report: as now
+    diff = {k: (old_cfg[k], getattr(cfg, k)) for k in (*ENSEMBLE_KEYS, "base") if old_cfg[k] != getattr(cfg, k)}
+    if diff:
+        what = " and ".join(w for w, keys in (("a different ensemble", ENSEMBLE_KEYS), ("another base point", ("base",)))
+                            if any(k in diff for k in keys))
+        hint = " (pass --base " + ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in old_cfg["base"].items()) \
+            + " to extend it)" if list(diff) == ["base"] else ""
+        raise ValueError(f"--out {out} holds a report of {what}: "
+                         + "; ".join(f"{k}: report {a!r}, now {b!r}" for k, (a, b) in diff.items())
+                         + f"{hint}; rerun with the report's settings, choose another directory or pass --overwrite")
+    union = {k: _union(old_cfg[k], getattr(cfg, k), ordered=k == "samplers") for k in GRID_KEYS}
+    added = {k: [v for v in getattr(cfg, k) if v not in old_cfg[k]] for k in GRID_KEYS}
+    if any(added.values()):
+        logger.info("extending the report in %s with %s", out, {k: v for k, v in added.items() if v})
+    old["config"] = {**dataclasses.asdict(cfg), **union}
+    if command and command not in old.setdefault("commands", []):
+        old["commands"].append(command)
+    return old
+
+
+def _union(old: list, new: list, *, ordered: bool) -> list:
+    merged = list(dict.fromkeys([*old, *new]))
+    return merged if ordered else sorted(merged)
+
+
+def _ensemble(cfg: FidelityConfig, n: int, cache: dict) -> Any:
+    if n not in cache:
+        if cfg.ensemble == "random":
+            cache[n] = random_problems(n, cfg.problems, seed=cfg.seed, scale=cfg.scale, beta=cfg.beta)
+        else:
+            model, idx = model_inputs(cfg.checkpoint, cfg.problems, seed=cfg.seed)
+            cache[n] = problems_from_model(model, idx, n, layer=cfg.layer, head=cfg.head)
+    return cache[n]
+
+
+def run_sweep(cfg: FidelityConfig, out: str | Path, *, overwrite: bool = False, plots: bool = True,
+              command: str | None = None, progress: bool = True) -> dict[str, Any]:
+    """Measure every point of :func:`sweep_points` not already in ``out/report.json``; save after each point.
+
+    Args:
+        cfg: the sweep; out: report directory; overwrite: start a fresh report even if ``out`` holds one;
+        plots: write PNGs; command: the command line recorded in the report; progress: tqdm bar.
+
+    Returns:
+        The report dict (also in ``out/report.json``).
+
+    Raises:
+        ValueError: ``out`` holds something else, or a report with other settings (see :func:`_open_report`).
+        hybrid_attention.apps.run_files.DirectoryLocked: another process is writing to ``out``.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} exists and is not a directory")
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        with lock_directory(out):
+            return _sweep(cfg, out, _open_report(out, cfg, overwrite, command), plots=plots, progress=progress)
+    finally:
+        if created:  # refused before writing anything: leave no directory behind
+            with contextlib.suppress(OSError):
+                out.rmdir()
+
+
+def _sweep(cfg: FidelityConfig, out: Path, report: dict[str, Any], *, plots: bool, progress: bool) -> dict[str, Any]:
+    todo = [p for p in sweep_points(cfg) if p.key not in report["points"]]
+    logger.info("fidelity: %d points to measure, %d already in %s", len(todo), len(report["points"]), out)
+    cache: dict = {}
+    skipped: dict[str, str] = report.setdefault("skipped", {})
+    for pt in tqdm(todo, desc="fidelity", disable=not progress, unit="pt"):
+        try:
+            res = sweep.measure_point(pt, _ensemble(cfg, pt.n, cache), seed=cfg.seed, calibration=cfg.calibration)
+        except (ImportError, sweep.UnreachableTemperature) as exc:
+            logger.warning("skipping %s: %s", pt.key, exc)
+            skipped[pt.key] = str(exc)
+            continue
+        skipped.pop(pt.key, None)
+        report["points"][pt.key] = res
+        _save(out, report)
+    _save(out, report)
+    if plots:
+        report["plots"] = write_plots(report, out)
+        _save(out, report)
+    return report

@@ -1,0 +1,120 @@
+"""The settings of one training run: :class:`TrainConfig` and its validation.
+
+Owns what a run is (task, model, optimiser, sampler settings, output directory) and which values are legal; every
+check runs before any data is loaded or a model is built. The command-line flags that set these fields are in
+:mod:`hybrid_attention.apps.train.flags`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from hybrid_attention.attention import MODES
+from hybrid_attention.backends.registry import SAMPLERS, check_sampler_options
+from hybrid_attention.exact import MAX_SPINS
+from hybrid_attention.model import TransformerConfig
+
+__all__ = ["TASKS", "TrainConfig", "RESUME_FREE"]
+
+TASKS = ("shakespeare", "brackets")
+#: config keys that may differ when resuming (everything else must match the checkpoint)
+RESUME_FREE = {"steps", "out", "resume", "progress", "threads", "data"}
+
+_POSITIVE_INTS = ("block_size", "steps", "n_layer", "n_head", "n_embd", "batch_size", "eval_interval", "eval_size", "shots",
+                  "trotter_steps", "threads")
+
+
+@dataclass
+class TrainConfig:
+    """One training run (CLI flags map one-to-one; defaults are the ablation's).
+
+    Example:
+        >>> TrainConfig(task="brackets", block_size=8, steps=200, out="runs/b8").model_config().vocab_size
+        2
+    """
+
+    task: str = "shakespeare"
+    attention: str = "hj"
+    block_size: int = 8
+    steps: int = 1000
+    seed: int = 0
+    out: str | None = None
+    ffn: bool = True
+    n_layer: int = 1
+    n_head: int = 1
+    n_embd: int = 64
+    dropout: float = 0.0
+    beta: float = 1.0
+    learn_beta: bool = False
+    lr: float = 3e-3
+    weight_decay: float = 0.0
+    batch_size: int = 64
+    eval_interval: int = 100
+    eval_size: int = 2048
+    warmup: int = 50
+    grad_clip: float = 1.0
+    data: str | None = None
+    sampler: str = "exact"
+    shots: int = 256
+    tau: float = 1.0
+    trotter_steps: int = 20
+    sampler_options: dict[str, Any] = field(default_factory=dict)
+    eval_exact: bool = False
+    threads: int = 1
+    resume: bool = False
+    progress: bool = True
+
+    def validate(self) -> None:
+        """Check every value before any data is loaded or a model is built (``ValueError``/``TypeError``)."""
+        if self.task not in TASKS:
+            raise ValueError(f"unknown task {self.task!r}; expected one of {TASKS}")
+        if self.attention not in MODES:
+            raise ValueError(f"unknown attention mode {self.attention!r}; expected one of {MODES}")
+        self._check_numbers()
+        if self.task == "brackets" and self.block_size % 2:
+            raise ValueError(f"the bracket task needs an even block size (well-nested strings), got {self.block_size}")
+        self._check_sampler()
+        if self.out is None:
+            raise ValueError("an output directory is required (--out DIR)")
+        self.model_config()  # validates the model side (mode, block size against the exact limit, ...)
+
+    def _check_numbers(self) -> None:
+        for name in _POSITIVE_INTS:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        for name in ("seed", "warmup"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
+        for name in ("lr", "tau", "beta", "grad_clip"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+        if not (0.0 <= self.weight_decay < 1.0):
+            raise ValueError(f"weight_decay must be in [0, 1), got {self.weight_decay!r}")
+
+    def _check_sampler(self) -> None:
+        if self.sampler != "exact" and self.attention == "softmax":
+            raise ValueError("--sampler applies to Boltzmann modes (hj, h, j), not to softmax attention")
+        if self.eval_exact and self.attention in ("hj", "j") and self.block_size > MAX_SPINS:
+            raise ValueError(f"--eval-exact needs block_size <= {MAX_SPINS} (exact enumeration), got {self.block_size}")
+        if self.sampler != "exact" and self.sampler not in SAMPLERS:
+            raise ValueError(f"unknown sampler {self.sampler!r}; available: {sorted(SAMPLERS)}")
+        if not isinstance(self.sampler_options, dict) or not all(isinstance(k, str) for k in self.sampler_options):
+            raise TypeError(f"sampler_options must be a dict with string keys, got {self.sampler_options!r}")
+        if self.sampler_options:
+            if self.sampler == "exact":
+                raise ValueError(f"--sampler-option needs a sampler other than 'exact' (--sampler NAME), got options "
+                                 f"{sorted(self.sampler_options)}")
+            check_sampler_options(self.sampler, self.sampler_options)
+
+    def model_config(self, vocab_size: int | None = None) -> TransformerConfig:
+        """The model of this run (``vocab_size``: the corpus's; default 2 for brackets, 65 for Shakespeare)."""
+        vocab = vocab_size if vocab_size is not None else (2 if self.task == "brackets" else 65)
+        return TransformerConfig(vocab_size=vocab, block_size=self.block_size, n_layer=self.n_layer, n_head=self.n_head,
+                                 n_embd=self.n_embd, ffn=self.ffn, dropout=self.dropout, attention=self.attention, beta=self.beta,
+                                 learn_beta=self.learn_beta, head="position" if self.task == "brackets" else "lm",
+                                 exact=self.sampler == "exact")

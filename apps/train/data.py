@@ -1,0 +1,74 @@
+"""The data side of a training run: the task with its corpus record, the fixed validation set, and evaluation.
+
+Public so that scripts evaluating a trained model (``experiments/``) use the same validation windows as training.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+import torch
+
+from hybrid_attention.model import Transformer
+from hybrid_attention.tasks.brackets import BracketTask, accuracy
+from hybrid_attention.tasks.shakespeare import CharDataset, resolve_data_path
+
+from .config import TrainConfig
+
+__all__ = ["EVAL_SEED", "load_task", "eval_set", "evaluate"]
+
+#: seed of the Shakespeare validation windows: the same windows for every run
+EVAL_SEED = 1234
+
+
+def load_task(cfg: TrainConfig) -> tuple[Any, dict[str, Any]]:
+    """The task of ``cfg`` and its data record ``{"path", "sha256"}`` (both ``None`` for the generated bracket
+    task, whose generator settings are in the config).
+
+    Raises:
+        FileNotFoundError: the Shakespeare corpus cannot be found (the message says how to supply it).
+        ValueError: the corpus is not UTF-8 text.
+    """
+    if cfg.task == "shakespeare":
+        path = resolve_data_path(cfg.data)
+        raw = path.read_bytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"corpus {str(path)!r} is not UTF-8 text ({exc})") from exc
+        return CharDataset(text), {"path": str(path), "sha256": hashlib.sha256(raw).hexdigest()}
+    return BracketTask(cfg.block_size), {"path": None, "sha256": None}
+
+
+def eval_set(task: Any, cfg: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fixed validation inputs and targets ``(x, y)``, each ``(N, block_size)``: the bracket task's held-out
+    set, or ``cfg.eval_size`` Shakespeare windows drawn with :data:`EVAL_SEED`."""
+    if cfg.task == "brackets":
+        return task.val
+    g = torch.Generator().manual_seed(EVAL_SEED)  # the same windows for every run
+    return task.get_batch("val", cfg.eval_size, cfg.block_size, generator=g)
+
+
+@torch.no_grad()
+def evaluate(model: Transformer, x: torch.Tensor, y: torch.Tensor, task_name: str, chunk: int = 512) -> dict[str, float]:
+    """Validation metrics on a fixed set ``x, y (N, T)``: ``val_loss`` and ``val_perplexity`` or
+    ``val_accuracy``/``val_string_accuracy``."""
+    model.eval()
+    total, count, logits_all = 0.0, 0, []
+    for s in range(0, len(x), chunk):
+        logits, _ = model(x[s : s + chunk])
+        yy = y[s : s + chunk]
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), yy.reshape(-1), ignore_index=-100, reduction="sum")
+        total += float(loss)
+        count += int((yy != -100).sum())
+        if task_name == "brackets":
+            logits_all.append(logits)
+    model.train()
+    out = {"val_loss": total / count}
+    if task_name == "brackets":
+        out["val_accuracy"], out["val_string_accuracy"] = accuracy(torch.cat(logits_all), y)
+    else:
+        out["val_perplexity"] = math.exp(out["val_loss"])
+    return out

@@ -1,0 +1,154 @@
+"""The command-line flags of :class:`~hybrid_attention.apps.train.config.TrainConfig`, defined once.
+
+``hybrid-attention train`` adds all of them (:func:`add_train_flags` with ``defaults="given"``: a flag not given is
+``None``, so that ``--resume`` can tell it from the run's own setting); ``hybrid-attention ablate`` adds the ones it
+shares (``defaults="config"``: the :class:`TrainConfig` default). Either way the help shows the default.
+:func:`config_from_args` turns parsed ``train`` flags into a :class:`TrainConfig`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from hybrid_attention.attention import MODES
+
+from .config import RESUME_FREE, TASKS, TrainConfig
+from .resume import saved_settings
+
+__all__ = ["Flag", "FLAGS", "add_train_flags", "parse_sampler_option", "config_from_args"]
+
+
+def parse_sampler_option(item: str) -> tuple[str, Any]:
+    """``"KEY=VALUE"`` to ``(key, value)``; the value becomes an int, float, bool (true/false), None (none) or
+    stays a string. ``ValueError`` naming the expected form when ``item`` is malformed.
+
+    Example:
+        >>> parse_sampler_option("burn_in=32"), parse_sampler_option("ramp=0.25"), parse_sampler_option("method=tap")
+        (('burn_in', 32), ('ramp', 0.25), ('method', 'tap'))
+    """
+    key, sep, raw = item.partition("=")
+    key, raw = key.strip(), raw.strip()
+    if not sep or not key.isidentifier() or not raw:
+        raise ValueError(f"a sampler option must look like KEY=VALUE (e.g. burn_in=32), got {item!r}")
+    low = raw.lower()
+    if low in ("true", "false"):
+        return key, low == "true"
+    if low == "none":
+        return key, None
+    for conv in (int, float):
+        try:
+            return key, conv(raw)
+        except ValueError:
+            pass
+    return key, raw
+
+
+def _option_arg(item: str) -> tuple[str, Any]:
+    try:
+        return parse_sampler_option(item)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One flag of a :class:`TrainConfig` field: its option string, help text and further ``add_argument``
+    keywords (``type``, ``action``, ``metavar``, ``choices``; ``dest`` is the field)."""
+
+    option: str
+    help: str = ""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+#: TrainConfig field -> its flag, in the order ``hybrid-attention train --help`` lists them
+FLAGS: dict[str, Flag] = {
+    "task": Flag("--task", "shakespeare (next character) or brackets (point at the match)", {"choices": TASKS}),
+    "attention": Flag("--attention", "attention mode (SPEC section 3)", {"choices": MODES}),
+    "block_size": Flag("--block-size", "sequence length T (spins per query)", {"type": int, "metavar": "T"}),
+    "steps": Flag("--steps", "optimiser steps (with --resume: the new total, to extend a run)", {"type": int, "metavar": "N"}),
+    "seed": Flag("--seed", "", {"type": int, "metavar": "S"}),
+    "resume": Flag("--resume", "continue the run in DIR from its last checkpoint, with the settings of DIR/config.json "
+                   "(flags given as well must match them, except --steps, --data, --threads, --no-progress)",
+                   {"action": "store_true"}),
+    "ffn": Flag("--no-ffn", "drop the MLP sub-block", {"action": "store_false"}),
+    "n_layer": Flag("--n-layer", "", {"type": int}),
+    "n_head": Flag("--n-head", "", {"type": int}),
+    "n_embd": Flag("--n-embd", "", {"type": int}),
+    "dropout": Flag("--dropout", "", {"type": float}),
+    "beta": Flag("--beta", "(initial) inverse temperature of the Ising attention", {"type": float}),
+    "learn_beta": Flag("--learn-beta", "learn beta per head", {"action": "store_true"}),
+    "lr": Flag("--lr", "peak learning rate (warmup, then cosine decay to 10 %%)", {"type": float}),
+    "weight_decay": Flag("--weight-decay", "", {"type": float}),
+    "batch_size": Flag("--batch-size", "", {"type": int}),
+    "eval_interval": Flag("--eval-interval", "steps between evaluations and checkpoints", {"type": int}),
+    "eval_size": Flag("--eval-size", "validation windows (shakespeare; brackets use the held-out set)", {"type": int}),
+    "warmup": Flag("--warmup", "", {"type": int}),
+    "grad_clip": Flag("--grad-clip", "gradient-norm clipping threshold", {"type": float}),
+    "data": Flag("--data", "Tiny Shakespeare text (default: $HYBRID_ATTENTION_DATA, else the user cache)", {"metavar": "PATH"}),
+    "sampler": Flag("--sampler", "'exact' (enumeration) or a registry name: statevector, aer, gibbs, ..."),
+    "shots": Flag("--shots", "reads per sampler call (non-exact samplers)", {"type": int}),
+    "tau": Flag("--tau", "DQA anneal time (DQA samplers)", {"type": float}),
+    "trotter_steps": Flag("--trotter-steps", "DQA Trotter steps (DQA samplers)", {"type": int}),
+    "sampler_options": Flag("--sampler-option", "a sampler constructor option, repeatable (e.g. --sampler-option burn_in=32 "
+                            "--sampler-option num_chains=8); values are read as int, float, true/false, none or string",
+                            {"action": "append", "type": _option_arg, "metavar": "KEY=VALUE"}),
+    "eval_exact": Flag("--eval-exact", "evaluate with exact marginals even when training with a sampler", {"action": "store_true"}),
+    "threads": Flag("--threads", "torch CPU threads", {"type": int}),
+    "progress": Flag("--no-progress", "no progress bar", {"action": "store_false"}),
+}
+
+
+def add_train_flags(parser: argparse.ArgumentParser, names: list[str] | tuple[str, ...], *,
+                    defaults: Literal["given", "config"], help: dict[str, str] | None = None) -> None:
+    """Add the flags of the :class:`TrainConfig` fields ``names`` (keys of :data:`FLAGS`) to ``parser``.
+
+    Args:
+        defaults: ``"given"``: every flag defaults to ``None`` (not given) and its help shows the
+            :class:`TrainConfig` default; ``"config"``: the flags default to the :class:`TrainConfig` values (the
+            ``hybrid-attention`` help formatter shows them).
+        help: help texts replacing those of :data:`FLAGS` (``""``: none), for a flag whose text is specific to
+            ``train`` (``--steps`` mentions ``--resume``).
+    """
+    d = TrainConfig()
+    for name in names:
+        flag = FLAGS[name]
+        value = getattr(d, name)
+        help_ = flag.help if help is None or name not in help else help[name]
+        if defaults == "given":
+            if "action" not in flag.kwargs and value is not None:  # the help shows what "not given" means
+                help_ = f"{help_} (default: {value})".strip()
+            default = None
+        else:
+            default = value
+        parser.add_argument(flag.option, dest=name, default=default, help=help_ or None, **flag.kwargs)
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The run's :class:`TrainConfig`: flags given on the command line, the rest from the :class:`TrainConfig`
+    defaults, or with ``--resume`` from ``DIR/config.json`` (a flag that differs from it is refused unless it is one
+    that may change on resume, such as ``--steps``)."""
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    given = {k: v for k, v in vars(args).items() if k in names and v is not None}
+    items = given.pop("sampler_options", None)
+    if items is not None or "sampler" in given:  # --sampler given again comes with its own options (or none)
+        opts: dict[str, Any] = {}
+        for key, value in items or []:
+            if key in opts and opts[key] != value:
+                raise ValueError(f"--sampler-option {key} given twice with different values: {opts[key]!r} and {value!r}")
+            opts[key] = value
+        given["sampler_options"] = opts
+    if not given.get("resume"):
+        return TrainConfig(**given)
+    saved = saved_settings(Path(given["out"]))
+    # a setting added after the run was written (absent from its config) had its default then
+    base = {**dataclasses.asdict(TrainConfig()), **{k: v for k, v in saved.items() if k in names and k not in ("out", "resume", "progress")}}
+    diff = {k: (base[k], v) for k, v in given.items() if k not in RESUME_FREE and base[k] != v}
+    if diff:
+        raise ValueError(f"--resume: the settings differ from the checkpoint in {given['out']!r}: "
+                         + ", ".join(f"{k}: checkpoint {a!r}, now {b!r}" for k, (a, b) in diff.items())
+                         + " (omit a flag to keep the run's setting)")
+    return TrainConfig(**{**base, **given})

@@ -1,0 +1,259 @@
+"""The training loop: :func:`train` (a :class:`~hybrid_attention.apps.train.config.TrainConfig` -> its metrics).
+
+Owns one run's mutable state (model, optimiser, data generator, history), the learning-rate schedule, the optimiser
+step with its divergence checks (:class:`TrainingDiverged`), evaluation at every ``eval_interval`` and the files of
+the run directory (``checkpoint.pt``, ``couplings.json``, ``metrics.json``, ``config.json``; see
+:mod:`hybrid_attention.apps.train`). The sampler of a non-exact run comes from the registry
+(:func:`hybrid_attention.backends.registry.make_sampler`).
+
+Example:
+    >>> from hybrid_attention.apps.train import TrainConfig, train   # doctest: +SKIP
+    >>> metrics = train(TrainConfig(task="brackets", attention="hj", block_size=8, steps=200, out="runs/b8"))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from hybrid_attention.apps.run_files import atomic_write, write_json
+from hybrid_attention.backends.registry import make_sampler
+from hybrid_attention.model import Transformer
+
+from .config import TrainConfig
+from .data import eval_set, evaluate, load_task
+from .resume import check_resume_data, claim_directory, load_resume_state
+
+__all__ = ["TrainingDiverged", "train", "build_sampler", "CHECKPOINT_FORMAT"]
+
+logger = logging.getLogger(__name__)
+
+#: checkpoint layout: 2 adds ``format`` and ``data_sha256`` (1, without them, still loads)
+CHECKPOINT_FORMAT = 2
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss, the gradients or the parameters became non-finite. ``step``: the step that failed (1-based);
+    ``checkpoint_step``: the step of the checkpoint kept on disk (``None``: none written yet); ``out``: the run."""
+
+    def __init__(self, step: int, reason: str, *, out: Path | None = None, checkpoint_step: int | None = None) -> None:
+        self.step, self.reason, self.out, self.checkpoint_step = step, reason, out, checkpoint_step
+        kept = (f"the last good checkpoint (step {checkpoint_step}) in {str(out)!r} is kept" if checkpoint_step is not None
+                else f"no checkpoint was written yet in {str(out)!r}")
+        super().__init__(f"training diverged at step {step} ({reason}); {kept}; lower --lr (or raise --warmup) and start "
+                         "a new run")
+
+
+def _lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warmup, then cosine decay to 10 % of ``lr``."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    frac = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+
+
+def _couplings(model: Transformer) -> dict[str, Any]:
+    """``couplings.json``: learned ``J`` per layer (``(n_head, T, T)`` lists, ``None`` without couplings) and ``beta``."""
+    layers = model.attention_layers
+    return {"J": [None if J is None else J.tolist() for J in model.couplings()],
+            "beta": [a.beta.detach().tolist() for a in layers], "attention": model.config.attention}
+
+
+def build_sampler(cfg: TrainConfig) -> Any:
+    """The training sampler (``None`` for exact marginals). Failures to set one up (IBM accounts and credentials,
+    a service that refuses) become a ``ValueError`` naming the sampler, like any other bad setting."""
+    if cfg.sampler == "exact":
+        return None
+    try:
+        return make_sampler(cfg.sampler, shots=cfg.shots, tau=cfg.tau, trotter_steps=cfg.trotter_steps, seed=cfg.seed,
+                            **cfg.sampler_options)
+    except Exception as exc:
+        ibm = any(c.__module__.startswith("qiskit_ibm_runtime") for c in type(exc).__mro__)
+        if isinstance(exc, RuntimeError) or ibm:
+            raise ValueError(f"cannot set up sampler {cfg.sampler!r}: {' '.join(str(exc).split())}") from exc
+        raise
+
+
+class _Run:
+    """Mutable state of one run: model, optimiser, data generator, history; checkpointing and one step."""
+
+    def __init__(self, cfg: TrainConfig, out: Path, task: Any, sampler: Any, state: dict | None,
+                 data: dict[str, Any] | None = None) -> None:
+        self.cfg, self.out, self.task, self.sampler = cfg, out, task, sampler
+        self.data = data or {"path": None, "sha256": None}
+        torch.manual_seed(cfg.seed)  # parameter init only; data uses its own generator
+        self.model = Transformer(cfg.model_config(task.vocab_size))
+        self.params = list(self.model.parameters())
+        self.opt = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.99))
+        self.gen = torch.Generator().manual_seed(cfg.seed)
+        self.history: dict[str, Any] = {"train_loss": [], "evals": []}
+        self.step, self.elapsed = 0, 0.0
+        self.checkpoint_step: int | None = None  # the step of the checkpoint on disk
+        if state is not None:
+            try:
+                self.model.load_state_dict(state["model"])
+                self.opt.load_state_dict(state["optimizer"])
+                self.gen.set_state(state["generator"])
+            except (RuntimeError, ValueError, KeyError, TypeError) as exc:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise ValueError(f"--resume: checkpoint {str(out / 'checkpoint.pt')!r} does not fit this model ({first})") from exc
+            self.history, self.step, self.elapsed = state["history"], state["step"], state["elapsed"]
+            self.checkpoint_step = self.step
+            logger.info("resuming %s at step %d", out, self.step)
+        self.n_params = sum(p.numel() for p in self.params)
+        self.xv, self.yv = eval_set(task, cfg)
+
+    def diverged(self, step: int, reason: str) -> TrainingDiverged:
+        return TrainingDiverged(step, reason, out=self.out, checkpoint_step=self.checkpoint_step)
+
+    def finite_parameters(self) -> bool:
+        with torch.no_grad():  # one reduction on the hot path; the exact check only when it overflows
+            total = float(torch.stack([p.sum() for p in self.params]).sum())
+        return math.isfinite(total) or all(bool(torch.isfinite(p).all()) for p in self.params)
+
+    def train_step(self) -> float:
+        """One optimiser step; :class:`TrainingDiverged` (parameters untouched where the check precedes the update)
+        for a non-finite loss, gradient norm or attention input, or non-finite parameters after the update."""
+        cfg, model = self.cfg, self.model
+        for g in self.opt.param_groups:
+            g["lr"] = _lr_at(self.step, cfg)
+        x, y = self.task.get_batch("train", cfg.batch_size, cfg.block_size, generator=self.gen)
+        if self.sampler is not None:  # a fresh, reproducible sampler seed per step
+            model.set_sampler(self.sampler, cfg.shots, int(np.random.SeedSequence([cfg.seed, self.step]).generate_state(1)[0]))
+        try:
+            _, loss = model(x, y)
+        except ValueError as exc:
+            # settings and data were validated: a non-finite attention input (scores, J, beta) comes from the weights
+            if "finite" not in str(exc):
+                raise
+            raise self.diverged(self.step + 1, f"non-finite attention input: {exc}") from exc
+        value = loss.item()
+        if not math.isfinite(value):
+            raise self.diverged(self.step + 1, f"training loss {value}")
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        norm = float(torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip))
+        if not math.isfinite(norm):
+            raise self.diverged(self.step + 1, f"gradient norm {norm}")
+        self.opt.step()
+        if not self.finite_parameters():
+            raise self.diverged(self.step + 1, "non-finite parameters after the optimiser step")
+        self.step += 1
+        self.history["train_loss"].append(round(value, 5))
+        return value
+
+    def checkpoint(self, final: bool) -> dict[str, Any]:
+        """Evaluate, then write checkpoint.pt, couplings.json and (last) metrics.json, each atomically."""
+        cfg, model = self.cfg, self.model
+        if cfg.eval_exact:
+            model.set_sampler(None)
+        ev = evaluate(model, self.xv, self.yv, cfg.task)
+        if not math.isfinite(ev["val_loss"]):
+            raise self.diverged(self.step, f"validation loss {ev['val_loss']} after the step")
+        ev.update(step=self.step, elapsed_s=round(self.elapsed, 3))
+        if not self.history["evals"] or self.history["evals"][-1]["step"] != self.step:
+            self.history["evals"].append(ev)
+        metrics = {**{k: v for k, v in ev.items() if k.startswith("val_")}, "step": self.step, "steps": cfg.steps,
+                   "finished": final, "elapsed_s": round(self.elapsed, 3), "n_params": self.n_params,
+                   "tokens_per_s": round(cfg.batch_size * cfg.block_size * self.step / max(self.elapsed, 1e-9), 1), **self.history}
+        blob = {"format": CHECKPOINT_FORMAT, "model": model.state_dict(), "optimizer": self.opt.state_dict(),
+                "generator": self.gen.get_state(), "history": self.history, "step": self.step, "elapsed": self.elapsed,
+                "config": dataclasses.asdict(cfg), "data_sha256": self.data["sha256"]}
+        atomic_write(self.out / "checkpoint.pt", lambda f: torch.save(blob, f))
+        self.checkpoint_step = self.step
+        write_json(self.out / "couplings.json", _couplings(model))
+        write_json(self.out / "metrics.json", metrics)  # last: a finished metrics.json implies everything else is there
+        return metrics
+
+    def record_divergence(self, exc: TrainingDiverged) -> None:
+        """Add ``diverged`` to metrics.json (the checkpoint is not touched)."""
+        path = self.out / "metrics.json"
+        try:
+            metrics = json.loads(path.read_text()) if path.is_file() else {}
+        except (OSError, ValueError):
+            metrics = {}
+        if not metrics:
+            metrics = {"step": 0, "steps": self.cfg.steps, "n_params": self.n_params, "train_loss": [], "evals": []}
+        done = metrics.get("step", 0)
+        metrics.update(finished=False, diverged={"step": exc.step, "reason": exc.reason, "checkpoint_step": exc.checkpoint_step,
+                                                 "train_loss_since_checkpoint": self.history["train_loss"][done:]})
+        write_json(path, metrics)
+
+
+def train(config: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]:
+    """Train one model and return its ``metrics.json`` content.
+
+    Args:
+        config: a :class:`TrainConfig` (or ``None`` for defaults); ``overrides`` replace its fields.
+
+    Raises:
+        ValueError / TypeError: bad settings (raised before any data is loaded), settings or a corpus that differ
+            from the checkpoint being resumed, a damaged checkpoint, or a sampler that cannot be set up.
+        FileExistsError: ``out`` is non-empty and ``resume`` is off.
+        FileNotFoundError: the Shakespeare corpus cannot be found (message says how to supply it), or ``resume`` is
+            on and ``out`` holds no checkpoint.
+        hybrid_attention.apps.run_files.DirectoryLocked: another process is working in ``out``.
+        TrainingDiverged: the loss, gradients or parameters became non-finite (the last checkpoint is kept).
+    """
+    cfg = dataclasses.replace(config or TrainConfig(), **overrides)
+    cfg.validate()
+    out = Path(cfg.out)
+    with claim_directory(out, cfg.resume):  # bad settings, a refused resume and missing data leave no directory behind
+        state = load_resume_state(cfg, out) if cfg.resume else None
+        sampler = build_sampler(cfg)  # before the data: bad sampler option values fail fast
+        try:
+            task, data = load_task(cfg)
+            if state is not None:
+                check_resume_data(state, task, data, out)
+            torch.set_num_threads(cfg.threads)
+            return _loop(_Run(cfg, out, task, sampler, state, data))
+        finally:
+            if sampler is not None and hasattr(sampler, "close"):
+                sampler.close()
+
+
+def _loop(run: _Run) -> dict[str, Any]:
+    cfg = run.cfg
+    if run.checkpoint_step == cfg.steps:  # resumed a run that already reached --steps
+        done = run.out / "metrics.json"
+        metrics = json.loads(done.read_text()) if done.is_file() else {}
+        if metrics.get("finished") and metrics.get("step") == cfg.steps:
+            logger.info("%s already finished at step %d: nothing to do", run.out, cfg.steps)
+            return metrics
+    write_json(run.out / "config.json", {"run": dataclasses.asdict(cfg), "model": run.model.config.to_dict(),
+                                         "n_params": run.n_params, "torch": torch.__version__, "data_path": run.data["path"],
+                                         "data_sha256": run.data["sha256"]})
+    bar = tqdm(total=cfg.steps, initial=run.step, disable=not cfg.progress, desc=f"{cfg.task} {cfg.attention} T={cfg.block_size}",
+               dynamic_ncols=True, mininterval=1.0)
+    metrics = None
+    run.model.train()
+    t0 = time.perf_counter()
+    try:
+        while run.step < cfg.steps:
+            loss = run.train_step()
+            now = time.perf_counter()
+            run.elapsed += now - t0  # evaluation time is not training time
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{cfg.batch_size * cfg.block_size * run.step / max(run.elapsed, 1e-9):.0f}",
+                            refresh=False)
+            if run.step % cfg.eval_interval == 0 or run.step == cfg.steps:
+                metrics = run.checkpoint(run.step == cfg.steps)
+                bar.set_postfix(loss=f"{loss:.4f}", val=f"{metrics['val_loss']:.4f}", refresh=True)
+            t0 = time.perf_counter()
+    except TrainingDiverged as exc:
+        bar.close()
+        run.record_divergence(exc)
+        raise
+    bar.close()
+    return metrics if metrics is not None else run.checkpoint(True)  # None: resumed a run stopped exactly at --steps
+
+
