@@ -22,7 +22,7 @@ import time
 
 import torch
 
-from hybrid_attention import exact
+from hybrid_attention import exact, kernels
 
 
 def _timeit(fns: dict, reps: int) -> dict:
@@ -80,19 +80,19 @@ def main() -> None:
     print("| T | kernel ms | per-problem loop ms | speed-up |\n|---|---|---|---|")
     for T in (8, 12):
         h, J = _inputs(64, 1, T, torch.float32)
-        t = _timeit({"k": lambda: exact.causal_marginals(h, J), "l": lambda: exact.causal_marginals_loop(h, J)}, max(3, reps // 2))
+        t = _timeit({"k": lambda: kernels.causal_marginals(h, J), "l": lambda: kernels.causal_marginals_loop(h, J)}, max(3, reps // 2))
         print(f"| {T} | {t['k'] * 1e3:.2f} | {t['l'] * 1e3:.1f} | {t['l'] / t['k']:.1f}x |")
-        assert torch.allclose(exact.causal_marginals(h, J), exact.causal_marginals_loop(h, J), atol=1e-5)
+        assert torch.allclose(kernels.causal_marginals(h, J), kernels.causal_marginals_loop(h, J), atol=1e-5)
 
     print("\n(b) kernel vs full 2^T enumeration with masked keys, B = 8, H = 1, float32")
     print("| T | kernel ms | full masked ms | speed-up |\n|---|---|---|---|")
     for T in (12, 16, 20):
         h, J = _inputs(8, 1, T, torch.float32)
         r = 3 if T < 20 else 1
-        t = _timeit({"k": lambda: exact.causal_marginals(h, J), "f": lambda: full_masked_enumeration(h, J)}, r)
+        t = _timeit({"k": lambda: kernels.causal_marginals(h, J), "f": lambda: full_masked_enumeration(h, J)}, r)
         print(f"| {T} | {t['k'] * 1e3:.2f} | {t['f'] * 1e3:.1f} | {t['f'] / t['k']:.1f}x |")
         if T <= 16:
-            assert torch.allclose(exact.causal_marginals(h, J), full_masked_enumeration(h, J), atol=1e-4)
+            assert torch.allclose(kernels.causal_marginals(h, J), full_masked_enumeration(h, J), atol=1e-4)
 
     print("\n(c) kernel forward and forward+backward, B = 64, H = 1, against the floor "
           "(one torch.exp over a float32 tensor of B*H*sum_m 2^m elements)")
@@ -107,10 +107,10 @@ def main() -> None:
 
             def fwd():
                 with torch.no_grad():
-                    exact.causal_marginals(h, J)
+                    kernels.causal_marginals(h, J)
 
             def fwdbwd():
-                m = exact.causal_marginals(hr, Jr)
+                m = kernels.causal_marginals(hr, Jr)
                 torch.autograd.backward(m, g)
 
             r = reps if T < 20 else 3

@@ -34,6 +34,6 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         mod, attr = _LAZY[name]
         return getattr(importlib.import_module(mod), attr)
-    if name in {"metrics", "bridge", "attention", "model", "circuits", "backends", "tasks"}:
+    if name in {"kernels", "metrics", "bridge", "attention", "model", "circuits", "backends", "tasks"}:
         return importlib.import_module(f"hybrid_attention.{name}")
     raise AttributeError(f"module 'hybrid_attention' has no attribute {name!r}")

@@ -9,7 +9,7 @@ are ``a_ij = alpha_ij / sum_{k in K_i} alpha_ik``.
 Modes (the paper's four-way ablation):
 
 * ``softmax``: standard scaled dot-product attention.
-* ``hj``: Boltzmann attention, exact marginals by enumeration (:mod:`hybrid_attention.exact`) or from a sampler.
+* ``hj``: Boltzmann attention, exact marginals by enumeration (:mod:`hybrid_attention.kernels`) or from a sampler.
 * ``h``: ``J = 0``: independent spins, ``alpha = sigmoid(2 beta h)`` in closed form (normalised sigmoid attention).
 * ``j``: ``h = 0``: the energy is spin-flip symmetric, every ``m = 0`` and attention is exactly uniform over the
   visible keys (closed form; ``J`` then gets zero gradient, which is the exact answer). With a sampler, the
@@ -33,7 +33,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import checks, exact
+from . import checks, exact, kernels
 
 __all__ = ["MODES", "boltzmann_attention", "attention_weights", "BoltzmannAttention", "symmetric_couplings"]
 
@@ -48,35 +48,11 @@ def _check_mode(mode: Any) -> str:
     return mode
 
 
-def _beta_tensor(beta: Any, H: int, like: torch.Tensor) -> torch.Tensor:
-    """``beta`` (scalar or ``(H,)``, float or tensor) as a tensor of shape ``(H,)``; must be finite and > 0."""
-    return checks.beta_per_head(beta, H, like)
-
-
-def _check_J(J: Any, H: int, T: int, like: torch.Tensor) -> torch.Tensor:
-    """``J (H, T', T')`` checked (finite, symmetric, zero diagonal on the leading block); that block in ``like``'s
-    dtype."""
-    return checks.check_head_couplings(J, H, T).to(like.dtype)
-
-
 def _visible(Tq: int, T: int, causal: bool, device: Any) -> torch.Tensor:
     """Boolean ``(Tq, T)`` mask of keys visible to each query (causal: key ``j <= i``)."""
     if not causal:
         return torch.ones(Tq, T, dtype=torch.bool, device=device)
     return torch.ones(Tq, T, dtype=torch.bool, device=device).tril()
-
-
-def _normalise(alpha: torch.Tensor, vis: torch.Tensor) -> torch.Tensor:
-    """``alpha / sum(alpha)`` over visible keys, finite even if every visible alpha underflowed to 0.
-
-    ``alpha`` is clamped below at ``sqrt(tiny)`` of its dtype (1e-19 in float32, far below the 6e-8 resolution
-    of ``1 + m`` near ``m = -1``, so only exact zeros are affected): when all visible keys are saturated negative
-    the row becomes uniform over them instead of ``0 / 0``, and the backward pass (which divides by the squared
-    sum) stays finite.
-    """
-    floor = torch.finfo(alpha.dtype).tiny ** 0.5
-    alpha = alpha.clamp_min(floor) * vis.to(alpha.dtype)
-    return alpha / alpha.sum(-1, keepdim=True)
 
 
 def attention_weights(h: torch.Tensor, J: torch.Tensor | None = None, *, mode: str = "hj", causal: bool = True, beta: Any = 1.0,
@@ -112,11 +88,11 @@ def attention_weights(h: torch.Tensor, J: torch.Tensor | None = None, *, mode: s
         if sampler is not None:
             raise ValueError("mode 'softmax' does not use a sampler; pass sampler=None")
         return torch.softmax(h.masked_fill(~vis, float("-inf")), dim=-1)
-    b = _beta_tensor(beta, H, h)
+    b = checks.beta_per_head(beta, H, h)
     if mode in ("hj", "j"):
         if J is None:
             raise ValueError(f"mode {mode!r} needs couplings J of shape (H, T', T'), got None")
-        J = _check_J(J, H, T, h)
+        J = checks.check_head_couplings(J, H, T).to(h.dtype)
     if sampler is None:
         if mode == "h":
             # independent spins: (1 + tanh(beta h)) / 2 = sigmoid(2 beta h); normalise in log space so the
@@ -129,7 +105,7 @@ def attention_weights(h: torch.Tensor, J: torch.Tensor | None = None, *, mode: s
             return w / w.sum(-1, keepdim=True)
         exact.check_size(T)
         # J and beta were validated above: the unvalidated kernels keep the training hot path lean
-        m = exact._causal_marginals(h, J, b) if causal else exact._bidirectional_marginals(h, J, b)
+        m = kernels._causal_marginals(h, J, b) if causal else kernels._bidirectional_marginals(h, J, b)
     else:
         from .bridge import attention_marginals  # written by the quantum-bridge issue; imported on use
 
@@ -138,7 +114,7 @@ def attention_weights(h: torch.Tensor, J: torch.Tensor | None = None, *, mode: s
         elif mode == "j":
             h = torch.zeros_like(h)
         m = attention_marginals(h, J, b, sampler=sampler, causal=causal, num_reads=num_reads, seed=seed)
-    return _normalise((1.0 + m) / 2.0, vis)
+    return kernels.normalised_weights(m, vis)
 
 
 def boltzmann_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, J: torch.Tensor | None = None, *, mode: str = "hj",

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from . import checks
-from .exact import _plan_groups
+from .kernels import plan_groups
 from .ising import IsingProblem
 
 __all__ = ["attention_marginals", "differentiable_marginals", "SampledMarginals", "ReadsOnly"]
@@ -212,7 +212,7 @@ def attention_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, sa
             ``sampler.properties.get("pad_with_mask", False)``). Otherwise, a sampler whose ``properties`` give
             ``"group_prefixes": c`` (its per-call overhead, in units of one problem-configuration ``rows * 2**n``)
             gets consecutive prefix lengths grouped into padded, causally masked calls where that is cheaper
-            (dynamic programming, as in :mod:`hybrid_attention.exact`).
+            (dynamic programming, :func:`hybrid_attention.kernels.plan_groups`).
         backward: ``"auto"`` or ``"covariance"`` (see :func:`differentiable_marginals`).
 
     Returns:
@@ -250,7 +250,7 @@ def attention_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, sa
         prob = IsingProblem._derived(h, J[None, :, None].expand(B, H, Tq, T, T), _scalar_if_single(b[None, :, None].expand(B, H, Tq)), mask)
         return differentiable_marginals(prob, seed=_spawn(seed, 1)[0], **kw)
     overhead = props.get("group_prefixes")
-    groups = [(n, n) for n in range(1, T + 1)] if overhead is None else _plan_groups(T, B * H, float(overhead))
+    groups = [(n, n) for n in range(1, T + 1)] if overhead is None else plan_groups(T, B * H, float(overhead))
     seeds = _spawn(seed, len(groups))
     parts = []
     for (lo, hi), sd in zip(groups, seeds):

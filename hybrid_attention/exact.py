@@ -1,7 +1,9 @@
 """Exact enumeration: the oracle every other sampler in the toolkit is measured against.
 
 Owns :func:`log_partition`, :func:`marginals`, :func:`correlations`, :func:`probabilities`, exact
-:func:`sample`, and the causal attention kernel :func:`causal_marginals` (SPEC section 3).
+:func:`sample`, :func:`enumerate_states`, the size limit (:data:`MAX_SPINS`, :func:`check_size`) and the factorised
+core below. The attention-shaped kernels built on that core (causal, bidirectional, shared couplings) live in
+:mod:`hybrid_attention.kernels`.
 
 How it is fast. Split the ``n`` spins into a low half ``A`` (spins ``0..a-1``) and a high half ``B``.
 A configuration index is ``c = cA + 2**a cB`` (the qiskit little-endian index of :mod:`hybrid_attention.ising`).
@@ -48,11 +50,7 @@ __all__ = [
     "correlations",
     "probabilities",
     "sample",
-    "causal_marginals",
-    "shared_marginals",
     "check_size",
-    "bidirectional_marginals",
-    "causal_marginals_loop",
 ]
 
 logger = logging.getLogger(__name__)
@@ -325,188 +323,3 @@ def sample(problem: IsingProblem, num_reads: int, seed: checks.SeedLike = None, 
     bits = (idx[..., None] >> torch.arange(n)) & 1
     spins = (1 - 2 * bits).to(torch.int8)
     return spins.reshape(*problem.batch_shape, int(num_reads), n)
-
-
-# ---------------------------------------------------------------------- attention kernels
-# Public kernels validate their raw tensors (:func:`_kernel_inputs`) and call the unvalidated ``_``-kernels, which
-# the attention layer calls directly after validating once per forward (the training hot path).
-def _kernel_inputs(h: Any, J: Any, beta: Any, T: int, max_spins: int | None, visible: torch.Tensor | None = None
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Validate ``h`` (already shape-checked, ``H = h.shape[1]``), ``J`` and ``beta`` for a kernel over ``T`` keys;
-    return ``J``'s leading ``T x T`` block in ``h``'s dtype and ``beta`` as an ``(H,)`` tensor. ``visible`` (a
-    ``(Tq, T)`` bool mask) restricts the finiteness check of ``h`` to the entries the kernel reads."""
-    if not h.is_floating_point():
-        raise TypeError(f"h must be a floating-point tensor, got dtype {h.dtype}")
-    H = h.shape[1]
-    Jt = checks.check_head_couplings(J, H, T, zero_diagonal=False)
-    beta_h = checks.beta_per_head(beta, H, h)
-    check_size(T, max_spins)
-    hd = h.detach() if visible is None else h.detach().masked_fill(~visible, 0.0)
-    if not bool(torch.isfinite(hd).all()):
-        where = "" if visible is None else " on the keys each query sees"
-        raise ValueError(f"h (the fields / attention scores) must be finite{where}")
-    return Jt.to(h.dtype), beta_h
-
-
-def shared_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0) -> torch.Tensor:
-    """Exact marginals for many rows per head sharing one coupling matrix.
-
-    Args:
-        h: fields ``(R, H, n)`` (R rows: batch elements, queries, ...), finite.
-        J: couplings ``(H, n', n')``, ``n' >= n`` (leading ``n x n`` block used): finite and symmetric. The diagonal
-            is not part of the energy (the sum runs over ``j < k``) and is ignored.
-        beta: a positive scalar, ``H`` values, or a tensor of shape ``()`` or ``(H,)``.
-
-    Returns:
-        ``(R, H, n)`` marginals. Builds each head's coupling table once; the field part is two GEMMs.
-
-    Raises:
-        ValueError: wrong shapes, non-finite ``h`` or ``J``, an asymmetric ``J``, ``beta <= 0`` or not finite.
-    """
-    if not isinstance(h, torch.Tensor) or h.ndim != 3:
-        raise ValueError(f"h must be a tensor of shape (R, H, n), got {getattr(h, 'shape', type(h).__name__)}")
-    Jt, beta_h = _kernel_inputs(h, J, beta, h.shape[-1], None)
-    return _shared_marginals(h, Jt, beta_h)
-
-
-def _shared_marginals(h: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor) -> torch.Tensor:
-    """:func:`shared_marginals` without validation: ``h (R, H, n)``, ``J (H, n, n)`` symmetric in ``h``'s dtype,
-    ``beta_h (H,)``."""
-    R, H, n = h.shape
-    if R == 0:
-        return h * 0.0  # empty, but on h's graph
-    a = n // 2
-    C = _coupling_table(J, a)  # (H, 2^b, 2^a)
-    Cd = C.detach()
-    cmin, cmax = torch.aminmax(Cd.reshape(H, -1), dim=-1)  # one pass; faster than amax over two dims
-    Cmax = cmax.reshape(H, 1, 1)
-    crange = (cmax - cmin) * beta_h.detach()
-    if bool((crange > _RANGE_LIMIT.get(h.dtype, 50.0)).any()):
-        if _upcast_ok(h.dtype, crange):
-            return _shared_marginals(h.double(), J.double(), beta_h.double()).to(h.dtype)
-        hr = h.transpose(0, 1).reshape(H * R, n)
-        Jr = J.repeat_interleave(R, dim=0)
-        br = beta_h.repeat_interleave(R)
-        _, m, _ = _logspace_stats(hr, Jr, br, a, False)
-        return m.reshape(H, R, n).transpose(0, 1)
-    hh = h.transpose(0, 1)  # (H, R, n)
-    xA, xB, _ = _field_factors(hh, beta_h[:, None].expand(H, R), a)  # (H, R, 2^a), (H, R, 2^b)
-    K = torch.exp(beta_h[:, None, None] * (C - Cmax))
-    YA = torch.bmm(xB, K)  # (H, R, 2^a)
-    YB = torch.bmm(xA, K.transpose(1, 2))  # (H, R, 2^b)
-    _, m, _ = _stats_from_factors(xA, xB, YA, YB, a, False)
-    return m.transpose(0, 1)
-
-
-# Cost model for grouping prefixes: a kernel call costs about this many (row, configuration) pairs of work
-# in fixed overhead (measured: ~0.5 ms per call against ~0.5 ns per pair on a laptop core).
-_CALL_OVERHEAD_PAIRS = 1_000_000
-
-
-def _plan_groups(T: int, rows: int, overhead: float = _CALL_OVERHEAD_PAIRS) -> list[tuple[int, int]]:
-    """Partition prefix lengths ``1..T`` into consecutive groups ``(lo, hi)`` computed in one call each.
-
-    A group pads its prefixes to ``hi`` spins with free, decoupled spins (exact: they drop out), costing
-    ``rows * (hi - lo + 1) * 2**hi`` pairs plus one call ``overhead`` (in the same units); dynamic programming
-    minimises the total. The sampler bridge uses it too, with a sampler's own overhead.
-    """
-    best = [0.0] + [float("inf")] * T
-    cut = [0] * (T + 1)
-    for hi in range(1, T + 1):
-        for lo in range(1, hi + 1):
-            c = best[lo - 1] + overhead + rows * (hi - lo + 1) * float(1 << hi)
-            if c < best[hi]:
-                best[hi], cut[hi] = c, lo
-    groups, hi = [], T
-    while hi > 0:
-        groups.append((cut[hi], hi))
-        hi = cut[hi] - 1
-    return groups[::-1]
-
-
-def causal_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, max_spins: int | None = None) -> torch.Tensor:
-    """Causal Boltzmann marginals for every query: query ``i`` is the Ising system of keys ``0..i``.
-
-    Args:
-        h: scores ``(B, H, T, T)``; ``h[b, hd, i, j]`` is the field of key ``j`` for query ``i`` (entries with
-            ``j > i`` are ignored and may hold anything, e.g. ``-inf``; the others must be finite).
-        J: couplings ``(H, T', T')`` with ``T' >= T`` (the leading ``T x T`` block is used), finite and symmetric; the
-            diagonal is not part of the energy (the sum runs over ``j < k``) and is ignored.
-        beta: a positive scalar, ``H`` values, or a tensor of shape ``()`` or ``(H,)`` (may be learnable).
-
-    Returns:
-        ``m`` of shape ``(B, H, T, T)`` with ``m[..., i, j] = <s_j>`` for ``j <= i`` and 0 above the diagonal.
-
-    Raises:
-        ValueError: wrong shapes, ``T`` above ``max_spins``, non-finite visible scores or couplings, an asymmetric
-            ``J`` (e.g. only its upper triangle filled in), ``beta`` not finite or ``<= 0``.
-
-    Queries with the same prefix length share one coupling table per head, built once; the field part is two
-    GEMMs per group of prefixes. Short prefixes are grouped into one call (padded with free spins, which drop
-    out exactly) so Python overhead does not dominate; total work is about ``B H sum_m 2**m`` multiply-adds
-    for the long prefixes (SPEC section 3). Autograd gives exact gradients for ``h``, ``J`` and ``beta``.
-    """
-    if not isinstance(h, torch.Tensor) or h.ndim != 4 or h.shape[-1] != h.shape[-2]:
-        raise ValueError(f"h must have shape (B, H, T, T), got {tuple(getattr(h, 'shape', ()))}")
-    T = h.shape[-1]
-    tril = torch.ones(T, T, dtype=torch.bool, device=h.device).tril()
-    Jt, beta_h = _kernel_inputs(h, J, beta, T, max_spins, visible=tril)
-    return _causal_marginals(h, Jt, beta_h)
-
-
-def _causal_marginals(h: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor) -> torch.Tensor:
-    """:func:`causal_marginals` without validation (the attention layer's hot path): ``h (B, H, T, T)``,
-    ``J (H, T', T')`` symmetric (leading block used), ``beta_h (H,)``, all in ``h``'s dtype."""
-    B, H, T, _ = h.shape
-    if B == 0:
-        return h * 0.0  # empty, but on h's graph
-    J = J.to(h.dtype)
-    causal = torch.ones(T, T, dtype=torch.bool, device=h.device).tril()
-    parts = []
-    for lo, hi in _plan_groups(T, B * H):
-        g = hi - lo + 1
-        pm = causal[lo - 1 : hi, :hi]  # (g, hi): key j visible to query i = m - 1
-        pmf = pm.to(h.dtype)
-        hg = h[:, :, lo - 1 : hi, :hi] * pmf  # (B, H, g, hi)
-        Jg = J[:, None, :hi, :hi] * (pmf[:, :, None] * pmf[:, None, :])  # (H, g, hi, hi)
-        m = _shared_marginals(hg.reshape(B, H * g, hi), Jg.reshape(H * g, hi, hi), beta_h.repeat_interleave(g))
-        m = m.reshape(B, H, g, hi) * pmf
-        parts.append(torch.nn.functional.pad(m, (0, T - hi)))
-    return torch.cat(parts, dim=2)
-
-
-def bidirectional_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, max_spins: int | None = None) -> torch.Tensor:
-    """Bidirectional marginals: every query sees all ``T`` keys. ``h (B, H, Tq, T)`` finite, ``J (H, T', T')`` with
-    ``T' >= T`` (finite, symmetric; diagonal ignored), ``beta`` as for :func:`causal_marginals`; returns
-    ``(B, H, Tq, T)``. Raises ``ValueError`` as :func:`causal_marginals` does."""
-    if not isinstance(h, torch.Tensor) or h.ndim != 4:
-        raise ValueError(f"h must have shape (B, H, Tq, T), got {tuple(getattr(h, 'shape', ()))}")
-    Jt, beta_h = _kernel_inputs(h, J, beta, h.shape[-1], max_spins)
-    return _bidirectional_marginals(h, Jt, beta_h)
-
-
-def _bidirectional_marginals(h: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor) -> torch.Tensor:
-    """:func:`bidirectional_marginals` without validation (``J`` of shape ``(H, T', T')``, ``beta_h (H,)``)."""
-    B, H, Tq, T = h.shape
-    rows = h.permute(0, 2, 1, 3).reshape(B * Tq, H, T)
-    m = _shared_marginals(rows, J[:, :T, :T].to(h.dtype), beta_h)
-    return m.reshape(B, Tq, H, T).permute(0, 2, 1, 3)
-
-
-def causal_marginals_loop(h: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
-    """The straightforward reference for :func:`causal_marginals` (beta = 1): every (batch, head, query) problem
-    enumerated on its own over the ``2**(i+1)`` configurations of its prefix. Slow; for benchmarks and demos.
-    Validates like :func:`causal_marginals`."""
-    if not isinstance(h, torch.Tensor) or h.ndim != 4 or h.shape[-1] != h.shape[-2]:
-        raise ValueError(f"h must have shape (B, H, T, T), got {tuple(getattr(h, 'shape', ()))}")
-    B, H, T, _ = h.shape
-    _kernel_inputs(h, J, 1.0, T, None, visible=torch.ones(T, T, dtype=torch.bool, device=h.device).tril())
-    out = torch.zeros_like(h)
-    for b in range(B):
-        for hd in range(H):
-            for i in range(T):
-                S = enumerate_states(i + 1, dtype=h.dtype)
-                Jm = J[hd, : i + 1, : i + 1].to(h.dtype)
-                L = S @ h[b, hd, i, : i + 1] + 0.5 * ((S @ Jm) * S).sum(-1)
-                out[b, hd, i, : i + 1] = torch.softmax(L, 0) @ S
-    return out

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from .exact import enumerate_states
+from .kernels import normalised_weights
 
 __all__ = [
     "EffectiveBeta",
@@ -46,7 +47,7 @@ __all__ = [
     "compare_distributions",
     "marginal_error",
     "correlation_error",
-    "attention_weights",
+    "weights_from_marginals",
     "attention_weight_error",
 ]
 
@@ -256,29 +257,26 @@ def correlation_error(c: Any, c_ref: Any, *, mask: Any = None) -> ErrorStats:
     return _masked_stats(c - c_ref, sel, (-2, -1))
 
 
-def attention_weights(m: Any, mask: Any = None) -> np.ndarray:
-    """The normalised attention weights the layer uses (SPEC section 3).
+def weights_from_marginals(m: Any, mask: Any = None) -> np.ndarray:
+    """The normalised attention weights the layer uses (SPEC section 3), for numpy or torch marginals.
 
     ``alpha_j = (1 + m_j) / 2`` and ``a_j = alpha_j / sum_{k visible} alpha_k``; invisible keys get 0. A row
     whose visible alphas are all 0 (every visible spin pinned at -1) gets uniform weights over its visible keys.
+    The rule itself is :func:`hybrid_attention.kernels.normalised_weights` (the layer's); this validates and converts.
 
     Args:
         m: marginals ``(*batch, n)`` in ``[-1, 1]``.
         mask: boolean visibility ``(*batch, n)`` (e.g. causal ``j <= i``), default all visible.
 
     Returns:
-        ``(*batch, n)`` float64, rows summing to 1 over visible keys.
+        ``(*batch, n)`` float64, rows summing to 1 over visible keys (0 for a row without visible keys).
     """
     m = _as_float(m, "m")
     if np.any(np.abs(m) > 1 + 1e-9):
         raise ValueError(f"marginals must lie in [-1, 1], got values up to {np.abs(m).max()}")
-    vis = _mask_array(mask, m.shape[-1])
-    alpha = np.where(vis, (1.0 + np.clip(m, -1, 1)) / 2.0, 0.0)
-    tot = alpha.sum(-1, keepdims=True)
-    nvis = np.broadcast_to(vis, alpha.shape).sum(-1, keepdims=True)
-    uniform = np.where(vis, 1.0, 0.0) / np.maximum(nvis, 1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(tot > 0, alpha / np.where(tot > 0, tot, 1.0), uniform)
+    vis = np.array(_mask_array(mask, m.shape[-1]))
+    a = normalised_weights(torch.from_numpy(np.clip(m, -1, 1)), torch.from_numpy(vis)).numpy()
+    return np.where(vis.any(-1, keepdims=True), a, 0.0)
 
 
 def attention_weight_error(m: Any, m_ref: Any, *, mask: Any = None) -> dict[str, np.ndarray]:
@@ -286,14 +284,14 @@ def attention_weight_error(m: Any, m_ref: Any, *, mask: Any = None) -> dict[str,
 
     Args:
         m, m_ref: marginals ``(*batch, n)``.
-        mask: visibility ``(*batch, n)`` as in :func:`attention_weights`.
+        mask: visibility ``(*batch, n)`` as in :func:`weights_from_marginals`.
 
     Returns:
         ``{"max", "mean", "tv"}`` batch-shaped: max/mean ``|a - a_ref|`` over visible keys and the total variation
         ``1/2 sum_j |a_j - a_ref_j|`` between the two attention rows (each is a distribution over keys).
     """
     m, m_ref = _pair(m, m_ref, "m", "m_ref")
-    a, a_ref = attention_weights(m, mask), attention_weights(m_ref, mask)
+    a, a_ref = weights_from_marginals(m, mask), weights_from_marginals(m_ref, mask)
     vis = _mask_array(mask, m.shape[-1])
     st = _masked_stats(a - a_ref, vis, (-1,))
     return {"max": st.max, "mean": st.mean, "tv": 0.5 * np.abs(a - a_ref).sum(-1)}

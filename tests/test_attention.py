@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from hybrid_attention import exact
+from hybrid_attention import exact, kernels
 from hybrid_attention.attention import MODES, BoltzmannAttention, attention_weights, boltzmann_attention, symmetric_couplings
 
 from .conftest import brute_force, random_couplings
@@ -74,7 +74,7 @@ def test_j_mode_is_exactly_uniform(qkvJ, causal):
     vis = torch.ones(T, T, dtype=torch.float64).tril() if causal else torch.ones(T, T, dtype=torch.float64)
     assert torch.equal(w, (vis / vis.sum(-1, keepdim=True)).expand_as(w))
     # and the exact enumeration agrees (spin-flip symmetry: every marginal is 0 at h = 0)
-    m = exact.causal_marginals(torch.zeros_like(w), J) if causal else exact.bidirectional_marginals(torch.zeros_like(w), J)
+    m = kernels.causal_marginals(torch.zeros_like(w), J) if causal else kernels.bidirectional_marginals(torch.zeros_like(w), J)
     assert m.abs().max() < 1e-12
 
 
@@ -274,11 +274,11 @@ def test_num_reads_validated(num_reads, exc):
 
 
 def test_forward_uses_the_unvalidated_kernel(monkeypatch):
-    """The layer validates J and beta once per forward and calls exact._causal_marginals directly (hot path)."""
+    """The layer validates J and beta once per forward and calls kernels._causal_marginals directly (hot path)."""
     def public(*a, **k):
         raise AssertionError("the public (validating) kernel was called on the hot path")
 
-    monkeypatch.setattr(exact, "causal_marginals", public)
-    monkeypatch.setattr(exact, "bidirectional_marginals", public)
+    monkeypatch.setattr(kernels, "causal_marginals", public)
+    monkeypatch.setattr(kernels, "bidirectional_marginals", public)
     att = BoltzmannAttention(8, 2, block_size=6, mode="hj")
     assert att(torch.randn(2, 6, 8)).shape == (2, 6, 8)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from hybrid_attention import IsingProblem, exact
+from hybrid_attention import IsingProblem, exact, kernels
 from hybrid_attention.backends import get_sampler
 from hybrid_attention.bridge import ReadsOnly, SampledMarginals, attention_marginals, differentiable_marginals
 
@@ -33,7 +33,7 @@ def layer():
 def test_exact_sampler_gradients_equal_autograd(layer, causal, backward, pad):
     """J enters through a symmetric parametrisation (as in the model), so gradients compare on the raw parameter."""
     h, raw, beta, G = layer
-    kernel = exact.causal_marginals if causal else exact.bidirectional_marginals
+    kernel = kernels.causal_marginals if causal else kernels.bidirectional_marginals
     ref = kernel(h, sym(raw), beta)
     g_ref = torch.autograd.grad((ref * G).sum(), (h, raw, beta))
     m = attention_marginals(h, sym(raw), beta, sampler=get_sampler("exact"), causal=causal, backward=backward, pad_with_mask=pad)
@@ -183,12 +183,12 @@ def test_grouped_prefixes_equal_one_call_per_prefix(layer, overhead):
     """Grouping prefix lengths into padded, causally masked calls changes nothing: values and gradients of the
     statevector sampler's exact output marginals equal the one-call-per-prefix path (complex128)."""
     from hybrid_attention.circuits import DQASchedule
-    from hybrid_attention.exact import _plan_groups
+    from hybrid_attention.kernels import plan_groups
 
     h, raw, beta, G = layer
     sv = get_sampler("statevector", schedule=DQASchedule(tau=1.5, steps=6), dtype=torch.complex128)
     assert sv.properties["group_prefixes"] > 0
-    assert len(_plan_groups(5, 4, overhead)) < 5  # the test really groups
+    assert len(plan_groups(5, 4, overhead)) < 5  # the test really groups
     grads = []
     for s in (_Grouping(sv, None), _Grouping(sv, overhead)):
         m = attention_marginals(h, sym(raw), beta, sampler=s)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from hybrid_attention import IsingProblem, exact
+from hybrid_attention import IsingProblem, exact, kernels
 from hybrid_attention.backends import get_sampler
 from hybrid_attention.backends.classical import AnnealingSampler, GibbsSampler, MeanFieldSampler
 
@@ -183,7 +183,7 @@ def test_bridge_padded_problem_matches_causal_exact(name):
     U = np.triu(rng.normal(scale=0.05 if name == "meanfield" else 0.4, size=(H, T, T)), 1)
     J = torch.tensor(U + np.swapaxes(U, 1, 2))
     beta = torch.tensor([0.7, 1.3], dtype=torch.float64)
-    ref = exact.causal_marginals(h, J, beta).numpy()
+    ref = kernels.causal_marginals(h, J, beta).numpy()
     N = 3000
     m = bridge.attention_marginals(h, J, beta, sampler=get_sampler(name), num_reads=N, seed=3).detach().numpy()
     assert np.all(np.triu(m, 1) == 0)

@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybrid_attention import IsingProblem, exact
+from hybrid_attention import IsingProblem, exact, kernels
 from tests.conftest import brute_force, random_couplings, to_t
 
 
@@ -109,7 +109,7 @@ def test_each_numerical_path_matches_brute_force(rng, monkeypatch, scale, path):
     T = 8
     h = rng.normal(size=(2, 1, T, T))
     J = random_couplings(rng, T, scale, (1,))
-    m = exact.causal_marginals(to_t(h, torch.float32), to_t(J, torch.float32))
+    m = kernels.causal_marginals(to_t(h, torch.float32), to_t(J, torch.float32))
     ref = _causal_reference(h, J, [1.0])
     np.testing.assert_allclose(m.double().numpy(), ref, atol=2e-3)
     assert (calls["logspace"] > 0) == (path == "logspace")
@@ -183,7 +183,7 @@ def test_size_limit_raises_before_allocating():
     with pytest.raises(ValueError, match="max_spins = 3"):
         exact.log_partition(IsingProblem(torch.zeros(4)), max_spins=3)
     with pytest.raises(ValueError, match="above the limit"):
-        exact.causal_marginals(torch.zeros(1, 1, 30, 30), torch.zeros(1, 30, 30))
+        kernels.causal_marginals(torch.zeros(1, 1, 30, 30), torch.zeros(1, 30, 30))
 
 
 def test_n20_works_with_bounded_memory():
@@ -238,7 +238,7 @@ def test_causal_kernel_against_brute_force(rng, T):
     h = rng.normal(scale=2.0, size=(B, H, T, T))
     J = random_couplings(rng, T, 0.5, (H,))
     beta = np.array([0.7, 1.3])
-    m = exact.causal_marginals(to_t(h), to_t(J), to_t(beta))
+    m = kernels.causal_marginals(to_t(h), to_t(J), to_t(beta))
     np.testing.assert_allclose(m.numpy(), _causal_reference(h, J, beta), atol=1e-12)
     assert (m.triu(1) == 0).all()
 
@@ -248,14 +248,14 @@ def test_causal_kernel_ignores_future_entries(rng):
     h = to_t(rng.normal(size=(1, 1, T, T)))
     J = to_t(random_couplings(rng, T, 0.5, (1,)))
     h2 = h + torch.triu(torch.full((T, T), 5.0, dtype=torch.float64), 1)
-    torch.testing.assert_close(exact.causal_marginals(h, J), exact.causal_marginals(h2, J), atol=0, rtol=0)
+    torch.testing.assert_close(kernels.causal_marginals(h, J), kernels.causal_marginals(h2, J), atol=0, rtol=0)
 
 
 def test_causal_kernel_uses_leading_block_of_J(rng):
     T = 6
     h = to_t(rng.normal(size=(2, 1, T, T)))
     J = to_t(random_couplings(rng, 10, 0.5, (1,)))
-    torch.testing.assert_close(exact.causal_marginals(h, J), exact.causal_marginals(h, J[:, :T, :T].contiguous()))
+    torch.testing.assert_close(kernels.causal_marginals(h, J), kernels.causal_marginals(h, J[:, :T, :T].contiguous()))
 
 
 def test_causal_kernel_gradcheck(rng):
@@ -265,7 +265,7 @@ def test_causal_kernel_gradcheck(rng):
     beta = torch.tensor([0.8, 1.1], dtype=torch.float64, requires_grad=True)
 
     def f(h, Ju, beta):
-        return exact.causal_marginals(h, Ju + Ju.transpose(-1, -2), beta)
+        return kernels.causal_marginals(h, Ju + Ju.transpose(-1, -2), beta)
 
     assert torch.autograd.gradcheck(f, (h, Ju, beta))
 
@@ -276,7 +276,7 @@ def test_causal_kernel_strong_couplings_and_saturation(rng):
     h[0, 0, :, 0] = 1e4
     J = random_couplings(rng, T, 30.0, (1,))
     for dtype in (torch.float32, torch.float64):
-        m = exact.causal_marginals(to_t(h, dtype), to_t(J, dtype))
+        m = kernels.causal_marginals(to_t(h, dtype), to_t(J, dtype))
         assert torch.isfinite(m).all()
         ref = _causal_reference(h, J, [1.0])
         np.testing.assert_allclose(m.double().numpy(), ref, atol=1e-4 if dtype == torch.float32 else 1e-10)
@@ -286,7 +286,7 @@ def test_bidirectional_kernel(rng):
     B, H, Tq, T = 2, 2, 3, 6
     h = rng.normal(size=(B, H, Tq, T))
     J = random_couplings(rng, T, 0.6, (H,))
-    m = exact.bidirectional_marginals(to_t(h), to_t(J), 0.9).numpy()
+    m = kernels.bidirectional_marginals(to_t(h), to_t(J), 0.9).numpy()
     for idx in np.ndindex(B, H, Tq):
         _, ref, _ = brute_force(h[idx], J[idx[1]], 0.9)
         np.testing.assert_allclose(m[idx], ref, atol=1e-12)
@@ -294,11 +294,11 @@ def test_bidirectional_kernel(rng):
 
 def test_kernel_shape_errors():
     with pytest.raises(ValueError, match=r"\(B, H, T, T\)"):
-        exact.causal_marginals(torch.zeros(2, 3, 4), torch.zeros(1, 4, 4))
+        kernels.causal_marginals(torch.zeros(2, 3, 4), torch.zeros(1, 4, 4))
     with pytest.raises(ValueError, match="T' >= T"):
-        exact.causal_marginals(torch.zeros(1, 1, 4, 4), torch.zeros(1, 3, 3))
+        kernels.causal_marginals(torch.zeros(1, 1, 4, 4), torch.zeros(1, 3, 3))
     with pytest.raises(ValueError, match="beta"):
-        exact.causal_marginals(torch.zeros(1, 2, 4, 4), torch.zeros(2, 4, 4), beta=torch.ones(3))
+        kernels.causal_marginals(torch.zeros(1, 2, 4, 4), torch.zeros(2, 4, 4), beta=torch.ones(3))
 
 
 # ---------------------------------------------------------------------- hypothesis properties
@@ -372,7 +372,7 @@ def test_property_causal_outputs_ignore_future_tokens(T, seed):
     t = int(r.integers(0, T - 1))
     h2 = h.clone()
     h2[..., t + 1 :, :] = to_t(r.normal(size=(1, 1, T - t - 1, T)))  # change queries after t
-    a, b = exact.causal_marginals(h, J), exact.causal_marginals(h2, J)
+    a, b = kernels.causal_marginals(h, J), kernels.causal_marginals(h2, J)
     torch.testing.assert_close(a[..., : t + 1, :], b[..., : t + 1, :], atol=0, rtol=0)
 
 
@@ -388,19 +388,19 @@ def test_empty_batch_gives_empty_results():
     assert exact.marginals(IsingProblem(torch.zeros(3, 0, 2))).shape == (3, 0, 2)
     h = torch.zeros(0, 2, 4, 4, dtype=torch.float64, requires_grad=True)
     Jh = torch.zeros(2, 4, 4, dtype=torch.float64)
-    m = exact.causal_marginals(h, Jh)
+    m = kernels.causal_marginals(h, Jh)
     assert m.shape == (0, 2, 4, 4)
     m.sum().backward()
     assert h.grad.shape == h.shape
-    assert exact.bidirectional_marginals(torch.zeros(0, 2, 3, 4), Jh.float()).shape == (0, 2, 3, 4)
-    assert exact.shared_marginals(torch.zeros(0, 2, 4), Jh.float()).shape == (0, 2, 4)
+    assert kernels.bidirectional_marginals(torch.zeros(0, 2, 3, 4), Jh.float()).shape == (0, 2, 3, 4)
+    assert kernels.shared_marginals(torch.zeros(0, 2, 4), Jh.float()).shape == (0, 2, 4)
 
 
 def _kernels():
     return {
-        "causal": lambda h, J, beta=1.0: exact.causal_marginals(h, J, beta),
-        "bidirectional": lambda h, J, beta=1.0: exact.bidirectional_marginals(h, J, beta),
-        "shared": lambda h, J, beta=1.0: exact.shared_marginals(h[:, :, 0], J, beta),
+        "causal": lambda h, J, beta=1.0: kernels.causal_marginals(h, J, beta),
+        "bidirectional": lambda h, J, beta=1.0: kernels.bidirectional_marginals(h, J, beta),
+        "shared": lambda h, J, beta=1.0: kernels.shared_marginals(h[:, :, 0], J, beta),
     }
 
 
@@ -435,14 +435,14 @@ def test_causal_kernel_ignores_the_diagonal_of_J(rng):
     h = to_t(rng.normal(size=(2, 2, T, T)))
     J = to_t(random_couplings(rng, T, 0.5, (2,)))
     Jd = J + torch.diag_embed(to_t(rng.normal(size=(2, T))))
-    torch.testing.assert_close(exact.causal_marginals(h, Jd), exact.causal_marginals(h, J))
+    torch.testing.assert_close(kernels.causal_marginals(h, Jd), kernels.causal_marginals(h, J))
 
 
 def test_causal_marginals_loop_validates(rng):
     T = 3
     h = to_t(rng.normal(size=(1, 1, T, T)))
     with pytest.raises(ValueError, match="symmetric"):
-        exact.causal_marginals_loop(h, torch.triu(to_t(random_couplings(rng, T, 0.5, (1,))), 1))
+        kernels.causal_marginals_loop(h, torch.triu(to_t(random_couplings(rng, T, 0.5, (1,))), 1))
 
 
 def test_sample_validates_reads_seed_and_size():

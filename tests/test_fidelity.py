@@ -16,7 +16,7 @@ from hybrid_attention.apps.fidelity import FidelityConfig, run_sweep, sweep_poin
 from hybrid_attention.apps.fidelity import sweep as fidelity_sweep
 from hybrid_attention.apps.fidelity.problems import problems_from_model, random_problems
 from hybrid_attention.apps.fidelity.sweep import SweepPoint, measure_point
-from hybrid_attention.metrics import attention_weights
+from hybrid_attention.metrics import weights_from_marginals
 
 TINY = ["fidelity", "--samplers", "exact", "--n", "2,3", "--shots", "64,256", "--problems", "3", "--no-progress"]
 
@@ -172,7 +172,7 @@ def test_problems_from_model_reproduce_the_layer_output():
     prob = problems_from_model(model, idx, n, head=head)
     assert prob.h.shape == (3, n) and prob.J.shape == (n, n)
     assert torch.allclose(prob.J, att.J[head, :n, :n].double())
-    a = torch.from_numpy(attention_weights(exact.marginals(prob).numpy()))
+    a = torch.from_numpy(weights_from_marginals(exact.marginals(prob).numpy()))
     expected = cap["y"].view(3, 6, 2, d)[:, n - 1, head].double()
     assert torch.allclose(torch.einsum("bn,bnd->bd", a, v.double()), expected, atol=1e-5)
     with pytest.raises(ValueError, match="head"):

@@ -14,7 +14,7 @@ from hybrid_attention import exact
 from hybrid_attention.ising import IsingProblem
 from hybrid_attention.metrics import (
     attention_weight_error,
-    attention_weights,
+    weights_from_marginals,
     bhattacharyya_coefficient,
     classical_fidelity,
     compare_distributions,
@@ -156,15 +156,15 @@ def test_attention_weights_match_sigmoid_attention_for_free_spins():
     h = torch.randn(T, T, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
     m = exact.marginals(IsingProblem(h, mask=causal))
-    a = attention_weights(m, causal)
+    a = weights_from_marginals(m, causal)
     sig = torch.sigmoid(2 * h) * causal
     np.testing.assert_allclose(a, (sig / sig.sum(-1, keepdim=True)).numpy(), atol=1e-12)
     np.testing.assert_allclose(a.sum(-1), 1.0)
     assert np.all(a[~causal.numpy()] == 0)
     # all visible spins at -1: uniform over visible keys
-    np.testing.assert_allclose(attention_weights(np.array([-1.0, -1.0, 0.5]), np.array([True, True, False])), [0.5, 0.5, 0])
+    np.testing.assert_allclose(weights_from_marginals(np.array([-1.0, -1.0, 0.5]), np.array([True, True, False])), [0.5, 0.5, 0])
     with pytest.raises(ValueError, match=r"\[-1, 1\]"):
-        attention_weights(np.array([2.0, 0.0]))
+        weights_from_marginals(np.array([2.0, 0.0]))
 
 
 def test_attention_weight_error_hand_computed():

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from hybrid_attention import attention as att
-from hybrid_attention import exact
+from hybrid_attention import kernels
 from hybrid_attention.backends.classical import GibbsSampler, MeanFieldSampler
 from hybrid_attention.bridge import attention_marginals
 
@@ -86,7 +86,7 @@ def scores(run: Path, seed: int) -> tuple[torch.Tensor, torch.Tensor, float, str
 def weights(m: torch.Tensor) -> torch.Tensor:
     T = m.shape[-1]
     vis = torch.ones(T, T, dtype=torch.bool).tril()
-    return att._normalise(((1.0 + m) / 2.0).masked_fill(~vis, 0.0), vis)
+    return kernels.normalised_weights(m.masked_fill(~vis, 0.0), vis)
 
 
 def errors(m: torch.Tensor, ref: torch.Tensor) -> list[float]:
@@ -141,7 +141,7 @@ def measure(run: Path, a: argparse.Namespace) -> list[str]:
     # n = 16: exact reference
     n = min(16, T)
     h16, J16 = h[..., :n, :n].double(), J[:, :n, :n].double()
-    ref = exact.causal_marginals(h16, J16, beta)
+    ref = kernels.causal_marginals(h16, J16, beta)
     configs(h16, J16, ref, n, "exact")
     vis = torch.ones(n, n, dtype=torch.bool).tril()
     for c in a.configs:
