@@ -21,8 +21,9 @@ from hybrid_attention.circuits.schedule import DQASchedule
 from hybrid_attention.circuits.temperature import leading_order_beta
 from hybrid_attention.ising import IsingProblem
 
-from .base import Sampler, spawn_seeds
-from .sampleset import SampleSet
+from hybrid_attention.checks import spawn_seeds
+from hybrid_attention.sampler import Sampler, SamplerCapabilities
+from hybrid_attention.sampleset import SampleSet
 
 __all__ = ["DQASampler", "DEFAULT_SCHEDULE"]
 
@@ -76,10 +77,13 @@ class DQASampler(Sampler):
         self._isa: dict[DQATemplate, Any] = {}  # template -> ISA circuit (see _transpiled)
 
     @property
+    def capabilities(self) -> SamplerCapabilities:
+        return SamplerCapabilities(dqa=True, max_spins=self.max_qubits)
+
+    @property
     def properties(self) -> dict[str, Any]:
         bh, bJ = leading_order_beta(self.schedule)
-        return {"max_spins": self.max_qubits, "exact": False, "default_num_reads": self.default_num_reads,
-                "dqa": True, "schedule": self.schedule, "effective_beta": {"h": bh, "J": bJ}}
+        return {**super().properties, "schedule": self.schedule, "effective_beta": {"h": bh, "J": bJ}}
 
     def effective_beta(self, beta: Any = 1.0) -> tuple[Any, Any]:
         """Leading-order ``(beta_h, beta_J)`` of the output for a problem at inverse temperature ``beta``

@@ -8,12 +8,10 @@ import numpy as np
 import torch
 
 from hybrid_attention import exact as _exact
+from hybrid_attention.checks import as_generator, describe_seed
 from hybrid_attention.ising import IsingProblem
-
-from hybrid_attention.checks import describe_seed
-
-from .base import Sampler, as_generator
-from .sampleset import SampleSet
+from hybrid_attention.sampler import Sampler, SamplerCapabilities
+from hybrid_attention.sampleset import SampleSet
 
 __all__ = ["ExactSampler"]
 
@@ -30,14 +28,15 @@ class ExactSampler(Sampler):
 
     name = "exact"
     parameters: dict[str, str] = {}
+    default_num_reads = None
 
     def __init__(self, *, max_spins: int | None = None) -> None:
         super().__init__()
         self.max_spins = _exact.MAX_SPINS if max_spins is None else int(max_spins)
 
     @property
-    def properties(self) -> dict[str, Any]:
-        return {"max_spins": self.max_spins, "exact": True, "default_num_reads": None}
+    def capabilities(self) -> SamplerCapabilities:
+        return SamplerCapabilities(differentiable=True, exact_output=True, max_spins=self.max_spins)
 
     def _sample(self, problem: IsingProblem, *, num_reads: int | None, seed: Any) -> SampleSet:
         n = problem.n

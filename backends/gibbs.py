@@ -28,11 +28,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from hybrid_attention.checks import check_positive_int, describe_seed
+from hybrid_attention.checks import check_positive_int, describe_seed, spawn_seeds
 from hybrid_attention.ising import IsingProblem
-
-from .base import Sampler, spawn_seeds
-from .sampleset import SampleSet
+from hybrid_attention.sampler import Sampler, SamplerCapabilities
+from hybrid_attention.sampleset import SampleSet
 
 __all__ = ["GibbsSampler", "AnnealingSampler", "run_chains", "Grouped"]
 
@@ -269,9 +268,8 @@ class _ChainSampler(Sampler):
         self.memory_limit = _positive_int("memory_limit", memory_limit)
 
     @property
-    def properties(self) -> dict[str, Any]:
-        return {"max_spins": None, "exact": False, "default_num_reads": self.default_num_reads, "pad_with_mask": True,
-                "differentiable": False}
+    def capabilities(self) -> SamplerCapabilities:
+        return SamplerCapabilities(pad_with_mask=True)
 
     def _betas(self, beta: torch.Tensor, opts: dict[str, Any]) -> list[torch.Tensor]:
         raise NotImplementedError

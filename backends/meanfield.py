@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from hybrid_attention.checks import describe_seed
+from hybrid_attention.checks import as_generator, describe_seed
 from hybrid_attention.ising import IsingProblem
+from hybrid_attention.sampler import Sampler, SamplerCapabilities
+from hybrid_attention.sampleset import SampleSet
 
-from .base import Sampler, as_generator
 from .gibbs import Grouped, _positive_int
-from .sampleset import SampleSet
 
 __all__ = ["MeanFieldSampler", "mean_field"]
 
@@ -163,9 +163,12 @@ class MeanFieldSampler(Sampler):
         self.last_info: dict[str, Any] = {}
 
     @property
+    def capabilities(self) -> SamplerCapabilities:
+        return SamplerCapabilities(differentiable=True, pad_with_mask=True)
+
+    @property
     def properties(self) -> dict[str, Any]:
-        return {"max_spins": None, "exact": False, "default_num_reads": self.default_num_reads, "pad_with_mask": True,
-                "differentiable": True, "method": self.method}
+        return {**super().properties, "method": self.method}
 
     def __repr__(self) -> str:
         return f"MeanFieldSampler(method={self.method!r}, damping={self.damping}, grad={self.grad!r})"

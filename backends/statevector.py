@@ -50,8 +50,11 @@ from hybrid_attention.circuits.schedule import DQASchedule
 from hybrid_attention.exact import enumerate_states
 from hybrid_attention.ising import IsingProblem
 
-from .base import Sampler, as_generator, draw_states, state_bits
-from .sampleset import SampleSet
+from hybrid_attention.checks import as_generator
+from hybrid_attention.sampler import Sampler, SamplerCapabilities
+from hybrid_attention.sampleset import SampleSet
+
+from .base import draw_states, state_bits
 
 __all__ = ["StatevectorSampler", "configuration_energies", "dqa_statevector", "spin_marginals"]
 
@@ -273,6 +276,7 @@ class StatevectorSampler(Sampler):
 
     name = "statevector"
     parameters: dict[str, str] = {}
+    default_num_reads = None
 
     def __init__(self, schedule: DQASchedule | None = None, *, dtype: torch.dtype = torch.complex64, device: Any = None,
                  max_spins: int = 20, memory_limit: int = 64 << 20, group: int = 4, cache_limit: int = 2 << 20) -> None:
@@ -296,9 +300,13 @@ class StatevectorSampler(Sampler):
         self.cache_limit = int(cache_limit)
 
     @property
+    def capabilities(self) -> SamplerCapabilities:
+        return SamplerCapabilities(differentiable=True, exact_output=True, per_call_overhead=_CALL_OVERHEAD, dqa=True,
+                                   max_spins=self.max_spins)
+
+    @property
     def properties(self) -> dict[str, Any]:
-        return {"max_spins": self.max_spins, "exact": True, "default_num_reads": None, "differentiable": True,
-                "pad_with_mask": False, "group_prefixes": _CALL_OVERHEAD, "dtype": str(self.dtype), "schedule": self.schedule}
+        return {**super().properties, "dtype": str(self.dtype), "schedule": self.schedule}
 
     def __repr__(self) -> str:
         return f"StatevectorSampler(schedule={self.schedule!r}, dtype={self.dtype})"

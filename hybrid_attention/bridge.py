@@ -4,10 +4,15 @@
 problems (causally: one batched problem per prefix length, so every problem of one size goes to the sampler in
 one call), runs the sampler and returns ``<s_j>`` shaped like ``h``.
 
+What the bridge does with a sampler is decided by its declared
+:class:`~hybrid_attention.sampler.SamplerCapabilities` (``sampler.capabilities``), never by probing attributes:
+``differentiable``, ``dqa`` (effective beta of the surrogate gradients), ``pad_with_mask`` and ``per_call_overhead``
+(how causal prefixes are batched into calls).
+
 Gradients:
 
-* samplers with a ``differentiable_marginals(problem)`` method (exact enumeration, fast statevector, mean
-  field) keep the autograd graph: the bridge just calls it;
+* samplers with ``capabilities.differentiable`` (exact enumeration, fast statevector, mean field) keep the autograd
+  graph: the bridge calls their ``differentiable_marginals(problem)``;
 * otherwise the bridge samples (:meth:`Sampler.sample`) and applies :class:`SampledMarginals`, whose backward
   uses the covariance identities over the same reads: for an upstream gradient ``g`` and ``u = g.s``,
   ``dL/dh_k = beta_h (E[u s_k] - E[u] E[s_k])``, ``dL/dJ_kl = beta_J (E[u s_k s_l] - E[u] E[s_k s_l]) / 2`` per
@@ -17,12 +22,12 @@ Gradients:
   With the exact sampler (exact weights or exact samples) ``beta_h = beta_J = beta`` and these are the exact
   gradients (equal to autograd through enumeration). With DQA samples they are a **Boltzmann surrogate**: the
   gradient of a Boltzmann model at the sampler's effective inverse temperatures
-  (``sampler.effective_beta(beta)``, leading order in the anneal time, see
+  (``sampler.effective_beta(beta)`` of a ``capabilities.dqa`` sampler, leading order in the anneal time, see
   :mod:`hybrid_attention.circuits.temperature`), evaluated on the DQA reads; DQA output is only approximately
   Boltzmann, so this is not the exact gradient of the circuit's output. Measured against the true circuit gradient
   (``results/dqa_vs_exact/gradient_check.md``), the field part agrees in direction (cosine 0.7-1.0) while the coupling
   part is poor (couplings act on marginals at second order in beta, where DQA is not Boltzmann); with a simulator,
-  prefer a sampler with ``differentiable_marginals`` (``statevector``).
+  prefer a differentiable sampler (``statevector``).
 
 Example:
     >>> import torch
@@ -36,6 +41,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -45,22 +51,19 @@ import torch
 from . import checks
 from .kernels import plan_groups
 from .ising import IsingProblem
+from .sampler import SamplerCapabilities, capabilities_of
 
 __all__ = ["attention_marginals", "differentiable_marginals", "SampledMarginals", "ReadsOnly"]
 
 logger = logging.getLogger(__name__)
 
 
-def _spawn(seed: Any, k: int) -> list[Any]:
-    """``k`` child seeds (ints) from ``seed`` (``None`` stays ``None``: fresh entropy per call)."""
-    return checks.spawn_seeds(seed, k, keep_none=True)
-
-
 def _effective(sampler: Any, beta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    fn = getattr(sampler, "effective_beta", None)
-    if fn is None:
+    """``(beta_h, beta_J)`` of the sampler's output: its effective inverse temperatures for a DQA sampler, else
+    ``beta`` itself (a Boltzmann sampler)."""
+    if not capabilities_of(sampler).dqa:
         return beta, beta
-    bh, bJ = fn(beta)
+    bh, bJ = sampler.effective_beta(beta)
     return torch.as_tensor(bh, dtype=beta.dtype), torch.as_tensor(bJ, dtype=beta.dtype)
 
 
@@ -109,14 +112,15 @@ class SampledMarginals(torch.autograd.Function):
 
 class ReadsOnly:
     """Wrap a sampler so the bridge uses its *reads* (finite shots) and the covariance backward, even when the
-    sampler also offers ``differentiable_marginals`` (e.g. train on 256 DQA shots per problem drawn by the fast
-    ``statevector`` simulator instead of its exact output marginals). Everything else is delegated.
+    sampler is differentiable (e.g. train on 256 DQA shots per problem drawn by the fast ``statevector`` simulator
+    instead of its exact output marginals): its capabilities say ``differentiable=False`` and it has no
+    ``differentiable_marginals``. Everything else is delegated.
 
     Example:
         >>> from hybrid_attention.backends import get_sampler
         >>> s = ReadsOnly(get_sampler("exact"))
-        >>> hasattr(s, "differentiable_marginals"), s.name
-        (False, 'exact+reads')
+        >>> s.capabilities.differentiable, hasattr(s, "differentiable_marginals"), s.name
+        (False, False, 'exact+reads')
     """
 
     def __init__(self, sampler: Any) -> None:
@@ -124,6 +128,10 @@ class ReadsOnly:
             raise TypeError(f"ReadsOnly needs a sampler object, got {type(sampler).__name__}")
         self.sampler = sampler
         self.name = f"{getattr(sampler, 'name', 'sampler')}+reads"
+
+    @property
+    def capabilities(self) -> SamplerCapabilities:
+        return dataclasses.replace(capabilities_of(self.sampler), differentiable=False)
 
     def __getattr__(self, item: str) -> Any:
         if item == "differentiable_marginals":
@@ -152,7 +160,8 @@ def differentiable_marginals(problem: IsingProblem, *, sampler: Any, num_reads: 
         sampler: any :class:`~hybrid_attention.backends.Sampler`.
         num_reads, seed: forwarded to ``sampler.sample`` (checked here: a positive int or ``None``; an
             ``int | numpy.random.Generator | numpy.random.SeedSequence | None``).
-        backward: ``"auto"`` (the sampler's own ``differentiable_marginals`` when it has one, else covariance)
+        backward: ``"auto"`` (the sampler's own ``differentiable_marginals`` when ``capabilities.differentiable``, else
+            covariance)
             or ``"covariance"`` (always sample and use :class:`SampledMarginals`).
 
     Returns:
@@ -165,17 +174,14 @@ def differentiable_marginals(problem: IsingProblem, *, sampler: Any, num_reads: 
         raise ValueError(f"backward must be 'auto' or 'covariance', got {backward!r}")
     checks.check_num_reads(num_reads)
     checks.check_seed(seed)
+    caps = capabilities_of(sampler)
     if problem.h.numel() == 0:  # an empty batch: no sampler call (samplers need not handle it)
         return _zeros_on_graph((*problem.batch_shape, problem.n), problem.h, problem.J, problem.beta)
-    if backward == "auto" and hasattr(sampler, "differentiable_marginals"):
+    if backward == "auto" and caps.differentiable:
         return sampler.differentiable_marginals(problem).to(problem.dtype)
     h, J, beta, mask = _as_problem_parts(problem)
     m = SampledMarginals.apply(h, J, beta.to(h.dtype), mask, sampler, num_reads, seed)
     return m.reshape(*problem.batch_shape, problem.n)
-
-
-def _beta_heads(beta: Any, H: int, like: torch.Tensor) -> torch.Tensor:
-    return checks.beta_per_head(beta, H, like)
 
 
 def _zeros_on_graph(shape: tuple[int, ...], *tensors: Any) -> torch.Tensor:
@@ -209,9 +215,9 @@ def attention_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, sa
         num_reads, seed: reads per problem (a positive int or ``None``) and seed
             (``int | numpy.random.Generator | numpy.random.SeedSequence | None``; child seeds are spawned per call).
         pad_with_mask: one call with ``n = T`` and a causal mask instead of one call per prefix length (default:
-            ``sampler.properties.get("pad_with_mask", False)``). Otherwise, a sampler whose ``properties`` give
-            ``"group_prefixes": c`` (its per-call overhead, in units of one problem-configuration ``rows * 2**n``)
-            gets consecutive prefix lengths grouped into padded, causally masked calls where that is cheaper
+            ``sampler.capabilities.pad_with_mask``). Otherwise, a sampler whose capabilities give a
+            ``per_call_overhead`` ``c`` (in units of one problem-configuration ``rows * 2**n``) gets consecutive
+            prefix lengths grouped into padded, causally masked calls where that is cheaper
             (dynamic programming, :func:`hybrid_attention.kernels.plan_groups`).
         backward: ``"auto"`` or ``"covariance"`` (see :func:`differentiable_marginals`).
 
@@ -229,13 +235,13 @@ def attention_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, sa
         raise ValueError(f"causal attention needs Tq == T, got Tq = {Tq}, T = {T}")
     if sampler is None or not hasattr(sampler, "sample"):
         raise TypeError(f"sampler must be a Sampler object, got {type(sampler).__name__}")
+    caps = capabilities_of(sampler)
     checks.check_num_reads(num_reads)
     checks.check_seed(seed)
     J = J[:, :T, :T].to(h.dtype)
-    b = _beta_heads(beta, H, h)
-    props = getattr(sampler, "properties", {})
+    b = checks.beta_per_head(beta, H, h)
     if pad_with_mask is None:
-        pad_with_mask = bool(props.get("pad_with_mask", False))
+        pad_with_mask = caps.pad_with_mask
     # validate once (J symmetric with zero diagonal and finite, beta valid, visible h finite); the problems below
     # are views of these tensors
     IsingProblem(torch.zeros(H, T, dtype=h.dtype, device=h.device), J.detach(), beta=b.detach())
@@ -248,10 +254,10 @@ def attention_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, sa
     if not causal or pad_with_mask:
         mask = tril.expand(B, H, T, T) if causal else None
         prob = IsingProblem._derived(h, J[None, :, None].expand(B, H, Tq, T, T), _scalar_if_single(b[None, :, None].expand(B, H, Tq)), mask)
-        return differentiable_marginals(prob, seed=_spawn(seed, 1)[0], **kw)
-    overhead = props.get("group_prefixes")
+        return differentiable_marginals(prob, seed=checks.spawn_seeds(seed, 1, keep_none=True)[0], **kw)
+    overhead = caps.per_call_overhead
     groups = [(n, n) for n in range(1, T + 1)] if overhead is None else plan_groups(T, B * H, float(overhead))
-    seeds = _spawn(seed, len(groups))
+    seeds = checks.spawn_seeds(seed, len(groups), keep_none=True)
     parts = []
     for (lo, hi), sd in zip(groups, seeds):
         g = hi - lo + 1

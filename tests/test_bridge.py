@@ -3,6 +3,8 @@ covariance gradients from reads, causal structure, DQA surrogate, bad input."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -161,7 +163,7 @@ def test_bridge_bad_input():
 
 
 class _Grouping:
-    """A sampler wrapper that sets the bridge's prefix grouping (``group_prefixes``) to ``overhead``."""
+    """A sampler wrapper that sets the bridge's prefix grouping (``capabilities.per_call_overhead``) to ``overhead``."""
 
     def __init__(self, sampler, overhead):
         self.sampler, self.overhead = sampler, overhead
@@ -170,12 +172,8 @@ class _Grouping:
         return getattr(self.__dict__["sampler"], item)
 
     @property
-    def properties(self):
-        props = dict(self.sampler.properties)
-        props.pop("group_prefixes", None)
-        if self.overhead is not None:
-            props["group_prefixes"] = self.overhead
-        return props
+    def capabilities(self):
+        return dataclasses.replace(self.sampler.capabilities, per_call_overhead=self.overhead)
 
 
 @pytest.mark.parametrize("overhead", [1e3, 1e9])
