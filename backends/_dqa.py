@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 from hybrid_attention.checks import check_memory, describe_seed
-from hybrid_attention.circuits.qiskit_dqa import CircuitOptions, DQATemplate, template_for
+from hybrid_attention.circuits.program import CircuitOptions
+from hybrid_attention.circuits.qiskit_dqa import DQATemplate, template_for
 from hybrid_attention.circuits.reference import dqa_probabilities
 from hybrid_attention.circuits.schedule import DQASchedule
 from hybrid_attention.circuits.temperature import leading_order_beta

@@ -36,7 +36,8 @@ import torch
 from qiskit_aer import AerSimulator
 from qiskit_aer.primitives import SamplerV2
 
-from hybrid_attention.circuits.qiskit_dqa import CircuitOptions, DQATemplate
+from hybrid_attention.circuits.program import CircuitOptions
+from hybrid_attention.circuits.qiskit_dqa import DQATemplate
 from hybrid_attention.circuits.schedule import DQASchedule
 from hybrid_attention.ising import IsingProblem
 

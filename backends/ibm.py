@@ -25,7 +25,8 @@ import numpy as np
 import qiskit_ibm_runtime
 from qiskit_ibm_runtime import Batch, QiskitRuntimeService, SamplerV2, Session
 
-from hybrid_attention.circuits.qiskit_dqa import CircuitOptions, DQATemplate, resolve_coupling_map
+from hybrid_attention.circuits.program import CircuitOptions, resolve_coupling_map
+from hybrid_attention.circuits.qiskit_dqa import DQATemplate
 from hybrid_attention.circuits.schedule import DQASchedule
 
 from ._dqa import DQASampler

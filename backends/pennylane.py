@@ -21,7 +21,8 @@ import numpy as np
 import pennylane as qml
 
 from hybrid_attention.circuits.pennylane_dqa import dqa_qnode
-from hybrid_attention.circuits.qiskit_dqa import CircuitOptions, DQATemplate
+from hybrid_attention.circuits.program import CircuitOptions
+from hybrid_attention.circuits.qiskit_dqa import DQATemplate
 from hybrid_attention.circuits.schedule import DQASchedule
 
 from ._dqa import DQASampler

@@ -12,7 +12,8 @@ problems at once, without any circuit object:
   ``RX^{(x) g}`` (a ``2**g x 2**g`` matrix, symmetric, entries ``cos^(g-d) (i sin)^d`` with ``d`` the Hamming
   distance) is one GEMM over the whole batch. No ``2**n x 2**n`` matrix is ever built; a slice costs
   ``O(2**n (n / g) 2**g)`` per problem in ``~n/g + 1`` kernel calls;
-* ``order=2`` schedules split the driver into two half layers around the problem layer (adjacent halves merged).
+* ``order=2`` schedules split the driver into two half layers around the problem layer (adjacent halves merged);
+  the layer sequence is :func:`hybrid_attention.circuits.program.layers` (``merge_drivers=True``).
 
 The energies of all configurations are built by doubling: adding spin ``m`` to the table of spins ``0..m-1``
 costs one GEMM with the ``(2**m, m)`` configuration matrix, so a batch with per-problem couplings needs
@@ -46,6 +47,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from hybrid_attention.checks import check_memory, describe_seed
+from hybrid_attention.circuits.program import layers as program_layers
 from hybrid_attention.circuits.schedule import DQASchedule
 from hybrid_attention.exact import enumerate_states
 from hybrid_attention.ising import IsingProblem
@@ -150,24 +152,6 @@ def _apply_driver_into(psi: torch.Tensor, buf: torch.Tensor, blocks: list[tuple[
     return psi, buf
 
 
-def _layers(schedule: DQASchedule) -> list[tuple[str, float]]:
-    """The program as ``[("P", b), ("D", a), ...]`` with adjacent driver layers merged (they commute)."""
-    b, a = schedule.coefficients()
-    seq: list[tuple[str, float]] = []
-    for bk, ak in zip(b.tolist(), a.tolist()):
-        if schedule.order == 2:
-            seq += [("D", ak / 2), ("P", bk), ("D", ak / 2)]
-        else:
-            seq += [("P", bk), ("D", ak)]
-    merged: list[tuple[str, float]] = []
-    for kind, val in seq:
-        if merged and kind == "D" and merged[-1][0] == "D":
-            merged[-1] = ("D", merged[-1][1] + val)
-        else:
-            merged.append((kind, val))
-    return merged
-
-
 def dqa_statevector(h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, *, dtype: torch.dtype = torch.complex64, group: int = 4) -> torch.Tensor:
     """Final DQA state for a batch of problems.
 
@@ -194,7 +178,7 @@ def dqa_statevector(h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, *, 
         phc = torch.empty_like(psi) if dtype != torch.complex128 else None
     groups = _groups(n, group)
     cache: dict[float, list] = {}
-    layers = _layers(schedule)
+    layers = program_layers(schedule, merge_drivers=True)
     pvals = np.array([v for kind, v in layers if kind == "P"])
     # The linear schedule's problem phases b_k form an arithmetic progression, so exp(-i b_k E) follows from the
     # previous slice by one complex multiply instead of a cos/sin pass; the recurrence runs in complex128 so its
@@ -341,7 +325,7 @@ class StatevectorSampler(Sampler):
     def _chunk(self, n: int, grad: bool) -> int:
         per = self._bytes_per_problem(n)
         if grad:  # a checkpointed chunk's backward keeps every layer's amplitudes
-            per *= 1 + len(_layers(self.schedule)) // 2
+            per *= 1 + len(program_layers(self.schedule, merge_drivers=True)) // 2
         return max(1, self.memory_limit // per)
 
     def _subchunk(self, n: int, device: torch.device) -> int | None:

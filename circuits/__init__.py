@@ -1,23 +1,30 @@
 """DQA circuits: Ising problem + schedule -> Trotterized diabatic-quantum-annealing programs.
 
+The circuits floor owns the DQA program: what is applied, in which order, with which angles, and how it becomes
+a qiskit or PennyLane circuit. It sits above the core (imports :mod:`hybrid_attention.ising`,
+:mod:`hybrid_attention.checks`, :mod:`hybrid_attention.metrics` and numpy) and below the backends; qiskit and
+pennylane are imported inside the emitters, on use.
+
 Installed as ``hybrid_attention.circuits`` (the repository keeps it at the top-level folder ``circuits/``
 and maps it through ``package_dir`` in ``setup.cfg``; nothing named ``circuits`` is installed on its own).
-Imports only :mod:`hybrid_attention.ising` and numpy; qiskit and pennylane are imported inside the emitters.
 
 * :class:`DQASchedule` (``schedule``): the SPEC's linear schedule and Trotter slices, options;
+* ``program``: the neutral program every consumer reads: :func:`layers`, :class:`DQAProgram` (values, angles,
+  gate counts), :class:`CircuitOptions`, size checks (:data:`~.program.MAX_GATES`);
 * :func:`dqa_probabilities` / :func:`dqa_state` (``reference``): independent numpy statevector, the oracle;
-* :func:`dqa_circuit`, :func:`dqa_template`, :func:`dqa_qasm3` (``qiskit_dqa``): qiskit emitter and templates;
-* ``pennylane_dqa``: the same program for PennyLane (broadcasting over a batch);
+* :func:`dqa_circuit`, :func:`dqa_template`, :func:`dqa_qasm3` (``qiskit_dqa``): the qiskit emitter and templates;
+* ``pennylane_dqa``: the PennyLane emitter (broadcasting over a batch);
 * ``temperature``: effective inverse temperature of DQA output (leading order, fit, calibration).
 """
 
 from __future__ import annotations
 
-from .qiskit_dqa import CircuitOptions, DQATemplate, dqa_circuit, dqa_qasm3, dqa_template, template_for
+from .program import CircuitOptions, DQAProgram, dqa_program, layers, program_for
+from .qiskit_dqa import DQATemplate, dqa_circuit, dqa_qasm3, dqa_template, template_for
 from .reference import dqa_probabilities, dqa_state
 from .schedule import DQASchedule
 from .temperature import calibrate, effective_beta, fit_temperature, leading_order_beta
 
-__all__ = ["DQASchedule", "dqa_probabilities", "dqa_state", "dqa_circuit", "dqa_template", "template_for",
-           "dqa_qasm3", "CircuitOptions", "DQATemplate", "leading_order_beta", "effective_beta",
-           "fit_temperature", "calibrate"]
+__all__ = ["DQASchedule", "layers", "DQAProgram", "dqa_program", "program_for", "CircuitOptions", "dqa_probabilities",
+           "dqa_state", "dqa_circuit", "dqa_template", "template_for", "dqa_qasm3", "DQATemplate", "leading_order_beta",
+           "effective_beta", "fit_temperature", "calibrate"]

@@ -1,4 +1,4 @@
-"""PennyLane emitter: the same Trotterized DQA program as :mod:`.qiskit_dqa`, with parameter broadcasting.
+"""PennyLane emitter: the DQA program of :mod:`.program` as PennyLane operations, with parameter broadcasting.
 
 Wire ``j`` is spin ``j``. Slice ``k`` applies ``qml.RZ(-2 b_k h_j)``, ``qml.IsingZZ(-2 b_k J_jk)`` (PennyLane's
 ``IsingZZ(phi) = exp(-i phi ZZ / 2)`` equals qiskit's ``RZZ``) and ``qml.RX(-2 a_k)``, starting from ``|+>^n``.
@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .program import check_circuit_size, layers
 from .schedule import DQASchedule
 
 __all__ = ["dqa_ops", "dqa_qnode", "to_little_endian"]
@@ -34,29 +35,25 @@ def dqa_ops(x: Any, n: int, edges: Sequence[tuple[int, int]], schedule: DQASched
 
     Args:
         x: parameter values ``(P,)`` or ``(B, P)`` with ``P = n + len(edges)``: ``beta * h`` then ``beta * J_e``
-            (the layout of :meth:`hybrid_attention.circuits.qiskit_dqa.DQATemplate.values`).
+            (the layout of :meth:`hybrid_attention.circuits.program.DQAProgram.values`).
         n: number of wires; edges: coupled pairs; schedule: the :class:`DQASchedule`.
     """
     import pennylane as qml
 
-    from .qiskit_dqa import check_circuit_size  # numpy only until a circuit is built
-
     check_circuit_size(n, len(edges), schedule, measure=False)
-    b, a = schedule.coefficients()
     fs, cs = float(schedule.field_scale), float(schedule.coupling_scale)
     x = np.asarray(x, dtype=float)
     for j in range(n):
         qml.Hadamard(wires=j)
-    for bk, ak in zip(b, a):
-        if schedule.order == 2:
+    for kind, val in layers(schedule):
+        if kind == "D":  # exp(-i a H_D) = RX(-2a) on every wire
             for j in range(n):
-                qml.RX(-float(ak), wires=j)
+                qml.RX(-2.0 * val, wires=j)
+            continue
         for j in range(n):
-            qml.RZ(-2.0 * float(bk) * fs * x[..., j], wires=j)
+            qml.RZ(-2.0 * val * fs * x[..., j], wires=j)
         for e, (j, k) in enumerate(edges):
-            qml.IsingZZ(-2.0 * float(bk) * cs * x[..., n + e], wires=[j, k])
-        for j in range(n):
-            qml.RX(-float(ak) if schedule.order == 2 else -2.0 * float(ak), wires=j)
+            qml.IsingZZ(-2.0 * val * cs * x[..., n + e], wires=[j, k])
 
 
 def dqa_qnode(n: int, edges: Sequence[tuple[int, int]], schedule: DQASchedule, *, device: Any = "default.qubit",

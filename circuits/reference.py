@@ -1,7 +1,7 @@
 """Independent numpy statevector of the SPEC's Trotterized DQA product: the oracle for every emitted circuit.
 
-Deliberately small and separate from the emitters (no qiskit, no pennylane, no torch): it applies, for each
-Trotter slice ``k`` with phases ``(b_k, a_k) = schedule.coefficients()``,
+Deliberately small and separate from the emitters (no qiskit, no pennylane, no torch): it applies the layers of
+:func:`.program.layers` in order, for each Trotter slice ``k`` with phases ``(b_k, a_k) = schedule.coefficients()``,
 
 * the diagonal problem layer ``exp(-i b_k H_P)`` with ``H_P |z> = E(z) |z>`` (``E`` from ``h`` and ``J``
   scaled by ``schedule.field_scale`` / ``schedule.coupling_scale``),
@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .program import layers
 from .schedule import DQASchedule
 
 __all__ = ["dqa_state", "dqa_probabilities", "problem_energies"]
@@ -87,12 +88,8 @@ def dqa_state(h: Any, J: Any, schedule: DQASchedule) -> np.ndarray:
     batch = E.shape[:-1]
     E = E.reshape(-1, 1 << n)
     psi = np.full(E.shape, 2.0 ** (-n / 2), dtype=np.complex128)
-    b, a = schedule.coefficients()
-    for bk, ak in zip(b, a):
-        if schedule.order == 2:
-            psi = _apply_driver(psi, ak / 2, n)
-        psi = psi * np.exp(-1j * bk * E)
-        psi = _apply_driver(psi, ak / 2 if schedule.order == 2 else ak, n)
+    for kind, val in layers(schedule):
+        psi = _apply_driver(psi, val, n) if kind == "D" else psi * np.exp(-1j * val * E)
     return psi.reshape(*batch, 1 << n)
 
 

@@ -228,7 +228,7 @@ def test_coupling_map_restriction():
 
 def test_coupling_map_from_backend():
     fp = pytest.importorskip("qiskit_ibm_runtime.fake_provider")
-    from hybrid_attention.circuits.qiskit_dqa import resolve_coupling_map
+    from hybrid_attention.circuits.program import resolve_coupling_map
 
     edges = resolve_coupling_map(fp.FakeManilaV2())
     assert (0, 1) in edges and (0, 2) not in edges and all(a < b for a, b in edges)
@@ -278,7 +278,7 @@ def test_pennylane_matches_reference(device):
 
 # ---------------------------------------------------------------------- issue #10: size bound before building
 def test_huge_trotter_programs_refused_before_building(monkeypatch):
-    from hybrid_attention.circuits import qiskit_dqa
+    from hybrid_attention.circuits import program, qiskit_dqa
 
     def no_build(*a, **k):
         raise AssertionError("the circuit was built: the request should have been refused first")
@@ -289,13 +289,14 @@ def test_huge_trotter_programs_refused_before_building(monkeypatch):
         dqa_circuit(p, DQASchedule(tau=1.0, steps=10**6))
     with pytest.raises(ValueError, match="MAX_GATES"):
         qiskit_dqa.dqa_template(2, ((0, 1),), DQASchedule(tau=1.0, steps=10**6))
-    monkeypatch.setattr(qiskit_dqa, "MAX_GATES", 10)  # the limit is read on every check
+    monkeypatch.setattr(program, "MAX_GATES", 10)  # the limit is read on every check
     with pytest.raises(ValueError, match="MAX_GATES = 10"):
         qiskit_dqa.dqa_template(2, ((0, 1),), DQASchedule(tau=1.0, steps=3))
 
 
 def test_gate_count_matches_the_circuit():
-    from hybrid_attention.circuits.qiskit_dqa import count_gates, dqa_template
+    from hybrid_attention.circuits.program import count_gates
+    from hybrid_attention.circuits.qiskit_dqa import dqa_template
 
     for order, fold in ((1, False), (2, False), (1, True)):
         sched = DQASchedule(tau=1.0, steps=3, order=order)
