@@ -29,8 +29,7 @@ import inspect
 from typing import Any, NamedTuple
 
 from hybrid_attention.circuits.schedule import DQASchedule
-
-from .base import Sampler
+from hybrid_attention.sampler import Sampler
 
 __all__ = ["SamplerEntry", "SAMPLERS", "register_sampler", "is_dqa", "sampler_class", "sampler_options",
            "check_sampler_options", "get_sampler", "make_sampler", "available_samplers"]
