@@ -1,4 +1,16 @@
-"""Samplers: the registry and every backend (the ``Sampler`` interface and ``SampleSet`` are re-exported from core).
+"""The backends floor: every sampler, the registry that builds them by name, and the shipped conformance suite.
+
+It sits above the core and the circuits (imports ``hybrid_attention.*`` and ``hybrid_attention.circuits``) and below
+the applications. The typed interface the samplers implement lives in the core and is re-exported here:
+:class:`Sampler`, :class:`SamplerCapabilities` and :class:`SampleSet`. Modules:
+
+* ``registry``: names -> lazily imported sampler classes (:func:`get_sampler`, :func:`available_samplers`);
+* ``exact``: enumeration as a backend, the reference;
+* ``dqa``: the DQA base (schedule, effective beta, exact reference output); ``statevector``: the native simulator;
+  ``circuit``: the circuit machinery (templates, chunks, transpilation) of ``aer``, ``pennylane`` and ``ibm``;
+* ``classical``: ``gibbs`` (samplers) on ``gibbs_kernel`` (sweeps) and ``meanfield``, both on ``grouped`` batches;
+* ``testing``: :func:`~hybrid_attention.backends.testing.assert_sampler_conforms`, for any sampler, third-party ones too;
+* ``base``: basis-state helpers shared by the backends.
 
 Installed as ``hybrid_attention.backends`` (the repository keeps it at the top-level folder ``backends/``
 and maps it through ``package_dir`` in ``setup.cfg``; nothing named ``backends`` is installed on its own).
@@ -13,4 +25,5 @@ from hybrid_attention.sampleset import SampleSet
 from .base import as_generator, spawn_seeds
 from .registry import SAMPLERS, available_samplers, get_sampler, register_sampler
 
-__all__ = ["Sampler", "SamplerCapabilities", "SampleSet", "get_sampler", "available_samplers", "register_sampler", "SAMPLERS", "as_generator", "spawn_seeds"]
+__all__ = ["Sampler", "SamplerCapabilities", "SampleSet", "get_sampler", "available_samplers", "register_sampler",
+           "SAMPLERS", "as_generator", "spawn_seeds"]

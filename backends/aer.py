@@ -41,9 +41,8 @@ from hybrid_attention.circuits.qiskit_dqa import DQATemplate
 from hybrid_attention.circuits.schedule import DQASchedule
 from hybrid_attention.ising import IsingProblem
 
-from ._dqa import DQASampler, _progress
 from .base import draw_states, state_bits
-from .statevector import spin_marginals
+from .circuit import CircuitSampler, _progress
 
 __all__ = ["AerSampler", "PROBABILITIES_MAX_QUBITS"]
 
@@ -57,7 +56,7 @@ PROBABILITIES_MAX_QUBITS = 16
 _PROB_BYTES = 256 << 20
 
 
-class AerSampler(DQASampler):
+class AerSampler(CircuitSampler):
     """DQA circuits on qiskit-aer.
 
     Args:
@@ -195,10 +194,7 @@ class AerSampler(DQASampler):
         otherwise."""
         if num_reads is not None or not self.reads_probabilities(problem.n):
             return super()._marginals(problem, num_reads=num_reads, seed=seed, **options)
-        m = spin_marginals(self.probabilities(problem).reshape(-1, 1 << problem.n), problem.n).reshape(*problem.batch_shape, problem.n)
-        if problem.mask is not None:
-            m = m * problem.mask.reshape(m.shape).to(m.dtype)
-        return m
+        return self._masked_marginals(self.probabilities(problem).reshape(-1, 1 << problem.n), problem)
 
     def _extra_info(self, tmpl: DQATemplate) -> dict[str, Any]:
         circ = self.circuit_for(tmpl)

@@ -1,12 +1,13 @@
 """Classical samplers for Ising problems beyond exact reach (registry names ``gibbs``, ``anneal``, ``meanfield``).
 
-The implementations live in :mod:`.gibbs` (heat-bath Gibbs chains and simulated annealing) and
-:mod:`.meanfield` (naive and TAP mean field with a differentiable fixed point); this module re-exports them so
-the registry path ``hybrid_attention.backends.classical`` stays stable.
+The implementations live in :mod:`.gibbs` (heat-bath Gibbs chains and simulated annealing, whose sweeps are
+:mod:`.gibbs_kernel`) and :mod:`.meanfield` (naive and TAP mean field with a differentiable fixed point), both on a
+batch regrouped by coupling matrix (:mod:`.grouped`); this module re-exports the samplers so the registry path
+``hybrid_attention.backends.classical`` stays stable.
 
-All three accept any ``n`` (no enumeration), handle masks (dropped spins are decoupled and report 0), and set
-``properties["pad_with_mask"] = True``: the bridge may send one batched problem with ``n = T`` and a causal mask
-instead of one call per prefix length.
+All three accept any ``n`` (no enumeration), handle masks (dropped spins are decoupled and report 0), and declare
+``capabilities.pad_with_mask``: the bridge may send one batched problem with ``n = T`` and a causal mask instead of
+one call per prefix length.
 
 Which one to use:
 

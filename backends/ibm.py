@@ -29,7 +29,7 @@ from hybrid_attention.circuits.program import CircuitOptions, resolve_coupling_m
 from hybrid_attention.circuits.qiskit_dqa import DQATemplate
 from hybrid_attention.circuits.schedule import DQASchedule
 
-from ._dqa import DQASampler
+from .circuit import CircuitSampler
 
 __all__ = ["IBMSampler", "IBMJobError", "has_credentials"]
 
@@ -70,7 +70,7 @@ def _is_local(backend: Any) -> bool:
     return "fake_provider" in mod or mod.startswith("qiskit_aer") or "fake" in type(backend).__name__.lower()
 
 
-class IBMSampler(DQASampler):
+class IBMSampler(CircuitSampler):
     """DQA circuits through qiskit-ibm-runtime's ``SamplerV2``.
 
     Args:
@@ -87,7 +87,7 @@ class IBMSampler(DQASampler):
         restrict_couplings: ``None`` (all-to-all, SWAPs inserted), ``"raise"`` or ``"drop"``: keep only couplings
             between spins adjacent on the device graph (``layout`` maps spin ``j`` to a physical qubit).
         layout: physical qubit per spin (initial layout).
-        chunk_size, default_num_reads: see :class:`~hybrid_attention.backends._dqa.DQASampler`.
+        chunk_size, default_num_reads: see :class:`~hybrid_attention.backends.circuit.CircuitSampler`.
         sampler_options: options dict for the runtime ``SamplerV2`` (e.g. ``{"dynamical_decoupling": {"enable": True}}``).
     """
 

@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from hybrid_attention.checks import as_generator, describe_seed
+from hybrid_attention.checks import as_generator, check_positive_int, describe_seed
 from hybrid_attention.ising import IsingProblem
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
-from .gibbs import Grouped, _positive_int
+from .grouped import Grouped
 
 __all__ = ["MeanFieldSampler", "mean_field"]
 
@@ -53,7 +53,7 @@ def _update(m: torch.Tensor, h: torch.Tensor, J: torch.Tensor, mask: torch.Tenso
 def mean_field(h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor, mask: torch.Tensor | None = None, *,
                method: str = "naive", damping: float = 0.5, max_iter: int = 500, tol: float = 1e-7,
                grad: str = "implicit") -> tuple[torch.Tensor, dict[str, Any]]:
-    """Solve the mean-field equations for a batch grouped by coupling matrix (see :class:`~.gibbs.Grouped`).
+    """Solve the mean-field equations for a batch grouped by coupling matrix (see :class:`~.grouped.Grouped`).
 
     Args:
         h: ``(G, R, n)``; J: ``(G, n, n)`` symmetric; beta: ``(G, R)``; mask: ``(G, R, n)`` 0/1 or None
@@ -158,8 +158,8 @@ class MeanFieldSampler(Sampler):
             raise ValueError(f"tol must be > 0 or None, got {tol!r}")
         self.method, self.grad, self.damping = method, grad, float(damping)
         self.tol = None if tol is None else float(tol)
-        self.max_iter = _positive_int("max_iter", max_iter)
-        self.default_num_reads = _positive_int("num_reads", num_reads)
+        self.max_iter = check_positive_int(max_iter, "max_iter")
+        self.default_num_reads = check_positive_int(num_reads, "num_reads")
         self.last_info: dict[str, Any] = {}
 
     @property

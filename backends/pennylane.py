@@ -21,24 +21,24 @@ import numpy as np
 import pennylane as qml
 
 from hybrid_attention.circuits.pennylane_dqa import dqa_qnode
-from hybrid_attention.circuits.program import CircuitOptions
-from hybrid_attention.circuits.qiskit_dqa import DQATemplate
+from hybrid_attention.circuits.program import CircuitOptions, DQAProgram, count_gates, program_for
 from hybrid_attention.circuits.schedule import DQASchedule
+from hybrid_attention.ising import IsingProblem
 
-from ._dqa import DQASampler
+from .circuit import CircuitSampler
 
 __all__ = ["PennyLaneSampler"]
 
 logger = logging.getLogger(__name__)
 
 
-class PennyLaneSampler(DQASampler):
+class PennyLaneSampler(CircuitSampler):
     """DQA circuits on a PennyLane device.
 
     Args:
         device: device name (default ``"lightning.qubit"``; any installed PennyLane device, e.g.
             ``"default.qubit"``); a fresh device is made per chunk with that chunk's seed.
-        schedule, chunk_size, options, default_num_reads: see :class:`~hybrid_attention.backends._dqa.DQASampler`
+        schedule, chunk_size, options, default_num_reads: see :class:`~hybrid_attention.backends.circuit.CircuitSampler`
             (``options.fold_rzz`` / coupling maps are qiskit hardware options and are rejected here).
         max_qubits: qubit limit (default 26 for state-vector devices).
         device_kwargs: extra keyword arguments for ``qml.device``.
@@ -74,16 +74,19 @@ class PennyLaneSampler(DQASampler):
         devices hold one per problem of a chunk)."""
         return 16.0 * 2.0**n, f"statevector: 16 * 2**{n} bytes"
 
-    def _chunk_values(self, tmpl: DQATemplate, flat: Any) -> np.ndarray:
+    def _template(self, problem: IsingProblem) -> DQAProgram:
+        """The neutral program (no qiskit circuit: the PennyLane emitter builds its own tape)."""
+        return program_for(problem, self.schedule, self.circuit_options)
+
+    def _chunk_values(self, tmpl: DQAProgram, flat: Any) -> np.ndarray:
         return tmpl.values(flat)  # physical values: the PennyLane program computes its angles itself
 
-    def _run_chunk(self, tmpl: DQATemplate, values: np.ndarray, shots: int, seed: int) -> np.ndarray:
+    def _run_chunk(self, tmpl: DQAProgram, values: np.ndarray, shots: int, seed: int) -> np.ndarray:
         dev = qml.device(self.device, wires=tmpl.n, seed=seed, **self.device_kwargs)
         qnode = dqa_qnode(tmpl.n, tmpl.edges, self.schedule, device=dev, shots=shots, measurement="sample")
         x = values if values.shape[0] > 1 else values[0]
         bits = np.asarray(qnode(x)).reshape(values.shape[0], shots, tmpl.n)
         return bits.astype(bool)
 
-    def _extra_info(self, tmpl: DQATemplate) -> dict[str, Any]:
-        gates = tmpl.n + self.schedule.steps * (tmpl.n * (3 if self.schedule.order == 2 else 2) + len(tmpl.edges))
-        return {"device": self.device, "num_gates": gates}
+    def _extra_info(self, tmpl: DQAProgram) -> dict[str, Any]:
+        return {"device": self.device, "num_gates": count_gates(tmpl.n, len(tmpl.edges), self.schedule, measure=False)}

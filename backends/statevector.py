@@ -46,19 +46,17 @@ import numpy as np
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from hybrid_attention.checks import check_memory, describe_seed
+from hybrid_attention.checks import check_memory, check_positive_int, describe_seed
 from hybrid_attention.circuits.program import layers as program_layers
 from hybrid_attention.circuits.schedule import DQASchedule
 from hybrid_attention.exact import enumerate_states
 from hybrid_attention.ising import IsingProblem
-
-from hybrid_attention.checks import as_generator
-from hybrid_attention.sampler import Sampler, SamplerCapabilities
+from hybrid_attention.sampler import SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
-from .base import draw_states, state_bits
+from .dqa import DQASampler
 
-__all__ = ["StatevectorSampler", "configuration_energies", "dqa_statevector", "spin_marginals"]
+__all__ = ["StatevectorSampler", "configuration_energies", "dqa_statevector"]
 
 logger = logging.getLogger(__name__)
 
@@ -217,16 +215,6 @@ def _phase(angle: torch.Tensor) -> torch.Tensor:
     return torch.complex(torch.cos(angle), torch.sin(angle))
 
 
-def spin_marginals(p: torch.Tensor, n: int) -> torch.Tensor:
-    """``<s_j> = P(b_j = 0) - P(b_j = 1)`` from probabilities ``(B, 2**n)``; returns ``(B, n)``."""
-    B = p.shape[0]
-    out = []
-    for j in range(n):
-        v = p.reshape(B, 1 << (n - j - 1), 2, 1 << j).sum(dim=(1, 3))
-        out.append(v[:, 0] - v[:, 1])
-    return torch.stack(out, dim=-1)
-
-
 def _scaled_by_beta(h: torch.Tensor, J: torch.Tensor, beta: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """The circuit encodes ``beta * H_P`` (as the qiskit emitter does): scale ``h (B, n)`` and ``J``."""
     if not isinstance(beta, torch.Tensor) or beta.numel() == 1:
@@ -238,8 +226,11 @@ def _scaled_by_beta(h: torch.Tensor, J: torch.Tensor, beta: Any) -> tuple[torch.
 
 
 # ---------------------------------------------------------------------- the sampler
-class StatevectorSampler(Sampler):
+class StatevectorSampler(DQASampler):
     """Batched statevector simulation of the Trotterized DQA circuit (exact output distribution).
+
+    Shares the DQA base (:class:`~hybrid_attention.backends.dqa.DQASampler`: schedule, :meth:`effective_beta`,
+    :meth:`reference_probabilities`, the exact output's read-outs) with the circuit samplers.
 
     Args:
         schedule: the :class:`DQASchedule` (default ``DQASchedule(tau=1.0, steps=20)``).
@@ -264,24 +255,15 @@ class StatevectorSampler(Sampler):
 
     def __init__(self, schedule: DQASchedule | None = None, *, dtype: torch.dtype = torch.complex64, device: Any = None,
                  max_spins: int = 20, memory_limit: int = 64 << 20, group: int = 4, cache_limit: int = 2 << 20) -> None:
-        super().__init__()
-        if schedule is None:
-            schedule = DQASchedule(tau=1.0, steps=20)
-        if not isinstance(schedule, DQASchedule):
-            raise TypeError(f"schedule must be a DQASchedule, got {type(schedule).__name__}")
+        super().__init__(schedule)
         if dtype not in _REAL:
             raise ValueError(f"dtype must be torch.complex64 or torch.complex128, got {dtype}")
-        for name, v, lo in (("max_spins", max_spins, 1), ("memory_limit", memory_limit, 1), ("group", group, 1),
-                            ("cache_limit", cache_limit, 1)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-        self.schedule = schedule
+        self.max_spins = check_positive_int(max_spins, "max_spins")
+        self.memory_limit = check_positive_int(memory_limit, "memory_limit")
+        self.group = check_positive_int(group, "group")
+        self.cache_limit = check_positive_int(cache_limit, "cache_limit")
         self.dtype = dtype
         self.device = None if device is None else torch.device(device)
-        self.max_spins = int(max_spins)
-        self.memory_limit = int(memory_limit)
-        self.group = int(group)
-        self.cache_limit = int(cache_limit)
 
     @property
     def capabilities(self) -> SamplerCapabilities:
@@ -294,13 +276,6 @@ class StatevectorSampler(Sampler):
 
     def __repr__(self) -> str:
         return f"StatevectorSampler(schedule={self.schedule!r}, dtype={self.dtype})"
-
-    def effective_beta(self, beta: Any = 1.0) -> tuple[Any, Any]:
-        """Leading-order ``(beta_h, beta_J)`` of the output for a problem at inverse temperature ``beta``."""
-        from hybrid_attention.circuits.temperature import leading_order_beta
-
-        bh, bJ = leading_order_beta(self.schedule)
-        return beta * bh, beta * bJ
 
     def validate(self, problem: Any, *, num_reads: Any = None, seed: Any = None,
                  options: dict | None = None) -> IsingProblem:
@@ -377,11 +352,8 @@ class StatevectorSampler(Sampler):
         problem's dtype and device.
         """
         self.validate(problem)
-        p = self._probabilities(problem)
-        m = spin_marginals(p, problem.n)
-        if problem.mask is not None:
-            m = m * problem.mask.reshape(m.shape).to(m.device, m.dtype)
-        return m.reshape(*problem.batch_shape, problem.n).to(problem.h.device, problem.dtype)
+        m = self._masked_marginals(self._probabilities(problem), problem)
+        return m.to(problem.h.device, problem.dtype)
 
     def _marginals(self, problem: IsingProblem, *, num_reads: int | None, seed: Any, **options: Any) -> torch.Tensor:
         """Exact output marginals (float64, no graph), ``(*batch, n)``; the mean of ``num_reads`` shots drawn from the
@@ -392,20 +364,11 @@ class StatevectorSampler(Sampler):
             return self.differentiable_marginals(problem.detach()).to(torch.float64).cpu()
 
     def _sample(self, problem: IsingProblem, *, num_reads: int | None, seed: Any) -> SampleSet:
-        n = problem.n
         info: dict[str, Any] = {"backend": self.name, "schedule": self.schedule, "dtype": str(self.dtype),
                                 "seed": describe_seed(seed)}
         with torch.no_grad():
             p = self._probabilities(problem).to(torch.float64).cpu()
             p = p / p.sum(-1, keepdim=True)
         if num_reads is None:
-            S = enumerate_states(n, dtype=torch.float64).numpy().astype(np.int8)
-            spins = np.broadcast_to(S, (*problem.batch_shape, 1 << n, n)).copy()
-            info["num_reads"] = 1 << n
-            return SampleSet(spins, p.reshape(*problem.batch_shape, 1 << n).numpy(), problem, info, exact=True)
-        idx = draw_states(p, int(num_reads), as_generator(seed))
-        spins = 1 - 2 * state_bits(idx, n).view(np.int8)
-        w = np.full(spins.shape[:-1], 1.0 / num_reads)
-        info["num_reads"] = int(num_reads)
-        return SampleSet(spins.reshape(*problem.batch_shape, int(num_reads), n), w.reshape(*problem.batch_shape, int(num_reads)),
-                         problem, info)
+            return self._exact_sampleset(problem, p, info)
+        return self._shots_sampleset(problem, p, num_reads, seed, info)

@@ -198,7 +198,7 @@ def test_dropped_prefix_problems_share_their_coupling_matrix():
     """The bridge sends causal prefixes with J already dropped per problem (J * m m^T, one matrix per problem). The
     chain samplers regroup them onto each head's unmasked J (same Markov chain, one GEMM per block instead of one
     per problem); the order is restored on the way out and anything that does not fit is left as it was."""
-    from hybrid_attention.backends.gibbs import Grouped
+    from hybrid_attention.backends.grouped import Grouped
 
     rng = np.random.default_rng(5)
     B, H, T = 3, 2, 5

@@ -1,7 +1,9 @@
-"""Shared machinery of the DQA circuit samplers (aer, pennylane, ibm): chunking, seeds, templates, results.
+"""The circuit machinery of the DQA samplers that run emitted circuits (aer, pennylane, ibm).
 
-A batch of problems of one size becomes one parametrised template (per coupling pattern) plus a bindings
-array, run in chunks of ``chunk_size`` problems (one PUB / one broadcast tape per chunk). Subclasses implement
+:class:`CircuitSampler` extends the DQA base (:class:`~hybrid_attention.backends.dqa.DQASampler`: schedule,
+effective beta, exact reference output) with chunking, seeds, templates and results: a batch of problems of one
+size becomes one parametrised template (per coupling pattern) plus a bindings array, run in chunks of
+``chunk_size`` problems (one PUB / one broadcast tape per chunk). Subclasses implement
 ``_run_chunk(template, values, shots, seed) -> bool bits (C, shots, n)`` with column ``j`` = qubit ``j``.
 """
 
@@ -12,26 +14,20 @@ import time
 from typing import Any
 
 import numpy as np
-import torch
 
-from hybrid_attention.checks import check_memory, describe_seed
-from hybrid_attention.circuits.program import CircuitOptions
-from hybrid_attention.circuits.qiskit_dqa import DQATemplate, template_for
-from hybrid_attention.circuits.reference import dqa_probabilities
+from hybrid_attention.checks import check_memory, check_positive_int, describe_seed, spawn_seeds
+from hybrid_attention.circuits.program import CircuitOptions, DQAProgram
+from hybrid_attention.circuits.qiskit_dqa import template_for
 from hybrid_attention.circuits.schedule import DQASchedule
-from hybrid_attention.circuits.temperature import leading_order_beta
 from hybrid_attention.ising import IsingProblem
-
-from hybrid_attention.checks import spawn_seeds
-from hybrid_attention.sampler import Sampler, SamplerCapabilities
+from hybrid_attention.sampler import SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
-__all__ = ["DQASampler", "DEFAULT_SCHEDULE"]
+from .dqa import DQASampler
+
+__all__ = ["CircuitSampler"]
 
 logger = logging.getLogger(__name__)
-
-#: used when a DQA sampler is built without ``schedule=`` (short quench: nearly Boltzmann, beta_h ~ 0.13)
-DEFAULT_SCHEDULE = DQASchedule(tau=1.0, steps=20)
 
 
 def _progress(iterable: Any, total: int, desc: str) -> Any:
@@ -42,7 +38,7 @@ def _progress(iterable: Any, total: int, desc: str) -> Any:
     return tqdm(iterable, total=total, desc=desc, leave=False, disable=None)
 
 
-class DQASampler(Sampler):
+class CircuitSampler(DQASampler):
     """Base class of the circuit samplers: ``sample`` runs the DQA program of ``schedule`` on each problem.
 
     The circuit encodes ``beta * H_P`` (the problem's ``beta`` scales ``h`` and ``J``); the output is
@@ -50,7 +46,7 @@ class DQASampler(Sampler):
     :mod:`hybrid_attention.circuits.temperature`).
 
     Args:
-        schedule: the :class:`DQASchedule` (default :data:`DEFAULT_SCHEDULE`).
+        schedule: the :class:`DQASchedule` (default :data:`~hybrid_attention.backends.dqa.DEFAULT_SCHEDULE`).
         chunk_size: problems per PUB / broadcast batch.
         options: :class:`CircuitOptions` for the emitted circuits (folded RZZ, coupling map).
         default_num_reads: shots per problem when ``num_reads`` is None.
@@ -61,44 +57,17 @@ class DQASampler(Sampler):
 
     def __init__(self, *, schedule: DQASchedule | None = None, chunk_size: int = 256, options: CircuitOptions | None = None,
                  default_num_reads: int = 1024) -> None:
-        super().__init__()
-        schedule = DEFAULT_SCHEDULE if schedule is None else schedule
-        if not isinstance(schedule, DQASchedule):
-            raise TypeError(f"{self.name}: schedule must be a DQASchedule, got {type(schedule).__name__}")
-        if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
-            raise ValueError(f"{self.name}: chunk_size must be a positive integer, got {chunk_size!r}")
+        super().__init__(schedule)
+        self.chunk_size = check_positive_int(chunk_size, f"{self.name}: chunk_size")
         if options is not None and not isinstance(options, CircuitOptions):
             raise TypeError(f"{self.name}: options must be a CircuitOptions, got {type(options).__name__}")
-        if isinstance(default_num_reads, bool) or not isinstance(default_num_reads, (int, np.integer)) or default_num_reads < 1:
-            raise ValueError(f"{self.name}: default_num_reads must be a positive integer, got {default_num_reads!r}")
-        self.schedule = schedule
-        self.chunk_size = int(chunk_size)
+        self.default_num_reads = check_positive_int(default_num_reads, f"{self.name}: default_num_reads")
         self.circuit_options = options or CircuitOptions()
-        self.default_num_reads = int(default_num_reads)
-        self._isa: dict[DQATemplate, Any] = {}  # template -> ISA circuit (see _transpiled)
+        self._isa: dict[DQAProgram, Any] = {}  # template -> ISA circuit (see _transpiled)
 
     @property
     def capabilities(self) -> SamplerCapabilities:
         return SamplerCapabilities(dqa=True, max_spins=self.max_qubits)
-
-    @property
-    def properties(self) -> dict[str, Any]:
-        bh, bJ = leading_order_beta(self.schedule)
-        return {**super().properties, "schedule": self.schedule, "effective_beta": {"h": bh, "J": bJ}}
-
-    def effective_beta(self, beta: Any = 1.0) -> tuple[Any, Any]:
-        """Leading-order ``(beta_h, beta_J)`` of the output for a problem at inverse temperature ``beta``
-        (the bridge uses these for its Boltzmann-surrogate gradients)."""
-        bh, bJ = leading_order_beta(self.schedule)
-        return beta * bh, beta * bJ
-
-    def reference_probabilities(self, problem: IsingProblem) -> np.ndarray:
-        """Exact output distribution of the ideal circuit (numpy reference), ``(*batch, 2**n)``."""
-        h, J = problem.dropped()
-        beta = problem.beta_tensor().detach().double().numpy()
-        h = h.detach().double().numpy() * beta[..., None]
-        J = np.broadcast_to(J.detach().double().numpy(), (*problem.batch_shape, problem.n, problem.n)) * beta[..., None, None]
-        return dqa_probabilities(h, J, self.schedule)
 
     def validate(self, problem: Any, *, num_reads: Any = None, seed: Any = None,
                  options: dict | None = None) -> IsingProblem:
@@ -117,7 +86,8 @@ class DQASampler(Sampler):
         return None
 
     # ------------------------------------------------------------------ sampling
-    def _template(self, problem: IsingProblem) -> DQATemplate:
+    def _template(self, problem: IsingProblem) -> DQAProgram:
+        """The program run for a flattened batch: here the qiskit template (a :class:`DQAProgram` with its circuit)."""
         return template_for(problem, self.schedule, self.circuit_options)
 
     def _sample(self, problem: IsingProblem, *, num_reads: int | None, seed: Any, **options: Any) -> SampleSet:
@@ -138,13 +108,13 @@ class DQASampler(Sampler):
         w = np.full(spins.shape[:-1], 1.0 / shots)
         return SampleSet(spins, w, problem, info)
 
-    def _run_chunks(self, tmpl: DQATemplate, values: np.ndarray, starts: list[int], shots: int, seeds: list[int]) -> np.ndarray:
+    def _run_chunks(self, tmpl: DQAProgram, values: np.ndarray, starts: list[int], shots: int, seeds: list[int]) -> np.ndarray:
         out = []
         for st, sd in _progress(zip(starts, seeds), len(starts), self.name):
             out.append(self._run_chunk(tmpl, values[st : st + self.chunk_size], shots, sd))
         return np.concatenate(out, axis=0)
 
-    def _transpiled(self, tmpl: DQATemplate, backend: Any, optimization_level: int = 1) -> Any:
+    def _transpiled(self, tmpl: DQAProgram, backend: Any, optimization_level: int = 1) -> Any:
         """``tmpl.circuit`` transpiled to ``backend``'s ISA, once per template (cached on the sampler), with the
         circuit options' layout; the parameter count must survive transpilation."""
         cache = self._isa
@@ -160,14 +130,14 @@ class DQASampler(Sampler):
             cache[tmpl] = isa
         return cache[tmpl]
 
-    def _chunk_values(self, tmpl: DQATemplate, flat: IsingProblem) -> np.ndarray:
+    def _chunk_values(self, tmpl: DQAProgram, flat: IsingProblem) -> np.ndarray:
         """Per-problem rows handed to :meth:`_run_chunk`: the qiskit parameter bindings (gate angles)."""
         return tmpl.bindings(flat)
 
-    def _extra_info(self, tmpl: DQATemplate) -> dict[str, Any]:
+    def _extra_info(self, tmpl: DQAProgram) -> dict[str, Any]:
         return {"depth": tmpl.circuit.depth()}
 
-    def _run_chunk(self, tmpl: DQATemplate, values: np.ndarray, shots: int, seed: int) -> np.ndarray:
+    def _run_chunk(self, tmpl: DQAProgram, values: np.ndarray, shots: int, seed: int) -> np.ndarray:
         """Run one chunk: ``values (C, P)`` -> bool bits ``(C, shots, n)``, column ``j`` = qubit ``j``."""
         raise NotImplementedError
 
