@@ -1,4 +1,4 @@
-"""What the backends share beyond the core interface: basis-state sampling helpers.
+"""What the backends share beyond the core interface: basis-state helpers (``draw_states`` is the oracle's).
 
 The :class:`~hybrid_attention.sampler.Sampler` interface, :class:`~hybrid_attention.sampler.SamplerCapabilities`
 and :class:`~hybrid_attention.sampleset.SampleSet` live in the core (so the bridge reads capabilities without
@@ -9,33 +9,14 @@ importing a backend); seeds (``as_generator``, ``spawn_seeds``, ``SeedLike``) ar
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import numpy as np
-import torch
 
 from hybrid_attention.checks import SeedLike, as_generator, spawn_seeds
+from hybrid_attention.exact import draw_states
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
 
 __all__ = ["Sampler", "SamplerCapabilities", "SeedLike", "as_generator", "draw_states", "spawn_seeds", "state_bits"]
-
-
-def draw_states(p: Any, shots: int, rng: np.random.Generator) -> np.ndarray:
-    """Draw ``shots`` basis-state indices per row of a probability table (inverse-CDF sampling).
-
-    Args:
-        p: ``(B, 2**n)`` probabilities (numpy or torch, any float dtype; each row is renormalised in float64).
-        shots: draws per row.
-        rng: the generator (``B * shots`` uniforms are taken from it, row-major).
-
-    Returns:
-        ``(B, shots)`` int64 indices ``c = sum_j b_j 2**j``.
-    """
-    p = torch.as_tensor(p).detach().to("cpu", torch.float64)
-    cdf = torch.cumsum(p, dim=-1)
-    cdf = cdf / cdf[:, -1:]
-    u = torch.from_numpy(rng.random((p.shape[0], int(shots))))
-    return torch.searchsorted(cdf, u).clamp_(max=p.shape[-1] - 1).numpy()
 
 
 @functools.lru_cache(maxsize=32)

@@ -1,10 +1,18 @@
 """hybrid-attention: Boltzmann attention with learnable Ising couplings.
 
-The model side (this package) depends on numpy and torch only: ``import hybrid_attention`` never imports
-qiskit or pennylane. Quantum and classical samplers live in :mod:`hybrid_attention.backends` and circuits in
-:mod:`hybrid_attention.circuits` (both loaded lazily, on first use).
+The core floor (this package) depends on numpy and torch only: ``import hybrid_attention`` never imports
+qiskit or pennylane, and nothing here imports the floors above it (circuits, backends, apps). It owns:
 
-Conventions (SPEC section 2) are fixed in :mod:`hybrid_attention.ising`.
+* ``ising``: :class:`IsingProblem` and the conventions (SPEC section 2); ``checks``: every input check (beta,
+  seeds, counts, head couplings, the memory budget);
+* ``exact``: the exact oracle (enumeration, log Z, marginals, correlations, probabilities, exact samples);
+  ``kernels``: the attention kernels on its factorised core (causal, bidirectional, shared couplings);
+* ``sampler``: the typed sampler interface (``Sampler``, ``SamplerCapabilities``); ``sampleset``: ``SampleSet``;
+* ``bridge``: any sampler's output as differentiable attention marginals; ``attention``, ``model``: the layer and
+  the decoder; ``metrics``: fidelity metrics; ``tasks``: the data sets.
+
+Quantum and classical samplers live in :mod:`hybrid_attention.backends`, circuits in
+:mod:`hybrid_attention.circuits` and the applications in :mod:`hybrid_attention.apps` (loaded on first use).
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         mod, attr = _LAZY[name]
         return getattr(importlib.import_module(mod), attr)
-    if name in {"kernels", "metrics", "bridge", "attention", "model", "circuits", "backends", "tasks"}:
+    if name in {"kernels", "sampler", "sampleset", "metrics", "bridge", "attention", "model", "circuits", "backends",
+                "tasks"}:
         return importlib.import_module(f"hybrid_attention.{name}")
     raise AttributeError(f"module 'hybrid_attention' has no attribute {name!r}")

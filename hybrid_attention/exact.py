@@ -50,6 +50,7 @@ __all__ = [
     "correlations",
     "probabilities",
     "sample",
+    "draw_states",
     "check_size",
 ]
 
@@ -288,6 +289,24 @@ def probabilities(problem: IsingProblem, *, max_spins: int | None = None) -> tor
     return torch.cat(out).reshape(*problem.batch_shape, 1 << n)
 
 
+def draw_states(p: Any, shots: int, rng: np.random.Generator) -> np.ndarray:
+    """Draw ``shots`` basis-state indices per row of a probability table (inverse-CDF sampling).
+
+    Args:
+        p: ``(B, 2**n)`` probabilities (numpy or torch, any float dtype; each row is renormalised in float64).
+        shots: draws per row.
+        rng: the generator (``B * shots`` uniforms are taken from it, row-major).
+
+    Returns:
+        ``(B, shots)`` int64 indices ``c = sum_j b_j 2**j``.
+    """
+    p = torch.as_tensor(p).detach().to("cpu", torch.float64)
+    cdf = torch.cumsum(p, dim=-1)
+    cdf = cdf / cdf[:, -1:]
+    u = torch.from_numpy(rng.random((p.shape[0], int(shots))))
+    return torch.searchsorted(cdf, u).clamp_(max=p.shape[-1] - 1).numpy()
+
+
 def sample(problem: IsingProblem, num_reads: int, seed: checks.SeedLike = None, *,
            max_spins: int | None = None) -> torch.Tensor:
     """Exact samples from ``p(s)``: int8 ±1 spins of shape ``(*batch, num_reads, n)``.
@@ -316,10 +335,7 @@ def sample(problem: IsingProblem, num_reads: int, seed: checks.SeedLike = None, 
         return torch.zeros(*problem.batch_shape, num_reads, n, dtype=torch.int8)
     with torch.no_grad():
         p = probabilities(problem.detach(), max_spins=max_spins).to(torch.float64).reshape(-1, 1 << n)
-    cdf = torch.cumsum(p, dim=-1)
-    cdf = cdf / cdf[:, -1:]
-    u = torch.from_numpy(rng.random((p.shape[0], int(num_reads))))
-    idx = torch.searchsorted(cdf, u).clamp_(max=(1 << n) - 1)
+    idx = torch.from_numpy(draw_states(p, num_reads, rng))
     bits = (idx[..., None] >> torch.arange(n)) & 1
     spins = (1 - 2 * bits).to(torch.int8)
     return spins.reshape(*problem.batch_shape, int(num_reads), n)
