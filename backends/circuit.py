@@ -55,8 +55,14 @@ class CircuitSampler(DQASampler):
     parameters: dict[str, str] = {}
     max_qubits: int | None = None
 
-    def __init__(self, *, schedule: DQASchedule | None = None, chunk_size: int = 256, options: CircuitOptions | None = None,
-                 default_num_reads: int = 1024) -> None:
+    def __init__(
+        self,
+        *,
+        schedule: DQASchedule | None = None,
+        chunk_size: int = 256,
+        options: CircuitOptions | None = None,
+        default_num_reads: int = 1024,
+    ) -> None:
         super().__init__(schedule)
         self.chunk_size = check_positive_int(chunk_size, f"{self.name}: chunk_size")
         if options is not None and not isinstance(options, CircuitOptions):
@@ -69,16 +75,19 @@ class CircuitSampler(DQASampler):
     def capabilities(self) -> SamplerCapabilities:
         return SamplerCapabilities(dqa=True, max_spins=self.max_qubits)
 
-    def validate(self, problem: Any, *, num_reads: Any = None, seed: Any = None,
-                 options: dict | None = None) -> IsingProblem:
+    def validate(
+        self, problem: Any, *, num_reads: Any = None, seed: Any = None, options: dict | None = None
+    ) -> IsingProblem:
         """The base checks, then the simulator's memory for one ``n``-qubit state (:meth:`_state_bytes`) against
         :data:`hybrid_attention.checks.MEMORY_BUDGET`, before any circuit is built."""
         problem = super().validate(problem, num_reads=num_reads, seed=seed, options=options)
         need = self._state_bytes(problem.n)
         if need is not None:
-            check_memory(need[0], f"{self.name}: simulating n = {problem.n} qubits ({need[1]})",
-                         hint="use fewer spins, or a method that does not hold the full state "
-                              "(e.g. aer's matrix_product_state)")
+            check_memory(
+                need[0],
+                f"{self.name}: simulating n = {problem.n} qubits ({need[1]})",
+                hint="use fewer spins, or a method that does not hold the full state (e.g. aer's matrix_product_state)",
+            )
         return problem
 
     def _state_bytes(self, n: int) -> tuple[float, str] | None:
@@ -101,14 +110,24 @@ class CircuitSampler(DQASampler):
         t0 = time.perf_counter()
         bits = self._run_chunks(tmpl, values, starts, shots, seeds)
         spins = (1 - 2 * bits.astype(np.int8)).reshape(*problem.batch_shape, shots, problem.n)
-        info = {"backend": self.name, "num_reads": shots, "shots": shots, "seed": describe_seed(seed),
-                "chunk_seeds": seeds, "chunks": len(starts), "schedule": self.schedule, "edges": len(tmpl.edges),
-                "timing": {"run": time.perf_counter() - t0}}
+        info = {
+            "backend": self.name,
+            "num_reads": shots,
+            "shots": shots,
+            "seed": describe_seed(seed),
+            "chunk_seeds": seeds,
+            "chunks": len(starts),
+            "schedule": self.schedule,
+            "edges": len(tmpl.edges),
+            "timing": {"run": time.perf_counter() - t0},
+        }
         info.update(self._extra_info(tmpl))
         w = np.full(spins.shape[:-1], 1.0 / shots)
         return SampleSet(spins, w, problem, info)
 
-    def _run_chunks(self, tmpl: DQAProgram, values: np.ndarray, starts: list[int], shots: int, seeds: list[int]) -> np.ndarray:
+    def _run_chunks(
+        self, tmpl: DQAProgram, values: np.ndarray, starts: list[int], shots: int, seeds: list[int]
+    ) -> np.ndarray:
         out = []
         for st, sd in _progress(zip(starts, seeds), len(starts), self.name):
             out.append(self._run_chunk(tmpl, values[st : st + self.chunk_size], shots, sd))
@@ -122,11 +141,14 @@ class CircuitSampler(DQASampler):
             from qiskit.transpiler import generate_preset_pass_manager
 
             layout = list(self.circuit_options.layout[: tmpl.n]) if self.circuit_options.layout else None
-            pm = generate_preset_pass_manager(optimization_level=optimization_level, backend=backend,
-                                              initial_layout=layout, seed_transpiler=0)
+            pm = generate_preset_pass_manager(
+                optimization_level=optimization_level, backend=backend, initial_layout=layout, seed_transpiler=0
+            )
             isa = pm.run(tmpl.circuit)
             if isa.num_parameters != tmpl.num_parameters:
-                raise RuntimeError(f"transpilation changed the parameter count ({tmpl.num_parameters} -> {isa.num_parameters})")
+                raise RuntimeError(
+                    f"transpilation changed the parameter count ({tmpl.num_parameters} -> {isa.num_parameters})"
+                )
             cache[tmpl] = isa
         return cache[tmpl]
 

@@ -105,8 +105,9 @@ class DQASampler(Sampler):
         info["num_reads"] = 1 << n
         return SampleSet(spins, p.reshape(*problem.batch_shape, 1 << n).numpy(), problem, info, exact=True)
 
-    def _shots_sampleset(self, problem: IsingProblem, p: torch.Tensor, num_reads: int, seed: Any,
-                         info: dict[str, Any]) -> SampleSet:
+    def _shots_sampleset(
+        self, problem: IsingProblem, p: torch.Tensor, num_reads: int, seed: Any, info: dict[str, Any]
+    ) -> SampleSet:
         """``num_reads`` shots per problem drawn from ``p (B, 2**n)`` with the generator of ``seed``."""
         n, bs = problem.n, tuple(problem.batch_shape)
         idx = draw_states(p, int(num_reads), as_generator(seed))

@@ -18,8 +18,15 @@ import torch
 __all__ = ["run_chains"]
 
 
-def _sweep(s: torch.Tensor, h: torch.Tensor, J: torch.Tensor, mask: torch.Tensor | None, beta2: torch.Tensor,
-           rows: list[int] | None = None, generator: torch.Generator | None = None) -> None:
+def _sweep(
+    s: torch.Tensor,
+    h: torch.Tensor,
+    J: torch.Tensor,
+    mask: torch.Tensor | None,
+    beta2: torch.Tensor,
+    rows: list[int] | None = None,
+    generator: torch.Generator | None = None,
+) -> None:
     """One sequential heat-bath sweep in place (spins updated one at a time, in order ``0..n-1``).
 
     ``s (G, n, R, C)`` (masked spins held at 0), ``h (G, R, n)``, ``J (G, n, n)``, ``mask (G, R, n)`` or None,
@@ -77,8 +84,17 @@ def _active_rows(mask: torch.Tensor) -> tuple[torch.Tensor, list[int]] | None:
     return order, cnt[0].tolist()
 
 
-def run_chains(h: torch.Tensor, J: torch.Tensor, mask: torch.Tensor | None, betas: list[torch.Tensor], chains: int, *,
-               record_every: int = 0, records: int = 1, generator: torch.Generator | None = None) -> torch.Tensor:
+def run_chains(
+    h: torch.Tensor,
+    J: torch.Tensor,
+    mask: torch.Tensor | None,
+    betas: list[torch.Tensor],
+    chains: int,
+    *,
+    record_every: int = 0,
+    records: int = 1,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """Run ``chains`` heat-bath chains per problem from uniformly random states.
 
     Args:

@@ -73,13 +73,17 @@ class Grouped:
         K = len(refs)
         if self.G % K:
             return
-        hits = torch.stack([(self.J == ref * m[:, :, None] * m[:, None, :]).flatten(1).all(-1) for ref in refs])  # (K, P)
+        hits = torch.stack(
+            [(self.J == ref * m[:, :, None] * m[:, None, :]).flatten(1).all(-1) for ref in refs]
+        )  # (K, P)
         nhit = hits.sum(0)
         if bool((nhit == 0).any()):
             return
         group = torch.where(nhit == 1, hits.to(torch.uint8).argmax(0), -1)
         counts = torch.bincount(group[group >= 0], minlength=K).tolist()
-        for p_ in (nhit > 1).nonzero().flatten().tolist():  # fits several (e.g. one active spin): fill the groups evenly
+        for p_ in (
+            (nhit > 1).nonzero().flatten().tolist()
+        ):  # fits several (e.g. one active spin): fill the groups evenly
             free = [r for r in range(K) if hits[r, p_] and counts[r] < self.G // K]
             if not free:
                 return

@@ -41,11 +41,24 @@ from hybrid_attention import exact
 from hybrid_attention.ising import IsingProblem
 from hybrid_attention.sampler import Sampler, SamplerCapabilities, capabilities_of
 
-__all__ = ["Z", "BAD_SEEDS", "BAD_NUM_READS", "problem_ladder", "INDEPENDENT", "expected_marginals",
-           "assert_ladder_rung", "assert_masked_equals_removed", "assert_flip_symmetry",
-           "assert_marginals_num_reads_and_seed", "assert_empty_batch", "assert_rejects_bad_input",
-           "assert_rejects_seed", "assert_rejects_num_reads", "assert_refuses_huge_num_reads",
-           "assert_sampler_conforms"]
+__all__ = [
+    "Z",
+    "BAD_SEEDS",
+    "BAD_NUM_READS",
+    "problem_ladder",
+    "INDEPENDENT",
+    "expected_marginals",
+    "assert_ladder_rung",
+    "assert_masked_equals_removed",
+    "assert_flip_symmetry",
+    "assert_marginals_num_reads_and_seed",
+    "assert_empty_batch",
+    "assert_rejects_bad_input",
+    "assert_rejects_seed",
+    "assert_rejects_num_reads",
+    "assert_refuses_huge_num_reads",
+    "assert_sampler_conforms",
+]
 
 #: z-score of the shot-noise tolerances
 Z = 5.0
@@ -68,8 +81,11 @@ def problem_ladder() -> dict[str, IsingProblem]:
         "one spin": IsingProblem(_t([[0.8], [-0.4]])),
         "pair": IsingProblem(_t([0.3, -0.5]), _t([[0.0, 0.9], [0.9, 0.0]]), beta=1.2),
         "frustrated triangle": IsingProblem(_t([0.2, 0.0, -0.1]), _t(tri)),
-        "masked spin": IsingProblem(_t([0.5, 2.0, -0.7]), _t([[0, 0.6, 0.4], [0.6, 0, 1.5], [0.4, 1.5, 0]]),
-                                    mask=torch.tensor([True, False, True])),
+        "masked spin": IsingProblem(
+            _t([0.5, 2.0, -0.7]),
+            _t([[0, 0.6, 0.4], [0.6, 0, 1.5], [0.4, 1.5, 0]]),
+            mask=torch.tensor([True, False, True]),
+        ),
     }
 
 
@@ -93,6 +109,7 @@ def _raises(exc: type[BaseException], pattern: str, fn: Callable[[], Any], what:
 @contextlib.contextmanager
 def _no_work(sampler: Sampler) -> Iterator[None]:
     """Inside, a call that reaches the sampler's ``_sample`` fails: validation must come first."""
+
     def work(*a: Any, **k: Any) -> Any:
         raise AssertionError(f"{type(sampler).__name__}._sample was called before the input was refused")
 
@@ -114,14 +131,28 @@ def expected_marginals(sampler: Sampler, problem: IsingProblem) -> np.ndarray:
     return m if problem.mask is None else m * problem.mask.numpy()
 
 
-def assert_ladder_rung(sampler: Sampler, problem: IsingProblem, *, num_reads: int, seed: Any, approximate: bool = False,
-                       independent: bool = False, z: float = Z) -> None:
+def assert_ladder_rung(
+    sampler: Sampler,
+    problem: IsingProblem,
+    *,
+    num_reads: int,
+    seed: Any,
+    approximate: bool = False,
+    independent: bool = False,
+    z: float = Z,
+) -> None:
     """One rung: SampleSet structure, then marginals within ``z`` shot-noise standard deviations of the expected
     ones (skipped for an approximate sampler unless the spins are ``independent``)."""
     ss = sampler.sample(problem, num_reads=num_reads, seed=seed)
     bs, n = tuple(problem.batch_shape), problem.n
-    _check(ss.spins.dtype == np.int8 and set(np.unique(ss.spins)) <= {-1, 1}, f"spins must be int8 ±1, got {ss.spins.dtype}")
-    _check(ss.spins.shape[: len(bs)] == bs and ss.spins.shape[-1] == n, f"spins shape {ss.spins.shape} for batch {bs}, n {n}")
+    _check(
+        ss.spins.dtype == np.int8 and set(np.unique(ss.spins)) <= {-1, 1},
+        f"spins must be int8 ±1, got {ss.spins.dtype}",
+    )
+    _check(
+        ss.spins.shape[: len(bs)] == bs and ss.spins.shape[-1] == n,
+        f"spins shape {ss.spins.shape} for batch {bs}, n {n}",
+    )
     _check(np.allclose(ss.weights.sum(-1), 1.0), "weights must sum to 1 per problem")
     m = ss.marginals()
     _check(m.shape == (*bs, n) and np.all(np.abs(m) <= 1 + 1e-12), f"marginals shape {m.shape} or out of [-1, 1]")
@@ -159,16 +190,19 @@ def assert_flip_symmetry(sampler: Sampler, *, num_reads: int, approximate: bool 
     _check(np.all(np.abs(m.numpy() + mf.numpy()) <= tol), f"flipping h does not flip m: {m} vs {mf}")
 
 
-def assert_marginals_num_reads_and_seed(sampler: Sampler, *, num_reads: int, approximate: bool = False,
-                                        z: float = Z) -> None:
+def assert_marginals_num_reads_and_seed(
+    sampler: Sampler, *, num_reads: int, approximate: bool = False, z: float = Z
+) -> None:
     """``marginals`` takes ``num_reads`` and ``seed`` on every sampler, is reproducible with a seed, and (exact
     output) ``num_reads=None`` is the exact output whatever the seed."""
     problem = problem_ladder()["pair"]
     m1 = sampler.marginals(problem, num_reads=num_reads, seed=3)
     m2 = sampler.marginals(problem, num_reads=num_reads, seed=3)
     _check(tuple(m1.shape) == (2,) and torch.equal(m1, m2), f"the same seed gave {m1} and {m2}")
-    _check(sampler.marginals(problem, seed=np.random.SeedSequence(5), num_reads=50).shape == (2,),
-           "a SeedSequence seed must be accepted")
+    _check(
+        sampler.marginals(problem, seed=np.random.SeedSequence(5), num_reads=50).shape == (2,),
+        "a SeedSequence seed must be accepted",
+    )
     m_ref = expected_marginals(sampler, problem)
     if not approximate:
         tol = z * np.sqrt(np.clip(1 - m_ref**2, 0, None) / num_reads) + 1e-5
@@ -185,10 +219,14 @@ def assert_empty_batch(sampler: Sampler, num_reads: int | None) -> None:
     ss = sampler.sample(empty, num_reads=num_reads, seed=0)
     reads = ss.num_reads
     _check(num_reads is None or reads == num_reads, f"num_reads={num_reads} gave {reads} reads")
-    _check(ss.spins.shape == (0, reads, 3) and ss.spins.dtype == np.int8 and ss.weights.shape == (0, reads),
-           f"empty SampleSet has spins {ss.spins.shape} {ss.spins.dtype}, weights {ss.weights.shape}")
-    _check(ss.marginals().shape == (0, 3) and ss.correlations().shape == (0, 3, 3) and ss.energies.shape == (0, reads),
-           "empty SampleSet statistics have the wrong shapes")
+    _check(
+        ss.spins.shape == (0, reads, 3) and ss.spins.dtype == np.int8 and ss.weights.shape == (0, reads),
+        f"empty SampleSet has spins {ss.spins.shape} {ss.spins.dtype}, weights {ss.weights.shape}",
+    )
+    _check(
+        ss.marginals().shape == (0, 3) and ss.correlations().shape == (0, 3, 3) and ss.energies.shape == (0, reads),
+        "empty SampleSet statistics have the wrong shapes",
+    )
     m = sampler.marginals(empty, num_reads=num_reads, seed=0)
     _check(isinstance(m, torch.Tensor) and tuple(m.shape) == (0, 3), f"empty marginals: {m!r}")
     nested = IsingProblem(torch.zeros(2, 0, 3))
@@ -200,7 +238,9 @@ def assert_rejects_bad_input(sampler: Sampler) -> None:
     """Unknown options and non-problems raise ``TypeError`` before any work; capabilities and properties exist."""
     pair = problem_ladder()["pair"]
     with _no_work(sampler):
-        _raises(TypeError, "unknown option", lambda: sampler.sample(pair, num_reads=10, no_such_option=1), "unknown option")
+        _raises(
+            TypeError, "unknown option", lambda: sampler.sample(pair, num_reads=10, no_such_option=1), "unknown option"
+        )
         _raises(TypeError, "", lambda: sampler.sample({"h": [1.0]}, num_reads=10), "a dict instead of a problem")
     _check(isinstance(sampler.capabilities, SamplerCapabilities), "capabilities must be a SamplerCapabilities")
     _check("max_spins" in sampler.properties and "exact" in sampler.properties, "properties lack max_spins/exact")
@@ -211,30 +251,47 @@ def assert_rejects_seed(sampler: Sampler, seed: Any) -> None:
     pattern = r"seed must be an int, a numpy.random.Generator.*got (float|bool|str)"
     with _no_work(sampler):
         for call in (sampler.sample, sampler.marginals):
-            _raises(TypeError, pattern, lambda call=call: call(problem_ladder()["pair"], num_reads=10, seed=seed),
-                    f"seed={seed!r}")
+            _raises(
+                TypeError,
+                pattern,
+                lambda call=call: call(problem_ladder()["pair"], num_reads=10, seed=seed),
+                f"seed={seed!r}",
+            )
 
 
 def assert_rejects_num_reads(sampler: Sampler, num_reads: Any, exc: type[BaseException]) -> None:
     """A bad ``num_reads`` raises ``exc`` ("num_reads must be an integer >= 1") in ``sample`` and ``marginals``."""
     with _no_work(sampler):
         for call in (sampler.sample, sampler.marginals):
-            _raises(exc, "num_reads must be an integer >= 1",
-                    lambda call=call: call(problem_ladder()["pair"], num_reads=num_reads), f"num_reads={num_reads!r}")
+            _raises(
+                exc,
+                "num_reads must be an integer >= 1",
+                lambda call=call: call(problem_ladder()["pair"], num_reads=num_reads),
+                f"num_reads={num_reads!r}",
+            )
 
 
 def assert_refuses_huge_num_reads(sampler: Sampler) -> None:
     """An output above the memory budget is refused with a ``ValueError`` before anything is allocated."""
     one = problem_ladder()["one spin"]
     with _no_work(sampler):
-        _raises(ValueError, r"needs an estimated .*TiB, above the memory budget",
-                lambda: sampler.sample(one, num_reads=10**12, seed=0), "sample(num_reads=10**12)")
-        _raises(ValueError, "memory budget", lambda: sampler.marginals(one, num_reads=10**12, seed=0),
-                "marginals(num_reads=10**12)")
+        _raises(
+            ValueError,
+            r"needs an estimated .*TiB, above the memory budget",
+            lambda: sampler.sample(one, num_reads=10**12, seed=0),
+            "sample(num_reads=10**12)",
+        )
+        _raises(
+            ValueError,
+            "memory budget",
+            lambda: sampler.marginals(one, num_reads=10**12, seed=0),
+            "marginals(num_reads=10**12)",
+        )
 
 
-def assert_sampler_conforms(sampler: Sampler, *, num_reads: int = 3000, seed: Any = 7, approximate: bool = False,
-                            z: float = Z) -> None:
+def assert_sampler_conforms(
+    sampler: Sampler, *, num_reads: int = 3000, seed: Any = 7, approximate: bool = False, z: float = Z
+) -> None:
     """Run the whole suite on ``sampler`` (module docstring); raises ``AssertionError`` at the first failure.
 
     Args:
@@ -245,8 +302,15 @@ def assert_sampler_conforms(sampler: Sampler, *, num_reads: int = 3000, seed: An
         z: z-score of the tolerances.
     """
     for rung, problem in problem_ladder().items():
-        assert_ladder_rung(sampler, problem, num_reads=num_reads, seed=seed, approximate=approximate,
-                           independent=rung in INDEPENDENT, z=z)
+        assert_ladder_rung(
+            sampler,
+            problem,
+            num_reads=num_reads,
+            seed=seed,
+            approximate=approximate,
+            independent=rung in INDEPENDENT,
+            z=z,
+        )
     assert_masked_equals_removed(sampler)
     assert_flip_symmetry(sampler, num_reads=num_reads, approximate=approximate, z=z)
     assert_marginals_num_reads_and_seed(sampler, num_reads=num_reads, approximate=approximate, z=z)

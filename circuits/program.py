@@ -41,8 +41,19 @@ from hybrid_attention.ising import IsingProblem
 
 from .schedule import DQASchedule
 
-__all__ = ["CircuitOptions", "DQAProgram", "dqa_program", "program_for", "layers", "resolve_coupling_map",
-           "restrict_edges", "count_gates", "check_circuit_size", "MAX_GATES", "BYTES_PER_GATE"]
+__all__ = [
+    "CircuitOptions",
+    "DQAProgram",
+    "dqa_program",
+    "program_for",
+    "layers",
+    "resolve_coupling_map",
+    "restrict_edges",
+    "count_gates",
+    "check_circuit_size",
+    "MAX_GATES",
+    "BYTES_PER_GATE",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +75,9 @@ def count_gates(n: int, num_edges: int, schedule: DQASchedule, *, fold_rzz: bool
     return n + int(schedule.steps) * per_step + (n if measure else 0)
 
 
-def check_circuit_size(n: int, num_edges: int, schedule: DQASchedule, *, fold_rzz: bool = False,
-                       measure: bool = True) -> int:
+def check_circuit_size(
+    n: int, num_edges: int, schedule: DQASchedule, *, fold_rzz: bool = False, measure: bool = True
+) -> int:
     """Raise ``ValueError`` if the program has more than :data:`MAX_GATES` gates (the message gives the estimated
     gates and memory); return the gate count."""
     gates = count_gates(n, num_edges, schedule, fold_rzz=fold_rzz, measure=measure)
@@ -74,7 +86,8 @@ def check_circuit_size(n: int, num_edges: int, schedule: DQASchedule, *, fold_rz
             f"the DQA program for n = {n} spins, {num_edges} couplings and steps = {schedule.steps} has an estimated "
             f"{gates:,} gates (count_gates), needing about {format_bytes(gates * BYTES_PER_GATE)} as a "
             f"circuit, above the limit MAX_GATES = {MAX_GATES:,} (hybrid_attention.circuits.program.MAX_GATES); "
-            "use fewer Trotter steps or fewer couplings")
+            "use fewer Trotter steps or fewer couplings"
+        )
     return gates
 
 
@@ -114,7 +127,9 @@ def resolve_coupling_map(obj: Any) -> tuple[Edge, ...] | None:
     try:
         edges = {tuple(sorted((int(a), int(b)))) for a, b in obj}
     except (TypeError, ValueError):
-        raise TypeError(f"coupling_map must be pairs of ints, a CouplingMap or a backend, got {type(obj).__name__}") from None
+        raise TypeError(
+            f"coupling_map must be pairs of ints, a CouplingMap or a backend, got {type(obj).__name__}"
+        ) from None
     return tuple(sorted(e for e in edges if e[0] != e[1]))
 
 
@@ -132,7 +147,8 @@ def restrict_edges(edges: Sequence[Edge], n: int, options: CircuitOptions) -> tu
         raise ValueError(
             f"{len(bad)} coupled spin pair(s) are not adjacent on the device coupling graph (spin pairs {bad[:20]}"
             f"{' ...' if len(bad) > 20 else ''}, layout {list(layout[:n])}); pass on_missing='drop' to drop them "
-            "or choose a layout/couplings that fit the graph")
+            "or choose a layout/couplings that fit the graph"
+        )
     if bad:
         logger.warning("dropping %d coupling(s) not on the device graph: %s", len(bad), bad[:20])
     return tuple(e for e in edges if e not in set(bad))
@@ -188,8 +204,9 @@ class DQAProgram:
     @property
     def num_gates(self) -> int:
         """Gates of the program (:func:`count_gates`, with the options' ``fold_rzz`` and ``measure``)."""
-        return count_gates(self.n, len(self.edges), self.schedule, fold_rzz=self.options.fold_rzz,
-                           measure=self.options.measure)
+        return count_gates(
+            self.n, len(self.edges), self.schedule, fold_rzz=self.options.fold_rzz, measure=self.options.measure
+        )
 
     @property
     def num_values(self) -> int:
@@ -222,7 +239,9 @@ class DQAProgram:
         off = (np.abs(Jx) > 0) & ~allowed
         if off.any():
             pairs = sorted({tuple(sorted(map(int, ix[-2:]))) for ix in np.argwhere(off)})
-            raise ValueError(f"couplings on pairs {pairs[:20]} are not in this template's edges; build a template with them")
+            raise ValueError(
+                f"couplings on pairs {pairs[:20]} are not in this template's edges; build a template with them"
+            )
         ja = np.array([e[0] for e in self.edges], dtype=int)
         kb = np.array([e[1] for e in self.edges], dtype=int)
         return np.concatenate([h, Jx[..., ja, kb]], axis=-1)
@@ -246,17 +265,22 @@ class DQAProgram:
         if self.options.fold_rzz:
             worst = float(np.max(np.abs(theta), initial=0.0))
             if worst > math.pi / 2 + 1e-12:
-                raise ValueError(f"fold_rzz needs |RZZ angle| <= pi/2, got {worst:.4g} (max |2 dt B(t) beta J| over slices); "
-                                 "use more Trotter steps or a smaller energy_scale")
-            theta = np.stack([(math.pi / 2 - theta) / 2, (math.pi / 2 + theta) / 2], axis=-1).reshape(*theta.shape[:-1], -1)
+                raise ValueError(
+                    f"fold_rzz needs |RZZ angle| <= pi/2, got {worst:.4g} (max |2 dt B(t) beta J| over slices); "
+                    "use more Trotter steps or a smaller energy_scale"
+                )
+            theta = np.stack([(math.pi / 2 - theta) / 2, (math.pi / 2 + theta) / 2], axis=-1).reshape(
+                *theta.shape[:-1], -1
+            )
         return np.concatenate([rz, theta], axis=-1).reshape(*values.shape[:-1], self.num_parameters)
 
     def bindings(self, problem: IsingProblem) -> np.ndarray:
-        """Parameter values of a batch for a SamplerV2 PUB: ``angles(values(problem))``, ``(*batch, num_parameters)``."""
+        """Parameter values of a batch (a SamplerV2 PUB): ``angles(values(problem))``, ``(*batch, num_parameters)``."""
         return self.angles(self.values(problem))
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(n={self.n}, edges={len(self.edges)}, steps={self.schedule.steps}, options={self.options})"
+        name, steps = type(self).__name__, self.schedule.steps
+        return f"{name}(n={self.n}, edges={len(self.edges)}, steps={steps}, options={self.options})"
 
 
 def _checked(n: int, edges: Sequence[Edge], schedule: DQASchedule, options: CircuitOptions) -> tuple[Edge, ...]:
@@ -271,8 +295,9 @@ def _checked(n: int, edges: Sequence[Edge], schedule: DQASchedule, options: Circ
 
 
 @functools.lru_cache(maxsize=128)
-def dqa_program(n: int, edges: tuple[Edge, ...], schedule: DQASchedule,
-                options: CircuitOptions = CircuitOptions()) -> DQAProgram:
+def dqa_program(
+    n: int, edges: tuple[Edge, ...], schedule: DQASchedule, options: CircuitOptions = CircuitOptions()
+) -> DQAProgram:
     """Cached :class:`DQAProgram` per ``(n, edges, schedule, options)``.
 
     Raises:

@@ -41,8 +41,9 @@ __all__ = [
 ]
 
 
-def _kernel_inputs(h: Any, J: Any, beta: Any, T: int, max_spins: int | None, visible: torch.Tensor | None = None
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+def _kernel_inputs(
+    h: Any, J: Any, beta: Any, T: int, max_spins: int | None, visible: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Validate ``h`` (already shape-checked, ``H = h.shape[1]``), ``J`` and ``beta`` for a kernel over ``T`` keys;
     return ``J``'s leading ``T x T`` block in ``h``'s dtype and ``beta`` as an ``(H,)`` tensor. ``visible`` (a
     ``(Tq, T)`` bool mask) restricts the finiteness check of ``h`` to the entries the kernel reads."""
@@ -135,7 +136,9 @@ def plan_groups(T: int, rows: int, overhead: float = _CALL_OVERHEAD_PAIRS) -> li
     return groups[::-1]
 
 
-def causal_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, max_spins: int | None = None) -> torch.Tensor:
+def causal_marginals(
+    h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, max_spins: int | None = None
+) -> torch.Tensor:
     """Causal Boltzmann marginals for every query: query ``i`` is the Ising system of keys ``0..i``.
 
     Args:
@@ -186,7 +189,9 @@ def _causal_marginals(h: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor) ->
     return torch.cat(parts, dim=2)
 
 
-def bidirectional_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, max_spins: int | None = None) -> torch.Tensor:
+def bidirectional_marginals(
+    h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, max_spins: int | None = None
+) -> torch.Tensor:
     """Bidirectional marginals: every query sees all ``T`` keys. ``h (B, H, Tq, T)`` finite, ``J (H, T', T')`` with
     ``T' >= T`` (finite, symmetric; diagonal ignored), ``beta`` as for :func:`causal_marginals`; returns
     ``(B, H, Tq, T)``. Raises ``ValueError`` as :func:`causal_marginals` does."""

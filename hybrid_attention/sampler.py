@@ -64,7 +64,8 @@ class SamplerCapabilities:
         dqa: the sampler runs a DQA circuit: it has a ``schedule`` and ``effective_beta(beta) -> (beta_h, beta_J)``,
             the inverse temperatures of its approximately Boltzmann output (the bridge's surrogate gradients use them)
             and ``reference_probabilities(problem)``, the ideal circuit's exact output.
-        max_spins: the largest ``n`` accepted (``None``: no limit); larger problems raise ``ValueError`` before any work.
+        max_spins: the largest ``n`` accepted (``None``: no limit); larger problems raise ``ValueError`` before any
+            work.
     """
 
     differentiable: bool = False
@@ -89,8 +90,9 @@ def capabilities_of(sampler: Any) -> SamplerCapabilities:
     """``sampler.capabilities``, checked: ``TypeError`` for an object that declares none (not a :class:`Sampler`)."""
     caps = getattr(sampler, "capabilities", None)
     if not isinstance(caps, SamplerCapabilities):
-        raise TypeError(f"sampler must be a Sampler declaring SamplerCapabilities (.capabilities), got "
-                        f"{type(sampler).__name__}")
+        raise TypeError(
+            f"sampler must be a Sampler declaring SamplerCapabilities (.capabilities), got {type(sampler).__name__}"
+        )
     return caps
 
 
@@ -118,16 +120,22 @@ class Sampler(abc.ABC):
         ``pad_with_mask``, ``dqa``, ``group_prefixes`` when grouping applies) and ``default_num_reads``;
         subclasses add versions, schedules, devices. Code should read :attr:`capabilities` instead."""
         caps = self.capabilities
-        props: dict[str, Any] = {"max_spins": caps.max_spins, "exact": caps.exact_output,
-                                 "default_num_reads": self.default_num_reads, "differentiable": caps.differentiable,
-                                 "pad_with_mask": caps.pad_with_mask, "dqa": caps.dqa}
+        props: dict[str, Any] = {
+            "max_spins": caps.max_spins,
+            "exact": caps.exact_output,
+            "default_num_reads": self.default_num_reads,
+            "differentiable": caps.differentiable,
+            "pad_with_mask": caps.pad_with_mask,
+            "dqa": caps.dqa,
+        }
         if caps.per_call_overhead is not None:
             props["group_prefixes"] = caps.per_call_overhead
         return props
 
     # ------------------------------------------------------------------ public API
-    def sample(self, problem: IsingProblem, *, num_reads: int | None = None, seed: SeedLike = None,
-               **options: Any) -> SampleSet:
+    def sample(
+        self, problem: IsingProblem, *, num_reads: int | None = None, seed: SeedLike = None, **options: Any
+    ) -> SampleSet:
         """Sample a batch of problems.
 
         Args:
@@ -155,7 +163,9 @@ class Sampler(abc.ABC):
             return self._empty_sampleset(problem, reads, seed, exact=exact)
         return self._sample(problem.detach(), num_reads=num_reads, seed=seed, **options)
 
-    def validate(self, problem: Any, *, num_reads: Any = None, seed: Any = None, options: dict | None = None) -> IsingProblem:
+    def validate(
+        self, problem: Any, *, num_reads: Any = None, seed: Any = None, options: dict | None = None
+    ) -> IsingProblem:
         """All checks that must happen before any compile, simulation or job submission."""
         if self._closed:
             raise RuntimeError(f"sampler {self.name!r} is closed")
@@ -169,15 +179,17 @@ class Sampler(abc.ABC):
         unknown = sorted(set(options or {}) - set(self.parameters))
         if unknown:
             raise TypeError(
-                f"{self.name}.sample() got unknown option(s) {unknown}; accepted options: {sorted(self.parameters) or 'none'}"
+                f"{self.name}.sample() got unknown option(s) {unknown}; "
+                f"accepted options: {sorted(self.parameters) or 'none'}"
             )
         limit = self.capabilities.max_spins
         if limit is not None and problem.n > limit:
             raise ValueError(f"{self.name}: problem has n = {problem.n} spins, above this backend's limit of {limit}")
         return problem
 
-    def marginals(self, problem: IsingProblem, *, num_reads: int | None = None, seed: SeedLike = None,
-                  **options: Any) -> torch.Tensor:
+    def marginals(
+        self, problem: IsingProblem, *, num_reads: int | None = None, seed: SeedLike = None, **options: Any
+    ) -> torch.Tensor:
         """``<s_j>`` of the sampler's output, ``(*batch, n)`` (float64 tensor; 0 for masked spins).
 
         Takes the arguments of :meth:`sample` on every sampler. ``num_reads=None`` gives the exact marginals of the
@@ -211,10 +223,12 @@ class Sampler(abc.ABC):
     def _check_output_size(self, problem: IsingProblem, reads: int) -> None:
         """Refuse (``ValueError``) a SampleSet larger than the memory budget, before any work."""
         rows = problem.h.numel() // problem.n
-        checks.check_memory(float(rows) * reads * (problem.n + 8),
-                            f"{self.name}: a SampleSet of {rows} problem(s) x {reads} reads x n = {problem.n} spins "
-                            "(batch * reads * (n + 8) bytes: int8 spins, float64 weights)",
-                            hint="ask for fewer reads per call, or split the batch")
+        checks.check_memory(
+            float(rows) * reads * (problem.n + 8),
+            f"{self.name}: a SampleSet of {rows} problem(s) x {reads} reads x n = {problem.n} spins "
+            "(batch * reads * (n + 8) bytes: int8 spins, float64 weights)",
+            hint="ask for fewer reads per call, or split the batch",
+        )
 
     def _empty_sampleset(self, problem: IsingProblem, reads: int, seed: Any, *, exact: bool) -> SampleSet:
         """The result for an empty batch: spins ``(*batch, reads, n)`` and weights ``(*batch, reads)`` with no rows."""
@@ -232,7 +246,7 @@ class Sampler(abc.ABC):
         """Release resources (sessions, pools). Idempotent."""
         self._closed = True
 
-    def __enter__(self) -> "Sampler":
+    def __enter__(self) -> Sampler:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -48,8 +48,14 @@ def test_registry_flag_matches_the_capabilities(sampler):
 @pytest.mark.parametrize("rung", list(conformance.problem_ladder()))
 def test_ladder(sampler, rung):
     name, s = sampler
-    conformance.assert_ladder_rung(s, conformance.problem_ladder()[rung], num_reads=N, seed=7,
-                                   approximate=name in APPROXIMATE, independent=rung in conformance.INDEPENDENT)
+    conformance.assert_ladder_rung(
+        s,
+        conformance.problem_ladder()[rung],
+        num_reads=N,
+        seed=7,
+        approximate=name in APPROXIMATE,
+        independent=rung in conformance.INDEPENDENT,
+    )
 
 
 def test_masked_equals_removed(sampler):
