@@ -33,8 +33,6 @@ _LAZY = {
     "BoltzmannAttention": ("hybrid_attention.attention", "BoltzmannAttention"),
     "TransformerConfig": ("hybrid_attention.model", "TransformerConfig"),
     "Transformer": ("hybrid_attention.model", "Transformer"),
-    "get_sampler": ("hybrid_attention.backends", "get_sampler"),
-    "available_samplers": ("hybrid_attention.backends", "available_samplers"),
 }
 
 
@@ -42,7 +40,15 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         mod, attr = _LAZY[name]
         return getattr(importlib.import_module(mod), attr)
-    if name in {"kernels", "sampler", "sampleset", "metrics", "bridge", "attention", "model", "circuits", "backends",
-                "tasks"}:
+    if name in {
+        "kernels",
+        "sampler",
+        "sampleset",
+        "metrics",
+        "bridge",
+        "attention",
+        "model",
+        "tasks",
+    }:
         return importlib.import_module(f"hybrid_attention.{name}")
     raise AttributeError(f"module 'hybrid_attention' has no attribute {name!r}")

@@ -1,7 +1,7 @@
 """Tasks of the paper (SPEC section 5): character-level Tiny Shakespeare and bracket matching.
 
 Each task module exposes a small data object with ``get_batch(split, batch_size, block_size, generator)`` style
-access used by :mod:`hybrid_attention.train`; the modules depend on numpy and torch only.
+access used by :mod:`hybrid_attention.apps.train`; the modules depend on numpy and torch only.
 """
 
 from __future__ import annotations
@@ -9,4 +9,11 @@ from __future__ import annotations
 from .brackets import BracketTask, generate_brackets, match_positions
 from .shakespeare import CharDataset, load_shakespeare, resolve_data_path
 
-__all__ = ["BracketTask", "generate_brackets", "match_positions", "CharDataset", "load_shakespeare", "resolve_data_path"]
+__all__ = [
+    "BracketTask",
+    "generate_brackets",
+    "match_positions",
+    "CharDataset",
+    "load_shakespeare",
+    "resolve_data_path",
+]
