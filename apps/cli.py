@@ -22,7 +22,10 @@ from hybrid_attention.apps.train import TrainingDiverged
 COMMANDS = {
     "demo": ("hybrid_attention.apps.demo", "the main demonstration on local defaults (no account, no network)"),
     "train": ("hybrid_attention.apps.train.command", "train a decoder with Boltzmann or softmax attention on a task"),
-    "ablate": ("hybrid_attention.apps.ablate.command", "run the four-way ablation (modes x block sizes x seeds) and tabulate it"),
+    "ablate": (
+        "hybrid_attention.apps.ablate.command",
+        "run the four-way ablation (modes x block sizes x seeds) and tabulate it",
+    ),
     "fidelity": ("hybrid_attention.apps.fidelity.command", "measure sampler fidelity against exact enumeration"),
 }
 
@@ -33,7 +36,9 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         help_ = action.help or ""
-        return help_ if "(default" in help_ or not _shows_default(action) else f"{help_} (default: %(default)s)".lstrip()
+        return (
+            help_ if "(default" in help_ or not _shows_default(action) else f"{help_} (default: %(default)s)".lstrip()
+        )
 
 
 def _shows_default(action: argparse.Action) -> bool:
@@ -42,8 +47,12 @@ def _shows_default(action: argparse.Action) -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hybrid-attention", description="Boltzmann attention with learnable Ising couplings.")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug and tracebacks)")
+    parser = argparse.ArgumentParser(
+        prog="hybrid-attention", description="Boltzmann attention with learnable Ising couplings."
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug and tracebacks)"
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_) in COMMANDS.items():
@@ -66,13 +75,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     if args.command is None:
         parser.print_help()
         return 2
     if getattr(args, "_missing", None):
-        print(f"hybrid-attention {args.command}: not available in this version ({args._missing} missing)", file=sys.stderr)
+        print(
+            f"hybrid-attention {args.command}: not available in this version ({args._missing} missing)", file=sys.stderr
+        )
         return 2
     try:
         return int(args._run(args) or 0)
@@ -89,8 +102,19 @@ def main(argv: list[str] | None = None) -> int:
 
 def exit_code(exc: BaseException) -> int | None:
     """2 for refused input, 1 for a failure while running, ``None`` for anything else (a bug: keep the traceback)."""
-    if isinstance(exc, (ValueError, TypeError, FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
-                        ImportError, DirectoryLocked)):
+    if isinstance(
+        exc,
+        (
+            ValueError,
+            TypeError,
+            FileNotFoundError,
+            FileExistsError,
+            IsADirectoryError,
+            NotADirectoryError,
+            ImportError,
+            DirectoryLocked,
+        ),
+    ):
         return 2
     if isinstance(exc, (TrainingDiverged, OSError)) or _is_ibm_error(exc):
         return 1
@@ -100,7 +124,9 @@ def exit_code(exc: BaseException) -> int | None:
 def _is_ibm_error(exc: BaseException) -> bool:
     """qiskit-ibm-runtime's errors (accounts, API, jobs) and the IBM sampler's job errors, matched by module so that
     nothing is imported here."""
-    return any(c.__module__.startswith(("qiskit_ibm_runtime", "hybrid_attention.backends.ibm")) for c in type(exc).__mro__)
+    return any(
+        c.__module__.startswith(("qiskit_ibm_runtime", "hybrid_attention.backends.ibm")) for c in type(exc).__mro__
+    )
 
 
 def message(exc: BaseException) -> str:

@@ -34,12 +34,17 @@ from hybrid_attention.tasks.brackets import BracketTask
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default=None,
-                   help="output directory (must not exist or be empty; default: a new ./hybrid-attention-demo-<timestamp>, "
-                        "so running the demo again never touches an earlier run)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="output directory (must not exist or be empty; default: a new ./hybrid-attention-demo-<timestamp>, "
+        "so running the demo again never touches an earlier run)",
+    )
     p.add_argument("--quick", action="store_true", help="tiny settings (seconds instead of minutes), for tests")
     p.add_argument("--steps", type=int, default=None, help="training steps per model (default: 150; --quick: 6)")
-    p.add_argument("--block-size", type=int, default=None, help="bracket string length T, even (default: 8; --quick: 4)")
+    p.add_argument(
+        "--block-size", type=int, default=None, help="bracket string length T, even (default: 8; --quick: 4)"
+    )
     p.add_argument("--shots", type=int, default=128, help="DQA measurements per attention row while training")
     p.add_argument("--tau", type=float, default=1.0, help="DQA anneal time of the sampler-trained model")
     p.add_argument("--trotter-steps", type=int, default=10, help="Trotter steps of that anneal")
@@ -59,7 +64,9 @@ def exact_checks(B: int, T: int, seed: int) -> None:
         print(f"  h = {hv:+.2f}   <s> = {mv:+.6f}   tanh = {torch.tanh(hv):+.6f}")
     J = torch.tensor([[0.0, 1.5], [1.5, 0.0]], dtype=torch.float64)
     c = exact.correlations(IsingProblem(torch.zeros(2, dtype=torch.float64), J))
-    print(f"\ntwo spins, J = +1.5 (ferromagnetic): <s0 s1> = {c[0, 1]:.6f}, closed form tanh(1.5) = {torch.tanh(torch.tensor(1.5)):.6f}")
+    print(
+        f"\ntwo spins, J = +1.5 (ferromagnetic): <s0 s1> = {c[0, 1]:.6f}, closed form tanh(1.5) = {torch.tanh(torch.tensor(1.5)):.6f}"
+    )
     hs = torch.randn(B, 1, T, T, generator=g)
     Jr = 0.3 * torch.randn(1, T, T, generator=g)
     Jr = torch.triu(Jr, 1) + torch.triu(Jr, 1).transpose(-1, -2)
@@ -73,25 +80,51 @@ def exact_checks(B: int, T: int, seed: int) -> None:
     tl = (time.perf_counter() - t0) * B / nb
     err = (mk[:nb] - ml).abs().max().item()
     print(f"\ncausal attention kernel, B = {B}, H = 1, T = {T} (float32):")
-    print(f"  kernel {tk * 1e3:8.1f} ms   per-query loop {tl * 1e3:8.1f} ms (extrapolated from {nb} rows)   "
-          f"speed-up {tl / tk:6.1f}x   max |difference| {err:.1e}")
+    print(
+        f"  kernel {tk * 1e3:8.1f} ms   per-query loop {tl * 1e3:8.1f} ms (extrapolated from {nb} rows)   "
+        f"speed-up {tl / tk:6.1f}x   max |difference| {err:.1e}"
+    )
 
 
 # ---------------------------------------------------------------------- 2. training
-def train_models(out: Path, *, T: int, steps: int, shots: int, tau: float, trotter_steps: int, seed: int, quick: bool) -> list[dict]:
+def train_models(
+    out: Path, *, T: int, steps: int, shots: int, tau: float, trotter_steps: int, seed: int, quick: bool
+) -> list[dict]:
     """Train softmax, hj (exact) and hj (DQA samples) on brackets of length ``T``; returns the table rows."""
-    common = dict(task="brackets", block_size=T, steps=steps, seed=seed, n_embd=16 if quick else 32, batch_size=16 if quick else 64,
-                  eval_interval=steps, eval_size=64 if quick else 512, warmup=min(50, steps // 3), progress=not quick)
-    runs = [("softmax", dict(attention="softmax")), ("hj (exact)", dict(attention="hj")),
-            ("hj (DQA samples)", dict(attention="hj", sampler="statevector", shots=shots, tau=tau, trotter_steps=trotter_steps))]
+    common = dict(
+        task="brackets",
+        block_size=T,
+        steps=steps,
+        seed=seed,
+        n_embd=16 if quick else 32,
+        batch_size=16 if quick else 64,
+        eval_interval=steps,
+        eval_size=64 if quick else 512,
+        warmup=min(50, steps // 3),
+        progress=not quick,
+    )
+    runs = [
+        ("softmax", dict(attention="softmax")),
+        ("hj (exact)", dict(attention="hj")),
+        (
+            "hj (DQA samples)",
+            dict(attention="hj", sampler="statevector", shots=shots, tau=tau, trotter_steps=trotter_steps),
+        ),
+    ]
     rows = []
     for label, kw in runs:
         d = out / label.split()[0].replace("(", "") if "DQA" not in label else out / "hj_dqa"
         print(f"  training {label} on brackets T = {T} for {steps} steps ...", flush=True)
         t0 = time.perf_counter()
         m = train(TrainConfig(out=str(d), **common, **kw))
-        row = {"model": label, "dir": d, "acc": m["val_accuracy"], "string_acc": m["val_string_accuracy"],
-               "seconds": time.perf_counter() - t0, "acc_exact": None}
+        row = {
+            "model": label,
+            "dir": d,
+            "acc": m["val_accuracy"],
+            "string_acc": m["val_string_accuracy"],
+            "seconds": time.perf_counter() - t0,
+            "acc_exact": None,
+        }
         if "sampler" in kw:  # the same weights with exact marginals (the layer's beta = 1 target)
             model, _ = load_model(d)
             task = BracketTask(T, val_size=common["eval_size"])
@@ -101,15 +134,21 @@ def train_models(out: Path, *, T: int, steps: int, shots: int, tau: float, trott
 
 
 def print_table(rows: list[dict], T: int, steps: int, shots: int, tau: float, trotter_steps: int) -> None:
-    print(f"\n| model (brackets, T = {T}, {steps} steps) | val accuracy | whole-string accuracy | "
-          "accuracy with exact marginals | train + eval time |")
+    print(
+        f"\n| model (brackets, T = {T}, {steps} steps) | val accuracy | whole-string accuracy | "
+        "accuracy with exact marginals | train + eval time |"
+    )
     print("| --- | --- | --- | --- | --- |")
     for r in rows:
         ex = "-" if r["acc_exact"] is None else f"{100 * r['acc_exact']:.1f} %"
-        print(f"| {r['model']} | {100 * r['acc']:.1f} % | {100 * r['string_acc']:.1f} % | {ex} | {r['seconds']:.0f} s |")
-    print(f"\nDQA samples: statevector simulation of the Trotterized anneal (tau = {tau}, K = {trotter_steps}), {shots} shots per "
-          "attention row, Boltzmann-surrogate gradients at the sampler's effective temperature (SPEC sections 3-4);\n"
-          "its own accuracy is measured with the same sampler, the next column with exact beta = 1 marginals.")
+        print(
+            f"| {r['model']} | {100 * r['acc']:.1f} % | {100 * r['string_acc']:.1f} % | {ex} | {r['seconds']:.0f} s |"
+        )
+    print(
+        f"\nDQA samples: statevector simulation of the Trotterized anneal (tau = {tau}, K = {trotter_steps}), {shots} shots per "
+        "attention row, Boltzmann-surrogate gradients at the sampler's effective temperature (SPEC sections 3-4);\n"
+        "its own accuracy is measured with the same sampler, the next column with exact beta = 1 marginals."
+    )
 
 
 # ---------------------------------------------------------------------- 3. fidelity
@@ -119,9 +158,18 @@ def fidelity_on_model(out: Path, checkpoint: Path, *, T: int, seed: int, quick: 
     wanted = ("exact", "statevector", "aer", "gibbs", "meanfield")
     samplers = [s for s in wanted if avail.get(SAMPLER_KINDS[s][0])]
     ns = sorted({min(4, T), T}) if quick else sorted({4, 6, T})
-    cfg = FidelityConfig(samplers=samplers, n=ns, shots=[128, 512] if quick else [256, 1024, 4096],
-                         tau=[0.5, 1.0] if quick else [0.5, 1.0, 2.0], steps=[10], problems=4 if quick else 8, seed=seed,
-                         ensemble="model", checkpoint=str(checkpoint), base={"n": min(ns)})
+    cfg = FidelityConfig(
+        samplers=samplers,
+        n=ns,
+        shots=[128, 512] if quick else [256, 1024, 4096],
+        tau=[0.5, 1.0] if quick else [0.5, 1.0, 2.0],
+        steps=[10],
+        problems=4 if quick else 8,
+        seed=seed,
+        ensemble="model",
+        checkpoint=str(checkpoint),
+        base={"n": min(ns)},
+    )
     rep_dir = out / "fidelity"
     report = run_sweep(cfg, rep_dir, progress=not quick)
     print(summary_table(report))
@@ -152,8 +200,16 @@ def run(args: argparse.Namespace) -> int:
         if not is_empty(out):
             raise ValueError(f"--out {out} exists and is not empty; choose another directory (nothing is overwritten)")
         print(f"\n2. softmax vs Boltzmann attention on bracket matching (runs in {out})\n")
-        rows = train_models(out, T=T, steps=steps, shots=args.shots, tau=args.tau, trotter_steps=args.trotter_steps,
-                            seed=args.seed, quick=args.quick)
+        rows = train_models(
+            out,
+            T=T,
+            steps=steps,
+            shots=args.shots,
+            tau=args.tau,
+            trotter_steps=args.trotter_steps,
+            seed=args.seed,
+            quick=args.quick,
+        )
         print_table(rows, T, steps, args.shots, args.tau, args.trotter_steps)
         print("\n3. sampler fidelity on the Ising problems of the trained hj layer (against exact enumeration)\n")
         fidelity_on_model(out, rows[1]["dir"], T=T, seed=args.seed, quick=args.quick)

@@ -35,8 +35,17 @@ from typing import Any
 
 import torch
 
-__all__ = ["LOCK_NAME", "DirectoryLocked", "lock_directory", "atomic_write", "write_json", "remove_stale_temporaries",
-           "is_empty", "load_checkpoint", "sha256_file"]
+__all__ = [
+    "LOCK_NAME",
+    "DirectoryLocked",
+    "lock_directory",
+    "atomic_write",
+    "write_json",
+    "remove_stale_temporaries",
+    "is_empty",
+    "load_checkpoint",
+    "sha256_file",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +65,10 @@ class DirectoryLocked(RuntimeError):
 
     def __init__(self, path: Path, pid: int | None) -> None:
         owner = f"process {pid}" if pid else "another process"
-        super().__init__(f"{str(path)!r} is in use by {owner} (lock {str(path / LOCK_NAME)!r}); wait for it to finish "
-                         "or choose another directory")
+        super().__init__(
+            f"{str(path)!r} is in use by {owner} (lock {str(path / LOCK_NAME)!r}); wait for it to finish "
+            "or choose another directory"
+        )
         self.path, self.pid = path, pid
 
 
@@ -193,8 +204,10 @@ def load_checkpoint(path: str | os.PathLike, *, required: tuple[str, ...] = ("mo
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises RuntimeError, UnpicklingError, EOFError, ... depending on the damage
-        raise ValueError(f"cannot load checkpoint {str(path)!r}: it is truncated, corrupt, or holds objects other than "
-                         f"tensors and plain containers, which are not loaded for safety ({_load_error(exc)})") from exc
+        raise ValueError(
+            f"cannot load checkpoint {str(path)!r}: it is truncated, corrupt, or holds objects other than "
+            f"tensors and plain containers, which are not loaded for safety ({_load_error(exc)})"
+        ) from exc
     missing = [k for k in required if not isinstance(blob, dict) or k not in blob]
     if missing:
         raise ValueError(f"checkpoint {str(path)!r} is not a hybrid-attention checkpoint (missing {missing})")

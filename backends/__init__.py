@@ -25,5 +25,14 @@ from hybrid_attention.sampleset import SampleSet
 from .base import as_generator, spawn_seeds
 from .registry import SAMPLERS, available_samplers, get_sampler, register_sampler
 
-__all__ = ["Sampler", "SamplerCapabilities", "SampleSet", "get_sampler", "available_samplers", "register_sampler",
-           "SAMPLERS", "as_generator", "spawn_seeds"]
+__all__ = [
+    "Sampler",
+    "SamplerCapabilities",
+    "SampleSet",
+    "get_sampler",
+    "available_samplers",
+    "register_sampler",
+    "SAMPLERS",
+    "as_generator",
+    "spawn_seeds",
+]

@@ -79,18 +79,29 @@ class AerSampler(CircuitSampler):
     name = "aer"
     parameters: dict[str, str] = {}
 
-    def __init__(self, *, schedule: DQASchedule | None = None, method: str = "statevector", noise_backend: Any = None,
-                 chunk_size: int = 256, options: CircuitOptions | None = None, default_num_reads: int = 1024,
-                 backend_options: dict[str, Any] | None = None, readout: str = "auto") -> None:
+    def __init__(
+        self,
+        *,
+        schedule: DQASchedule | None = None,
+        method: str = "statevector",
+        noise_backend: Any = None,
+        chunk_size: int = 256,
+        options: CircuitOptions | None = None,
+        default_num_reads: int = 1024,
+        backend_options: dict[str, Any] | None = None,
+        readout: str = "auto",
+    ) -> None:
         super().__init__(schedule=schedule, chunk_size=chunk_size, options=options, default_num_reads=default_num_reads)
         if method not in _METHODS:
             raise ValueError(f"aer: method must be one of {_METHODS}, got {method!r}")
         if readout not in _READOUTS:
             raise ValueError(f"aer: readout must be one of {_READOUTS}, got {readout!r}")
         if readout == "probabilities" and (noise_backend is not None or method == "matrix_product_state"):
-            raise ValueError("aer: readout='probabilities' needs an ideal statevector/density_matrix simulation "
-                             f"(got method={method!r}, noise_backend={'set' if noise_backend is not None else None}); "
-                             "use readout='shots'")
+            raise ValueError(
+                "aer: readout='probabilities' needs an ideal statevector/density_matrix simulation "
+                f"(got method={method!r}, noise_backend={'set' if noise_backend is not None else None}); "
+                "use readout='shots'"
+            )
         self.readout = readout
         self.method = method
         self.noise_backend = noise_backend
@@ -100,7 +111,9 @@ class AerSampler(CircuitSampler):
             from qiskit_aer.noise import NoiseModel
 
             if not hasattr(noise_backend, "target"):
-                raise TypeError(f"aer: noise_backend must be a qiskit BackendV2 (e.g. FakeTorino()), got {type(noise_backend).__name__}")
+                raise TypeError(
+                    f"aer: noise_backend must be a qiskit BackendV2 (e.g. FakeTorino()), got {type(noise_backend).__name__}"
+                )
             bo["noise_model"] = NoiseModel.from_backend(noise_backend)
             limit = min(limit, int(noise_backend.num_qubits))
         self.max_qubits = int(limit)
@@ -111,8 +124,14 @@ class AerSampler(CircuitSampler):
     @property
     def properties(self) -> dict[str, Any]:
         props = super().properties
-        props.update({"method": self.method, "readout": self.readout, "noise": None if self.noise_backend is None else getattr(self.noise_backend, "name", "custom"),
-                      "versions": {"qiskit": qiskit.__version__, "qiskit_aer": qiskit_aer.__version__}})
+        props.update(
+            {
+                "method": self.method,
+                "readout": self.readout,
+                "noise": None if self.noise_backend is None else getattr(self.noise_backend, "name", "custom"),
+                "versions": {"qiskit": qiskit.__version__, "qiskit_aer": qiskit_aer.__version__},
+            }
+        )
         return props
 
     def circuit_for(self, tmpl: DQATemplate) -> Any:
@@ -135,9 +154,15 @@ class AerSampler(CircuitSampler):
         """Whether ``n``-qubit problems are read out as probabilities (see ``readout``)."""
         if self.readout != "auto":
             return self.readout == "probabilities"
-        return self.noise_backend is None and self.method in ("statevector", "density_matrix") and n <= PROBABILITIES_MAX_QUBITS
+        return (
+            self.noise_backend is None
+            and self.method in ("statevector", "density_matrix")
+            and n <= PROBABILITIES_MAX_QUBITS
+        )
 
-    def _run_chunks(self, tmpl: DQATemplate, values: np.ndarray, starts: list[int], shots: int, seeds: list[int]) -> np.ndarray:
+    def _run_chunks(
+        self, tmpl: DQATemplate, values: np.ndarray, starts: list[int], shots: int, seeds: list[int]
+    ) -> np.ndarray:
         if not self.reads_probabilities(tmpl.n):
             return super()._run_chunks(tmpl, values, starts, shots, seeds)
         out = []
@@ -180,12 +205,19 @@ class AerSampler(CircuitSampler):
         ``c = sum_j b_j 2**j`` (masked spins are decoupled qubits). Needs the probabilities read-out."""
         problem = self.validate(problem)
         if not self.reads_probabilities(problem.n):
-            raise ValueError(f"aer: probabilities need readout='probabilities' (this sampler reads shots at n = {problem.n}: "
-                             f"readout={self.readout!r}, method={self.method!r}, noise={'yes' if self.noise_backend is not None else 'no'})")
+            raise ValueError(
+                f"aer: probabilities need readout='probabilities' (this sampler reads shots at n = {problem.n}: "
+                f"readout={self.readout!r}, method={self.method!r}, noise={'yes' if self.noise_backend is not None else 'no'})"
+            )
         flat = problem.detach().flatten()
         tmpl = self._template(flat)
         values = self._chunk_values(tmpl, flat)
-        p = np.concatenate([self._probabilities_chunk(tmpl, values[s : s + self.chunk_size]) for s in range(0, len(values), self.chunk_size)])
+        p = np.concatenate(
+            [
+                self._probabilities_chunk(tmpl, values[s : s + self.chunk_size])
+                for s in range(0, len(values), self.chunk_size)
+            ]
+        )
         return torch.from_numpy(p / p.sum(-1, keepdims=True)).reshape(*problem.batch_shape, 1 << problem.n)
 
     def _marginals(self, problem: IsingProblem, *, num_reads: int | None, seed: Any, **options: Any) -> torch.Tensor:
@@ -198,4 +230,8 @@ class AerSampler(CircuitSampler):
 
     def _extra_info(self, tmpl: DQATemplate) -> dict[str, Any]:
         circ = self.circuit_for(tmpl)
-        return {"depth": circ.depth(), "method": self.method, "readout": "probabilities" if self.reads_probabilities(tmpl.n) else "shots"}
+        return {
+            "depth": circ.depth(),
+            "method": self.method,
+            "readout": "probabilities" if self.reads_probabilities(tmpl.n) else "shots",
+        }

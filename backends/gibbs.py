@@ -41,7 +41,9 @@ logger = logging.getLogger(__name__)
 class _ChainSampler(Sampler):
     """Shared machinery: chunking over problems, seeds, reads/chains bookkeeping, SampleSet assembly."""
 
-    def __init__(self, *, num_reads: int = 256, dtype: torch.dtype = torch.float32, memory_limit: int = 64 << 20) -> None:
+    def __init__(
+        self, *, num_reads: int = 256, dtype: torch.dtype = torch.float32, memory_limit: int = 64 << 20
+    ) -> None:
         super().__init__()
         self.default_num_reads = check_positive_int(num_reads, "num_reads")
         if dtype not in (torch.float32, torch.float64):
@@ -80,13 +82,30 @@ class _ChainSampler(Sampler):
                 gs, rs = slice(g0, g0 + step_g), slice(r0, r0 + step_r)
                 betas = self._betas(gp.beta[gs, rs], opts)
                 mask = None if gp.mask is None else gp.mask[gs, rs]
-                cols.append(run_chains(gp.h[gs, rs], gp.J[gs], mask, betas, chains, record_every=opts.get("thinning", 1),
-                                       records=records, generator=gen)[:, :, :reads])
+                cols.append(
+                    run_chains(
+                        gp.h[gs, rs],
+                        gp.J[gs],
+                        mask,
+                        betas,
+                        chains,
+                        record_every=opts.get("thinning", 1),
+                        records=records,
+                        generator=gen,
+                    )[:, :, :reads]
+                )
             rows.append(torch.cat(cols, dim=1))
         spins = gp.ungroup(torch.cat(rows, dim=0)).cpu().numpy()
-        info = {"backend": self.name, "num_reads": reads, "num_chains": chains, "records_per_chain": records,
-                "seed": describe_seed(seed), "chunk_seeds": seeds,
-                "timing": {"run": time.perf_counter() - t0}, **opts}
+        info = {
+            "backend": self.name,
+            "num_reads": reads,
+            "num_chains": chains,
+            "records_per_chain": records,
+            "seed": describe_seed(seed),
+            "chunk_seeds": seeds,
+            "timing": {"run": time.perf_counter() - t0},
+            **opts,
+        }
         w = np.full(spins.shape[:-1], 1.0 / reads)
         return SampleSet(spins, w, problem, info)
 
@@ -115,11 +134,15 @@ class GibbsSampler(_ChainSampler):
     """
 
     name = "gibbs"
-    parameters = {"burn_in": "sweeps before recording", "thinning": "sweeps between records of one chain",
-                  "num_chains": "chains per problem (default: one per read)"}
+    parameters = {
+        "burn_in": "sweeps before recording",
+        "thinning": "sweeps between records of one chain",
+        "num_chains": "chains per problem (default: one per read)",
+    }
 
-    def __init__(self, *, burn_in: int = 256, thinning: int = 4, num_chains: int | None = None, ramp: float = 0.5,
-                 **kw: Any) -> None:
+    def __init__(
+        self, *, burn_in: int = 256, thinning: int = 4, num_chains: int | None = None, ramp: float = 0.5, **kw: Any
+    ) -> None:
         super().__init__(**kw)
         if isinstance(ramp, bool) or not isinstance(ramp, (int, float)) or not 0.0 <= ramp < 1.0:
             raise ValueError(f"ramp must be a fraction in [0, 1), got {ramp!r}")
@@ -129,10 +152,14 @@ class GibbsSampler(_ChainSampler):
         self.num_chains = None if num_chains is None else check_positive_int(num_chains, "num_chains")
 
     def _resolve(self, options: dict[str, Any]) -> dict[str, Any]:
-        return {"burn_in": check_positive_int(options.get("burn_in", self.burn_in), "burn_in", minimum=0), "ramp": self.ramp,
-                "thinning": check_positive_int(options.get("thinning", self.thinning), "thinning"),
-                "num_chains": None if options.get("num_chains", self.num_chains) is None
-                else check_positive_int(options.get("num_chains", self.num_chains), "num_chains")}
+        return {
+            "burn_in": check_positive_int(options.get("burn_in", self.burn_in), "burn_in", minimum=0),
+            "ramp": self.ramp,
+            "thinning": check_positive_int(options.get("thinning", self.thinning), "thinning"),
+            "num_chains": None
+            if options.get("num_chains", self.num_chains) is None
+            else check_positive_int(options.get("num_chains", self.num_chains), "num_chains"),
+        }
 
     def _betas(self, beta: torch.Tensor, opts: dict[str, Any]) -> list[torch.Tensor]:
         K = max(opts["burn_in"], 1)
@@ -155,11 +182,22 @@ class AnnealingSampler(_ChainSampler):
     """
 
     name = "anneal"
-    parameters = {"num_sweeps": "ramp sweeps", "final_sweeps": "sweeps at the target beta",
-                  "thinning": "sweeps between records of one chain", "num_chains": "chains per problem"}
+    parameters = {
+        "num_sweeps": "ramp sweeps",
+        "final_sweeps": "sweeps at the target beta",
+        "thinning": "sweeps between records of one chain",
+        "num_chains": "chains per problem",
+    }
 
-    def __init__(self, *, num_sweeps: int = 128, final_sweeps: int = 64, thinning: int = 4, num_chains: int | None = None,
-                 **kw: Any) -> None:
+    def __init__(
+        self,
+        *,
+        num_sweeps: int = 128,
+        final_sweeps: int = 64,
+        thinning: int = 4,
+        num_chains: int | None = None,
+        **kw: Any,
+    ) -> None:
         super().__init__(**kw)
         self.num_sweeps = check_positive_int(num_sweeps, "num_sweeps")
         self.final_sweeps = check_positive_int(final_sweeps, "final_sweeps", minimum=0)
@@ -168,10 +206,14 @@ class AnnealingSampler(_ChainSampler):
 
     def _resolve(self, options: dict[str, Any]) -> dict[str, Any]:
         nc = options.get("num_chains", self.num_chains)
-        return {"num_sweeps": check_positive_int(options.get("num_sweeps", self.num_sweeps), "num_sweeps"),
-                "final_sweeps": check_positive_int(options.get("final_sweeps", self.final_sweeps), "final_sweeps", minimum=0),
-                "thinning": check_positive_int(options.get("thinning", self.thinning), "thinning"),
-                "num_chains": None if nc is None else check_positive_int(nc, "num_chains")}
+        return {
+            "num_sweeps": check_positive_int(options.get("num_sweeps", self.num_sweeps), "num_sweeps"),
+            "final_sweeps": check_positive_int(
+                options.get("final_sweeps", self.final_sweeps), "final_sweeps", minimum=0
+            ),
+            "thinning": check_positive_int(options.get("thinning", self.thinning), "thinning"),
+            "num_chains": None if nc is None else check_positive_int(nc, "num_chains"),
+        }
 
     def _betas(self, beta: torch.Tensor, opts: dict[str, Any]) -> list[torch.Tensor]:
         K = opts["num_sweeps"]

@@ -49,7 +49,9 @@ class IBMJobError(RuntimeError):
         job_ids: ids of all jobs submitted in this call.
     """
 
-    def __init__(self, message: str, *, job_id: str | None, status: str, completed: dict[int, np.ndarray], job_ids: list[str]) -> None:
+    def __init__(
+        self, message: str, *, job_id: str | None, status: str, completed: dict[int, np.ndarray], job_ids: list[str]
+    ) -> None:
         super().__init__(message)
         self.job_id, self.status, self.completed, self.job_ids = job_id, status, completed, job_ids
 
@@ -94,10 +96,22 @@ class IBMSampler(CircuitSampler):
     name = "ibm"
     parameters: dict[str, str] = {}
 
-    def __init__(self, backend: Any = None, *, schedule: DQASchedule | None = None, mode: str = "job", allow_hardware: bool = False,
-                 instance: str | None = None, optimization_level: int = 1, fold_rzz: bool = False,
-                 restrict_couplings: str | None = None, layout: list[int] | None = None, chunk_size: int = 256,
-                 default_num_reads: int = 1024, sampler_options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        backend: Any = None,
+        *,
+        schedule: DQASchedule | None = None,
+        mode: str = "job",
+        allow_hardware: bool = False,
+        instance: str | None = None,
+        optimization_level: int = 1,
+        fold_rzz: bool = False,
+        restrict_couplings: str | None = None,
+        layout: list[int] | None = None,
+        chunk_size: int = 256,
+        default_num_reads: int = 1024,
+        sampler_options: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(schedule=schedule, chunk_size=chunk_size, default_num_reads=default_num_reads)
         if mode not in _MODES:
             raise ValueError(f"ibm: mode must be one of {_MODES}, got {mode!r}")
@@ -108,22 +122,33 @@ class IBMSampler(CircuitSampler):
         local = backend is not None and not isinstance(backend, str) and _is_local(backend)
         if not local:
             if not allow_hardware:
-                raise ValueError("ibm: submitting to a real IBM Quantum device needs the explicit opt-in allow_hardware=True "
-                                 "(QPU time is billed); pass a fake backend such as FakeTorino() to run offline")
+                raise ValueError(
+                    "ibm: submitting to a real IBM Quantum device needs the explicit opt-in allow_hardware=True "
+                    "(QPU time is billed); pass a fake backend such as FakeTorino() to run offline"
+                )
             if isinstance(backend, (str, type(None))) and not has_credentials():
-                raise RuntimeError("ibm: no IBM Quantum credentials found: set QISKIT_IBM_TOKEN (and QISKIT_IBM_INSTANCE) or "
-                                   "save an account with QiskitRuntimeService.save_account(token=..., instance=...)")
+                raise RuntimeError(
+                    "ibm: no IBM Quantum credentials found: set QISKIT_IBM_TOKEN (and QISKIT_IBM_INSTANCE) or "
+                    "save an account with QiskitRuntimeService.save_account(token=..., instance=...)"
+                )
         if isinstance(backend, (str, type(None))):
             token = os.environ.get("QISKIT_IBM_TOKEN")
             inst = instance or os.environ.get("QISKIT_IBM_INSTANCE")
             service = QiskitRuntimeService(token=token, instance=inst) if token else QiskitRuntimeService(instance=inst)
             # fractional-gate devices expose RZZ(0 < theta <= pi/2) only when asked for: needed by fold_rzz
-            backend = (service.backend(backend, use_fractional_gates=bool(fold_rzz)) if backend
-                       else service.least_busy(operational=True, simulator=False, use_fractional_gates=bool(fold_rzz)))
+            backend = (
+                service.backend(backend, use_fractional_gates=bool(fold_rzz))
+                if backend
+                else service.least_busy(operational=True, simulator=False, use_fractional_gates=bool(fold_rzz))
+            )
             del token
         cmap = resolve_coupling_map(backend) if restrict_couplings else None
-        opts = CircuitOptions(fold_rzz=bool(fold_rzz), coupling_map=cmap, layout=tuple(layout) if layout else None,
-                              on_missing=restrict_couplings or "raise")
+        opts = CircuitOptions(
+            fold_rzz=bool(fold_rzz),
+            coupling_map=cmap,
+            layout=tuple(layout) if layout else None,
+            on_missing=restrict_couplings or "raise",
+        )
         self.circuit_options = opts
         self.backend, self.local, self.mode = backend, local, mode
         self.optimization_level = int(optimization_level)
@@ -134,8 +159,14 @@ class IBMSampler(CircuitSampler):
     @property
     def properties(self) -> dict[str, Any]:
         props = super().properties
-        props.update({"backend": getattr(self.backend, "name", str(self.backend)), "local": self.local, "mode": self.mode,
-                      "versions": {"qiskit_ibm_runtime": qiskit_ibm_runtime.__version__}})
+        props.update(
+            {
+                "backend": getattr(self.backend, "name", str(self.backend)),
+                "local": self.local,
+                "mode": self.mode,
+                "versions": {"qiskit_ibm_runtime": qiskit_ibm_runtime.__version__},
+            }
+        )
         return props
 
     # ------------------------------------------------------------------ compile and submit
@@ -146,12 +177,16 @@ class IBMSampler(CircuitSampler):
     def _primitive(self, seed: int) -> Any:
         if self.mode != "job" and self._ctx is None:
             self._ctx = (Batch if self.mode == "batch" else Session)(backend=self.backend)
-        sampler = SamplerV2(mode=self._ctx if self._ctx is not None else self.backend, options=dict(self.sampler_options))
+        sampler = SamplerV2(
+            mode=self._ctx if self._ctx is not None else self.backend, options=dict(self.sampler_options)
+        )
         if self.local:
             sampler.options.simulator.seed_simulator = int(seed)
         return sampler
 
-    def _run_chunks(self, tmpl: DQATemplate, values: np.ndarray, starts: list[int], shots: int, seeds: list[int]) -> np.ndarray:
+    def _run_chunks(
+        self, tmpl: DQATemplate, values: np.ndarray, starts: list[int], shots: int, seeds: list[int]
+    ) -> np.ndarray:
         isa = self.isa_circuit(tmpl)
         done: dict[int, np.ndarray] = {}
         job_ids: list[str] = []
@@ -159,17 +194,30 @@ class IBMSampler(CircuitSampler):
             job = self._primitive(sd).run([(isa, values[st : st + self.chunk_size])], shots=shots)
             jid = job.job_id()
             job_ids.append(jid)
-            logger.info("ibm: submitted chunk %d (%d problems) as job %s", st, len(values[st : st + self.chunk_size]), jid)
+            logger.info(
+                "ibm: submitted chunk %d (%d problems) as job %s", st, len(values[st : st + self.chunk_size]), jid
+            )
             try:
                 result = job.result()
             except Exception as exc:
                 status = _status(job)
-                raise IBMJobError(f"ibm: job {jid} ended with status {status} ({exc}); {len(done)} completed chunk(s) kept "
-                                  "on this exception's .completed", job_id=jid, status=status, completed=done, job_ids=job_ids) from exc
+                raise IBMJobError(
+                    f"ibm: job {jid} ended with status {status} ({exc}); {len(done)} completed chunk(s) kept "
+                    "on this exception's .completed",
+                    job_id=jid,
+                    status=status,
+                    completed=done,
+                    job_ids=job_ids,
+                ) from exc
             status = _status(job)
             if status in ("ERROR", "CANCELLED"):
-                raise IBMJobError(f"ibm: job {jid} ended with status {status}; {len(done)} completed chunk(s) kept on .completed",
-                                  job_id=jid, status=status, completed=done, job_ids=job_ids)
+                raise IBMJobError(
+                    f"ibm: job {jid} ended with status {status}; {len(done)} completed chunk(s) kept on .completed",
+                    job_id=jid,
+                    status=status,
+                    completed=done,
+                    job_ids=job_ids,
+                )
             done[st] = result[0].data.meas.to_bool_array(order="little")
         self._last_job_ids = job_ids
         return np.concatenate([done[st] for st in starts], axis=0)
@@ -178,8 +226,13 @@ class IBMSampler(CircuitSampler):
         isa = self.isa_circuit(tmpl)
         ops = isa.count_ops()
         twoq = sum(v for k, v in ops.items() if k in ("cz", "cx", "ecr", "rzz"))
-        return {"job_ids": list(getattr(self, "_last_job_ids", [])), "depth": isa.depth(), "two_qubit_gates": int(twoq),
-                "backend_name": getattr(self.backend, "name", None), "local": self.local}
+        return {
+            "job_ids": list(getattr(self, "_last_job_ids", [])),
+            "depth": isa.depth(),
+            "two_qubit_gates": int(twoq),
+            "backend_name": getattr(self.backend, "name", None),
+            "local": self.local,
+        }
 
     def close(self) -> None:
         """Close the Batch/Session (if any). Idempotent."""

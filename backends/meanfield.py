@@ -39,8 +39,9 @@ _METHODS = ("naive", "tap")
 _GRADS = ("implicit", "unroll")
 
 
-def _update(m: torch.Tensor, h: torch.Tensor, J: torch.Tensor, mask: torch.Tensor | None, tap: bool,
-            beta: torch.Tensor) -> torch.Tensor:
+def _update(
+    m: torch.Tensor, h: torch.Tensor, J: torch.Tensor, mask: torch.Tensor | None, tap: bool, beta: torch.Tensor
+) -> torch.Tensor:
     """``f(m)`` for ``m, h (G, R, n)``, ``J (G, n, n)``, ``beta (G, R, 1)``; masked entries stay 0."""
     field = h + torch.bmm(m, J)  # J symmetric: (m J)_j = sum_k J_jk m_k
     if tap:
@@ -50,9 +51,18 @@ def _update(m: torch.Tensor, h: torch.Tensor, J: torch.Tensor, mask: torch.Tenso
     return out if mask is None else out * mask
 
 
-def mean_field(h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor, mask: torch.Tensor | None = None, *,
-               method: str = "naive", damping: float = 0.5, max_iter: int = 500, tol: float = 1e-7,
-               grad: str = "implicit") -> tuple[torch.Tensor, dict[str, Any]]:
+def mean_field(
+    h: torch.Tensor,
+    J: torch.Tensor,
+    beta: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    method: str = "naive",
+    damping: float = 0.5,
+    max_iter: int = 500,
+    tol: float = 1e-7,
+    grad: str = "implicit",
+) -> tuple[torch.Tensor, dict[str, Any]]:
     """Solve the mean-field equations for a batch grouped by coupling matrix (see :class:`~.grouped.Grouped`).
 
     Args:
@@ -78,7 +88,7 @@ def mean_field(h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor, mask: torch
         m = m.detach()
     res, it = float("inf"), 0
     with torch.set_grad_enabled(unroll):
-        for it in range(1, max_iter + 1):
+        for it in range(1, max_iter + 1):  # noqa: B007 (the count is reported after the loop)
             step = _update(m, h, J, mask, tap, b) - m
             res = float(step.detach().abs().max()) if step.numel() else 0.0  # fixed-point residual |f(m) - m|
             if res < tol:
@@ -86,7 +96,9 @@ def mean_field(h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor, mask: torch
             m = m + damping * step
     info = {"iterations": it, "converged": res < tol, "residual": res}
     if not info["converged"]:
-        logger.warning("mean field (%s) did not converge in %d iterations (residual %.2e); strong couplings?", method, it, res)
+        logger.warning(
+            "mean field (%s) did not converge in %d iterations (residual %.2e); strong couplings?", method, it, res
+        )
     if need_grad and not unroll:
         m = _implicit(m.detach(), h, J, mask, tap, b, damping, max_iter, tol)
     return m, info
@@ -145,8 +157,16 @@ class MeanFieldSampler(Sampler):
     name = "meanfield"
     parameters: dict[str, str] = {}
 
-    def __init__(self, *, method: str = "naive", damping: float = 0.5, max_iter: int = 500, tol: float | None = None,
-                 grad: str = "implicit", num_reads: int = 1024) -> None:
+    def __init__(
+        self,
+        *,
+        method: str = "naive",
+        damping: float = 0.5,
+        max_iter: int = 500,
+        tol: float | None = None,
+        grad: str = "implicit",
+        num_reads: int = 1024,
+    ) -> None:
         super().__init__()
         if method not in _METHODS:
             raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
@@ -178,8 +198,17 @@ class MeanFieldSampler(Sampler):
         self.validate(problem)
         gp = Grouped(problem)
         tol = self.tol if self.tol is not None else max(1e-10, 1000 * torch.finfo(gp.h.dtype).eps)
-        m, self.last_info = mean_field(gp.h, gp.J, gp.beta, gp.mask, method=self.method, damping=self.damping,
-                                       max_iter=self.max_iter, tol=tol, grad=self.grad)
+        m, self.last_info = mean_field(
+            gp.h,
+            gp.J,
+            gp.beta,
+            gp.mask,
+            method=self.method,
+            damping=self.damping,
+            max_iter=self.max_iter,
+            tol=tol,
+            grad=self.grad,
+        )
         return gp.ungroup(m)
 
     def _marginals(self, problem: IsingProblem, *, num_reads: int | None, seed: Any, **options: Any) -> torch.Tensor:
@@ -199,8 +228,14 @@ class MeanFieldSampler(Sampler):
         rng = as_generator(seed)
         u = rng.random((m.shape[0], reads, problem.n))
         spins = np.where(u < (1 + m[:, None, :]) / 2, 1, -1).astype(np.int8)
-        info = {"backend": self.name, "num_reads": reads, "method": self.method,
-                "seed": describe_seed(seed), **self.last_info}
+        info = {
+            "backend": self.name,
+            "num_reads": reads,
+            "method": self.method,
+            "seed": describe_seed(seed),
+            **self.last_info,
+        }
         w = np.full((m.shape[0], reads), 1.0 / reads)
-        return SampleSet(spins.reshape(*problem.batch_shape, reads, problem.n), w.reshape(*problem.batch_shape, reads),
-                         problem, info)
+        return SampleSet(
+            spins.reshape(*problem.batch_shape, reads, problem.n), w.reshape(*problem.batch_shape, reads), problem, info
+        )

@@ -47,14 +47,24 @@ class PennyLaneSampler(CircuitSampler):
     name = "pennylane"
     parameters: dict[str, str] = {}
 
-    def __init__(self, *, device: str = "lightning.qubit", schedule: DQASchedule | None = None, chunk_size: int = 256,
-                 options: CircuitOptions | None = None, default_num_reads: int = 1024, max_qubits: int = 26,
-                 device_kwargs: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        device: str = "lightning.qubit",
+        schedule: DQASchedule | None = None,
+        chunk_size: int = 256,
+        options: CircuitOptions | None = None,
+        default_num_reads: int = 1024,
+        max_qubits: int = 26,
+        device_kwargs: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(schedule=schedule, chunk_size=chunk_size, options=options, default_num_reads=default_num_reads)
         if not isinstance(device, str):
             raise TypeError(f"pennylane: device must be a device name string, got {type(device).__name__}")
         if self.circuit_options.fold_rzz or self.circuit_options.coupling_map is not None:
-            raise ValueError("pennylane: fold_rzz and coupling_map are IBM hardware options; use the 'ibm' or 'aer' sampler")
+            raise ValueError(
+                "pennylane: fold_rzz and coupling_map are IBM hardware options; use the 'ibm' or 'aer' sampler"
+            )
         try:
             qml.device(device, wires=1, **(device_kwargs or {}))
         except Exception as exc:  # pennylane raises DeviceError for unknown names

@@ -31,8 +31,18 @@ from typing import Any, NamedTuple
 from hybrid_attention.circuits.schedule import DQASchedule
 from hybrid_attention.sampler import Sampler
 
-__all__ = ["SamplerEntry", "SAMPLERS", "register_sampler", "is_dqa", "sampler_class", "sampler_options",
-           "check_sampler_options", "get_sampler", "make_sampler", "available_samplers"]
+__all__ = [
+    "SamplerEntry",
+    "SAMPLERS",
+    "register_sampler",
+    "is_dqa",
+    "sampler_class",
+    "sampler_options",
+    "check_sampler_options",
+    "get_sampler",
+    "make_sampler",
+    "available_samplers",
+]
 
 
 class SamplerEntry(NamedTuple):
@@ -157,8 +167,9 @@ def get_sampler(name: str, **options: Any) -> Sampler:
     return sampler_class(name)(**options)
 
 
-def make_sampler(name: str, *, shots: int | None = None, tau: float = 1.0, trotter_steps: int = 20, seed: Any = None,
-                 **options: Any) -> Sampler:
+def make_sampler(
+    name: str, *, shots: int | None = None, tau: float = 1.0, trotter_steps: int = 20, seed: Any = None, **options: Any
+) -> Sampler:
     """:func:`get_sampler` with the anneal given as numbers, as training and the CLI configure it.
 
     DQA samplers (:func:`is_dqa`) get ``schedule=DQASchedule(tau=tau, steps=trotter_steps)`` unless ``schedule`` is

@@ -137,7 +137,9 @@ def _apply_driver(psi: torch.Tensor, blocks: list[tuple[int, int, torch.Tensor]]
     return psi
 
 
-def _apply_driver_into(psi: torch.Tensor, buf: torch.Tensor, blocks: list[tuple[int, int, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
+def _apply_driver_into(
+    psi: torch.Tensor, buf: torch.Tensor, blocks: list[tuple[int, int, torch.Tensor]]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`_apply_driver` without allocations (no autograd): ping-pongs between ``psi`` and ``buf`` (both
     contiguous, same shape) and returns ``(state, spare buffer)``. Fresh multi-MiB tensors cost page faults on
     every call, which made the allocating version ~4x slower at n = 12, 32 problems."""
@@ -150,7 +152,9 @@ def _apply_driver_into(psi: torch.Tensor, buf: torch.Tensor, blocks: list[tuple[
     return psi, buf
 
 
-def dqa_statevector(h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, *, dtype: torch.dtype = torch.complex64, group: int = 4) -> torch.Tensor:
+def dqa_statevector(
+    h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, *, dtype: torch.dtype = torch.complex64, group: int = 4
+) -> torch.Tensor:
     """Final DQA state for a batch of problems.
 
     Args:
@@ -253,8 +257,17 @@ class StatevectorSampler(DQASampler):
     parameters: dict[str, str] = {}
     default_num_reads = None
 
-    def __init__(self, schedule: DQASchedule | None = None, *, dtype: torch.dtype = torch.complex64, device: Any = None,
-                 max_spins: int = 20, memory_limit: int = 64 << 20, group: int = 4, cache_limit: int = 2 << 20) -> None:
+    def __init__(
+        self,
+        schedule: DQASchedule | None = None,
+        *,
+        dtype: torch.dtype = torch.complex64,
+        device: Any = None,
+        max_spins: int = 20,
+        memory_limit: int = 64 << 20,
+        group: int = 4,
+        cache_limit: int = 2 << 20,
+    ) -> None:
         super().__init__(schedule)
         if dtype not in _REAL:
             raise ValueError(f"dtype must be torch.complex64 or torch.complex128, got {dtype}")
@@ -267,8 +280,9 @@ class StatevectorSampler(DQASampler):
 
     @property
     def capabilities(self) -> SamplerCapabilities:
-        return SamplerCapabilities(differentiable=True, exact_output=True, per_call_overhead=_CALL_OVERHEAD, dqa=True,
-                                   max_spins=self.max_spins)
+        return SamplerCapabilities(
+            differentiable=True, exact_output=True, per_call_overhead=_CALL_OVERHEAD, dqa=True, max_spins=self.max_spins
+        )
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -277,8 +291,9 @@ class StatevectorSampler(DQASampler):
     def __repr__(self) -> str:
         return f"StatevectorSampler(schedule={self.schedule!r}, dtype={self.dtype})"
 
-    def validate(self, problem: Any, *, num_reads: Any = None, seed: Any = None,
-                 options: dict | None = None) -> IsingProblem:
+    def validate(
+        self, problem: Any, *, num_reads: Any = None, seed: Any = None, options: dict | None = None
+    ) -> IsingProblem:
         """The base checks, then the memory of simulating one problem against
         :data:`hybrid_attention.checks.MEMORY_BUDGET`: ``2**n`` amplitudes times 4 working copies (state, phases,
         energies, temporaries) in ``dtype``, times ``1 + steps`` when autograd must keep every layer's state."""
@@ -364,8 +379,12 @@ class StatevectorSampler(DQASampler):
             return self.differentiable_marginals(problem.detach()).to(torch.float64).cpu()
 
     def _sample(self, problem: IsingProblem, *, num_reads: int | None, seed: Any) -> SampleSet:
-        info: dict[str, Any] = {"backend": self.name, "schedule": self.schedule, "dtype": str(self.dtype),
-                                "seed": describe_seed(seed)}
+        info: dict[str, Any] = {
+            "backend": self.name,
+            "schedule": self.schedule,
+            "dtype": str(self.dtype),
+            "seed": describe_seed(seed),
+        }
         with torch.no_grad():
             p = self._probabilities(problem).to(torch.float64).cpu()
             p = p / p.sum(-1, keepdim=True)

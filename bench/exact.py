@@ -68,8 +68,12 @@ def pairs(B, H, T):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch intra-op threads (default 1: on a shared machine multi-threaded kernels collapse under load)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads (default 1: on a shared machine multi-threaded kernels collapse under load)",
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     reps = 3 if args.quick else 7
@@ -80,7 +84,10 @@ def main() -> None:
     print("| T | kernel ms | per-problem loop ms | speed-up |\n|---|---|---|---|")
     for T in (8, 12):
         h, J = _inputs(64, 1, T, torch.float32)
-        t = _timeit({"k": lambda: kernels.causal_marginals(h, J), "l": lambda: kernels.causal_marginals_loop(h, J)}, max(3, reps // 2))
+        t = _timeit(
+            {"k": lambda: kernels.causal_marginals(h, J), "l": lambda: kernels.causal_marginals_loop(h, J)},
+            max(3, reps // 2),
+        )
         print(f"| {T} | {t['k'] * 1e3:.2f} | {t['l'] * 1e3:.1f} | {t['l'] / t['k']:.1f}x |")
         assert torch.allclose(kernels.causal_marginals(h, J), kernels.causal_marginals_loop(h, J), atol=1e-5)
 
@@ -94,8 +101,10 @@ def main() -> None:
         if T <= 16:
             assert torch.allclose(kernels.causal_marginals(h, J), full_masked_enumeration(h, J), atol=1e-4)
 
-    print("\n(c) kernel forward and forward+backward, B = 64, H = 1, against the floor "
-          "(one torch.exp over a float32 tensor of B*H*sum_m 2^m elements)")
+    print(
+        "\n(c) kernel forward and forward+backward, B = 64, H = 1, against the floor "
+        "(one torch.exp over a float32 tensor of B*H*sum_m 2^m elements)"
+    )
     print("| T | dtype | pairs | floor ms | forward ms | forward / floor | fwd+bwd ms | fwd+bwd / floor |")
     print("|---|---|---|---|---|---|---|---|")
     for T in (12, 16, 20):
@@ -116,8 +125,10 @@ def main() -> None:
             r = reps if T < 20 else 3
             t = _timeit({"floor": lambda: torch.exp(x), "f": fwd, "fb": fwdbwd}, r)
             fl = t["floor"]
-            print(f"| {T} | {str(dtype).replace('torch.', '')} | {x.numel():,} | {fl * 1e3:.2f} | {t['f'] * 1e3:.2f} | "
-                  f"{t['f'] / fl:.2f}x | {t['fb'] * 1e3:.2f} | {t['fb'] / fl:.2f}x |")
+            print(
+                f"| {T} | {str(dtype).replace('torch.', '')} | {x.numel():,} | {fl * 1e3:.2f} | {t['f'] * 1e3:.2f} | "
+                f"{t['f'] / fl:.2f}x | {t['fb'] * 1e3:.2f} | {t['fb'] / fl:.2f}x |"
+            )
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                         row[f"{method} converged"] = bool(mf.last_info["converged"])  # all problems of the cell
                     rows.append(row)
     cols = list(rows[0])
+
     def fmt(k: str, v: object) -> str:
         return f"{v:.4f}" if "err" in k else f"{v:g}" if isinstance(v, float) else str(v)
 
@@ -66,9 +67,13 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         cmd = "python -m bench.meanfield_error " + " ".join(sys.argv[1:] if argv is None else argv)
-        (out / "table.md").write_text(f"Mean-field error vs exact enumeration (measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}).\n\n"
-                                      f"Command: `{cmd}`\n\n{__doc__.split(chr(10) + chr(10))[1]}\n\n{text}\n")
-        (out / "table.csv").write_text(",".join(cols) + "\n" + "\n".join(",".join(str(r[k]) for k in cols) for r in rows) + "\n")
+        (out / "table.md").write_text(
+            f"Mean-field error vs exact enumeration (measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}).\n\n"
+            f"Command: `{cmd}`\n\n{__doc__.split(chr(10) + chr(10))[1]}\n\n{text}\n"
+        )
+        (out / "table.csv").write_text(
+            ",".join(cols) + "\n" + "\n".join(",".join(str(r[k]) for k in cols) for r in rows) + "\n"
+        )
     return 0
 
 

@@ -21,7 +21,8 @@ import os
 import platform
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -78,14 +79,22 @@ def main(argv: list[str] | None = None) -> int:
         rows += fn(args)
     text = _markdown(rows)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    header = (f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.machine()} "
-              f"({os.cpu_count()} cores, load average at the end {load}), torch {torch.__version__}.\n\n")
+    header = (
+        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.machine()} "
+        f"({os.cpu_count()} cores, load average at the end {load}), torch {torch.__version__}.\n\n"
+    )
     print(text)
     if args.out:
         from pathlib import Path
 
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(header + "Command: `nice -n 5 python -m bench.samplers " + " ".join(sys.argv[1:] if argv is None else argv) + "`\n\n" + text)
+        Path(args.out).write_text(
+            header
+            + "Command: `nice -n 5 python -m bench.samplers "
+            + " ".join(sys.argv[1:] if argv is None else argv)
+            + "`\n\n"
+            + text
+        )
     return 0
 
 
@@ -130,18 +139,27 @@ def bench_aer(args: argparse.Namespace) -> list[dict[str, Any]]:
         spins_loop, t_loop = _timed(loop)
         # same circuits: the marginal estimates agree within shot noise (sanity check on the comparison)
         diff = max(float(np.abs(x.spins.mean(-2) - spins_loop.mean(-2)).max()) for x in (ss, ss_shots))
-        rows.append({"table": "aer: batched sampler vs per-problem loop", "n": n, "steps": args.steps, "problems": args.problems,
-                     "shots": args.shots, "batched (probabilities) problems/s": round(args.problems / t_prob, 1),
-                     "batched (SamplerV2 shots) problems/s": round(args.problems / t_shots, 1),
-                     "loop problems/s": round(args.problems / t_loop, 1),
-                     "speedup (probabilities)": round(t_loop / t_prob, 2), "speedup (shots)": round(t_loop / t_shots, 2),
-                     "loop in Aer C++": f"{100 * in_aer[0] / t_loop:.0f} %", "max marginal diff": round(diff, 3)})
+        rows.append(
+            {
+                "table": "aer: batched sampler vs per-problem loop",
+                "n": n,
+                "steps": args.steps,
+                "problems": args.problems,
+                "shots": args.shots,
+                "batched (probabilities) problems/s": round(args.problems / t_prob, 1),
+                "batched (SamplerV2 shots) problems/s": round(args.problems / t_shots, 1),
+                "loop problems/s": round(args.problems / t_loop, 1),
+                "speedup (probabilities)": round(t_loop / t_prob, 2),
+                "speedup (shots)": round(t_loop / t_shots, 2),
+                "loop in Aer C++": f"{100 * in_aer[0] / t_loop:.0f} %",
+                "max marginal diff": round(diff, 3),
+            }
+        )
         print(rows[-1], flush=True)
     return rows
 
 
 BENCHMARKS.append(bench_aer)
-
 
 
 # ---------------------------------------------------------------------- section: native engines (issue 5)
@@ -167,8 +185,15 @@ def bench_native(args: argparse.Namespace) -> list[dict[str, Any]]:
         sv.sample(prob[:4], num_reads=8, seed=0)
         t_sv = min(_timed(lambda: sv.sample(prob, num_reads=args.shots, seed=1))[1] for _ in range(2))
         m_exact = sv.marginals(prob).numpy()
-        row = {"table": "native: statevector vs aer vs pennylane", "n": n, "steps": args.steps, "problems": NATIVE_PROBLEMS,
-               "shots": args.shots, "torch threads": torch.get_num_threads(), "statevector problems/s": round(NATIVE_PROBLEMS / t_sv, 1)}
+        row = {
+            "table": "native: statevector vs aer vs pennylane",
+            "n": n,
+            "steps": args.steps,
+            "problems": NATIVE_PROBLEMS,
+            "shots": args.shots,
+            "torch threads": torch.get_num_threads(),
+            "statevector problems/s": round(NATIVE_PROBLEMS / t_sv, 1),
+        }
         for name, kw in (("aer", {}), ("pennylane", {"device": "lightning.qubit"})):
             try:
                 s = get_sampler(name, schedule=schedule, **kw)
@@ -205,27 +230,34 @@ def _bench_train_step(args: argparse.Namespace, T: int = 12, batch: int = 32, re
     import statistics
 
     from bench.train_step import make_step
-
     from hybrid_attention.backends import get_sampler
     from hybrid_attention.bridge import ReadsOnly
 
     shape = argparse.Namespace(n_embd=64, n_head=1, n_layer=1, batch_size=batch)
     sv = get_sampler("statevector", schedule=DQASchedule(tau=1.0, steps=args.steps))
-    steps = {"exact": make_step("hj", T, shape), "statevector": make_step("hj", T, shape, sv),
-             "statevector shots": make_step("hj", T, shape, ReadsOnly(sv), 256)}
+    steps = {
+        "exact": make_step("hj", T, shape),
+        "statevector": make_step("hj", T, shape, sv),
+        "statevector shots": make_step("hj", T, shape, ReadsOnly(sv), 256),
+    }
     times: dict[str, list[float]] = {k: [] for k in steps}
-    for k, f in steps.items():
+    for f in steps.values():
         f()  # warm-up
     for _ in range(reps):
         for k, f in steps.items():
             times[k].append(_timed(f)[1])
     med = {k: statistics.median(v) for k, v in times.items()}
-    row = {"table": "native: training step, hj, T = 12, batch 32", "T": T, "batch": batch, "trotter steps": args.steps,
-           "exact s/step": round(med["exact"], 4),
-           "DQA shots (256) + covariance backward s/step": round(med["statevector shots"], 4),
-           "ratio shots/exact": round(med["statevector shots"] / med["exact"], 2),
-           "DQA exact output + autograd s/step": round(med["statevector"], 4),
-           "ratio autograd/exact": round(med["statevector"] / med["exact"], 2)}
+    row = {
+        "table": "native: training step, hj, T = 12, batch 32",
+        "T": T,
+        "batch": batch,
+        "trotter steps": args.steps,
+        "exact s/step": round(med["exact"], 4),
+        "DQA shots (256) + covariance backward s/step": round(med["statevector shots"], 4),
+        "ratio shots/exact": round(med["statevector shots"] / med["exact"], 2),
+        "DQA exact output + autograd s/step": round(med["statevector"], 4),
+        "ratio autograd/exact": round(med["statevector"] / med["exact"], 2),
+    }
     print(row, flush=True)
     return [row]
 

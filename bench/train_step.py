@@ -23,7 +23,9 @@ def make_step(mode: str, T: int, args: argparse.Namespace, sampler=None, num_rea
     """One training step (forward, backward, AdamW) of a fixed model and batch; ``args`` gives ``n_embd``,
     ``n_head``, ``n_layer``, ``batch_size``. With ``sampler``, attention marginals come through it (seed 0)."""
     torch.manual_seed(0)
-    cfg = TransformerConfig(vocab_size=65, block_size=T, n_embd=args.n_embd, n_head=args.n_head, n_layer=args.n_layer, attention=mode)
+    cfg = TransformerConfig(
+        vocab_size=65, block_size=T, n_embd=args.n_embd, n_head=args.n_head, n_layer=args.n_layer, attention=mode
+    )
     model = Transformer(cfg)
     if sampler is not None:
         model.set_sampler(sampler, num_reads=num_reads, seed=0)
@@ -59,13 +61,23 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=15, help="interleaved repetitions per mode")
     p.add_argument("--steps-per-rep", type=int, default=5)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--profile", type=int, default=None, metavar="T", help="also print a torch.profiler table for hj at this T")
+    p.add_argument(
+        "--profile", type=int, default=None, metavar="T", help="also print a torch.profiler table for hj at this T"
+    )
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"batch {args.batch_size}, n_embd {args.n_embd}, n_head {args.n_head}, n_layer {args.n_layer}, "
-          f"threads {args.threads}, torch {torch.__version__}; median of {args.reps} interleaved reps x {args.steps_per_rep} steps")
+    print(
+        f"batch {args.batch_size}, n_embd {args.n_embd}, n_head {args.n_head}, n_layer {args.n_layer}, "
+        f"threads {args.threads}, torch {torch.__version__}; median of {args.reps} interleaved reps x {args.steps_per_rep} steps"
+    )
     base = args.modes[0]
-    header = "| T | " + " | ".join(f"{m} ms/step" for m in args.modes) + " | " + " | ".join(f"{m} / {base}" for m in args.modes[1:]) + " |"
+    header = (
+        "| T | "
+        + " | ".join(f"{m} ms/step" for m in args.modes)
+        + " | "
+        + " | ".join(f"{m} / {base}" for m in args.modes[1:])
+        + " |"
+    )
     print(header)
     print("|" + " --- |" * (1 + 2 * len(args.modes) - 1))
     for T in args.block_sizes:

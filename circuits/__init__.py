@@ -25,6 +25,22 @@ from .reference import dqa_probabilities, dqa_state
 from .schedule import DQASchedule
 from .temperature import calibrate, effective_beta, fit_temperature, leading_order_beta
 
-__all__ = ["DQASchedule", "layers", "DQAProgram", "dqa_program", "program_for", "CircuitOptions", "dqa_probabilities",
-           "dqa_state", "dqa_circuit", "dqa_template", "template_for", "dqa_qasm3", "DQATemplate", "leading_order_beta",
-           "effective_beta", "fit_temperature", "calibrate"]
+__all__ = [
+    "DQASchedule",
+    "layers",
+    "DQAProgram",
+    "dqa_program",
+    "program_for",
+    "CircuitOptions",
+    "dqa_probabilities",
+    "dqa_state",
+    "dqa_circuit",
+    "dqa_template",
+    "template_for",
+    "dqa_qasm3",
+    "DQATemplate",
+    "leading_order_beta",
+    "effective_beta",
+    "fit_temperature",
+    "calibrate",
+]

@@ -20,7 +20,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -56,8 +57,16 @@ def dqa_ops(x: Any, n: int, edges: Sequence[tuple[int, int]], schedule: DQASched
             qml.IsingZZ(-2.0 * val * cs * x[..., n + e], wires=[j, k])
 
 
-def dqa_qnode(n: int, edges: Sequence[tuple[int, int]], schedule: DQASchedule, *, device: Any = "default.qubit",
-              shots: int | None = None, measurement: str = "sample", seed: Any = None) -> Any:
+def dqa_qnode(
+    n: int,
+    edges: Sequence[tuple[int, int]],
+    schedule: DQASchedule,
+    *,
+    device: Any = "default.qubit",
+    shots: int | None = None,
+    measurement: str = "sample",
+    seed: Any = None,
+) -> Any:
     """A QNode ``f(x)`` running the DQA program on ``device`` (a name or a ``qml.device``).
 
     Args:
@@ -92,4 +101,8 @@ def to_little_endian(p: Any, n: int) -> np.ndarray:
     """Reorder PennyLane ``probs``/``state`` (wire 0 most significant) to index ``c = sum_j b_j 2**j``."""
     p = np.asarray(p)
     lead = p.shape[:-1]
-    return p.reshape(*lead, *([2] * n)).transpose(*range(len(lead)), *range(len(lead) + n - 1, len(lead) - 1, -1)).reshape(*lead, 1 << n)
+    return (
+        p.reshape(*lead, *([2] * n))
+        .transpose(*range(len(lead)), *range(len(lead) + n - 1, len(lead) - 1, -1))
+        .reshape(*lead, 1 << n)
+    )

@@ -102,7 +102,9 @@ class DQATemplate(DQAProgram):
 
 
 @functools.lru_cache(maxsize=128)
-def dqa_template(n: int, edges: tuple[Edge, ...], schedule: DQASchedule, options: CircuitOptions = CircuitOptions()) -> DQATemplate:
+def dqa_template(
+    n: int, edges: tuple[Edge, ...], schedule: DQASchedule, options: CircuitOptions = CircuitOptions()
+) -> DQATemplate:
     """Cached :class:`DQATemplate` per ``(n, edges, schedule, options)``.
 
     Raises:
@@ -111,7 +113,9 @@ def dqa_template(n: int, edges: tuple[Edge, ...], schedule: DQASchedule, options
     return DQATemplate(int(n), _checked(n, edges, schedule, options), schedule, options)
 
 
-def template_for(problem: IsingProblem, schedule: DQASchedule, options: CircuitOptions = CircuitOptions()) -> DQATemplate:
+def template_for(
+    problem: IsingProblem, schedule: DQASchedule, options: CircuitOptions = CircuitOptions()
+) -> DQATemplate:
     """The template for a (batched) problem: its union coupling pattern, restricted by ``options``."""
     return dqa_template(problem.n, program_edges(problem, options), schedule, options)
 
@@ -127,7 +131,9 @@ def _drop_missing(problem: IsingProblem, tmpl: DQATemplate) -> IsingProblem:
     return IsingProblem(problem.h.detach(), Jk, beta=problem.beta, mask=problem.mask)
 
 
-def dqa_circuit(problem: IsingProblem, schedule: DQASchedule, *, measure: bool = True, options: CircuitOptions | None = None) -> Any:
+def dqa_circuit(
+    problem: IsingProblem, schedule: DQASchedule, *, measure: bool = True, options: CircuitOptions | None = None
+) -> Any:
     """Bound DQA ``QuantumCircuit`` for one problem instance.
 
     Args:
@@ -145,8 +151,10 @@ def dqa_circuit(problem: IsingProblem, schedule: DQASchedule, *, measure: bool =
     if not isinstance(problem, IsingProblem):
         raise TypeError(f"expected an IsingProblem, got {type(problem).__name__}")
     if problem.h.numel() != problem.n:
-        raise ValueError(f"dqa_circuit needs one problem instance, got batch shape {tuple(problem.batch_shape)}; "
-                         "use template_for(...).bindings(problem) for batches")
+        raise ValueError(
+            f"dqa_circuit needs one problem instance, got batch shape {tuple(problem.batch_shape)}; "
+            "use template_for(...).bindings(problem) for batches"
+        )
     opts = options or CircuitOptions()
     if opts.measure != measure:
         opts = CircuitOptions(measure, opts.fold_rzz, opts.coupling_map, opts.layout, opts.on_missing)

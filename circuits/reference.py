@@ -79,7 +79,7 @@ def dqa_state(h: Any, J: Any, schedule: DQASchedule) -> np.ndarray:
         raise TypeError(f"schedule must be a DQASchedule, got {type(schedule).__name__}")
     h = np.asarray(h, dtype=np.float64)
     if h.ndim < 1:
-        raise ValueError(f"h must have shape (*batch, n), got a scalar")
+        raise ValueError("h must have shape (*batch, n), got a scalar")
     n = h.shape[-1]
     if n > _MAX_QUBITS:
         raise ValueError(f"the reference statevector handles at most {_MAX_QUBITS} qubits, got n = {n}")

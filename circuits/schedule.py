@@ -55,7 +55,11 @@ class DQASchedule:
     def __post_init__(self) -> None:
         for name in ("tau", "gamma", "energy_scale", "field_scale", "coupling_scale"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not math.isfinite(float(v)):
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, (int, float, np.floating, np.integer))
+                or not math.isfinite(float(v))
+            ):
                 raise ValueError(f"DQASchedule.{name} must be a finite number, got {v!r}")
         if self.tau <= 0:
             raise ValueError(f"DQASchedule.tau must be > 0, got {self.tau}")

@@ -100,9 +100,17 @@ def fit_temperature(h: Any, J: Any, schedule: DQASchedule, *, beta: float = 1.0)
     return fit_effective_beta(p, h, J)
 
 
-def calibrate(target_beta: float, schedule: DQASchedule, *, vary: str = "tau", method: str = "leading",
-              problems: tuple[np.ndarray, np.ndarray] | None = None, which: str = "h", tol: float = 1e-3,
-              max_iter: int = 60) -> DQASchedule:
+def calibrate(
+    target_beta: float,
+    schedule: DQASchedule,
+    *,
+    vary: str = "tau",
+    method: str = "leading",
+    problems: tuple[np.ndarray, np.ndarray] | None = None,
+    which: str = "h",
+    tol: float = 1e-3,
+    max_iter: int = 60,
+) -> DQASchedule:
     """A schedule whose effective inverse temperature is ``target_beta``.
 
     Args:
@@ -143,8 +151,10 @@ def calibrate(target_beta: float, schedule: DQASchedule, *, vary: str = "tau", m
     prev = -math.inf
     while (val := measured(hi)) < target_beta:
         if val <= prev or hi > 1e3 * x_lead:  # the fitted beta saturates (higher orders) before the target
-            raise ValueError(f"cannot reach effective beta_{which} = {target_beta} by varying {vary}: the fitted value "
-                             f"peaks near {prev:.4g} at {vary} ~ {hi / 2:.4g}; vary 'tau' or lower the target")
+            raise ValueError(
+                f"cannot reach effective beta_{which} = {target_beta} by varying {vary}: the fitted value "
+                f"peaks near {prev:.4g} at {vary} ~ {hi / 2:.4g}; vary 'tau' or lower the target"
+            )
         prev, hi = val, hi * 2.0
     for _ in range(max_iter):
         mid = math.sqrt(lo * hi)

@@ -55,8 +55,17 @@ def _visible(Tq: int, T: int, causal: bool, device: Any) -> torch.Tensor:
     return torch.ones(Tq, T, dtype=torch.bool, device=device).tril()
 
 
-def attention_weights(h: torch.Tensor, J: torch.Tensor | None = None, *, mode: str = "hj", causal: bool = True, beta: Any = 1.0,
-                      sampler: Any = None, num_reads: int | None = None, seed: Any = None) -> torch.Tensor:
+def attention_weights(
+    h: torch.Tensor,
+    J: torch.Tensor | None = None,
+    *,
+    mode: str = "hj",
+    causal: bool = True,
+    beta: Any = 1.0,
+    sampler: Any = None,
+    num_reads: int | None = None,
+    seed: Any = None,
+) -> torch.Tensor:
     """Normalised attention weights from scores.
 
     Args:
@@ -79,7 +88,9 @@ def attention_weights(h: torch.Tensor, J: torch.Tensor | None = None, *, mode: s
     checks.check_num_reads(num_reads)
     checks.check_seed(seed)
     if not isinstance(h, torch.Tensor) or h.ndim != 4:
-        raise ValueError(f"scores h must be a tensor of shape (B, H, Tq, T), got {getattr(h, 'shape', type(h).__name__)}")
+        raise ValueError(
+            f"scores h must be a tensor of shape (B, H, Tq, T), got {getattr(h, 'shape', type(h).__name__)}"
+        )
     B, H, Tq, T = h.shape
     if causal and Tq != T:
         raise ValueError(f"causal attention needs as many queries as keys, got Tq = {Tq}, T = {T}")
@@ -117,9 +128,19 @@ def attention_weights(h: torch.Tensor, J: torch.Tensor | None = None, *, mode: s
     return kernels.normalised_weights(m, vis)
 
 
-def boltzmann_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, J: torch.Tensor | None = None, *, mode: str = "hj",
-                        causal: bool = True, beta: Any = 1.0, sampler: Any = None, num_reads: int | None = None,
-                        seed: Any = None) -> torch.Tensor:
+def boltzmann_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    J: torch.Tensor | None = None,
+    *,
+    mode: str = "hj",
+    causal: bool = True,
+    beta: Any = 1.0,
+    sampler: Any = None,
+    num_reads: int | None = None,
+    seed: Any = None,
+) -> torch.Tensor:
     """Boltzmann attention (SPEC section 3): ``o_i = sum_j a_ij v_j``.
 
     Args:
@@ -140,7 +161,9 @@ def boltzmann_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, J: to
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or t.ndim != 4:
-            raise ValueError(f"{name} must be a tensor of shape (B, H, T, d), got {getattr(t, 'shape', type(t).__name__)}")
+            raise ValueError(
+                f"{name} must be a tensor of shape (B, H, T, d), got {getattr(t, 'shape', type(t).__name__)}"
+            )
     if q.shape[:2] != k.shape[:2] or k.shape[:3] != v.shape[:3] or q.shape[-1] != k.shape[-1]:
         raise ValueError(f"incompatible shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
     h = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
@@ -180,9 +203,21 @@ class BoltzmannAttention(nn.Module):
         torch.Size([3, 8, 16])
     """
 
-    def __init__(self, n_embd: int, n_head: int, block_size: int, *, mode: str = "hj", beta: Any = 1.0,
-                 learn_beta: bool = False,
-                 causal: bool = True, dropout: float = 0.0, bias: bool = True, sampler: Any = None, num_reads: int | None = None) -> None:
+    def __init__(
+        self,
+        n_embd: int,
+        n_head: int,
+        block_size: int,
+        *,
+        mode: str = "hj",
+        beta: Any = 1.0,
+        learn_beta: bool = False,
+        causal: bool = True,
+        dropout: float = 0.0,
+        bias: bool = True,
+        sampler: Any = None,
+        num_reads: int | None = None,
+    ) -> None:
         super().__init__()
         mode = _check_mode(mode)
         if n_embd % n_head:
@@ -223,7 +258,17 @@ class BoltzmannAttention(nn.Module):
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
         shape = (B, T, self.n_head, C // self.n_head)
         q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
-        y = boltzmann_attention(q, k, v, self.J, mode=self.mode, causal=self.causal, beta=self.beta,
-                                sampler=self.sampler, num_reads=self.num_reads, seed=self.seed)
+        y = boltzmann_attention(
+            q,
+            k,
+            v,
+            self.J,
+            mode=self.mode,
+            causal=self.causal,
+            beta=self.beta,
+            sampler=self.sampler,
+            num_reads=self.num_reads,
+            seed=self.seed,
+        )
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.dropout(self.c_proj(y))

@@ -49,8 +49,8 @@ import numpy as np
 import torch
 
 from . import checks
-from .kernels import plan_groups
 from .ising import IsingProblem
+from .kernels import plan_groups
 from .sampler import SamplerCapabilities, capabilities_of
 
 __all__ = ["attention_marginals", "differentiable_marginals", "SampledMarginals", "ReadsOnly"]
@@ -74,7 +74,16 @@ class SampledMarginals(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx: Any, h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor, mask: Any, sampler: Any, num_reads: Any, seed: Any) -> torch.Tensor:
+    def forward(
+        ctx: Any,
+        h: torch.Tensor,
+        J: torch.Tensor,
+        beta: torch.Tensor,
+        mask: Any,
+        sampler: Any,
+        num_reads: Any,
+        seed: Any,
+    ) -> torch.Tensor:
         problem = IsingProblem._derived(h.detach(), J.detach(), beta.detach(), mask)  # parts of a validated problem
         ss = sampler.sample(problem, num_reads=num_reads, seed=seed)
         s = torch.from_numpy(ss.spins.astype(np.float64)).to(h.dtype)  # (N, R, n)
@@ -147,12 +156,17 @@ def _as_problem_parts(problem: IsingProblem) -> tuple[torch.Tensor, torch.Tensor
     N, n = flat.h.shape
     h, J = flat.dropped()
     J = J.expand(N, n, n)
-    beta = flat.beta_tensor() if isinstance(flat.beta, torch.Tensor) else torch.full((N,), float(flat.beta), dtype=flat.dtype)
+    beta = (
+        flat.beta_tensor()
+        if isinstance(flat.beta, torch.Tensor)
+        else torch.full((N,), float(flat.beta), dtype=flat.dtype)
+    )
     return h, J, beta, flat.mask
 
 
-def differentiable_marginals(problem: IsingProblem, *, sampler: Any, num_reads: int | None = None, seed: Any = None,
-                             backward: str = "auto") -> torch.Tensor:
+def differentiable_marginals(
+    problem: IsingProblem, *, sampler: Any, num_reads: int | None = None, seed: Any = None, backward: str = "auto"
+) -> torch.Tensor:
     """``<s_j>`` of a (batched) problem through ``sampler``, differentiable w.r.t. the problem's tensors.
 
     Args:
@@ -200,9 +214,18 @@ def _scalar_if_single(beta: torch.Tensor) -> torch.Tensor:
     return beta.reshape(()) if beta.numel() == 1 else beta
 
 
-def attention_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, sampler: Any, causal: bool = True,
-                        num_reads: int | None = None, seed: Any = None, pad_with_mask: bool | None = None,
-                        backward: str = "auto") -> torch.Tensor:
+def attention_marginals(
+    h: torch.Tensor,
+    J: torch.Tensor,
+    beta: Any = 1.0,
+    *,
+    sampler: Any,
+    causal: bool = True,
+    num_reads: int | None = None,
+    seed: Any = None,
+    pad_with_mask: bool | None = None,
+    backward: str = "auto",
+) -> torch.Tensor:
     """Attention marginals ``m[b, hd, i, j] = <s_j>`` of query ``i``'s Ising system, through ``sampler``.
 
     Args:
@@ -230,7 +253,9 @@ def attention_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, sa
         raise ValueError(f"h must be a tensor of shape (B, H, Tq, T), got {getattr(h, 'shape', type(h).__name__)}")
     B, H, Tq, T = h.shape
     if not isinstance(J, torch.Tensor) or J.ndim != 3 or J.shape[0] != H or J.shape[1] < T or J.shape[1] != J.shape[2]:
-        raise ValueError(f"J must be a tensor of shape (H, T', T') with H = {H}, T' >= T = {T}, got {getattr(J, 'shape', None)}")
+        raise ValueError(
+            f"J must be a tensor of shape (H, T', T') with H = {H}, T' >= T = {T}, got {getattr(J, 'shape', None)}"
+        )
     if causal and Tq != T:
         raise ValueError(f"causal attention needs Tq == T, got Tq = {Tq}, T = {T}")
     if sampler is None or not hasattr(sampler, "sample"):
@@ -253,7 +278,9 @@ def attention_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, sa
     kw = {"sampler": sampler, "num_reads": num_reads, "backward": backward}
     if not causal or pad_with_mask:
         mask = tril.expand(B, H, T, T) if causal else None
-        prob = IsingProblem._derived(h, J[None, :, None].expand(B, H, Tq, T, T), _scalar_if_single(b[None, :, None].expand(B, H, Tq)), mask)
+        prob = IsingProblem._derived(
+            h, J[None, :, None].expand(B, H, Tq, T, T), _scalar_if_single(b[None, :, None].expand(B, H, Tq)), mask
+        )
         return differentiable_marginals(prob, seed=checks.spawn_seeds(seed, 1, keep_none=True)[0], **kw)
     overhead = caps.per_call_overhead
     groups = [(n, n) for n in range(1, T + 1)] if overhead is None else plan_groups(T, B * H, float(overhead))
@@ -262,12 +289,21 @@ def attention_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, sa
     for (lo, hi), sd in zip(groups, seeds):
         g = hi - lo + 1
         if g == 1:
-            prob = IsingProblem._derived(h[:, :, hi - 1, :hi], J[None, :, :hi, :hi].expand(B, H, hi, hi), _scalar_if_single(b[None, :].expand(B, H)), None)
+            prob = IsingProblem._derived(
+                h[:, :, hi - 1, :hi],
+                J[None, :, :hi, :hi].expand(B, H, hi, hi),
+                _scalar_if_single(b[None, :].expand(B, H)),
+                None,
+            )
             m = differentiable_marginals(prob, seed=sd, **kw)[:, :, None]  # (B, H, 1, hi)
         else:  # queries lo-1..hi-1 padded to hi keys, future keys masked (free, decoupled spins)
             mask = tril[lo - 1 : hi, :hi].expand(B, H, g, hi)
-            prob = IsingProblem._derived(h[:, :, lo - 1 : hi, :hi], J[None, :, None, :hi, :hi].expand(B, H, g, hi, hi),
-                                         _scalar_if_single(b[None, :, None].expand(B, H, g)), mask)
+            prob = IsingProblem._derived(
+                h[:, :, lo - 1 : hi, :hi],
+                J[None, :, None, :hi, :hi].expand(B, H, g, hi, hi),
+                _scalar_if_single(b[None, :, None].expand(B, H, g)),
+                mask,
+            )
             m = differentiable_marginals(prob, seed=sd, **kw)  # (B, H, g, hi), 0 on masked keys
         parts.append(torch.nn.functional.pad(m, (0, T - hi)))
     return torch.cat(parts, dim=2)

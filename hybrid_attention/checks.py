@@ -133,8 +133,10 @@ def check_memory(nbytes: float, what: str, *, budget: int | None = None, hint: s
     """
     limit = MEMORY_BUDGET if budget is None else budget
     if nbytes > limit:
-        msg = (f"{what} needs an estimated {format_bytes(nbytes)}, above the memory budget of {format_bytes(limit)} "
-               "(hybrid_attention.checks.MEMORY_BUDGET or the environment variable HYBRID_ATTENTION_MEMORY_BUDGET)")
+        msg = (
+            f"{what} needs an estimated {format_bytes(nbytes)}, above the memory budget of {format_bytes(limit)} "
+            "(hybrid_attention.checks.MEMORY_BUDGET or the environment variable HYBRID_ATTENTION_MEMORY_BUDGET)"
+        )
         raise ValueError(msg + (f"; {hint}" if hint else ""))
 
 
@@ -251,8 +253,9 @@ def positive_real(value: Any, name: str = "beta") -> float:
     elif isinstance(value, np.ndarray) and value.ndim == 0:
         value = value[()]
     if not _is_real_scalar(value):
-        raise TypeError(f"{name} must be a real number (int, float, numpy scalar or 0-d tensor), "
-                        f"got {_received(value)}")
+        raise TypeError(
+            f"{name} must be a real number (int, float, numpy scalar or 0-d tensor), got {_received(value)}"
+        )
     v = float(value)
     if not math.isfinite(v) or v <= 0:
         raise ValueError(f"{name} must be finite and > 0, got {value!r}")
@@ -274,8 +277,9 @@ def check_beta(beta: Any, dtype: torch.dtype, batch_shape: tuple[int, ...] | tor
         try:
             torch.broadcast_shapes(beta.shape, tuple(batch_shape))
         except RuntimeError:
-            raise ValueError(f"beta of shape {tuple(beta.shape)} does not broadcast to batch shape "
-                             f"{tuple(batch_shape)}") from None
+            raise ValueError(
+                f"beta of shape {tuple(beta.shape)} does not broadcast to batch shape {tuple(batch_shape)}"
+            ) from None
         return beta
     if isinstance(beta, np.ndarray) and beta.ndim == 0:
         beta = beta[()]
@@ -286,8 +290,10 @@ def check_beta(beta: Any, dtype: torch.dtype, batch_shape: tuple[int, ...] | tor
         raise ValueError(f"beta must be finite and > 0, got {value}")
     cast = torch.tensor(value, dtype=dtype)
     if not bool(torch.isfinite(cast)) or not bool(cast > 0):
-        raise ValueError(f"beta must be finite and > 0 in the problem's dtype {dtype}, got {value} (which is "
-                         f"{float(cast)} in {dtype}); use float64 fields or a smaller/larger beta")
+        raise ValueError(
+            f"beta must be finite and > 0 in the problem's dtype {dtype}, got {value} (which is "
+            f"{float(cast)} in {dtype}); use float64 fields or a smaller/larger beta"
+        )
     return value
 
 
@@ -308,8 +314,9 @@ def beta_per_head(beta: Any, H: int, like: torch.Tensor, name: str = "beta") -> 
         vals = list(beta) if isinstance(beta, (list, tuple)) else [beta]
         for v in vals:
             if not _is_real_scalar(v):
-                raise TypeError(f"{name} must be a real number, a sequence of H reals or a tensor, "
-                                f"got {_received(beta)}")
+                raise TypeError(
+                    f"{name} must be a real number, a sequence of H reals or a tensor, got {_received(beta)}"
+                )
         # built directly in the target dtype (a float32 detour would round 0.8 to 0.800000012)
         data = [float(v) for v in vals] if isinstance(beta, (list, tuple)) else float(vals[0])
         b = torch.tensor(data, dtype=like.dtype, device=like.device)
@@ -346,8 +353,10 @@ def check_head_couplings(J: Any, H: int, T: int, *, zero_diagonal: bool = True) 
         tol = 1e-6 * max(1.0, float(Jd.abs().max()))
         err = float((Jd - Jd.transpose(1, 2)).abs().max())
         if err > tol:
-            raise ValueError(f"J must be symmetric (J[h, j, k] == J[h, k, j]), got max |J - J^T| = {err:.3g}; "
-                             "build it with hybrid_attention.attention.symmetric_couplings() from an upper triangle")
+            raise ValueError(
+                f"J must be symmetric (J[h, j, k] == J[h, k, j]), got max |J - J^T| = {err:.3g}; "
+                "build it with hybrid_attention.attention.symmetric_couplings() from an upper triangle"
+            )
         if zero_diagonal:
             diag = float(torch.diagonal(Jd, dim1=1, dim2=2).abs().max())
             if diag > tol:

@@ -184,12 +184,18 @@ def _rows(h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor, want_corr: bool)
     limit = _RANGE_LIMIT.get(h.dtype, 50.0)
     C = _coupling_table(J, a)
     Cd = C.detach()
-    crange = (Cd.amax(dim=(-2, -1)) - Cd.amin(dim=(-2, -1))) * beta.detach() if C.ndim > 2 else (Cd.max() - Cd.min()) * beta.detach()
+    crange = (
+        (Cd.amax(dim=(-2, -1)) - Cd.amin(dim=(-2, -1))) * beta.detach()
+        if C.ndim > 2
+        else (Cd.max() - Cd.min()) * beta.detach()
+    )
     if bool((crange > limit).any()):
         if _upcast_ok(h.dtype, crange):  # float64's exponent range still holds the factorised product
             out = _rows(h.double(), J.double(), beta.double(), want_corr)
             return tuple(None if o is None else o.to(h.dtype) for o in out)
-        logger.debug("exact: beta * coupling range %.3g above %.3g, using the log-space path", float(crange.max()), limit)
+        logger.debug(
+            "exact: beta * coupling range %.3g above %.3g, using the log-space path", float(crange.max()), limit
+        )
         Jr = J if J.ndim == 3 else J.expand(R, n, n)
         return _logspace_stats(h, Jr, beta, a, want_corr)
     xA, xB, shift = _field_factors(h, beta, a)
@@ -307,8 +313,9 @@ def draw_states(p: Any, shots: int, rng: np.random.Generator) -> np.ndarray:
     return torch.searchsorted(cdf, u).clamp_(max=p.shape[-1] - 1).numpy()
 
 
-def sample(problem: IsingProblem, num_reads: int, seed: checks.SeedLike = None, *,
-           max_spins: int | None = None) -> torch.Tensor:
+def sample(
+    problem: IsingProblem, num_reads: int, seed: checks.SeedLike = None, *, max_spins: int | None = None
+) -> torch.Tensor:
     """Exact samples from ``p(s)``: int8 ±1 spins of shape ``(*batch, num_reads, n)``.
 
     Masked spins are drawn uniformly (they are free); statistics over samples should ignore them. ``seed`` is an
@@ -328,9 +335,11 @@ def sample(problem: IsingProblem, num_reads: int, seed: checks.SeedLike = None, 
     n = problem.n
     check_size(n, max_spins)
     rows = problem.h.numel() // n
-    checks.check_memory(float(rows) * num_reads * (9 * n + 16),
-                        f"exact.sample of {rows} problem(s) x {num_reads} reads x n = {n} spins "
-                        "(batch * reads * (9 n + 16) bytes)", hint="draw fewer reads per call")
+    checks.check_memory(
+        float(rows) * num_reads * (9 * n + 16),
+        f"exact.sample of {rows} problem(s) x {num_reads} reads x n = {n} spins (batch * reads * (9 n + 16) bytes)",
+        hint="draw fewer reads per call",
+    )
     if rows == 0:
         return torch.zeros(*problem.batch_shape, num_reads, n, dtype=torch.int8)
     with torch.no_grad():

@@ -33,7 +33,8 @@ Example:
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -92,7 +93,7 @@ class IsingProblem:
     def __init__(self, h: Any, J: Any = None, *, beta: Any = 1.0, mask: Any = None) -> None:
         h = _as_float_tensor(h, "h")
         if h.ndim < 1:
-            raise ValueError(f"h must have shape (*batch, n) with at least one dimension, got a scalar")
+            raise ValueError("h must have shape (*batch, n) with at least one dimension, got a scalar")
         n = h.shape[-1]
         if n == 0:
             raise ValueError("h has n = 0 spins; an Ising problem needs at least one spin")
@@ -118,7 +119,7 @@ class IsingProblem:
 
     # ------------------------------------------------------------------ construction helpers
     @classmethod
-    def _derived(cls, h: torch.Tensor, J: torch.Tensor, beta: Any, mask: torch.Tensor | None) -> "IsingProblem":
+    def _derived(cls, h: torch.Tensor, J: torch.Tensor, beta: Any, mask: torch.Tensor | None) -> IsingProblem:
         """A view of an already validated problem (reshaped, detached, cast, indexed): skips re-validation,
         which samplers and the bridge would otherwise pay several times per call on the training hot path."""
         obj = cls.__new__(cls)
@@ -126,7 +127,9 @@ class IsingProblem:
         return obj
 
     @classmethod
-    def from_couplings(cls, h: Any, J: Any, *, symmetrize: str = "upper", beta: Any = 1.0, mask: Any = None) -> "IsingProblem":
+    def from_couplings(
+        cls, h: Any, J: Any, *, symmetrize: str = "upper", beta: Any = 1.0, mask: Any = None
+    ) -> IsingProblem:
         """Build a problem from a coupling matrix that is not yet symmetric with zero diagonal.
 
         Args:
@@ -150,7 +153,7 @@ class IsingProblem:
         return cls(hh, Js, beta=beta, mask=mask)
 
     @classmethod
-    def from_dimod(cls, h: dict | Sequence[float], J: dict, *, n: int | None = None, beta: float = 1.0) -> "IsingProblem":
+    def from_dimod(cls, h: dict | Sequence[float], J: dict, *, n: int | None = None, beta: float = 1.0) -> IsingProblem:
         """Build from dimod-style ``h`` (dict or list) and ``J`` (dict of pairs), converting dimod's sign
         (``E = +h.s + J s s``) to the physics sign used here."""
         if isinstance(h, dict):
@@ -229,27 +232,33 @@ class IsingProblem:
         _, J = self.dropped()
         return J.expand(*self.batch_shape, self.n, self.n)
 
-    def flatten(self) -> "IsingProblem":
+    def flatten(self) -> IsingProblem:
         """The same problems with the batch flattened to one dimension ``(B,)`` (a scalar batch becomes ``(1,)``)."""
         B = int(np.prod(self.batch_shape)) if len(self.batch_shape) else 1
-        J = self.J if self.shared_couplings else self.J.expand(*self.batch_shape, self.n, self.n).reshape(B, self.n, self.n)
+        J = (
+            self.J
+            if self.shared_couplings
+            else self.J.expand(*self.batch_shape, self.n, self.n).reshape(B, self.n, self.n)
+        )
         mask = None if self.mask is None else self.mask.reshape(B, self.n)
         beta = self.beta
         if isinstance(beta, torch.Tensor):  # one value stays a scalar; otherwise one value per flattened problem
             beta = beta.reshape(()) if beta.numel() == 1 else self.beta_tensor().reshape(B)
         return IsingProblem._derived(self.h.reshape(B, self.n), J, beta, mask)
 
-    def detach(self) -> "IsingProblem":
+    def detach(self) -> IsingProblem:
         beta = self.beta.detach() if isinstance(self.beta, torch.Tensor) else self.beta
         mask = self.mask
         return IsingProblem._derived(self.h.detach(), self.J.detach(), beta, mask)
 
-    def to(self, dtype: torch.dtype | None = None, device: Any = None) -> "IsingProblem":
+    def to(self, dtype: torch.dtype | None = None, device: Any = None) -> IsingProblem:
         beta = self.beta.to(dtype=dtype, device=device) if isinstance(self.beta, torch.Tensor) else self.beta
         mask = None if self.mask is None else self.mask.to(device=device)
-        return IsingProblem._derived(self.h.to(dtype=dtype, device=device), self.J.to(dtype=dtype, device=device), beta, mask)
+        return IsingProblem._derived(
+            self.h.to(dtype=dtype, device=device), self.J.to(dtype=dtype, device=device), beta, mask
+        )
 
-    def __getitem__(self, idx: Any) -> "IsingProblem":
+    def __getitem__(self, idx: Any) -> IsingProblem:
         """Index the batch dimensions: ``problem[3]``, ``problem[:8]``."""
         if len(self.batch_shape) == 0:
             raise IndexError("this IsingProblem has no batch dimension to index")
@@ -264,7 +273,7 @@ class IsingProblem:
     def coupling_edges(self, tol: float = 0.0) -> list[tuple[int, int]]:
         """Pairs ``(j, k)``, ``j < k``, whose coupling is nonzero (``|J_jk| > tol``) in any problem of the batch."""
         _, J = self.dropped()
-        nz = (J.detach().abs() > tol)
+        nz = J.detach().abs() > tol
         if nz.ndim > 2:
             nz = nz.reshape(-1, self.n, self.n).any(0)
         iu = torch.triu_indices(self.n, self.n, offset=1)
@@ -328,7 +337,9 @@ def _check_symmetric(J: torch.Tensor) -> None:
             f"J must have a zero diagonal (no self-couplings), got max |J_jj| = {diag.abs().max().item():.3g}; "
             "use IsingProblem.from_couplings(h, J, symmetrize=...) to build from an unsymmetrised matrix"
         )
-    if not torch.equal(Jd, Jd.transpose(-1, -2)) and not torch.allclose(Jd, Jd.transpose(-1, -2), rtol=_SYM_RTOL, atol=_SYM_ATOL):
+    if not torch.equal(Jd, Jd.transpose(-1, -2)) and not torch.allclose(
+        Jd, Jd.transpose(-1, -2), rtol=_SYM_RTOL, atol=_SYM_ATOL
+    ):
         err = (Jd - Jd.transpose(-1, -2)).abs().max().item()
         raise ValueError(
             f"J must be symmetric, got max |J - J^T| = {err:.3g}; use IsingProblem.from_couplings(h, J, "

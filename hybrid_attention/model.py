@@ -122,8 +122,16 @@ class Block(nn.Module):
     def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
         self.ln_1 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
-        self.attn = BoltzmannAttention(cfg.n_embd, cfg.n_head, cfg.block_size, mode=cfg.attention, beta=cfg.beta,
-                                       learn_beta=cfg.learn_beta, dropout=cfg.dropout, bias=cfg.bias)
+        self.attn = BoltzmannAttention(
+            cfg.n_embd,
+            cfg.n_head,
+            cfg.block_size,
+            mode=cfg.attention,
+            beta=cfg.beta,
+            learn_beta=cfg.learn_beta,
+            dropout=cfg.dropout,
+            bias=cfg.bias,
+        )
         self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias) if cfg.ffn else None
         self.mlp = MLP(cfg) if cfg.ffn else None
 
@@ -185,7 +193,9 @@ class Transformer(nn.Module):
         """Per layer: ``J`` of shape ``(n_head, block_size, block_size)`` (detached) or ``None``."""
         return [None if a.J is None else a.J.detach().clone() for a in self.attention_layers]
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if idx.ndim != 2:
             raise ValueError(f"idx must have shape (B, T), got {tuple(idx.shape)}")
         B, T = idx.shape

@@ -40,8 +40,14 @@ class SampleSet:
         self.spins = np.asarray(self.spins, dtype=np.int8)
         self.weights = np.asarray(self.weights, dtype=np.float64)
         bs = tuple(self.problem.batch_shape)
-        if self.spins.ndim != len(bs) + 2 or self.spins.shape[: len(bs)] != bs or self.spins.shape[-1] != self.problem.n:
-            raise ValueError(f"spins must have shape (*batch, reads, n) = ({bs}, reads, {self.problem.n}), got {self.spins.shape}")
+        if (
+            self.spins.ndim != len(bs) + 2
+            or self.spins.shape[: len(bs)] != bs
+            or self.spins.shape[-1] != self.problem.n
+        ):
+            raise ValueError(
+                f"spins must have shape (*batch, reads, n) = ({bs}, reads, {self.problem.n}), got {self.spins.shape}"
+            )
         if self.weights.shape != self.spins.shape[:-1]:
             raise ValueError(f"weights must have shape {self.spins.shape[:-1]}, got {self.weights.shape}")
 
@@ -110,5 +116,7 @@ class SampleSet:
         return out
 
     def __repr__(self) -> str:
-        return (f"SampleSet(backend={self.info.get('backend')!r}, batch={self.batch_shape}, reads={self.num_reads}, "
-                f"n={self.n}, exact={self.exact})")
+        return (
+            f"SampleSet(backend={self.info.get('backend')!r}, batch={self.batch_shape}, reads={self.num_reads}, "
+            f"n={self.n}, exact={self.exact})"
+        )

@@ -7,10 +7,15 @@ import pytest
 import torch
 
 from hybrid_attention import exact, kernels
-from hybrid_attention.attention import MODES, BoltzmannAttention, attention_weights, boltzmann_attention, symmetric_couplings
+from hybrid_attention.attention import (
+    MODES,
+    BoltzmannAttention,
+    attention_weights,
+    boltzmann_attention,
+    symmetric_couplings,
+)
 
 from .conftest import brute_force, random_couplings
-
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -74,7 +79,11 @@ def test_j_mode_is_exactly_uniform(qkvJ, causal):
     vis = torch.ones(T, T, dtype=torch.float64).tril() if causal else torch.ones(T, T, dtype=torch.float64)
     assert torch.equal(w, (vis / vis.sum(-1, keepdim=True)).expand_as(w))
     # and the exact enumeration agrees (spin-flip symmetry: every marginal is 0 at h = 0)
-    m = kernels.causal_marginals(torch.zeros_like(w), J) if causal else kernels.bidirectional_marginals(torch.zeros_like(w), J)
+    m = (
+        kernels.causal_marginals(torch.zeros_like(w), J)
+        if causal
+        else kernels.bidirectional_marginals(torch.zeros_like(w), J)
+    )
     assert m.abs().max() < 1e-12
 
 
@@ -127,7 +136,10 @@ def test_gradcheck_hj(rng):
     raw = torch.tensor(rng.normal(scale=0.5, size=(2, T, T)), requires_grad=True)
     beta = torch.tensor([0.7, 1.3], dtype=torch.float64, requires_grad=True)
     for causal in (True, False):
-        f = lambda q, k, v, raw, beta: boltzmann_attention(q, k, v, symmetric_couplings(raw), mode="hj", causal=causal, beta=beta)  # noqa: E731
+
+        def f(q, k, v, raw, beta, causal=causal):
+            return boltzmann_attention(q, k, v, symmetric_couplings(raw), mode="hj", causal=causal, beta=beta)
+
         assert torch.autograd.gradcheck(f, (q, k, v, raw, beta))
 
 
@@ -228,22 +240,26 @@ def test_empty_batch_with_sampler(mode):
         assert out.shape == (0, 1, 4, 2)
 
 
-@pytest.mark.parametrize("beta", [np.float32(2.0), np.float64(2.0), np.int32(2), torch.tensor(2.0), torch.tensor([2.0]),
-                                  2])
+@pytest.mark.parametrize(
+    "beta", [np.float32(2.0), np.float64(2.0), np.int32(2), torch.tensor(2.0), torch.tensor([2.0]), 2]
+)
 def test_module_accepts_any_real_scalar_beta(beta):
     att = BoltzmannAttention(4, 2, block_size=3, beta=beta)
     torch.testing.assert_close(att.beta, torch.full((2,), 2.0))
 
 
-@pytest.mark.parametrize("beta, exc, words", [
-    (True, TypeError, "beta must be a real number"),
-    ("2", TypeError, "beta must be a real number"),
-    (float("nan"), ValueError, "beta must be finite and > 0"),
-    (float("inf"), ValueError, "beta must be finite and > 0"),
-    (0.0, ValueError, "beta must be finite and > 0"),
-    (np.float32(-1.0), ValueError, "beta must be finite and > 0"),
-    (torch.ones(2), TypeError, "real scalar"),
-])
+@pytest.mark.parametrize(
+    "beta, exc, words",
+    [
+        (True, TypeError, "beta must be a real number"),
+        ("2", TypeError, "beta must be a real number"),
+        (float("nan"), ValueError, "beta must be finite and > 0"),
+        (float("inf"), ValueError, "beta must be finite and > 0"),
+        (0.0, ValueError, "beta must be finite and > 0"),
+        (np.float32(-1.0), ValueError, "beta must be finite and > 0"),
+        (torch.ones(2), TypeError, "real scalar"),
+    ],
+)
 def test_module_rejects_bad_beta(beta, exc, words):
     with pytest.raises(exc, match=words):
         BoltzmannAttention(4, 2, block_size=3, beta=beta)
@@ -255,8 +271,11 @@ def test_seed_must_be_int_generator_seedsequence_or_none(seed):
 
     q = torch.randn(1, 1, 3, 2)
     J = torch.zeros(1, 3, 3)
-    with pytest.raises(TypeError, match=r"seed must be an int, a numpy.random.Generator, a numpy.random.SeedSequence "
-                                        r"or None, got"):
+    with pytest.raises(
+        TypeError,
+        match=r"seed must be an int, a numpy.random.Generator, a numpy.random.SeedSequence "
+        r"or None, got",
+    ):
         boltzmann_attention(q, q, q, J, sampler=get_sampler("gibbs"), num_reads=4, seed=seed)
     with pytest.raises(TypeError, match="seed must be"):
         boltzmann_attention(q, q, q, J, seed=seed)  # checked even on the exact path
@@ -275,6 +294,7 @@ def test_num_reads_validated(num_reads, exc):
 
 def test_forward_uses_the_unvalidated_kernel(monkeypatch):
     """The layer validates J and beta once per forward and calls kernels._causal_marginals directly (hot path)."""
+
     def public(*a, **k):
         raise AssertionError("the public (validating) kernel was called on the hot path")
 

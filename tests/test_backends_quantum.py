@@ -43,7 +43,9 @@ def assert_within_shot_noise(m, m_ref, shots, extra=0.0):
 
 
 # ---------------------------------------------------------------------- aer
-@pytest.mark.parametrize("method,readout", [("statevector", "auto"), ("statevector", "shots"), ("matrix_product_state", "auto")])
+@pytest.mark.parametrize(
+    "method,readout", [("statevector", "auto"), ("statevector", "shots"), ("matrix_product_state", "auto")]
+)
 def test_aer_matches_ideal_output(method, readout):
     s = get_sampler("aer", schedule=SCHED, method=method, chunk_size=4, readout=readout)
     assert s.reads_probabilities(3) == (method == "statevector" and readout == "auto")
@@ -61,7 +63,12 @@ def test_aer_matches_ideal_output(method, readout):
 def test_aer_batch_shape_mask_and_marginals_method():
     mask = torch.tensor([[True, False, True]] * 4).reshape(2, 2, 3)
     g = torch.Generator().manual_seed(3)
-    p = IsingProblem(torch.randn(2, 2, 3, generator=g, dtype=torch.float64), torch.tensor([[0, 0.5, -0.8], [0.5, 0, 0.3], [-0.8, 0.3, 0]], dtype=torch.float64), mask=mask, beta=1.3)
+    p = IsingProblem(
+        torch.randn(2, 2, 3, generator=g, dtype=torch.float64),
+        torch.tensor([[0, 0.5, -0.8], [0.5, 0, 0.3], [-0.8, 0.3, 0]], dtype=torch.float64),
+        mask=mask,
+        beta=1.3,
+    )
     s = get_sampler("aer", schedule=SCHED)
     ss = s.sample(p, num_reads=3000, seed=0)
     assert ss.spins.shape == (2, 2, 3000, 3)
@@ -119,7 +126,9 @@ def test_aer_failed_simulation_names_the_problem():
     s = get_sampler("aer", schedule=SCHED, readout="probabilities")
     bad = SimpleNamespace(success=False, status="ERROR: insufficient memory")
     ok = SimpleNamespace(success=True, status="DONE")
-    s._simulator = SimpleNamespace(run=lambda *a, **k: SimpleNamespace(result=lambda: SimpleNamespace(results=[ok, bad, ok])))
+    s._simulator = SimpleNamespace(
+        run=lambda *a, **k: SimpleNamespace(result=lambda: SimpleNamespace(results=[ok, bad, ok]))
+    )
     with pytest.raises(RuntimeError, match="problem 1 of the chunk failed: ERROR: insufficient memory"):
         s.sample(problems(batch=3), num_reads=10, seed=0)
 
@@ -214,7 +223,9 @@ def test_ibm_local_fake_backend_matches_noisy_aer(manila, mode):
         assert len(ss.info["job_ids"]) == 1 and ss.info["local"] is True and ss.info["two_qubit_gates"] > 0
         isa = s.isa_circuit(s._template(p.flatten()))
         assert set(isa.count_ops()) <= set(manila.operation_names)  # ISA circuit
-    noisy = get_sampler("aer", schedule=sched, noise_backend=manila, method="density_matrix").sample(p, num_reads=4000, seed=9)
+    noisy = get_sampler("aer", schedule=sched, noise_backend=manila, method="density_matrix").sample(
+        p, num_reads=4000, seed=9
+    )
     m_noisy = noisy.marginals()
     tol = Z * np.sqrt(2 * (1 - m_noisy**2) / 4000) + 1e-12
     assert np.all(np.abs(ss.marginals() - m_noisy) <= tol)
@@ -274,7 +285,11 @@ def test_ibm_real_hardware_needs_opt_in_and_credentials(monkeypatch):
     def no_service(*a, **k):
         raise AssertionError("the service must not be contacted")
 
-    monkeypatch.setattr(ibm, "QiskitRuntimeService", type("S", (), {"__init__": no_service, "saved_accounts": staticmethod(lambda *a, **k: {})}))
+    monkeypatch.setattr(
+        ibm,
+        "QiskitRuntimeService",
+        type("S", (), {"__init__": no_service, "saved_accounts": staticmethod(lambda *a, **k: {})}),
+    )
     with pytest.raises(ValueError, match="allow_hardware=True"):
         get_sampler("ibm", backend="ibm_torino", schedule=SCHED)
     with pytest.raises(RuntimeError, match="QISKIT_IBM_TOKEN") as exc:
@@ -336,7 +351,11 @@ def test_ibm_folded_rzz_local_matches_ideal():
     assert_within_shot_noise(ss.marginals(), ideal_marginals(s, p), 3000)
     tmpl = s._template(p.flatten())
     assert tmpl.options.fold_rzz
-    folded = [float(ins.operation.params[0]) for ins in tmpl.bind(tmpl.bindings(p.flatten())[0]).data if ins.operation.name == "rzz"]
+    folded = [
+        float(ins.operation.params[0])
+        for ins in tmpl.bind(tmpl.bindings(p.flatten())[0]).data
+        if ins.operation.name == "rzz"
+    ]
     assert folded and all(-1e-12 <= a <= np.pi / 2 + 1e-12 for a in folded)
 
 
@@ -360,8 +379,11 @@ def test_aer_refuses_a_16_gib_statevector_before_allocating(budget_8gib, monkeyp
     s = get_sampler("aer", schedule=DQASchedule(tau=1.0, steps=2))
     p = IsingProblem(torch.zeros(1, 30))
     for call in (lambda: s.sample(p, num_reads=10, seed=0), lambda: s.marginals(p), lambda: s.probabilities(p)):
-        with pytest.raises(ValueError, match=r"aer: simulating n = 30 qubits \(statevector: 16 \* 2\*\*30 .*"
-                                             r"needs an estimated 16 GiB"):
+        with pytest.raises(
+            ValueError,
+            match=r"aer: simulating n = 30 qubits \(statevector: 16 \* 2\*\*30 .*"
+            r"needs an estimated 16 GiB",
+        ):
             call()
     dm = get_sampler("aer", method="density_matrix", schedule=DQASchedule(tau=1.0, steps=2))
     with pytest.raises(ValueError, match=r"density matrix.*16 GiB"):

@@ -38,7 +38,9 @@ def test_exact_sampler_gradients_equal_autograd(layer, causal, backward, pad):
     kernel = kernels.causal_marginals if causal else kernels.bidirectional_marginals
     ref = kernel(h, sym(raw), beta)
     g_ref = torch.autograd.grad((ref * G).sum(), (h, raw, beta))
-    m = attention_marginals(h, sym(raw), beta, sampler=get_sampler("exact"), causal=causal, backward=backward, pad_with_mask=pad)
+    m = attention_marginals(
+        h, sym(raw), beta, sampler=get_sampler("exact"), causal=causal, backward=backward, pad_with_mask=pad
+    )
     assert m.dtype == torch.float64 and m.shape == h.shape
     assert torch.allclose(m, ref, atol=1e-12, rtol=0)
     g = torch.autograd.grad((m * G).sum(), (h, raw, beta))
@@ -70,7 +72,9 @@ def test_covariance_gradients_from_exact_reads_within_shot_noise():
     G = torch.randn(4, 4, generator=g, dtype=torch.float64)
     ref = torch.autograd.grad((exact.marginals(IsingProblem(h, sym(raw))) * G).sum(), (h, raw))
     N = 40000
-    m = differentiable_marginals(IsingProblem(h, sym(raw)), sampler=ReadsOnly(get_sampler("exact")), num_reads=N, seed=3)
+    m = differentiable_marginals(
+        IsingProblem(h, sym(raw)), sampler=ReadsOnly(get_sampler("exact")), num_reads=N, seed=3
+    )
     got = torch.autograd.grad((m * G).sum(), (h, raw))
     # each gradient entry is a mean of N terms bounded by |u| * |s| <= sum_j |G_j| (centred: x2); z = 5
     bound = 5 * 2 * G.abs().sum(-1, keepdim=True) / np.sqrt(N)
@@ -113,7 +117,11 @@ def test_dqa_sampler_through_bridge_is_surrogate_at_effective_beta():
     G[0, 0, 2, 0] = 1.0
     gh = torch.autograd.grad((m * G).sum(), h)[0]
     bh, bJ = aer.effective_beta(1.0)
-    ss = aer.sample(IsingProblem(h.detach()[0, 0, 2], J.detach()[0]), num_reads=N, seed=int(np.random.SeedSequence(5).spawn(3)[2].generate_state(1)[0] & 0x7FFFFFFF))
+    ss = aer.sample(
+        IsingProblem(h.detach()[0, 0, 2], J.detach()[0]),
+        num_reads=N,
+        seed=int(np.random.SeedSequence(5).spawn(3)[2].generate_state(1)[0] & 0x7FFFFFFF),
+    )
     s = ss.spins[0] if ss.spins.ndim == 3 else ss.spins
     s = s.astype(float)
     cov = (s[:, 0:1] * s).mean(0) - s[:, 0].mean() * s.mean(0)
@@ -254,5 +262,6 @@ def test_seedsequence_seed_is_reproducible():
 @pytest.mark.parametrize("num_reads, exc", [(True, TypeError), (2.5, TypeError), (0, ValueError)])
 def test_num_reads_validated(num_reads, exc):
     with pytest.raises(exc, match="num_reads must be an integer >= 1"):
-        attention_marginals(torch.zeros(1, 1, 3, 3), torch.zeros(1, 3, 3), sampler=get_sampler("exact"),
-                            num_reads=num_reads)
+        attention_marginals(
+            torch.zeros(1, 1, 3, 3), torch.zeros(1, 3, 3), sampler=get_sampler("exact"), num_reads=num_reads
+        )

@@ -18,8 +18,17 @@ def test_seed_accepts_seedlike(seed):
     assert isinstance(checks.as_generator(seed), np.random.Generator)
 
 
-@pytest.mark.parametrize("seed, got", [(1.9, "float 1.9"), (True, "bool True"), (np.bool_(False), "bool"),
-                                       ("3", "str '3'"), (2.0, "float 2.0"), ([1], "list [1]")])
+@pytest.mark.parametrize(
+    "seed, got",
+    [
+        (1.9, "float 1.9"),
+        (True, "bool True"),
+        (np.bool_(False), "bool"),
+        ("3", "str '3'"),
+        (2.0, "float 2.0"),
+        ([1], "list [1]"),
+    ],
+)
 def test_seed_rejects_floats_bools_and_others(seed, got):
     expected = "seed must be an int, a numpy.random.Generator, a numpy.random.SeedSequence or None, got "
     for f in (checks.check_seed, checks.as_generator, lambda s: checks.spawn_seeds(s, 2)):
@@ -54,8 +63,10 @@ def test_backends_reexport_the_single_owner():
     assert backends.spawn_seeds is base.spawn_seeds is checks.spawn_seeds
 
 
-@pytest.mark.parametrize("value, exc", [(True, TypeError), (1.0, TypeError), ("2", TypeError), (None, TypeError),
-                                        (0, ValueError), (-2, ValueError)])
+@pytest.mark.parametrize(
+    "value, exc",
+    [(True, TypeError), (1.0, TypeError), ("2", TypeError), (None, TypeError), (0, ValueError), (-2, ValueError)],
+)
 def test_positive_int(value, exc):
     with pytest.raises(exc, match=r"num_reads must be an integer >= 1"):
         checks.check_num_reads(value, allow_none=False)
@@ -97,7 +108,9 @@ def test_memory_check_and_budget(monkeypatch):
 
 
 def test_checks_import_no_quantum_packages():
-    code = ("import sys, hybrid_attention, hybrid_attention.checks, hybrid_attention.attention, "
-            "hybrid_attention.bridge; "
-            "bad = [m for m in ('qiskit', 'pennylane') if m in sys.modules]; assert not bad, bad")
+    code = (
+        "import sys, hybrid_attention, hybrid_attention.checks, hybrid_attention.attention, "
+        "hybrid_attention.bridge; "
+        "bad = [m for m in ('qiskit', 'pennylane') if m in sys.modules]; assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

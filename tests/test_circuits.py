@@ -11,8 +11,16 @@ import scipy.linalg
 import torch
 
 from hybrid_attention import IsingProblem
-from hybrid_attention.circuits import (CircuitOptions, DQASchedule, dqa_circuit, dqa_probabilities, dqa_qasm3, dqa_state,
-                                       dqa_template, template_for)
+from hybrid_attention.circuits import (
+    CircuitOptions,
+    DQASchedule,
+    dqa_circuit,
+    dqa_probabilities,
+    dqa_qasm3,
+    dqa_state,
+    dqa_template,
+    template_for,
+)
 from hybrid_attention.circuits.reference import problem_energies
 
 qiskit = pytest.importorskip("qiskit")
@@ -31,10 +39,16 @@ def random_problem(rng, n, batch=(), beta=1.0, mask=None):
 
 
 def random_schedule(rng):
-    return DQASchedule(tau=float(rng.uniform(0.2, 3.0)), steps=int(rng.integers(1, 12)), gamma=float(rng.uniform(0.5, 1.5)),
-                       energy_scale=float(rng.uniform(0.5, 2.0)), shape=str(rng.choice(["linear", "sin2"])),
-                       order=int(rng.integers(1, 3)), field_scale=float(rng.choice([1.0, 2.0])),
-                       coupling_scale=float(rng.uniform(0.5, 1.5)))
+    return DQASchedule(
+        tau=float(rng.uniform(0.2, 3.0)),
+        steps=int(rng.integers(1, 12)),
+        gamma=float(rng.uniform(0.5, 1.5)),
+        energy_scale=float(rng.uniform(0.5, 2.0)),
+        shape=str(rng.choice(["linear", "sin2"])),
+        order=int(rng.integers(1, 3)),
+        field_scale=float(rng.choice([1.0, 2.0])),
+        coupling_scale=float(rng.uniform(0.5, 1.5)),
+    )
 
 
 def ref_of(problem, schedule):
@@ -170,7 +184,7 @@ def test_bit_order_one_spin_flipped():
 
 
 def test_measured_bits_little_endian_on_aer():
-    aer = pytest.importorskip("qiskit_aer")
+    pytest.importorskip("qiskit_aer")
     from qiskit_aer.primitives import SamplerV2
 
     p = IsingProblem(torch.tensor([-4.0, 0.0, 4.0], dtype=torch.float64))

@@ -99,7 +99,9 @@ def test_long_window_closed_forms(name):
     h = rng.normal(size=(2, n))
     pr0 = IsingProblem(torch.tensor(h), beta=0.8)
     # independent spins mix in one sweep: short runs for J = 0, the documented defaults for the chain below
-    s = get_sampler(name, **{"gibbs": {"burn_in": 4}, "anneal": {"num_sweeps": 4, "final_sweeps": 2}, "meanfield": {}}[name])
+    s = get_sampler(
+        name, **{"gibbs": {"burn_in": 4}, "anneal": {"num_sweeps": 4, "final_sweeps": 2}, "meanfield": {}}[name]
+    )
     m0 = np.tanh(0.8 * h)
     got = s.sample(pr0, num_reads=N, seed=4).marginals()
     if name == "meanfield":
@@ -205,13 +207,17 @@ def test_dropped_prefix_problems_share_their_coupling_matrix():
     U = np.triu(rng.normal(scale=0.4, size=(H, T, T)), 1)
     J = torch.tensor(U + np.swapaxes(U, 1, 2))
     mask = torch.ones(T, T, dtype=torch.bool).tril().expand(B, H, T, T)
-    flat = IsingProblem(torch.tensor(rng.normal(size=(B, H, T, T))), J[None, :, None].expand(B, H, T, T, T), mask=mask).flatten()
+    flat = IsingProblem(
+        torch.tensor(rng.normal(size=(B, H, T, T))), J[None, :, None].expand(B, H, T, T, T), mask=mask
+    ).flatten()
     h, Jd = flat.dropped()
     pr = IsingProblem(h, Jd.expand(B * H * T, T, T).contiguous(), mask=flat.mask)
     plain, shared = Grouped(pr), Grouped(pr, share_masked=True)
     assert (plain.G, plain.R) == (B * H * T, 1) and (shared.G, shared.R) == (H, B * T)
     assert {tuple(x.flatten().tolist()) for x in shared.J} == {tuple(x.flatten().tolist()) for x in J}
-    assert torch.equal(shared.ungroup(shared.h), plain.ungroup(plain.h)) and torch.equal(shared.ungroup(shared.h), h * flat.mask)
+    assert torch.equal(shared.ungroup(shared.h), plain.ungroup(plain.h)) and torch.equal(
+        shared.ungroup(shared.h), h * flat.mask
+    )
     other = pr.J.clone()
     other[4, 0, 1] = other[4, 1, 0] = 0.123  # one problem off its head's matrix: no regrouping
     assert Grouped(IsingProblem(h, other, mask=flat.mask), share_masked=True).G == B * H * T

@@ -12,7 +12,7 @@ import torch
 
 from hybrid_attention import exact
 from hybrid_attention.apps import cli
-from hybrid_attention.apps.fidelity import FidelityConfig, run_sweep, sweep_points
+from hybrid_attention.apps.fidelity import FidelityConfig, sweep_points
 from hybrid_attention.apps.fidelity import sweep as fidelity_sweep
 from hybrid_attention.apps.fidelity.problems import problems_from_model, random_problems
 from hybrid_attention.apps.fidelity.sweep import SweepPoint, measure_point
@@ -29,8 +29,11 @@ def test_cli_smoke_writes_report_and_plots(tmp_path, capsys):
     out = tmp_path / "rep"
     assert _run(TINY, out) == 0
     rep = json.loads((out / "report.json").read_text())
-    assert set(rep["points"]) == {"exact|n=2|shots=64|tau=None|steps=None", "exact|n=3|shots=64|tau=None|steps=None",
-                                  "exact|n=2|shots=256|tau=None|steps=None"}
+    assert set(rep["points"]) == {
+        "exact|n=2|shots=64|tau=None|steps=None",
+        "exact|n=3|shots=64|tau=None|steps=None",
+        "exact|n=2|shots=256|tau=None|steps=None",
+    }
     assert rep["config"]["base"] == {"n": 2, "shots": 64, "tau": 1.0, "steps": 10}
     assert rep["commands"][0].startswith("hybrid-attention fidelity --samplers exact --n 2,3 --shots 64,256")
     assert sorted(rep["plots"]) == ["fidelity_vs_n.png", "fidelity_vs_shots.png"]
@@ -119,7 +122,9 @@ def test_out_is_never_silently_overwritten(tmp_path, capsys):
 
 
 def test_sweep_points_one_axis_at_a_time():
-    cfg = FidelityConfig(samplers=["exact", "statevector", "aer"], n=[3, 4, 5], shots=[100, 1000], tau=[0.5, 1.0, 2.0], steps=[10, 40])
+    cfg = FidelityConfig(
+        samplers=["exact", "statevector", "aer"], n=[3, 4, 5], shots=[100, 1000], tau=[0.5, 1.0, 2.0], steps=[10, 40]
+    )
     pts = sweep_points(cfg)
     assert cfg.base == {"n": 4, "shots": 100, "tau": 1.0, "steps": 10}
     by = {s: [p for p in pts if p.sampler == s] for s in cfg.samplers}
@@ -183,11 +188,37 @@ def test_model_ensemble_from_a_training_run(tmp_path):
     from hybrid_attention.apps.train import TrainConfig, train
 
     run = tmp_path / "run"
-    train(TrainConfig(task="brackets", attention="hj", block_size=6, steps=3, out=str(run), progress=False, eval_interval=3,
-                      n_embd=16, eval_size=64))
+    train(
+        TrainConfig(
+            task="brackets",
+            attention="hj",
+            block_size=6,
+            steps=3,
+            out=str(run),
+            progress=False,
+            eval_interval=3,
+            n_embd=16,
+            eval_size=64,
+        )
+    )
     out = tmp_path / "rep"
-    args = ["fidelity", "--samplers", "exact", "--ensemble", "model", "--checkpoint", str(run), "--n", "3", "--shots", "128",
-            "--problems", "4", "--no-progress", "--no-plots"]
+    args = [
+        "fidelity",
+        "--samplers",
+        "exact",
+        "--ensemble",
+        "model",
+        "--checkpoint",
+        str(run),
+        "--n",
+        "3",
+        "--shots",
+        "128",
+        "--problems",
+        "4",
+        "--no-progress",
+        "--no-plots",
+    ]
     assert _run(args, out) == 0
     rep = json.loads((out / "report.json").read_text())
     assert rep["config"]["ensemble"] == "model" and len(rep["points"]) == 1
@@ -270,7 +301,26 @@ def test_other_settings_are_refused_naming_them(tmp_path, capsys):
     assert (out / "report.json").read_text() == first
     # the same command resumes; other axis values extend the report, whose configuration keeps the union
     assert _run(TINY + ["--no-plots"], out) == 0
-    assert _run(["fidelity", "--samplers", "exact", "--n", "2", "--shots", "64", "--problems", "3", "--no-progress", "--no-plots",
-                 "--base", "n=2,shots=64,tau=1,steps=10"], out) == 0
+    assert (
+        _run(
+            [
+                "fidelity",
+                "--samplers",
+                "exact",
+                "--n",
+                "2",
+                "--shots",
+                "64",
+                "--problems",
+                "3",
+                "--no-progress",
+                "--no-plots",
+                "--base",
+                "n=2,shots=64,tau=1,steps=10",
+            ],
+            out,
+        )
+        == 0
+    )
     rep = json.loads((out / "report.json").read_text())
     assert rep["config"]["n"] == [2, 3] and rep["config"]["shots"] == [64, 256] and len(rep["points"]) == 3

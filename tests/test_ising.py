@@ -95,7 +95,10 @@ def test_bit_conventions():
     assert bits_to_spins([[0, 1, 1, 0]]).tolist() == s.tolist()
     # qubit 0 least significant: bits 0110 (q3..q0 = 0,1,1,0) -> index 6
     assert spins_to_index(s).tolist() == [6]
-    np.testing.assert_array_equal(index_to_spins(np.arange(16), 4)[spins_to_index(index_to_spins(np.arange(16), 4))], index_to_spins(np.arange(16), 4))
+    np.testing.assert_array_equal(
+        index_to_spins(np.arange(16), 4)[spins_to_index(index_to_spins(np.arange(16), 4))],
+        index_to_spins(np.arange(16), 4),
+    )
 
 
 def test_flatten_index_and_edges(rng):
@@ -120,8 +123,9 @@ def test_one_element_tensor_beta_survives_flatten_and_indexing():
 
 
 # ---------------------------------------------------------------------- issue #10: beta checked in the problem's dtype
-@pytest.mark.parametrize("beta", [1e40, 1e-50, torch.tensor(1e40, dtype=torch.float64),
-                                  torch.tensor([1.0, 1e300], dtype=torch.float64)])
+@pytest.mark.parametrize(
+    "beta", [1e40, 1e-50, torch.tensor(1e40, dtype=torch.float64), torch.tensor([1.0, 1e300], dtype=torch.float64)]
+)
 def test_beta_must_be_finite_and_positive_in_the_problem_dtype(beta):
     """float32 IsingProblem(beta=1e40) used to pass validation and return NaN (1e40 is inf in float32)."""
     with pytest.raises(ValueError, match="beta must be finite and > 0"):

@@ -14,7 +14,6 @@ from hybrid_attention import exact
 from hybrid_attention.ising import IsingProblem
 from hybrid_attention.metrics import (
     attention_weight_error,
-    weights_from_marginals,
     bhattacharyya_coefficient,
     classical_fidelity,
     compare_distributions,
@@ -24,6 +23,7 @@ from hybrid_attention.metrics import (
     kl_divergence,
     marginal_error,
     total_variation,
+    weights_from_marginals,
 )
 
 
@@ -162,7 +162,9 @@ def test_attention_weights_match_sigmoid_attention_for_free_spins():
     np.testing.assert_allclose(a.sum(-1), 1.0)
     assert np.all(a[~causal.numpy()] == 0)
     # all visible spins at -1: uniform over visible keys
-    np.testing.assert_allclose(weights_from_marginals(np.array([-1.0, -1.0, 0.5]), np.array([True, True, False])), [0.5, 0.5, 0])
+    np.testing.assert_allclose(
+        weights_from_marginals(np.array([-1.0, -1.0, 0.5]), np.array([True, True, False])), [0.5, 0.5, 0]
+    )
     with pytest.raises(ValueError, match=r"\[-1, 1\]"):
         weights_from_marginals(np.array([2.0, 0.0]))
 
@@ -190,7 +192,9 @@ def test_effective_beta_recovers_boltzmann_and_reports_fit_quality():
     np.testing.assert_allclose(fit.r2, 1.0, atol=1e-12)
     np.testing.assert_allclose(fit.rmse, 0.0, atol=1e-9)
     # a non-Boltzmann distribution (mixture of two temperatures) fits worse
-    q = 0.5 * exact.probabilities(IsingProblem(h, J, beta=0.1)) + 0.5 * exact.probabilities(IsingProblem(h, J, beta=3.0))
+    q = 0.5 * exact.probabilities(IsingProblem(h, J, beta=0.1)) + 0.5 * exact.probabilities(
+        IsingProblem(h, J, beta=3.0)
+    )
     bad = fit_effective_beta(q, h, J)
     assert np.all(bad.r2 < 0.999) and np.all(bad.rmse > 1e-3)
     np.testing.assert_allclose(bad.r**2, bad.r2, atol=1e-9)

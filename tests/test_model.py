@@ -10,7 +10,6 @@ from hybrid_attention.attention import MODES
 from hybrid_attention.model import Transformer, TransformerConfig
 from hybrid_attention.tasks.brackets import accuracy, generate_brackets
 
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -75,7 +74,9 @@ def test_config_validation(kw, exc, text):
 def test_large_block_size_fine_without_enumeration():
     cfg = TransformerConfig(vocab_size=5, block_size=exact.MAX_SPINS + 8, n_embd=8, attention="softmax")
     assert Transformer(cfg)(torch.zeros(1, 30, dtype=torch.long))[0].shape == (1, 30, 5)
-    TransformerConfig(vocab_size=5, block_size=exact.MAX_SPINS + 8, n_embd=8, attention="hj", exact=False)  # a sampler would do it
+    TransformerConfig(
+        vocab_size=5, block_size=exact.MAX_SPINS + 8, n_embd=8, attention="hj", exact=False
+    )  # a sampler would do it
 
 
 @pytest.mark.parametrize("mode", ["hj", "softmax"])
@@ -99,12 +100,16 @@ def test_overfits_one_batch(mode):
         opt.zero_grad()
         loss.backward()
         opt.step()
-    assert reached is not None, f"loss {loss.item():.4f} never fell below 5 % of {first:.4f} with accuracy 1 in 400 steps"
+    assert reached is not None, (
+        f"loss {loss.item():.4f} never fell below 5 % of {first:.4f} with accuracy 1 in 400 steps"
+    )
 
 
 def test_couplings_learned_and_symmetric():
     torch.manual_seed(0)
-    model = Transformer(TransformerConfig(vocab_size=5, block_size=6, n_embd=8, n_head=2, attention="hj", learn_beta=True))
+    model = Transformer(
+        TransformerConfig(vocab_size=5, block_size=6, n_embd=8, n_head=2, attention="hj", learn_beta=True)
+    )
     opt = torch.optim.AdamW(model.parameters(), lr=3e-2, weight_decay=0.1)
     idx = torch.randint(0, 5, (8, 6))
     for _ in range(5):

@@ -45,20 +45,42 @@ def corpus(tmp_path):
 
 
 def shakespeare(corpus):
-    return ["train", "--task", "shakespeare", "--attention", "softmax", "--block-size", "8", "--eval-interval", "2",
-            "--eval-size", "16", "--data", str(corpus), *TINY]
+    return [
+        "train",
+        "--task",
+        "shakespeare",
+        "--attention",
+        "softmax",
+        "--block-size",
+        "8",
+        "--eval-interval",
+        "2",
+        "--eval-size",
+        "16",
+        "--data",
+        str(corpus),
+        *TINY,
+    ]
 
 
 # ---------------------------------------------------------------------- 2. --help defaults, --version
-@pytest.mark.parametrize("command, flag, default", [("train", "--steps", "1000"), ("train", "--lr", "0.003"),
-                                                    ("ablate", "--steps", "1000"), ("ablate", "--block-sizes", "[4, 8, 12, 16]"),
-                                                    ("fidelity", "--problems", "8"), ("demo", "--shots", "128")])
+@pytest.mark.parametrize(
+    "command, flag, default",
+    [
+        ("train", "--steps", "1000"),
+        ("train", "--lr", "0.003"),
+        ("ablate", "--steps", "1000"),
+        ("ablate", "--block-sizes", "[4, 8, 12, 16]"),
+        ("fidelity", "--problems", "8"),
+        ("demo", "--shots", "128"),
+    ],
+)
 def test_help_shows_defaults(capsys, command, flag, default):
     with pytest.raises(SystemExit) as info:
         cli.main([command, "--help"])
     assert info.value.code == 0
     out = capsys.readouterr().out
-    options = out[out.index("\noptions:"):].splitlines()
+    options = out[out.index("\noptions:") :].splitlines()
     start = next(i for i, ln in enumerate(options) if ln.strip().startswith(flag + " "))
     end = next((i for i in range(start + 1, len(options)) if options[i].strip().startswith("-")), len(options))
     entry = " ".join(" ".join(options[start:end]).split())  # argparse wraps lines
@@ -69,7 +91,9 @@ def test_help_shows_defaults(capsys, command, flag, default):
 def test_version(capsys):
     with pytest.raises(SystemExit) as info:
         cli.main(["--version"])
-    assert info.value.code == 0 and capsys.readouterr().out.strip() == f"hybrid-attention {hybrid_attention.__version__}"
+    assert (
+        info.value.code == 0 and capsys.readouterr().out.strip() == f"hybrid-attention {hybrid_attention.__version__}"
+    )
 
 
 # ---------------------------------------------------------------------- 3. --resume reads config.json
@@ -128,7 +152,18 @@ def test_lock_is_exclusive_across_file_descriptors(tmp_path):
 
 def test_second_train_process_on_the_same_directory_is_refused(tmp_path, capsys):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "hybrid_attention.apps", *BRACKETS, "--steps", "100000", "--eval-interval", "1", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "hybrid_attention.apps",
+        *BRACKETS,
+        "--steps",
+        "100000",
+        "--eval-interval",
+        "1",
+        "--out",
+        str(out),
+    ]
     first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120
@@ -153,11 +188,47 @@ def test_ablate_and_fidelity_respect_the_lock(tmp_path, capsys):
     abl.mkdir()
     fid.mkdir()
     with run_files.lock_directory(abl), run_files.lock_directory(fid):
-        assert cli.main(["ablate", "--task", "brackets", "--modes", "softmax", "--block-sizes", "4", "--seeds", "0", "--steps", "2",
-                         "--out", str(abl), *TINY]) == 2
+        assert (
+            cli.main(
+                [
+                    "ablate",
+                    "--task",
+                    "brackets",
+                    "--modes",
+                    "softmax",
+                    "--block-sizes",
+                    "4",
+                    "--seeds",
+                    "0",
+                    "--steps",
+                    "2",
+                    "--out",
+                    str(abl),
+                    *TINY,
+                ]
+            )
+            == 2
+        )
         assert "in use" in one_line_error(capsys.readouterr().err, "ablate")
-        assert cli.main(["fidelity", "--samplers", "exact", "--n", "2", "--shots", "64", "--problems", "2", "--no-progress",
-                         "--out", str(fid)]) == 2
+        assert (
+            cli.main(
+                [
+                    "fidelity",
+                    "--samplers",
+                    "exact",
+                    "--n",
+                    "2",
+                    "--shots",
+                    "64",
+                    "--problems",
+                    "2",
+                    "--no-progress",
+                    "--out",
+                    str(fid),
+                ]
+            )
+            == 2
+        )
         assert "in use" in one_line_error(capsys.readouterr().err, "fidelity")
     assert sorted(p.name for p in abl.iterdir()) == [] and sorted(p.name for p in fid.iterdir()) == []
 
@@ -166,8 +237,24 @@ def test_ablate_and_fidelity_respect_the_lock(tmp_path, capsys):
 @pytest.mark.parametrize("mode", ["hj", "softmax"])
 def test_diverging_run_stops_and_keeps_the_last_good_checkpoint(tmp_path, capsys, mode):
     out = tmp_path / "run"
-    args = ["train", "--task", "brackets", "--attention", mode, "--block-size", "6", "--steps", "40", "--eval-interval", "1",
-            "--lr", "1e6", "--out", str(out), *TINY]
+    args = [
+        "train",
+        "--task",
+        "brackets",
+        "--attention",
+        mode,
+        "--block-size",
+        "6",
+        "--steps",
+        "40",
+        "--eval-interval",
+        "1",
+        "--lr",
+        "1e6",
+        "--out",
+        str(out),
+        *TINY,
+    ]
     assert cli.main(args) == 1
     err = one_line_error(capsys.readouterr().err)
     m = read(out, "metrics.json")
@@ -192,8 +279,25 @@ def test_ablate_reports_a_diverged_run_and_does_not_rerun_it(tmp_path, monkeypat
         return real(dataclasses.replace(cfg, lr=1e6) if cfg.attention == "hj" else cfg)
 
     monkeypatch.setattr(ab, "train", hj_diverges)
-    args = ["ablate", "--task", "brackets", "--modes", "softmax", "hj", "--block-sizes", "4", "--seeds", "0", "--steps", "30",
-            "--eval-interval", "1", "--out", str(tmp_path / "abl"), *TINY]
+    args = [
+        "ablate",
+        "--task",
+        "brackets",
+        "--modes",
+        "softmax",
+        "hj",
+        "--block-sizes",
+        "4",
+        "--seeds",
+        "0",
+        "--steps",
+        "30",
+        "--eval-interval",
+        "1",
+        "--out",
+        str(tmp_path / "abl"),
+        *TINY,
+    ]
     assert cli.main(args) == 1
     cap = capsys.readouterr()
     assert "| 4 | softmax |" in cap.out and "| 4 | hj |" not in cap.out
@@ -212,8 +316,30 @@ def test_damaged_checkpoint_is_a_one_line_error(tmp_path, capsys, damage):
     capsys.readouterr()
     assert cli.main([*BRACKETS, "--steps", "4", "--out", str(out), "--resume"]) == 2
     assert str(ck) in one_line_error(capsys.readouterr().err)
-    assert cli.main(["fidelity", "--samplers", "exact", "--ensemble", "model", "--checkpoint", str(out), "--n", "3",
-                     "--shots", "64", "--problems", "2", "--no-progress", "--no-plots", "--out", str(tmp_path / "fid")]) == 2
+    assert (
+        cli.main(
+            [
+                "fidelity",
+                "--samplers",
+                "exact",
+                "--ensemble",
+                "model",
+                "--checkpoint",
+                str(out),
+                "--n",
+                "3",
+                "--shots",
+                "64",
+                "--problems",
+                "2",
+                "--no-progress",
+                "--no-plots",
+                "--out",
+                str(tmp_path / "fid"),
+            ]
+        )
+        == 2
+    )
     assert str(ck) in one_line_error(capsys.readouterr().err, "fidelity")
 
 
@@ -273,12 +399,27 @@ def test_resume_with_another_vocabulary_is_a_one_line_error(tmp_path, corpus, ca
 
 def test_ibm_account_errors_are_one_line(tmp_path, capsys, monkeypatch):
     pytest.importorskip("qiskit_ibm_runtime")
-    from hybrid_attention.backends import ibm
     from qiskit_ibm_runtime.accounts.exceptions import AccountNotFoundError
 
+    from hybrid_attention.backends import ibm
+
     monkeypatch.delenv("QISKIT_IBM_TOKEN", raising=False)
-    args = ["train", "--task", "brackets", "--attention", "hj", "--block-size", "4", "--steps", "2", "--sampler", "ibm",
-            "--sampler-option", "allow_hardware=true", *TINY]
+    args = [
+        "train",
+        "--task",
+        "brackets",
+        "--attention",
+        "hj",
+        "--block-size",
+        "4",
+        "--steps",
+        "2",
+        "--sampler",
+        "ibm",
+        "--sampler-option",
+        "allow_hardware=true",
+        *TINY,
+    ]
     monkeypatch.setattr(ibm, "has_credentials", lambda: False)
     assert cli.main([*args, "--out", str(tmp_path / "a")]) == 2
     assert "credentials" in one_line_error(capsys.readouterr().err)

@@ -35,7 +35,9 @@ def dense_dqa(h, J, beta, schedule):
     E = np.zeros(1 << n)
     for c in range(1 << n):
         s = np.array([1 - 2 * ((c >> j) & 1) for j in range(n)], dtype=float)
-        E[c] = -sum(h[j] * s[j] for j in range(n)) - sum(J[j, k] * s[j] * s[k] for j in range(n) for k in range(j + 1, n))
+        E[c] = -sum(h[j] * s[j] for j in range(n)) - sum(
+            J[j, k] * s[j] * s[k] for j in range(n) for k in range(j + 1, n)
+        )
     fs, cs = getattr(schedule, "field_scale", 1.0), getattr(schedule, "coupling_scale", 1.0)
     if fs != 1.0 or cs != 1.0:
         raise NotImplementedError
@@ -237,8 +239,12 @@ def test_refuses_huge_problems_before_allocating(monkeypatch):
     monkeypatch.setattr(StatevectorSampler, "_run", no_run)
     sv = StatevectorSampler(DQASchedule(tau=1.0, steps=2), max_spins=40)
     p = IsingProblem(torch.zeros(1, 30))
-    for call in (lambda: sv.sample(p, num_reads=4), lambda: sv.marginals(p), lambda: sv.probabilities(p),
-                 lambda: sv.differentiable_marginals(p)):
+    for call in (
+        lambda: sv.sample(p, num_reads=4),
+        lambda: sv.marginals(p),
+        lambda: sv.probabilities(p),
+        lambda: sv.differentiable_marginals(p),
+    ):
         with pytest.raises(ValueError, match=r"statevector: one problem of n = 30 spins .*needs an estimated 32 GiB"):
             call()
     # with autograd every layer's state is kept: a long schedule is refused even at moderate n

@@ -81,7 +81,9 @@ def test_char_dataset():
     ds = sh.CharDataset(text)
     assert ds.chars == sorted(set(text)) and ds.vocab_size == 7
     assert ds.decode(ds.encode("zyx\n")) == "zyx\n"
-    assert len(ds.splits["train"]) == int(0.9 * len(text)) and len(ds.splits["train"]) + len(ds.splits["val"]) == len(text)
+    assert len(ds.splits["train"]) == int(0.9 * len(text)) and len(ds.splits["train"]) + len(ds.splits["val"]) == len(
+        text
+    )
     x, y = ds.get_batch("train", 5, 6, generator=torch.Generator().manual_seed(0))
     assert x.shape == y.shape == (5, 6)
     assert torch.equal(x[:, 1:], y[:, :-1])
@@ -191,5 +193,12 @@ def test_char_dataset_ids_do_not_overflow(vocab):
 
 
 def test_index_dtype_is_the_smallest_safe_one():
-    assert [np.dtype(sh._index_dtype(v)).name for v in (1, 256, 257, 32_768, 32_769, 2**31, 2**31 + 1)] == \
-        ["uint8", "uint8", "int16", "int16", "int32", "int32", "int64"]
+    assert [np.dtype(sh._index_dtype(v)).name for v in (1, 256, 257, 32_768, 32_769, 2**31, 2**31 + 1)] == [
+        "uint8",
+        "uint8",
+        "int16",
+        "int16",
+        "int32",
+        "int32",
+        "int64",
+    ]

@@ -23,8 +23,9 @@ def spec_instance():
     return h, U + np.swapaxes(U, -1, -2)
 
 
-@pytest.mark.parametrize("row", ["0.2 0.0066 0.0133 0.99998", "0.5 0.038 0.082 0.9995", "1.0 0.128 0.319 0.996",
-                                 "2.0 0.72 1.14 0.906"])
+@pytest.mark.parametrize(
+    "row", ["0.2 0.0066 0.0133 0.99998", "0.5 0.038 0.082 0.9995", "1.0 0.128 0.319 0.996", "2.0 0.72 1.14 0.906"]
+)
 def test_reproduces_spec_table(row):
     """Every printed digit of the SPEC table: |fit - table| <= half a unit in the table's last place."""
     tau, *table = row.split()

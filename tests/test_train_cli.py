@@ -36,12 +36,30 @@ def read(d, name):
 
 def test_brackets_smoke(tmp_path):
     out = tmp_path / "b"
-    rc = cli.main(["train", "--task", "brackets", "--attention", "hj", "--block-size", "6", "--steps", "6",
-                   "--eval-interval", "3", "--out", str(out), *TINY])
+    rc = cli.main(
+        [
+            "train",
+            "--task",
+            "brackets",
+            "--attention",
+            "hj",
+            "--block-size",
+            "6",
+            "--steps",
+            "6",
+            "--eval-interval",
+            "3",
+            "--out",
+            str(out),
+            *TINY,
+        ]
+    )
     assert rc == 0
     m = read(out, "metrics.json")
     assert m["finished"] and m["step"] == 6 and len(m["train_loss"]) == 6 and [e["step"] for e in m["evals"]] == [3, 6]
-    assert 0.0 <= m["val_accuracy"] <= 1.0 and 0.0 <= m["val_string_accuracy"] <= m["val_accuracy"] and m["val_loss"] > 0
+    assert (
+        0.0 <= m["val_accuracy"] <= 1.0 and 0.0 <= m["val_string_accuracy"] <= m["val_accuracy"] and m["val_loss"] > 0
+    )
     cfg = read(out, "config.json")
     assert cfg["run"]["attention"] == "hj" and cfg["model"]["head"] == "position" and cfg["model"]["block_size"] == 6
     J = torch.tensor(read(out, "couplings.json")["J"][0])
@@ -52,8 +70,28 @@ def test_brackets_smoke(tmp_path):
 @pytest.mark.parametrize("mode", ["softmax", "h"])
 def test_shakespeare_smoke(tmp_path, corpus, mode, capsys):
     out = tmp_path / "s"
-    rc = cli.main(["train", "--task", "shakespeare", "--attention", mode, "--block-size", "8", "--steps", "4", "--eval-interval", "2",
-                   "--eval-size", "16", "--data", str(corpus), "--out", str(out), *TINY])
+    rc = cli.main(
+        [
+            "train",
+            "--task",
+            "shakespeare",
+            "--attention",
+            mode,
+            "--block-size",
+            "8",
+            "--steps",
+            "4",
+            "--eval-interval",
+            "2",
+            "--eval-size",
+            "16",
+            "--data",
+            str(corpus),
+            "--out",
+            str(out),
+            *TINY,
+        ]
+    )
     assert rc == 0
     m = read(out, "metrics.json")
     assert m["val_perplexity"] == pytest.approx(torch.tensor(m["val_loss"]).exp().item())
@@ -72,7 +110,20 @@ def test_existing_directory_is_never_overwritten(tmp_path, capsys):
 
 
 def test_resume_after_interruption_matches_uninterrupted_run(tmp_path, monkeypatch):
-    args = ["train", "--task", "brackets", "--attention", "hj", "--block-size", "6", "--steps", "8", "--eval-interval", "3", *TINY]
+    args = [
+        "train",
+        "--task",
+        "brackets",
+        "--attention",
+        "hj",
+        "--block-size",
+        "6",
+        "--steps",
+        "8",
+        "--eval-interval",
+        "3",
+        *TINY,
+    ]
     assert cli.main([*args, "--out", str(tmp_path / "full")]) == 0
     full = read(tmp_path / "full", "metrics.json")
 
@@ -126,8 +177,19 @@ def test_unknown_mode_is_an_argparse_error(tmp_path, capsys):
 
 
 def test_python_train_callable(tmp_path):
-    m = tr.train(tr.TrainConfig(task="brackets", attention="j", block_size=4, steps=2, eval_interval=2, n_embd=8, batch_size=4,
-                                out=str(tmp_path / "py"), progress=False))
+    m = tr.train(
+        tr.TrainConfig(
+            task="brackets",
+            attention="j",
+            block_size=4,
+            steps=2,
+            eval_interval=2,
+            n_embd=8,
+            batch_size=4,
+            out=str(tmp_path / "py"),
+            progress=False,
+        )
+    )
     assert m["finished"] and "val_accuracy" in m
 
 
@@ -152,8 +214,27 @@ def test_make_sampler_exact_from_registry():
 
 def test_ablate_smoke_and_resume(tmp_path, monkeypatch, capsys):
     out = tmp_path / "abl"
-    args = ["ablate", "--task", "brackets", "--modes", "softmax", "hj", "--block-sizes", "4", "6", "--seeds", "0", "1",
-            "--steps", "3", "--eval-interval", "3", "--out", str(out), *TINY]
+    args = [
+        "ablate",
+        "--task",
+        "brackets",
+        "--modes",
+        "softmax",
+        "hj",
+        "--block-sizes",
+        "4",
+        "6",
+        "--seeds",
+        "0",
+        "1",
+        "--steps",
+        "3",
+        "--eval-interval",
+        "3",
+        "--out",
+        str(out),
+        *TINY,
+    ]
     assert cli.main(args) == 0
     md = (out / "summary.md").read_text()
     assert "| 6 | hj |" in md and "diff to softmax" in md and "key distance" in md
@@ -173,9 +254,33 @@ def test_ablate_smoke_and_resume(tmp_path, monkeypatch, capsys):
 def test_training_through_a_dqa_sampler(tmp_path):
     pytest.importorskip("hybrid_attention.bridge")
     out = tmp_path / "dqa"
-    rc = cli.main(["train", "--task", "brackets", "--attention", "hj", "--block-size", "4", "--steps", "2", "--eval-interval", "2",
-                   "--sampler", "statevector", "--shots", "32", "--tau", "1.0", "--trotter-steps", "4", "--eval-exact",
-                   "--out", str(out), *TINY])
+    rc = cli.main(
+        [
+            "train",
+            "--task",
+            "brackets",
+            "--attention",
+            "hj",
+            "--block-size",
+            "4",
+            "--steps",
+            "2",
+            "--eval-interval",
+            "2",
+            "--sampler",
+            "statevector",
+            "--shots",
+            "32",
+            "--tau",
+            "1.0",
+            "--trotter-steps",
+            "4",
+            "--eval-exact",
+            "--out",
+            str(out),
+            *TINY,
+        ]
+    )
     assert rc == 0
     m = read(out, "metrics.json")
     assert m["finished"] and all(torch.isfinite(torch.tensor(m["train_loss"])))
@@ -183,13 +288,38 @@ def test_training_through_a_dqa_sampler(tmp_path):
 
 
 # ---------------------------------------------------------------------- --sampler-option
-GIBBS = ["train", "--task", "brackets", "--attention", "hj", "--block-size", "4", "--steps", "2", "--eval-interval", "2",
-         "--sampler", "gibbs", "--shots", "8", *TINY]
+GIBBS = [
+    "train",
+    "--task",
+    "brackets",
+    "--attention",
+    "hj",
+    "--block-size",
+    "4",
+    "--steps",
+    "2",
+    "--eval-interval",
+    "2",
+    "--sampler",
+    "gibbs",
+    "--shots",
+    "8",
+    *TINY,
+]
 
 
-@pytest.mark.parametrize("item, expected", [("burn_in=32", ("burn_in", 32)), ("ramp=0.25", ("ramp", 0.25)),
-                                            ("x=1e-3", ("x", 1e-3)), ("flag=True", ("flag", True)), ("flag=false", ("flag", False)),
-                                            ("num_chains=none", ("num_chains", None)), ("method = tap", ("method", "tap"))])
+@pytest.mark.parametrize(
+    "item, expected",
+    [
+        ("burn_in=32", ("burn_in", 32)),
+        ("ramp=0.25", ("ramp", 0.25)),
+        ("x=1e-3", ("x", 1e-3)),
+        ("flag=True", ("flag", True)),
+        ("flag=false", ("flag", False)),
+        ("num_chains=none", ("num_chains", None)),
+        ("method = tap", ("method", "tap")),
+    ],
+)
 def test_parse_sampler_option(item, expected):
     assert tr.parse_sampler_option(item) == expected
 
@@ -243,12 +373,18 @@ def test_resume_of_a_checkpoint_written_before_sampler_options(tmp_path):
     assert cli.main([*GIBBS, "--steps", "3", "--out", str(out), "--resume"]) == 0
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--sampler-option", "nosuch=1"], "sampler 'gibbs' does not accept option(s) ['nosuch']; accepted: ['burn_in'"),
-    (["--sampler-option", "burn_in=-1"], "burn_in must be an integer >= 0, got -1"),
-    (["--sampler-option", "burn_in=2", "--sampler-option", "burn_in=3"], "burn_in given twice"),
-    (["--sampler", "exact", "--sampler-option", "burn_in=2"], "needs a sampler other than 'exact'"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            ["--sampler-option", "nosuch=1"],
+            "sampler 'gibbs' does not accept option(s) ['nosuch']; accepted: ['burn_in'",
+        ),
+        (["--sampler-option", "burn_in=-1"], "burn_in must be an integer >= 0, got -1"),
+        (["--sampler-option", "burn_in=2", "--sampler-option", "burn_in=3"], "burn_in given twice"),
+        (["--sampler", "exact", "--sampler-option", "burn_in=2"], "needs a sampler other than 'exact'"),
+    ],
+)
 def test_bad_sampler_options_fail_before_training(tmp_path, capsys, extra, message):
     out = tmp_path / "never"
     assert cli.main([*GIBBS, *extra, "--out", str(out)]) == 2

@@ -17,8 +17,23 @@ from .report import diverged_runs, report
 
 __all__ = ["add_arguments", "run"]
 
-_MODEL_FLAGS = ("ffn", "n_layer", "n_head", "n_embd", "dropout", "beta", "learn_beta", "lr", "weight_decay", "batch_size",
-                "eval_interval", "eval_size", "warmup", "data", "threads")
+_MODEL_FLAGS = (
+    "ffn",
+    "n_layer",
+    "n_head",
+    "n_embd",
+    "dropout",
+    "beta",
+    "learn_beta",
+    "lr",
+    "weight_decay",
+    "batch_size",
+    "eval_interval",
+    "eval_size",
+    "warmup",
+    "data",
+    "threads",
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,14 +61,25 @@ def run(args: argparse.Namespace) -> int:
             report(out, args.task)
     else:
         names = {f.name for f in dataclasses.fields(TrainConfig)}
-        base = TrainConfig(**{k: v for k, v in vars(args).items() if k in names and k not in ("out", "progress")}, out=str(out))
-        ablate(base, out, list(dict.fromkeys(args.modes)), list(dict.fromkeys(args.block_sizes)), list(dict.fromkeys(args.seeds)),
-               progress=args.progress)
+        base = TrainConfig(
+            **{k: v for k, v in vars(args).items() if k in names and k not in ("out", "progress")}, out=str(out)
+        )
+        ablate(
+            base,
+            out,
+            list(dict.fromkeys(args.modes)),
+            list(dict.fromkeys(args.block_sizes)),
+            list(dict.fromkeys(args.seeds)),
+            progress=args.progress,
+        )
     md = out / "summary.md"
     print(md.read_text())
     print(f"tables and plots in {out}", file=sys.stderr)
     bad = diverged_runs(out)
     for name, r in bad.items():
-        print(f"hybrid-attention ablate: warning: run {str(out / 'runs' / name)!r} diverged at step {r['step']} ({r['reason']}); "
-              "it is left out of the tables", file=sys.stderr)
+        print(
+            f"hybrid-attention ablate: warning: run {str(out / 'runs' / name)!r} diverged at step {r['step']} ({r['reason']}); "
+            "it is left out of the tables",
+            file=sys.stderr,
+        )
     return 1 if bad else 0

@@ -18,14 +18,28 @@ __all__ = ["ablate", "run_dir"]
 
 logger = logging.getLogger(__name__)
 
-_SETTINGS = ("task", "ffn", "steps", "n_layer", "n_head", "n_embd", "dropout", "beta", "learn_beta", "lr", "weight_decay",
-             "batch_size", "eval_interval", "eval_size", "warmup")
+_SETTINGS = (
+    "task",
+    "ffn",
+    "steps",
+    "n_layer",
+    "n_head",
+    "n_embd",
+    "dropout",
+    "beta",
+    "learn_beta",
+    "lr",
+    "weight_decay",
+    "batch_size",
+    "eval_interval",
+    "eval_size",
+    "warmup",
+)
 
 
 def run_dir(out: Path, mode: str, T: int, seed: int) -> Path:
     """The run directory of one grid point: ``out/runs/<mode>_T<T>_s<seed>``."""
     return out / "runs" / f"{mode}_T{T}_s{seed}"
-
 
 
 def _prepare_run(cfg: TrainConfig) -> TrainConfig:
@@ -41,8 +55,15 @@ def _prepare_run(cfg: TrainConfig) -> TrainConfig:
     return dataclasses.replace(cfg, resume=False)
 
 
-def ablate(base: TrainConfig, out: str | Path, modes: list[str], block_sizes: list[int], seeds: list[int], *,
-           progress: bool = True) -> list[dict[str, Any]]:
+def ablate(
+    base: TrainConfig,
+    out: str | Path,
+    modes: list[str],
+    block_sizes: list[int],
+    seeds: list[int],
+    *,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
     """Run (or resume) every missing run of the grid, then tabulate and plot. Returns the per-run rows.
 
     All configurations are validated before the first run starts. Runs that diverge
@@ -56,8 +77,15 @@ def ablate(base: TrainConfig, out: str | Path, modes: list[str], block_sizes: li
     for seed in seeds:  # seed-major: an interrupted ablation has every (mode, T) cell for the first seeds
         for T in block_sizes:
             for mode in modes:
-                cfg = dataclasses.replace(base, attention=mode, block_size=T, seed=seed, out=str(run_dir(out, mode, T, seed)),
-                                          resume=True, progress=False)
+                cfg = dataclasses.replace(
+                    base,
+                    attention=mode,
+                    block_size=T,
+                    seed=seed,
+                    out=str(run_dir(out, mode, T, seed)),
+                    resume=True,
+                    progress=False,
+                )
                 cfg.validate()
                 configs.append(cfg)
     if out.exists() and not out.is_dir():
@@ -67,7 +95,9 @@ def ablate(base: TrainConfig, out: str | Path, modes: list[str], block_sizes: li
         _write_marker(out, base, modes, block_sizes, seeds)
         todo = [c for c in configs if not is_finished(Path(c.out)) and not divergence(Path(c.out))]
         logger.info("ablation: %d runs, %d already finished or diverged", len(configs), len(configs) - len(todo))
-        bar = tqdm(todo, desc=f"ablate {base.task}{'' if base.ffn else ' no-ffn'}", disable=not progress, dynamic_ncols=True)
+        bar = tqdm(
+            todo, desc=f"ablate {base.task}{'' if base.ffn else ' no-ffn'}", disable=not progress, dynamic_ncols=True
+        )
         for cfg in bar:
             bar.set_postfix(run=Path(cfg.out).name, refresh=True)
             try:
@@ -87,10 +117,14 @@ def _write_marker(out: Path, base: TrainConfig, modes: list[str], block_sizes: l
     if old:
         diff = {k: (old["settings"].get(k), v) for k, v in settings.items() if old["settings"].get(k) != v}
         if diff:
-            raise ValueError(f"{str(out)!r} holds an ablation with other settings: "
-                             + ", ".join(f"{k}: existing {a!r}, now {b!r}" for k, (a, b) in diff.items())
-                             + "; choose another --out")
-    grid = {"modes": sorted(set(modes) | set(old.get("modes", []))),
-            "block_sizes": sorted(set(block_sizes) | set(old.get("block_sizes", []))),
-            "seeds": sorted(set(seeds) | set(old.get("seeds", [])))}
+            raise ValueError(
+                f"{str(out)!r} holds an ablation with other settings: "
+                + ", ".join(f"{k}: existing {a!r}, now {b!r}" for k, (a, b) in diff.items())
+                + "; choose another --out"
+            )
+    grid = {
+        "modes": sorted(set(modes) | set(old.get("modes", []))),
+        "block_sizes": sorted(set(block_sizes) | set(old.get("block_sizes", []))),
+        "seeds": sorted(set(seeds) | set(old.get("seeds", []))),
+    }
     write_json(marker, {"settings": settings, **grid})

@@ -36,12 +36,25 @@ def plot_summary(out: Path, summ: list[dict[str, Any]], prof: dict, task: str, l
             continue
         color = f"C{i}"
         # small horizontal offsets keep overlapping error bars apart
-        ax.errorbar([s["block_size"] + 0.12 * (i - 1.5) for s in pts], [s["mean"] for s in pts],
-                    yerr=[0 if math.isnan(s["std"]) else s["std"] for s in pts], marker="o", capsize=3, label=mode, color=color)
+        ax.errorbar(
+            [s["block_size"] + 0.12 * (i - 1.5) for s in pts],
+            [s["mean"] for s in pts],
+            yerr=[0 if math.isnan(s["std"]) else s["std"] for s in pts],
+            marker="o",
+            capsize=3,
+            label=mode,
+            color=color,
+        )
         if mode in ("hj", "h"):
-            ax2.errorbar([s["block_size"] + 0.12 * (i - 1.5) for s in pts], [s["paired_diff"] for s in pts],
-                         yerr=[0 if math.isnan(s["paired_std"]) else s["paired_std"] for s in pts], marker="o", capsize=3,
-                         label=mode, color=color)
+            ax2.errorbar(
+                [s["block_size"] + 0.12 * (i - 1.5) for s in pts],
+                [s["paired_diff"] for s in pts],
+                yerr=[0 if math.isnan(s["paired_std"]) else s["paired_std"] for s in pts],
+                marker="o",
+                capsize=3,
+                label=mode,
+                color=color,
+            )
     ax.set_xticks(Ts)
     ax.set_xlabel("block size T")
     ax.set_ylabel(f"validation {label}")
@@ -51,7 +64,10 @@ def plot_summary(out: Path, summ: list[dict[str, Any]], prof: dict, task: str, l
     ax2.set_xticks(Ts)
     ax2.set_xlabel("block size T")
     ax2.set_ylabel("rel. difference to softmax (%)" if task == "shakespeare" else "difference to softmax (points)")
-    ax2.set_title("paired by seed, mean ± std" + (" (below 0: better)" if task == "shakespeare" else " (above 0: better)"), fontsize=10)
+    ax2.set_title(
+        "paired by seed, mean ± std" + (" (below 0: better)" if task == "shakespeare" else " (above 0: better)"),
+        fontsize=10,
+    )
     if ax2.get_legend_handles_labels()[0]:  # no hj/h runs: nothing to label
         ax2.legend()
     fig.tight_layout()
@@ -60,8 +76,14 @@ def plot_summary(out: Path, summ: list[dict[str, Any]], prof: dict, task: str, l
     if prof:
         fig, ax = plt.subplots(figsize=(5, 3.5))
         for T, pts in prof.items():
-            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[0 if math.isnan(p[2]) else p[2] for p in pts],
-                        marker="o", capsize=3, label=f"T={T}")
+            ax.errorbar(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                yerr=[0 if math.isnan(p[2]) else p[2] for p in pts],
+                marker="o",
+                capsize=3,
+                label=f"T={T}",
+            )
         ax.axhline(0, color="k", lw=0.8)
         ax.set_xlabel("key distance |j - k|")
         ax.set_ylabel("mean learned J")

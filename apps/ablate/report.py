@@ -13,8 +13,17 @@ from hybrid_attention.attention import MODES
 
 from .plots import plot_summary
 
-__all__ = ["load_json", "is_finished", "divergence", "diverged_runs", "collect_runs", "summarise", "coupling_profile", "report",
-           "summary_markdown"]
+__all__ = [
+    "load_json",
+    "is_finished",
+    "divergence",
+    "diverged_runs",
+    "collect_runs",
+    "summarise",
+    "coupling_profile",
+    "report",
+    "summary_markdown",
+]
 
 
 def load_json(path: Path) -> Any:
@@ -35,7 +44,6 @@ def divergence(d: Path) -> dict[str, Any] | None:
     return load_json(p).get("diverged") if p.is_file() else None
 
 
-
 def diverged_runs(out: str | Path) -> dict[str, dict[str, Any]]:
     """``{run directory name: its metrics.json 'diverged' record}`` for the runs of ``out`` that diverged."""
     return {d.name: r for d in sorted((Path(out) / "runs").glob("*_T*_s*")) if (r := divergence(d))}
@@ -51,8 +59,14 @@ def collect_runs(out: str | Path) -> list[dict[str, Any]]:
             continue
         m = load_json(d / "metrics.json")
         c = load_json(d / "config.json")["run"]
-        row = {"mode": c["attention"], "block_size": c["block_size"], "seed": c["seed"], "steps": m["step"],
-               "elapsed_s": m["elapsed_s"], "val_loss": m["val_loss"]}
+        row = {
+            "mode": c["attention"],
+            "block_size": c["block_size"],
+            "seed": c["seed"],
+            "steps": m["step"],
+            "elapsed_s": m["elapsed_s"],
+            "val_loss": m["val_loss"],
+        }
         for k in ("val_perplexity", "val_accuracy", "val_string_accuracy"):
             if k in m:
                 row[k] = m[k]
@@ -74,8 +88,14 @@ def summarise(rows: list[dict[str, Any]], task: str) -> list[dict[str, Any]]:
     out = []
     for (mode, T), rs in sorted(groups.items(), key=lambda kv: (kv[0][1], MODES.index(kv[0][0]))):
         vals = [scale * r[key] for r in rs]
-        s = {"mode": mode, "block_size": T, "n": len(vals), "mean": statistics.fmean(vals),
-             "std": statistics.stdev(vals) if len(vals) > 1 else float("nan"), "val_loss": statistics.fmean(r["val_loss"] for r in rs)}
+        s = {
+            "mode": mode,
+            "block_size": T,
+            "n": len(vals),
+            "mean": statistics.fmean(vals),
+            "std": statistics.stdev(vals) if len(vals) > 1 else float("nan"),
+            "val_loss": statistics.fmean(r["val_loss"] for r in rs),
+        }
         if task == "brackets":
             s["string_accuracy"] = statistics.fmean(100 * r["val_string_accuracy"] for r in rs)
         out.append(s)
@@ -87,8 +107,11 @@ def summarise(rows: list[dict[str, Any]], task: str) -> list[dict[str, Any]]:
         r = ref.get(s["block_size"])
         s["diff"] = s["mean"] - r if r is not None else float("nan")
         s["rel_diff_pct"] = 100 * (s["mean"] - r) / r if r else float("nan")
-        pairs = [(v, per_seed[("softmax", T, seed)]) for (mode, T, seed), v in per_seed.items()
-                 if mode == s["mode"] and T == s["block_size"] and ("softmax", T, seed) in per_seed]
+        pairs = [
+            (v, per_seed[("softmax", T, seed)])
+            for (mode, T, seed), v in per_seed.items()
+            if mode == s["mode"] and T == s["block_size"] and ("softmax", T, seed) in per_seed
+        ]
         d = [100 * (v - b) / b if lower_is_better else v - b for v, b in pairs]
         s["paired_diff"] = statistics.fmean(d) if d else float("nan")
         s["paired_std"] = statistics.stdev(d) if len(d) > 1 else float("nan")
@@ -113,8 +136,13 @@ def coupling_profile(out: str | Path, mode: str = "hj") -> dict[int, list[tuple[
                         sums.setdefault(k - j, []).append(head[j][k])
         for dist, v in sums.items():
             per.setdefault(T, {}).setdefault(dist, []).append(statistics.fmean(v))
-    return {T: [(dist, statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else float("nan"), len(v))
-                for dist, v in sorted(dd.items())] for T, dd in sorted(per.items())}
+    return {
+        T: [
+            (dist, statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else float("nan"), len(v))
+            for dist, v in sorted(dd.items())
+        ]
+        for T, dd in sorted(per.items())
+    }
 
 
 def _fmt(x: float, nd: int = 2) -> str:
@@ -151,29 +179,45 @@ def report(out: str | Path, task: str) -> list[dict[str, Any]]:
     return rows
 
 
-def summary_markdown(summ: list[dict[str, Any]], prof: dict[int, list[tuple[int, float, float, int]]], task: str) -> str:
+def summary_markdown(
+    summ: list[dict[str, Any]], prof: dict[int, list[tuple[int, float, float, int]]], task: str
+) -> str:
     """``summary.md``: the :func:`summarise` table and, when there are ``hj`` runs, the :func:`coupling_profile` one."""
     lines = []
     if task == "shakespeare":
-        lines += ["| T | mode | val perplexity (mean ± std) | seeds | rel. diff to softmax | paired rel. diff (mean ± std) | better than softmax |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [
+            "| T | mode | val perplexity (mean ± std) | seeds | rel. diff to softmax | paired rel. diff (mean ± std) | better than softmax |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for s in summ:
-            lines.append(f"| {s['block_size']} | {s['mode']} | {_fmt(s['mean'], 3)} ± {_fmt(s['std'], 3)} | {s['n']} | "
-                         f"{_fmt(s['rel_diff_pct'], 2)} % | {_fmt(s['paired_diff'], 2)} ± {_fmt(s['paired_std'], 2)} % | "
-                         f"{s['better_than_softmax']} |")
+            lines.append(
+                f"| {s['block_size']} | {s['mode']} | {_fmt(s['mean'], 3)} ± {_fmt(s['std'], 3)} | {s['n']} | "
+                f"{_fmt(s['rel_diff_pct'], 2)} % | {_fmt(s['paired_diff'], 2)} ± {_fmt(s['paired_std'], 2)} % | "
+                f"{s['better_than_softmax']} |"
+            )
     else:
-        lines += ["| T | mode | per-bracket accuracy % (mean ± std) | whole-string % | seeds | diff to softmax (points) | rel. diff | "
-                  "paired diff (points, mean ± std) | better than softmax |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [
+            "| T | mode | per-bracket accuracy % (mean ± std) | whole-string % | seeds | diff to softmax (points) | rel. diff | "
+            "paired diff (points, mean ± std) | better than softmax |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for s in summ:
-            lines.append(f"| {s['block_size']} | {s['mode']} | {_fmt(s['mean'])} ± {_fmt(s['std'])} | {_fmt(s['string_accuracy'], 1)} | "
-                         f"{s['n']} | {_fmt(s['diff'])} | {_fmt(s['rel_diff_pct'], 2)} % | {_fmt(s['paired_diff'])} ± {_fmt(s['paired_std'])} | "
-                         f"{s['better_than_softmax']} |")
+            lines.append(
+                f"| {s['block_size']} | {s['mode']} | {_fmt(s['mean'])} ± {_fmt(s['std'])} | {_fmt(s['string_accuracy'], 1)} | "
+                f"{s['n']} | {_fmt(s['diff'])} | {_fmt(s['rel_diff_pct'], 2)} % | {_fmt(s['paired_diff'])} ± {_fmt(s['paired_std'])} | "
+                f"{s['better_than_softmax']} |"
+            )
     if prof:
-        lines += ["", "Learned couplings of the `hj` runs, mean J by key distance |j - k| (mean over pairs, heads, layers; then over seeds):", "",
-                  "| T | " + " | ".join(f"d={d}" for d in range(1, max(prof) )) + " |",
-                  "| --- |" + " --- |" * (max(prof) - 1)]
+        lines += [
+            "",
+            "Learned couplings of the `hj` runs, mean J by key distance |j - k| (mean over pairs, heads, layers; then over seeds):",
+            "",
+            "| T | " + " | ".join(f"d={d}" for d in range(1, max(prof))) + " |",
+            "| --- |" + " --- |" * (max(prof) - 1),
+        ]
         for T, pts in prof.items():
             vals = {d: m for d, m, _, _ in pts}
-            lines.append(f"| {T} | " + " | ".join(_fmt(vals[d], 3) if d in vals else "" for d in range(1, max(prof))) + " |")
+            lines.append(
+                f"| {T} | " + " | ".join(_fmt(vals[d], 3) if d in vals else "" for d in range(1, max(prof))) + " |"
+            )
     return "\n".join(lines) + "\n"

@@ -39,6 +39,20 @@ from .problems import problems_from_model, random_problems
 from .report import REPORT, load_report, run_sweep
 from .sweep import SAMPLER_KINDS, SweepPoint, UnreachableTemperature, build_sampler, make_schedule, measure_point
 
-__all__ = ["FidelityConfig", "sweep_points", "run_sweep", "load_report", "REPORT", "AXES", "ENSEMBLE_KEYS", "SweepPoint",
-           "measure_point", "make_schedule", "build_sampler", "SAMPLER_KINDS", "UnreachableTemperature", "random_problems",
-           "problems_from_model"]
+__all__ = [
+    "FidelityConfig",
+    "sweep_points",
+    "run_sweep",
+    "load_report",
+    "REPORT",
+    "AXES",
+    "ENSEMBLE_KEYS",
+    "SweepPoint",
+    "measure_point",
+    "make_schedule",
+    "build_sampler",
+    "SAMPLER_KINDS",
+    "UnreachableTemperature",
+    "random_problems",
+    "problems_from_model",
+]

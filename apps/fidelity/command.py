@@ -44,38 +44,70 @@ def _base(s: str) -> dict[str, Any]:
 def command_line(cfg: FidelityConfig, out: str | Path) -> str:
     """The ``hybrid-attention fidelity`` command that reproduces ``cfg`` (recorded in the report)."""
     j = lambda xs: ",".join(f"{x:g}" if isinstance(x, float) else str(x) for x in xs)  # noqa: E731
-    parts = ["hybrid-attention fidelity", f"--samplers {','.join(cfg.samplers)}", f"--n {j(cfg.n)}",
-             f"--shots {j(cfg.shots)}", f"--tau {j(cfg.tau)}", f"--steps {j(cfg.steps)}",
-             "--base " + ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in cfg.base.items()),
-             f"--problems {cfg.problems}", f"--calibration {cfg.calibration}", f"--seed {cfg.seed}", f"--scale {cfg.scale:g}", f"--beta {cfg.beta:g}"]
+    parts = [
+        "hybrid-attention fidelity",
+        f"--samplers {','.join(cfg.samplers)}",
+        f"--n {j(cfg.n)}",
+        f"--shots {j(cfg.shots)}",
+        f"--tau {j(cfg.tau)}",
+        f"--steps {j(cfg.steps)}",
+        "--base " + ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in cfg.base.items()),
+        f"--problems {cfg.problems}",
+        f"--calibration {cfg.calibration}",
+        f"--seed {cfg.seed}",
+        f"--scale {cfg.scale:g}",
+        f"--beta {cfg.beta:g}",
+    ]
     if cfg.ensemble == "model":
-        parts += [f"--ensemble model --checkpoint {shlex.quote(str(cfg.checkpoint))}", f"--layer {cfg.layer}", f"--head {cfg.head}"]
+        parts += [
+            f"--ensemble model --checkpoint {shlex.quote(str(cfg.checkpoint))}",
+            f"--layer {cfg.layer}",
+            f"--head {cfg.head}",
+        ]
     return " ".join(parts + [f"--out {shlex.quote(str(out))}"])
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--samplers", default=None, help="comma-separated samplers (default: every available one of "
-                   "exact,statevector,aer,aer-noisy,pennylane,gibbs,anneal,meanfield)")
+    p.add_argument(
+        "--samplers",
+        default=None,
+        help="comma-separated samplers (default: every available one of "
+        "exact,statevector,aer,aer-noisy,pennylane,gibbs,anneal,meanfield)",
+    )
     p.add_argument("--n", type=_ints, default=[3, 4, 5], help="problem sizes (default: 3,4,5)")
     p.add_argument("--shots", type=_ints, default=[256, 1024, 4096], help="shots / reads (default: 256,1024,4096)")
     p.add_argument("--tau", type=_floats, default=[0.5, 1.0, 2.0], help="DQA anneal times (default: 0.5,1,2)")
     p.add_argument("--steps", type=_ints, default=[10, 40], help="Trotter steps (default: 10,40)")
-    p.add_argument("--base", type=_base, default={}, help="base point, e.g. n=4,shots=1024,tau=1,steps=40 "
-                   "(default: the lower median of each list)")
+    p.add_argument(
+        "--base",
+        type=_base,
+        default={},
+        help="base point, e.g. n=4,shots=1024,tau=1,steps=40 (default: the lower median of each list)",
+    )
     p.add_argument("--problems", type=int, default=8, help="problems in the ensemble")
     p.add_argument("--ensemble", choices=("random", "model"), default="random")
-    p.add_argument("--checkpoint", default=None, help="trained model directory (hybrid-attention train --out) for --ensemble model")
+    p.add_argument(
+        "--checkpoint", default=None, help="trained model directory (hybrid-attention train --out) for --ensemble model"
+    )
     p.add_argument("--layer", type=int, default=0)
     p.add_argument("--head", type=int, default=0)
     p.add_argument("--scale", type=float, default=1.0, help="std of random h and J")
     p.add_argument("--beta", type=float, default=1.0, help="target inverse temperature")
-    p.add_argument("--calibration", choices=("none", "leading", "compensated", "fitted"), default="none",
-                   help="DQA schedules: none = the SPEC program (Gamma = lambda = 1); leading = energy scale set so the "
-                   "leading-order output temperature equals the problems' beta; compensated = also fields doubled so "
-                   "beta_J = beta_h; fitted = compensated, then the energy scale bisected on the fitted temperature "
-                   "of an independent random ensemble")
+    p.add_argument(
+        "--calibration",
+        choices=("none", "leading", "compensated", "fitted"),
+        default="none",
+        help="DQA schedules: none = the SPEC program (Gamma = lambda = 1); leading = energy scale set so the "
+        "leading-order output temperature equals the problems' beta; compensated = also fields doubled so "
+        "beta_J = beta_h; fitted = compensated, then the energy scale bisected on the fitted temperature "
+        "of an independent random ensemble",
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True, help="report directory (resumed if it holds a report with the same ensemble and base point)")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="report directory (resumed if it holds a report with the same ensemble and base point)",
+    )
     p.add_argument("--overwrite", action="store_true", help="start a fresh report even if --out holds one")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--no-progress", action="store_true")
@@ -88,13 +120,27 @@ def _default_samplers() -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     samplers = [s.strip() for s in args.samplers.split(",") if s.strip()] if args.samplers else _default_samplers()
-    cfg = FidelityConfig(samplers=samplers, n=args.n, shots=args.shots, tau=args.tau, steps=args.steps, base=args.base,
-                         problems=args.problems, seed=args.seed, scale=args.scale, beta=args.beta,
-                         ensemble=args.ensemble, checkpoint=args.checkpoint, layer=args.layer, head=args.head,
-                         calibration=args.calibration)
+    cfg = FidelityConfig(
+        samplers=samplers,
+        n=args.n,
+        shots=args.shots,
+        tau=args.tau,
+        steps=args.steps,
+        base=args.base,
+        problems=args.problems,
+        seed=args.seed,
+        scale=args.scale,
+        beta=args.beta,
+        ensemble=args.ensemble,
+        checkpoint=args.checkpoint,
+        layer=args.layer,
+        head=args.head,
+        calibration=args.calibration,
+    )
     command = command_line(cfg, args.out)
-    report = run_sweep(cfg, args.out, overwrite=args.overwrite, plots=not args.no_plots, command=command,
-                       progress=not args.no_progress)
+    report = run_sweep(
+        cfg, args.out, overwrite=args.overwrite, plots=not args.no_plots, command=command, progress=not args.no_progress
+    )
     print(summary_table(report))
     for k, why in report.get("skipped", {}).items():
         print(f"skipped {k}: {why}")

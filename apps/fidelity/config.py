@@ -96,8 +96,12 @@ def sweep_points(cfg: FidelityConfig) -> list[SweepPoint]:
     pts: list[SweepPoint] = []
     for name in cfg.samplers:
         kind = SAMPLER_KINDS[name][1]
-        axes = {"n": cfg.n, "shots": cfg.shots if kind != "dqa-exact" else [None],
-                "tau": cfg.tau if kind.startswith("dqa") else [None], "steps": cfg.steps if kind.startswith("dqa") else [None]}
+        axes = {
+            "n": cfg.n,
+            "shots": cfg.shots if kind != "dqa-exact" else [None],
+            "tau": cfg.tau if kind.startswith("dqa") else [None],
+            "steps": cfg.steps if kind.startswith("dqa") else [None],
+        }
         base = {ax: (cfg.base[ax] if axes[ax] != [None] else None) for ax in AXES}
         for ax in AXES:
             for v in axes[ax]:

@@ -38,7 +38,9 @@ def load_model(checkpoint: str | Path) -> tuple[Transformer, TrainConfig]:
     if path.is_dir():
         path = path / "checkpoint.pt"
     if not path.exists():
-        raise FileNotFoundError(f"no checkpoint at {path} (expected a directory written by hybrid-attention train --out)")
+        raise FileNotFoundError(
+            f"no checkpoint at {path} (expected a directory written by hybrid-attention train --out)"
+        )
     blob = load_checkpoint(path)
     known = set(TrainConfig.__dataclass_fields__)
     try:
@@ -50,7 +52,9 @@ def load_model(checkpoint: str | Path) -> tuple[Transformer, TrainConfig]:
         model.load_state_dict(blob["model"])
     except (KeyError, TypeError, AttributeError, RuntimeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValueError(f"checkpoint {str(path)!r} does not describe a model this version can rebuild ({first})") from exc
+        raise ValueError(
+            f"checkpoint {str(path)!r} does not describe a model this version can rebuild ({first})"
+        ) from exc
     model.eval()
     return model, cfg
 

@@ -24,8 +24,11 @@ def series(report: dict[str, Any], axis: str, sampler: str, getter: Any) -> tupl
     """``(x, y)`` of one sampler along ``axis`` with the other axes at the base point; ``getter(result)`` picks y
     (``None`` results are left out)."""
     base = report["config"]["base"]
-    pts = [r for r in report["points"].values() if r["point"]["sampler"] == sampler and r["point"][axis] is not None
-           and _on_base(r["point"], base, axis)]
+    pts = [
+        r
+        for r in report["points"].values()
+        if r["point"]["sampler"] == sampler and r["point"][axis] is not None and _on_base(r["point"], base, axis)
+    ]
     pts.sort(key=lambda r: r["point"][axis])
     xs, ys = [], []
     for r in pts:
@@ -38,6 +41,7 @@ def series(report: dict[str, Any], axis: str, sampler: str, getter: Any) -> tupl
 
 def path_getter(*path: str) -> Any:
     """A function that reads ``result[path[0]][path[1]]...`` from a point result (``None`` if absent)."""
+
     def f(r: dict[str, Any]) -> Any:
         for p in path:
             if not isinstance(r, dict) or p not in r:
@@ -110,8 +114,10 @@ def write_plots(report: dict[str, Any], out: str | Path) -> list[str]:
             axs[0].set_yscale("log")
             axs[1].set_yscale("log")
         base = ", ".join(f"{k}={v}" for k, v in cfg["base"].items() if k != axis)
-        fig.suptitle(f"sampler fidelity vs {AXIS_LABEL[axis]} ({cfg['ensemble']} ensemble, {cfg['problems']} problems; {base})",
-                     fontsize=9)
+        fig.suptitle(
+            f"sampler fidelity vs {AXIS_LABEL[axis]} ({cfg['ensemble']} ensemble, {cfg['problems']} problems; {base})",
+            fontsize=9,
+        )
         fig.tight_layout(rect=(0, 0.16, 1, 1))
         fig.legend(handles, labels, loc="lower center", ncol=min(5, len(labels)), fontsize=7, frameon=False)
         name = f"fidelity_vs_{axis}.png"
@@ -130,22 +136,56 @@ def base_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
         if not _on_base(pt, base, None):
             continue
         t = r["target"]
-        rows.append({"sampler": pt["sampler"], "n": pt["n"], "shots": pt["shots"], "tau": pt["tau"], "steps": pt["steps"],
-                     "tv": t["tv"]["mean"], "kl_pq": t["kl_pq"]["mean"], "fidelity": t["fidelity"]["mean"],
-                     "marginal_max": t["marginal_max"]["mean"], "attention_tv": t["attention_tv"]["mean"],
-                     "tv_circuit": path_getter("circuit", "tv", "mean")(r), "beta_h": path_getter("fit", "beta_h", "median")(r),
-                     "beta_J": path_getter("fit", "beta_J", "median")(r), "seconds": r["seconds"]})
+        rows.append(
+            {
+                "sampler": pt["sampler"],
+                "n": pt["n"],
+                "shots": pt["shots"],
+                "tau": pt["tau"],
+                "steps": pt["steps"],
+                "tv": t["tv"]["mean"],
+                "kl_pq": t["kl_pq"]["mean"],
+                "fidelity": t["fidelity"]["mean"],
+                "marginal_max": t["marginal_max"]["mean"],
+                "attention_tv": t["attention_tv"]["mean"],
+                "tv_circuit": path_getter("circuit", "tv", "mean")(r),
+                "beta_h": path_getter("fit", "beta_h", "median")(r),
+                "beta_J": path_getter("fit", "beta_J", "median")(r),
+                "seconds": r["seconds"],
+            }
+        )
     return rows
 
 
 def summary_table(report: dict[str, Any]) -> str:
     """Markdown table of :func:`base_rows`."""
     f = lambda v, d=4: "-" if v is None else (f"{v:.{d}g}" if isinstance(v, float) else str(v))  # noqa: E731
-    head = ("| sampler | n | shots | tau | K | TV | KL(p‖exact) | fidelity | max marg. err | attention TV | TV vs ideal circuit "
-            "| beta_h | beta_J | s |")
+    head = (
+        "| sampler | n | shots | tau | K | TV | KL(p‖exact) | fidelity | max marg. err | attention TV | TV vs ideal circuit "
+        "| beta_h | beta_J | s |"
+    )
     lines = [head, "|" + " --- |" * (head.count("|") - 1)]
     for r in base_rows(report):
-        lines.append("| " + " | ".join(f(r[k]) for k in ("sampler", "n", "shots", "tau", "steps", "tv", "kl_pq", "fidelity",
-                                                          "marginal_max", "attention_tv", "tv_circuit", "beta_h", "beta_J"))
-                     + f" | {r['seconds']:.2f} |")
+        lines.append(
+            "| "
+            + " | ".join(
+                f(r[k])
+                for k in (
+                    "sampler",
+                    "n",
+                    "shots",
+                    "tau",
+                    "steps",
+                    "tv",
+                    "kl_pq",
+                    "fidelity",
+                    "marginal_max",
+                    "attention_tv",
+                    "tv_circuit",
+                    "beta_h",
+                    "beta_J",
+                )
+            )
+            + f" | {r['seconds']:.2f} |"
+        )
     return "\n".join(lines)

@@ -31,7 +31,9 @@ def random_problems(n: int, count: int, *, seed: int = 0, scale: float = 1.0, be
 
 
 @torch.no_grad()
-def problems_from_model(model: torch.nn.Module, idx: torch.Tensor, n: int, *, layer: int = 0, head: int = 0) -> IsingProblem:
+def problems_from_model(
+    model: torch.nn.Module, idx: torch.Tensor, n: int, *, layer: int = 0, head: int = 0
+) -> IsingProblem:
     """The Ising problems a trained model's attention layer solves for query position ``i = n - 1``.
 
     Runs ``model`` on ``idx``, captures the input of attention layer ``layer`` with a forward hook, and rebuilds

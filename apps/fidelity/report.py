@@ -44,7 +44,12 @@ def _save(out: Path, report: dict[str, Any]) -> None:
 def _open_report(out: Path, cfg: FidelityConfig, overwrite: bool, command: str | None) -> dict[str, Any]:
     """The report to continue in ``out`` (locked by the caller), or a fresh one; ``ValueError`` naming the settings
     that differ from a report already there."""
-    fresh = {"version": REPORT_VERSION, "config": dataclasses.asdict(cfg), "commands": [command] if command else [], "points": {}}
+    fresh = {
+        "version": REPORT_VERSION,
+        "config": dataclasses.asdict(cfg),
+        "commands": [command] if command else [],
+        "points": {},
+    }
     (out / (REPORT + ".tmp")).unlink(missing_ok=True)  # left by a kill in an earlier version
     if overwrite:
         for old in [out / REPORT, *out.glob("fidelity_vs_*.png")]:  # only files this command writes
@@ -52,25 +57,41 @@ def _open_report(out: Path, cfg: FidelityConfig, overwrite: bool, command: str |
         return fresh
     if not (out / REPORT).exists():
         if any(p.name != LOCK_NAME for p in out.iterdir()):
-            raise ValueError(f"--out {out} exists, is not empty and holds no {REPORT}; choose another directory or pass --overwrite")
+            raise ValueError(
+                f"--out {out} exists, is not empty and holds no {REPORT}; choose another directory or pass --overwrite"
+            )
         return fresh
     try:
         old = load_report(out)
     except ValueError as exc:
-        raise ValueError(f"--out {out}: {REPORT} is damaged ({exc}); choose another directory or pass --overwrite") from exc
+        raise ValueError(
+            f"--out {out}: {REPORT} is damaged ({exc}); choose another directory or pass --overwrite"
+        ) from exc
     if old.get("version") != REPORT_VERSION:
-        raise ValueError(f"--out {out} holds a report of format version {old.get('version')}, this version writes "
-                         f"{REPORT_VERSION}; choose another directory or pass --overwrite")
+        raise ValueError(
+            f"--out {out} holds a report of format version {old.get('version')}, this version writes "
+            f"{REPORT_VERSION}; choose another directory or pass --overwrite"
+        )
     old_cfg = {**dataclasses.asdict(cfg), **old.get("config", {})}  # keys missing from an old report: as now
     diff = {k: (old_cfg[k], getattr(cfg, k)) for k in (*ENSEMBLE_KEYS, "base") if old_cfg[k] != getattr(cfg, k)}
     if diff:
-        what = " and ".join(w for w, keys in (("a different ensemble", ENSEMBLE_KEYS), ("another base point", ("base",)))
-                            if any(k in diff for k in keys))
-        hint = " (pass --base " + ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in old_cfg["base"].items()) \
-            + " to extend it)" if list(diff) == ["base"] else ""
-        raise ValueError(f"--out {out} holds a report of {what}: "
-                         + "; ".join(f"{k}: report {a!r}, now {b!r}" for k, (a, b) in diff.items())
-                         + f"{hint}; rerun with the report's settings, choose another directory or pass --overwrite")
+        what = " and ".join(
+            w
+            for w, keys in (("a different ensemble", ENSEMBLE_KEYS), ("another base point", ("base",)))
+            if any(k in diff for k in keys)
+        )
+        hint = (
+            " (pass --base "
+            + ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in old_cfg["base"].items())
+            + " to extend it)"
+            if list(diff) == ["base"]
+            else ""
+        )
+        raise ValueError(
+            f"--out {out} holds a report of {what}: "
+            + "; ".join(f"{k}: report {a!r}, now {b!r}" for k, (a, b) in diff.items())
+            + f"{hint}; rerun with the report's settings, choose another directory or pass --overwrite"
+        )
     union = {k: _union(old_cfg[k], getattr(cfg, k), ordered=k == "samplers") for k in GRID_KEYS}
     added = {k: [v for v in getattr(cfg, k) if v not in old_cfg[k]] for k in GRID_KEYS}
     if any(added.values()):
@@ -96,8 +117,15 @@ def _ensemble(cfg: FidelityConfig, n: int, cache: dict) -> Any:
     return cache[n]
 
 
-def run_sweep(cfg: FidelityConfig, out: str | Path, *, overwrite: bool = False, plots: bool = True,
-              command: str | None = None, progress: bool = True) -> dict[str, Any]:
+def run_sweep(
+    cfg: FidelityConfig,
+    out: str | Path,
+    *,
+    overwrite: bool = False,
+    plots: bool = True,
+    command: str | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
     """Measure every point of :func:`sweep_points` not already in ``out/report.json``; save after each point.
 
     Args:

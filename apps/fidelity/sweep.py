@@ -35,14 +35,30 @@ from hybrid_attention.circuits.temperature import calibrate, compensate
 from hybrid_attention.circuits.temperature import random_problems as unit_problems
 from hybrid_attention.ising import IsingProblem
 
-__all__ = ["SAMPLER_KINDS", "CALIBRATIONS", "SweepPoint", "UnreachableTemperature", "make_schedule", "build_sampler", "measure_point",
-           "expected_shot_tv"]
+__all__ = [
+    "SAMPLER_KINDS",
+    "CALIBRATIONS",
+    "SweepPoint",
+    "UnreachableTemperature",
+    "make_schedule",
+    "build_sampler",
+    "measure_point",
+    "expected_shot_tv",
+]
 
 logger = logging.getLogger(__name__)
 
 #: sweep name -> registry name (``aer-noisy``: Aer with the noise model of :data:`NOISY_BACKEND`)
-SWEEP_SAMPLERS: dict[str, str] = {"exact": "exact", "statevector": "statevector", "aer": "aer", "aer-noisy": "aer",
-                                  "pennylane": "pennylane", "gibbs": "gibbs", "anneal": "anneal", "meanfield": "meanfield"}
+SWEEP_SAMPLERS: dict[str, str] = {
+    "exact": "exact",
+    "statevector": "statevector",
+    "aer": "aer",
+    "aer-noisy": "aer",
+    "pennylane": "pennylane",
+    "gibbs": "gibbs",
+    "anneal": "anneal",
+    "meanfield": "meanfield",
+}
 #: DQA samplers that return the exact output distribution of their circuit (no shots axis)
 EXACT_OUTPUT = ("statevector",)
 
@@ -126,7 +142,8 @@ def make_schedule(tau: float, steps: int, calibration: str = "none", *, beta: fl
         except ValueError as exc:
             raise UnreachableTemperature(
                 f"target beta = {beta:g} is out of reach at tau = {tau:g}, steps = {steps} (the calibration runs on "
-                f"beta-scaled problems, target 1 in their units): {exc}") from exc
+                f"beta-scaled problems, target 1 in their units): {exc}"
+            ) from exc
     return sched
 
 
@@ -169,17 +186,24 @@ def _summ(x: Any) -> dict[str, float]:
     }
 
 
-def _compare(p: np.ndarray, ref: np.ndarray, m: np.ndarray, m_ref: np.ndarray, c: np.ndarray, c_ref: np.ndarray) -> dict[str, Any]:
+def _compare(
+    p: np.ndarray, ref: np.ndarray, m: np.ndarray, m_ref: np.ndarray, c: np.ndarray, c_ref: np.ndarray
+) -> dict[str, Any]:
     d = metrics.compare_distributions(p, ref)
     out = {k: _summ(v) for k, v in d.items()}
     me = metrics.marginal_error(m, m_ref)
     ce = metrics.correlation_error(c, c_ref)
     ae = metrics.attention_weight_error(m, m_ref)
-    out.update({
-        "marginal_max": _summ(me.max), "marginal_mean": _summ(me.mean),
-        "correlation_max": _summ(ce.max), "correlation_mean": _summ(ce.mean),
-        "attention_max": _summ(ae["max"]), "attention_tv": _summ(ae["tv"]),
-    })
+    out.update(
+        {
+            "marginal_max": _summ(me.max),
+            "marginal_mean": _summ(me.mean),
+            "correlation_max": _summ(ce.max),
+            "correlation_mean": _summ(ce.mean),
+            "attention_max": _summ(ae["max"]),
+            "attention_tv": _summ(ae["tv"]),
+        }
+    )
     return out
 
 
@@ -188,7 +212,9 @@ def _stats(p: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     return p @ S, np.einsum("...c,cj,ck->...jk", p, S, S)
 
 
-def measure_point(point: SweepPoint, problems: IsingProblem, *, seed: int = 0, calibration: str = "none") -> dict[str, Any]:
+def measure_point(
+    point: SweepPoint, problems: IsingProblem, *, seed: int = 0, calibration: str = "none"
+) -> dict[str, Any]:
     """Sample every problem of the ensemble at ``point`` and compare with the references (module docstring).
 
     Args:
@@ -207,7 +233,9 @@ def measure_point(point: SweepPoint, problems: IsingProblem, *, seed: int = 0, c
     p_target = exact.probabilities(prob).numpy()
     schedule = None
     if kind in ("dqa", "dqa-exact"):
-        schedule = make_schedule(point.tau, point.steps, calibration, beta=float(prob.beta_tensor().reshape(-1)[0]), n=point.n)
+        schedule = make_schedule(
+            point.tau, point.steps, calibration, beta=float(prob.beta_tensor().reshape(-1)[0]), n=point.n
+        )
     sampler = build_sampler(point.sampler, schedule=schedule)
     t0 = time.perf_counter()
     try:
@@ -219,23 +247,35 @@ def measure_point(point: SweepPoint, problems: IsingProblem, *, seed: int = 0, c
     p = ss.probabilities()
     m, c = ss.marginals(), ss.correlations()
     mt, ct = _stats(p_target, point.n)
-    res: dict[str, Any] = {"point": point.__dict__, "problems": int(p.shape[0]), "seconds": elapsed,
-                           "sampler_info": {k: v for k, v in ss.info.items() if _jsonable(v)}}
+    res: dict[str, Any] = {
+        "point": point.__dict__,
+        "problems": int(p.shape[0]),
+        "seconds": elapsed,
+        "sampler_info": {k: v for k, v in ss.info.items() if _jsonable(v)},
+    }
     res["target"] = _compare(p, p_target, m, mt, c, ct)
     if point.shots:
         res["shot_noise_tv"] = float(expected_shot_tv(p_target, point.shots).mean())
     if schedule is not None:
         h, J = prob.dropped()
-        res["schedule"] = {k: getattr(schedule, k) for k in ("tau", "steps", "gamma", "energy_scale", "field_scale",
-                                                              "coupling_scale", "order", "shape")}
+        res["schedule"] = {
+            k: getattr(schedule, k)
+            for k in ("tau", "steps", "gamma", "energy_scale", "field_scale", "coupling_scale", "order", "shape")
+        }
         mc, cc = _stats(p_circ, point.n)
         res["circuit"] = _compare(p, p_circ, m, mc, c, cc)
         if point.shots:
             res["circuit"]["shot_noise_tv"] = float(expected_shot_tv(p_circ, point.shots).mean())
         fit = metrics.fit_effective_beta(p_circ, h.numpy(), J.numpy())
         p_fit = _fitted_boltzmann(h.numpy(), J.numpy(), fit)
-        res["fit"] = {"beta_h": _summ(fit.beta_h), "beta_J": _summ(fit.beta_J), "r": _summ(fit.r), "r2": _summ(fit.r2),
-                      "rmse": _summ(fit.rmse), "tv_to_fit": _summ(metrics.total_variation(p_circ, p_fit))}
+        res["fit"] = {
+            "beta_h": _summ(fit.beta_h),
+            "beta_J": _summ(fit.beta_J),
+            "r": _summ(fit.r),
+            "r2": _summ(fit.r2),
+            "rmse": _summ(fit.rmse),
+            "tv_to_fit": _summ(metrics.total_variation(p_circ, p_fit)),
+        }
     return res
 
 
@@ -258,5 +298,6 @@ def _fitted_boltzmann(h: np.ndarray, J: np.ndarray, fit: metrics.EffectiveBeta) 
 
 
 def _jsonable(v: Any) -> bool:
-    return isinstance(v, (str, int, float, bool, type(None))) or (isinstance(v, (list, tuple)) and all(
-        isinstance(x, (str, int, float, bool)) for x in v))
+    return isinstance(v, (str, int, float, bool, type(None))) or (
+        isinstance(v, (list, tuple)) and all(isinstance(x, (str, int, float, bool)) for x in v)
+    )

@@ -45,5 +45,14 @@ from .data import eval_set, evaluate, load_task
 from .flags import parse_sampler_option
 from .loop import TrainingDiverged, build_sampler, train
 
-__all__ = ["TASKS", "TrainConfig", "TrainingDiverged", "train", "evaluate", "eval_set", "load_task", "build_sampler",
-           "parse_sampler_option"]
+__all__ = [
+    "TASKS",
+    "TrainConfig",
+    "TrainingDiverged",
+    "train",
+    "evaluate",
+    "eval_set",
+    "load_task",
+    "build_sampler",
+    "parse_sampler_option",
+]

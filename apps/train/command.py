@@ -11,16 +11,41 @@ from .loop import train
 __all__ = ["add_arguments", "run"]
 
 _BEFORE_OUT = ("task", "attention", "block_size", "steps", "seed")
-_AFTER_OUT = ("resume", "ffn", "n_layer", "n_head", "n_embd", "dropout", "beta", "learn_beta", "lr", "weight_decay", "batch_size",
-              "eval_interval", "eval_size", "warmup", "grad_clip", "data", "sampler", "shots", "tau", "trotter_steps",
-              "sampler_options", "eval_exact", "threads", "progress")
+_AFTER_OUT = (
+    "resume",
+    "ffn",
+    "n_layer",
+    "n_head",
+    "n_embd",
+    "dropout",
+    "beta",
+    "learn_beta",
+    "lr",
+    "weight_decay",
+    "batch_size",
+    "eval_interval",
+    "eval_size",
+    "warmup",
+    "grad_clip",
+    "data",
+    "sampler",
+    "shots",
+    "tau",
+    "trotter_steps",
+    "sampler_options",
+    "eval_exact",
+    "threads",
+    "progress",
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``train`` flags. Their argparse default is ``None`` (not given): :func:`config_from_args` fills in the
     :class:`TrainConfig` default, or with ``--resume`` the run's own setting; the help shows the default."""
     add_train_flags(parser, _BEFORE_OUT, defaults="given")
-    parser.add_argument("--out", required=True, metavar="DIR", help="run directory (must be new or empty unless --resume)")
+    parser.add_argument(
+        "--out", required=True, metavar="DIR", help="run directory (must be new or empty unless --resume)"
+    )
     add_train_flags(parser, _AFTER_OUT, defaults="given")
 
 

@@ -22,8 +22,19 @@ TASKS = ("shakespeare", "brackets")
 #: config keys that may differ when resuming (everything else must match the checkpoint)
 RESUME_FREE = {"steps", "out", "resume", "progress", "threads", "data"}
 
-_POSITIVE_INTS = ("block_size", "steps", "n_layer", "n_head", "n_embd", "batch_size", "eval_interval", "eval_size", "shots",
-                  "trotter_steps", "threads")
+_POSITIVE_INTS = (
+    "block_size",
+    "steps",
+    "n_layer",
+    "n_head",
+    "n_embd",
+    "batch_size",
+    "eval_interval",
+    "eval_size",
+    "shots",
+    "trotter_steps",
+    "threads",
+)
 
 
 @dataclass
@@ -107,14 +118,26 @@ class TrainConfig:
             raise TypeError(f"sampler_options must be a dict with string keys, got {self.sampler_options!r}")
         if self.sampler_options:
             if self.sampler == "exact":
-                raise ValueError(f"--sampler-option needs a sampler other than 'exact' (--sampler NAME), got options "
-                                 f"{sorted(self.sampler_options)}")
+                raise ValueError(
+                    f"--sampler-option needs a sampler other than 'exact' (--sampler NAME), got options "
+                    f"{sorted(self.sampler_options)}"
+                )
             check_sampler_options(self.sampler, self.sampler_options)
 
     def model_config(self, vocab_size: int | None = None) -> TransformerConfig:
         """The model of this run (``vocab_size``: the corpus's; default 2 for brackets, 65 for Shakespeare)."""
         vocab = vocab_size if vocab_size is not None else (2 if self.task == "brackets" else 65)
-        return TransformerConfig(vocab_size=vocab, block_size=self.block_size, n_layer=self.n_layer, n_head=self.n_head,
-                                 n_embd=self.n_embd, ffn=self.ffn, dropout=self.dropout, attention=self.attention, beta=self.beta,
-                                 learn_beta=self.learn_beta, head="position" if self.task == "brackets" else "lm",
-                                 exact=self.sampler == "exact")
+        return TransformerConfig(
+            vocab_size=vocab,
+            block_size=self.block_size,
+            n_layer=self.n_layer,
+            n_head=self.n_head,
+            n_embd=self.n_embd,
+            ffn=self.ffn,
+            dropout=self.dropout,
+            attention=self.attention,
+            beta=self.beta,
+            learn_beta=self.learn_beta,
+            head="position" if self.task == "brackets" else "lm",
+            exact=self.sampler == "exact",
+        )

@@ -52,7 +52,9 @@ def eval_set(task: Any, cfg: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @torch.no_grad()
-def evaluate(model: Transformer, x: torch.Tensor, y: torch.Tensor, task_name: str, chunk: int = 512) -> dict[str, float]:
+def evaluate(
+    model: Transformer, x: torch.Tensor, y: torch.Tensor, task_name: str, chunk: int = 512
+) -> dict[str, float]:
     """Validation metrics on a fixed set ``x, y (N, T)``: ``val_loss`` and ``val_perplexity`` or
     ``val_accuracy``/``val_string_accuracy``."""
     model.eval()
@@ -60,7 +62,9 @@ def evaluate(model: Transformer, x: torch.Tensor, y: torch.Tensor, task_name: st
     for s in range(0, len(x), chunk):
         logits, _ = model(x[s : s + chunk])
         yy = y[s : s + chunk]
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), yy.reshape(-1), ignore_index=-100, reduction="sum")
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), yy.reshape(-1), ignore_index=-100, reduction="sum"
+        )
         total += float(loss)
         count += int((yy != -100).sum())
         if task_name == "brackets":

@@ -69,11 +69,16 @@ FLAGS: dict[str, Flag] = {
     "task": Flag("--task", "shakespeare (next character) or brackets (point at the match)", {"choices": TASKS}),
     "attention": Flag("--attention", "attention mode (SPEC section 3)", {"choices": MODES}),
     "block_size": Flag("--block-size", "sequence length T (spins per query)", {"type": int, "metavar": "T"}),
-    "steps": Flag("--steps", "optimiser steps (with --resume: the new total, to extend a run)", {"type": int, "metavar": "N"}),
+    "steps": Flag(
+        "--steps", "optimiser steps (with --resume: the new total, to extend a run)", {"type": int, "metavar": "N"}
+    ),
     "seed": Flag("--seed", "", {"type": int, "metavar": "S"}),
-    "resume": Flag("--resume", "continue the run in DIR from its last checkpoint, with the settings of DIR/config.json "
-                   "(flags given as well must match them, except --steps, --data, --threads, --no-progress)",
-                   {"action": "store_true"}),
+    "resume": Flag(
+        "--resume",
+        "continue the run in DIR from its last checkpoint, with the settings of DIR/config.json "
+        "(flags given as well must match them, except --steps, --data, --threads, --no-progress)",
+        {"action": "store_true"},
+    ),
     "ffn": Flag("--no-ffn", "drop the MLP sub-block", {"action": "store_false"}),
     "n_layer": Flag("--n-layer", "", {"type": int}),
     "n_head": Flag("--n-head", "", {"type": int}),
@@ -88,22 +93,34 @@ FLAGS: dict[str, Flag] = {
     "eval_size": Flag("--eval-size", "validation windows (shakespeare; brackets use the held-out set)", {"type": int}),
     "warmup": Flag("--warmup", "", {"type": int}),
     "grad_clip": Flag("--grad-clip", "gradient-norm clipping threshold", {"type": float}),
-    "data": Flag("--data", "Tiny Shakespeare text (default: $HYBRID_ATTENTION_DATA, else the user cache)", {"metavar": "PATH"}),
+    "data": Flag(
+        "--data", "Tiny Shakespeare text (default: $HYBRID_ATTENTION_DATA, else the user cache)", {"metavar": "PATH"}
+    ),
     "sampler": Flag("--sampler", "'exact' (enumeration) or a registry name: statevector, aer, gibbs, ..."),
     "shots": Flag("--shots", "reads per sampler call (non-exact samplers)", {"type": int}),
     "tau": Flag("--tau", "DQA anneal time (DQA samplers)", {"type": float}),
     "trotter_steps": Flag("--trotter-steps", "DQA Trotter steps (DQA samplers)", {"type": int}),
-    "sampler_options": Flag("--sampler-option", "a sampler constructor option, repeatable (e.g. --sampler-option burn_in=32 "
-                            "--sampler-option num_chains=8); values are read as int, float, true/false, none or string",
-                            {"action": "append", "type": _option_arg, "metavar": "KEY=VALUE"}),
-    "eval_exact": Flag("--eval-exact", "evaluate with exact marginals even when training with a sampler", {"action": "store_true"}),
+    "sampler_options": Flag(
+        "--sampler-option",
+        "a sampler constructor option, repeatable (e.g. --sampler-option burn_in=32 "
+        "--sampler-option num_chains=8); values are read as int, float, true/false, none or string",
+        {"action": "append", "type": _option_arg, "metavar": "KEY=VALUE"},
+    ),
+    "eval_exact": Flag(
+        "--eval-exact", "evaluate with exact marginals even when training with a sampler", {"action": "store_true"}
+    ),
     "threads": Flag("--threads", "torch CPU threads", {"type": int}),
     "progress": Flag("--no-progress", "no progress bar", {"action": "store_false"}),
 }
 
 
-def add_train_flags(parser: argparse.ArgumentParser, names: list[str] | tuple[str, ...], *,
-                    defaults: Literal["given", "config"], help: dict[str, str] | None = None) -> None:
+def add_train_flags(
+    parser: argparse.ArgumentParser,
+    names: list[str] | tuple[str, ...],
+    *,
+    defaults: Literal["given", "config"],
+    help: dict[str, str] | None = None,
+) -> None:
     """Add the flags of the :class:`TrainConfig` fields ``names`` (keys of :data:`FLAGS`) to ``parser``.
 
     Args:
@@ -138,17 +155,24 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         opts: dict[str, Any] = {}
         for key, value in items or []:
             if key in opts and opts[key] != value:
-                raise ValueError(f"--sampler-option {key} given twice with different values: {opts[key]!r} and {value!r}")
+                raise ValueError(
+                    f"--sampler-option {key} given twice with different values: {opts[key]!r} and {value!r}"
+                )
             opts[key] = value
         given["sampler_options"] = opts
     if not given.get("resume"):
         return TrainConfig(**given)
     saved = saved_settings(Path(given["out"]))
     # a setting added after the run was written (absent from its config) had its default then
-    base = {**dataclasses.asdict(TrainConfig()), **{k: v for k, v in saved.items() if k in names and k not in ("out", "resume", "progress")}}
+    base = {
+        **dataclasses.asdict(TrainConfig()),
+        **{k: v for k, v in saved.items() if k in names and k not in ("out", "resume", "progress")},
+    }
     diff = {k: (base[k], v) for k, v in given.items() if k not in RESUME_FREE and base[k] != v}
     if diff:
-        raise ValueError(f"--resume: the settings differ from the checkpoint in {given['out']!r}: "
-                         + ", ".join(f"{k}: checkpoint {a!r}, now {b!r}" for k, (a, b) in diff.items())
-                         + " (omit a flag to keep the run's setting)")
+        raise ValueError(
+            f"--resume: the settings differ from the checkpoint in {given['out']!r}: "
+            + ", ".join(f"{k}: checkpoint {a!r}, now {b!r}" for k, (a, b) in diff.items())
+            + " (omit a flag to keep the run's setting)"
+        )
     return TrainConfig(**{**base, **given})

@@ -47,10 +47,14 @@ class TrainingDiverged(RuntimeError):
 
     def __init__(self, step: int, reason: str, *, out: Path | None = None, checkpoint_step: int | None = None) -> None:
         self.step, self.reason, self.out, self.checkpoint_step = step, reason, out, checkpoint_step
-        kept = (f"the last good checkpoint (step {checkpoint_step}) in {str(out)!r} is kept" if checkpoint_step is not None
-                else f"no checkpoint was written yet in {str(out)!r}")
-        super().__init__(f"training diverged at step {step} ({reason}); {kept}; lower --lr (or raise --warmup) and start "
-                         "a new run")
+        kept = (
+            f"the last good checkpoint (step {checkpoint_step}) in {str(out)!r} is kept"
+            if checkpoint_step is not None
+            else f"no checkpoint was written yet in {str(out)!r}"
+        )
+        super().__init__(
+            f"training diverged at step {step} ({reason}); {kept}; lower --lr (or raise --warmup) and start a new run"
+        )
 
 
 def _lr_at(step: int, cfg: TrainConfig) -> float:
@@ -64,8 +68,11 @@ def _lr_at(step: int, cfg: TrainConfig) -> float:
 def _couplings(model: Transformer) -> dict[str, Any]:
     """``couplings.json``: learned ``J`` per layer (``(n_head, T, T)`` lists, ``None`` without couplings) and ``beta``."""
     layers = model.attention_layers
-    return {"J": [None if J is None else J.tolist() for J in model.couplings()],
-            "beta": [a.beta.detach().tolist() for a in layers], "attention": model.config.attention}
+    return {
+        "J": [None if J is None else J.tolist() for J in model.couplings()],
+        "beta": [a.beta.detach().tolist() for a in layers],
+        "attention": model.config.attention,
+    }
 
 
 def build_sampler(cfg: TrainConfig) -> Any:
@@ -74,8 +81,14 @@ def build_sampler(cfg: TrainConfig) -> Any:
     if cfg.sampler == "exact":
         return None
     try:
-        return make_sampler(cfg.sampler, shots=cfg.shots, tau=cfg.tau, trotter_steps=cfg.trotter_steps, seed=cfg.seed,
-                            **cfg.sampler_options)
+        return make_sampler(
+            cfg.sampler,
+            shots=cfg.shots,
+            tau=cfg.tau,
+            trotter_steps=cfg.trotter_steps,
+            seed=cfg.seed,
+            **cfg.sampler_options,
+        )
     except Exception as exc:
         ibm = any(c.__module__.startswith("qiskit_ibm_runtime") for c in type(exc).__mro__)
         if isinstance(exc, RuntimeError) or ibm:
@@ -86,8 +99,15 @@ def build_sampler(cfg: TrainConfig) -> Any:
 class _Run:
     """Mutable state of one run: model, optimiser, data generator, history; checkpointing and one step."""
 
-    def __init__(self, cfg: TrainConfig, out: Path, task: Any, sampler: Any, state: dict | None,
-                 data: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        out: Path,
+        task: Any,
+        sampler: Any,
+        state: dict | None,
+        data: dict[str, Any] | None = None,
+    ) -> None:
         self.cfg, self.out, self.task, self.sampler = cfg, out, task, sampler
         self.data = data or {"path": None, "sha256": None}
         torch.manual_seed(cfg.seed)  # parameter init only; data uses its own generator
@@ -105,7 +125,9 @@ class _Run:
                 self.gen.set_state(state["generator"])
             except (RuntimeError, ValueError, KeyError, TypeError) as exc:
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                raise ValueError(f"--resume: checkpoint {str(out / 'checkpoint.pt')!r} does not fit this model ({first})") from exc
+                raise ValueError(
+                    f"--resume: checkpoint {str(out / 'checkpoint.pt')!r} does not fit this model ({first})"
+                ) from exc
             self.history, self.step, self.elapsed = state["history"], state["step"], state["elapsed"]
             self.checkpoint_step = self.step
             logger.info("resuming %s at step %d", out, self.step)
@@ -128,7 +150,9 @@ class _Run:
             g["lr"] = _lr_at(self.step, cfg)
         x, y = self.task.get_batch("train", cfg.batch_size, cfg.block_size, generator=self.gen)
         if self.sampler is not None:  # a fresh, reproducible sampler seed per step
-            model.set_sampler(self.sampler, cfg.shots, int(np.random.SeedSequence([cfg.seed, self.step]).generate_state(1)[0]))
+            model.set_sampler(
+                self.sampler, cfg.shots, int(np.random.SeedSequence([cfg.seed, self.step]).generate_state(1)[0])
+            )
         try:
             _, loss = model(x, y)
         except ValueError as exc:
@@ -162,12 +186,27 @@ class _Run:
         ev.update(step=self.step, elapsed_s=round(self.elapsed, 3))
         if not self.history["evals"] or self.history["evals"][-1]["step"] != self.step:
             self.history["evals"].append(ev)
-        metrics = {**{k: v for k, v in ev.items() if k.startswith("val_")}, "step": self.step, "steps": cfg.steps,
-                   "finished": final, "elapsed_s": round(self.elapsed, 3), "n_params": self.n_params,
-                   "tokens_per_s": round(cfg.batch_size * cfg.block_size * self.step / max(self.elapsed, 1e-9), 1), **self.history}
-        blob = {"format": CHECKPOINT_FORMAT, "model": model.state_dict(), "optimizer": self.opt.state_dict(),
-                "generator": self.gen.get_state(), "history": self.history, "step": self.step, "elapsed": self.elapsed,
-                "config": dataclasses.asdict(cfg), "data_sha256": self.data["sha256"]}
+        metrics = {
+            **{k: v for k, v in ev.items() if k.startswith("val_")},
+            "step": self.step,
+            "steps": cfg.steps,
+            "finished": final,
+            "elapsed_s": round(self.elapsed, 3),
+            "n_params": self.n_params,
+            "tokens_per_s": round(cfg.batch_size * cfg.block_size * self.step / max(self.elapsed, 1e-9), 1),
+            **self.history,
+        }
+        blob = {
+            "format": CHECKPOINT_FORMAT,
+            "model": model.state_dict(),
+            "optimizer": self.opt.state_dict(),
+            "generator": self.gen.get_state(),
+            "history": self.history,
+            "step": self.step,
+            "elapsed": self.elapsed,
+            "config": dataclasses.asdict(cfg),
+            "data_sha256": self.data["sha256"],
+        }
         atomic_write(self.out / "checkpoint.pt", lambda f: torch.save(blob, f))
         self.checkpoint_step = self.step
         write_json(self.out / "couplings.json", _couplings(model))
@@ -184,8 +223,15 @@ class _Run:
         if not metrics:
             metrics = {"step": 0, "steps": self.cfg.steps, "n_params": self.n_params, "train_loss": [], "evals": []}
         done = metrics.get("step", 0)
-        metrics.update(finished=False, diverged={"step": exc.step, "reason": exc.reason, "checkpoint_step": exc.checkpoint_step,
-                                                 "train_loss_since_checkpoint": self.history["train_loss"][done:]})
+        metrics.update(
+            finished=False,
+            diverged={
+                "step": exc.step,
+                "reason": exc.reason,
+                "checkpoint_step": exc.checkpoint_step,
+                "train_loss_since_checkpoint": self.history["train_loss"][done:],
+            },
+        )
         write_json(path, metrics)
 
 
@@ -229,11 +275,25 @@ def _loop(run: _Run) -> dict[str, Any]:
         if metrics.get("finished") and metrics.get("step") == cfg.steps:
             logger.info("%s already finished at step %d: nothing to do", run.out, cfg.steps)
             return metrics
-    write_json(run.out / "config.json", {"run": dataclasses.asdict(cfg), "model": run.model.config.to_dict(),
-                                         "n_params": run.n_params, "torch": torch.__version__, "data_path": run.data["path"],
-                                         "data_sha256": run.data["sha256"]})
-    bar = tqdm(total=cfg.steps, initial=run.step, disable=not cfg.progress, desc=f"{cfg.task} {cfg.attention} T={cfg.block_size}",
-               dynamic_ncols=True, mininterval=1.0)
+    write_json(
+        run.out / "config.json",
+        {
+            "run": dataclasses.asdict(cfg),
+            "model": run.model.config.to_dict(),
+            "n_params": run.n_params,
+            "torch": torch.__version__,
+            "data_path": run.data["path"],
+            "data_sha256": run.data["sha256"],
+        },
+    )
+    bar = tqdm(
+        total=cfg.steps,
+        initial=run.step,
+        disable=not cfg.progress,
+        desc=f"{cfg.task} {cfg.attention} T={cfg.block_size}",
+        dynamic_ncols=True,
+        mininterval=1.0,
+    )
     metrics = None
     run.model.train()
     t0 = time.perf_counter()
@@ -243,8 +303,11 @@ def _loop(run: _Run) -> dict[str, Any]:
             now = time.perf_counter()
             run.elapsed += now - t0  # evaluation time is not training time
             bar.update(1)
-            bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{cfg.batch_size * cfg.block_size * run.step / max(run.elapsed, 1e-9):.0f}",
-                            refresh=False)
+            bar.set_postfix(
+                loss=f"{loss:.4f}",
+                tok_s=f"{cfg.batch_size * cfg.block_size * run.step / max(run.elapsed, 1e-9):.0f}",
+                refresh=False,
+            )
             if run.step % cfg.eval_interval == 0 or run.step == cfg.steps:
                 metrics = run.checkpoint(run.step == cfg.steps)
                 bar.set_postfix(loss=f"{loss:.4f}", val=f"{metrics['val_loss']:.4f}", refresh=True)
@@ -255,5 +318,3 @@ def _loop(run: _Run) -> dict[str, Any]:
         raise
     bar.close()
     return metrics if metrics is not None else run.checkpoint(True)  # None: resumed a run stopped exactly at --steps
-
-

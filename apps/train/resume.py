@@ -39,8 +39,10 @@ def claim_directory(out: Path, resume: bool) -> Iterator[Path]:
     try:
         with lock_directory(out):
             if not resume and not is_empty(out):
-                raise FileExistsError(f"output directory {str(out)!r} exists and is not empty; pass --resume to continue "
-                                      "that run or choose another --out (runs are never overwritten)")
+                raise FileExistsError(
+                    f"output directory {str(out)!r} exists and is not empty; pass --resume to continue "
+                    "that run or choose another --out (runs are never overwritten)"
+                )
             yield out
     finally:
         for p in created:  # innermost first; rmdir only removes empty directories
@@ -54,19 +56,28 @@ def load_resume_state(cfg: TrainConfig, out: Path) -> dict[str, Any]:
     """The checkpoint of the run in ``out`` (``--resume``), checked against ``cfg``."""
     ckpt = out / "checkpoint.pt"
     if not ckpt.is_file():
-        what = "config.json but no checkpoint.pt (the run stopped before its first checkpoint)" if (out / "config.json").is_file() \
+        what = (
+            "config.json but no checkpoint.pt (the run stopped before its first checkpoint)"
+            if (out / "config.json").is_file()
             else "no checkpoint.pt"
-        raise FileNotFoundError(f"--resume: {str(out)!r} holds {what}: nothing to resume; remove it or choose another --out")
+        )
+        raise FileNotFoundError(
+            f"--resume: {str(out)!r} holds {what}: nothing to resume; remove it or choose another --out"
+        )
     state = load_checkpoint(ckpt, required=_STATE_KEYS)
     # a setting added after the checkpoint was written (absent from its config) had its default then
     old = {**dataclasses.asdict(TrainConfig()), **state["config"]}
     diff = {k: (old.get(k), v) for k, v in dataclasses.asdict(cfg).items() if k not in RESUME_FREE and old.get(k) != v}
     if diff:
-        raise ValueError(f"--resume: the settings differ from the checkpoint in {str(out)!r}: "
-                         + ", ".join(f"{k}: checkpoint {a!r}, now {b!r}" for k, (a, b) in diff.items()))
+        raise ValueError(
+            f"--resume: the settings differ from the checkpoint in {str(out)!r}: "
+            + ", ".join(f"{k}: checkpoint {a!r}, now {b!r}" for k, (a, b) in diff.items())
+        )
     if state["step"] > cfg.steps:
-        raise ValueError(f"--resume: the run in {str(out)!r} has already done {state['step']} steps, more than --steps "
-                         f"{cfg.steps}; pass --steps {state['step']} or more (or omit --steps to keep {old.get('steps')})")
+        raise ValueError(
+            f"--resume: the run in {str(out)!r} has already done {state['step']} steps, more than --steps "
+            f"{cfg.steps}; pass --steps {state['step']} or more (or omit --steps to keep {old.get('steps')})"
+        )
     return state
 
 
@@ -75,15 +86,22 @@ def check_resume_data(state: dict[str, Any], task: Any, data: dict[str, Any], ou
     ckpt = out / "checkpoint.pt"
     old_sha = state.get("data_sha256")
     if old_sha is not None and data["sha256"] is not None and old_sha != data["sha256"]:
-        raise ValueError(f"--resume: the corpus {data['path']!r} (sha256 {data['sha256']}) is not the one the checkpoint "
-                         f"{str(ckpt)!r} was trained on (sha256 {old_sha}); pass that corpus with --data")
+        raise ValueError(
+            f"--resume: the corpus {data['path']!r} (sha256 {data['sha256']}) is not the one the checkpoint "
+            f"{str(ckpt)!r} was trained on (sha256 {old_sha}); pass that corpus with --data"
+        )
     if old_sha is None and data["sha256"] is not None:
-        logger.warning("%s records no corpus sha256 (written by an earlier version): cannot check that %s is its corpus",
-                       ckpt, data["path"])
+        logger.warning(
+            "%s records no corpus sha256 (written by an earlier version): cannot check that %s is its corpus",
+            ckpt,
+            data["path"],
+        )
     emb = state["model"].get("wte.weight")
     if emb is not None and emb.shape[0] != task.vocab_size:
-        raise ValueError(f"--resume: the corpus {data['path']!r} has a vocabulary of {task.vocab_size} characters, the "
-                         f"checkpoint {str(ckpt)!r} was trained on {emb.shape[0]}; pass its corpus with --data")
+        raise ValueError(
+            f"--resume: the corpus {data['path']!r} has a vocabulary of {task.vocab_size} characters, the "
+            f"checkpoint {str(ckpt)!r} was trained on {emb.shape[0]}; pass its corpus with --data"
+        )
 
 
 def saved_settings(out: Path) -> dict[str, Any]:
@@ -92,7 +110,9 @@ def saved_settings(out: Path) -> dict[str, Any]:
     if not out.is_dir():
         raise FileNotFoundError(f"--resume: no run directory {str(out)!r} (start a new run without --resume)")
     if not path.is_file():
-        raise FileNotFoundError(f"--resume: {str(out)!r} holds no config.json: not a run directory of hybrid-attention train")
+        raise FileNotFoundError(
+            f"--resume: {str(out)!r} holds no config.json: not a run directory of hybrid-attention train"
+        )
     try:
         with open(path) as f:
             saved = json.load(f)["run"]

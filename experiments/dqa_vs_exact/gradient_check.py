@@ -39,11 +39,15 @@ def main() -> None:
             J = (U + U.T).requires_grad_()
             G = torch.randn(B, n, generator=g, dtype=torch.float64)
             true = torch.autograd.grad((sv.differentiable_marginals(IsingProblem(h, J)) * G).sum(), (h, J))
-            m = differentiable_marginals(IsingProblem(h, J), sampler=ReadsOnly(sv), num_reads=None, backward="covariance")
+            m = differentiable_marginals(
+                IsingProblem(h, J), sampler=ReadsOnly(sv), num_reads=None, backward="covariance"
+            )
             sur = torch.autograd.grad((m * G).sum(), (h, J))
             tJ, sJ = true[1] + true[1].T, sur[1] + sur[1].T
-            print(f"| {tau} | {scale} | {cos(true[0], sur[0]):.3f} | {float(sur[0].norm() / true[0].norm()):.2f} | "
-                  f"{cos(tJ, sJ):.3f} | {float(sJ.norm() / tJ.norm()):.2f} |")
+            print(
+                f"| {tau} | {scale} | {cos(true[0], sur[0]):.3f} | {float(sur[0].norm() / true[0].norm()):.2f} | "
+                f"{cos(tJ, sJ):.3f} | {float(sJ.norm() / tJ.norm()):.2f} |"
+            )
 
 
 if __name__ == "__main__":

@@ -31,7 +31,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[2] / "results" / "dqa_vs_exact"  # the outputs live in results/
 VARIANTS = ("exact", "dqa-marginals", "dqa-surrogate", "dqa-shots")
-SAMPLER_OF = {"exact": "exact", "dqa-marginals": "statevector", "dqa-surrogate": "statevector-probs", "dqa-shots": "statevector-reads"}
+SAMPLER_OF = {
+    "exact": "exact",
+    "dqa-marginals": "statevector",
+    "dqa-surrogate": "statevector-probs",
+    "dqa-shots": "statevector-reads",
+}
 DATA = "/work/shared/data/tinyshakespeare.txt"
 
 
@@ -73,14 +78,33 @@ def run_one(task: str, variant: str, seed: int, args: argparse.Namespace) -> dic
 
     sampler = SAMPLER_OF[variant]
     out = Path(args.runs) / f"{task}_{variant}_s{seed}"
-    cfg = TrainConfig(task=task, attention="hj", block_size=args.block_size, steps=args.steps, seed=seed, out=str(out),
-                      batch_size=args.batch_size, eval_interval=args.steps, eval_size=args.eval_size, sampler=sampler,
-                      shots=args.shots, tau=args.tau, trotter_steps=args.trotter_steps, data=DATA if task == "shakespeare" else None,
-                      progress=False, threads=1)
+    cfg = TrainConfig(
+        task=task,
+        attention="hj",
+        block_size=args.block_size,
+        steps=args.steps,
+        seed=seed,
+        out=str(out),
+        batch_size=args.batch_size,
+        eval_interval=args.steps,
+        eval_size=args.eval_size,
+        sampler=sampler,
+        shots=args.shots,
+        tau=args.tau,
+        trotter_steps=args.trotter_steps,
+        data=DATA if task == "shakespeare" else None,
+        progress=False,
+        threads=1,
+    )
     t0 = time.perf_counter()
     metrics = train(cfg, resume=out.exists() and (out / "checkpoint.pt").exists())
-    row = {"task": task, "variant": variant, "seed": seed, "train_s": round(time.perf_counter() - t0, 1),
-           **{k: v for k, v in metrics.items() if k.startswith("val_")}}
+    row = {
+        "task": task,
+        "variant": variant,
+        "seed": seed,
+        "train_s": round(time.perf_counter() - t0, 1),
+        **{k: v for k, v in metrics.items() if k.startswith("val_")},
+    }
     if variant != "exact":  # the same final weights, evaluated with exact marginals
         from hybrid_attention.apps.run_files import load_checkpoint
         from hybrid_attention.apps.train import eval_set
@@ -111,15 +135,18 @@ def table(rows: list[dict]) -> str:
         if not sel:
             continue
         metric = "val_accuracy" if task == "brackets" else "val_perplexity"
-        out += [f"### {task} (T = {rows[0].get('block_size', 8)}; {metric.replace('val_', '')}, mean ± spread over seeds)", "",
-                f"| variant | seeds | {metric} (own sampler) | {metric} (exact eval) | val_loss | train s/run |",
-                "| --- | --- | --- | --- | --- | --- |"]
+        out += [
+            f"### {task} (T = {rows[0].get('block_size', 8)}; {metric.replace('val_', '')}, mean ± spread over seeds)",
+            "",
+            f"| variant | seeds | {metric} (own sampler) | {metric} (exact eval) | val_loss | train s/run |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
         for v in VARIANTS:
             rs = [r for r in sel if r["variant"] == v]
             if not rs:
                 continue
 
-            def ms(key: str) -> str:
+            def ms(key: str, rs: list = rs) -> str:
                 xs = [r[key] for r in rs if key in r]
                 if not xs:
                     return "-"
@@ -127,7 +154,9 @@ def table(rows: list[dict]) -> str:
                 return f"{statistics.mean(xs):.4f} ± {sd:.4f}"
 
             ex = ms(metric) if v == "exact" else ms(f"exact_eval_{metric}")
-            out.append(f"| {v} | {len(rs)} | {ms(metric)} | {ex} | {ms('val_loss')} | {statistics.mean(r['train_s'] for r in rs):.0f} |")
+            out.append(
+                f"| {v} | {len(rs)} | {ms(metric)} | {ex} | {ms('val_loss')} | {statistics.mean(r['train_s'] for r in rs):.0f} |"
+            )
         out.append("")
     return "\n".join(out)
 
@@ -156,8 +185,14 @@ def main(argv: list[str] | None = None) -> int:
         for seed in args.seeds:
             for v in args.variants:
                 row = run_one(args.task, v, seed, args)
-                row.update(block_size=args.block_size, steps=args.steps, tau=args.tau, trotter_steps=args.trotter_steps,
-                           shots=args.shots, batch_size=args.batch_size)
+                row.update(
+                    block_size=args.block_size,
+                    steps=args.steps,
+                    tau=args.tau,
+                    trotter_steps=args.trotter_steps,
+                    shots=args.shots,
+                    batch_size=args.batch_size,
+                )
                 print(json.dumps(row), flush=True)
                 rows = json.loads(summary.read_text()) if summary.exists() else []  # other task may run concurrently
                 rows = [r for r in rows if (r["task"], r["variant"], r["seed"]) != (row["task"], v, seed)] + [row]
@@ -210,8 +245,10 @@ def _settings(rows: list[dict]) -> str:
     if not rows:
         return "none"
     r = rows[0]
-    return (f"T = {r.get('block_size')}, {r.get('steps')} steps, batch {r.get('batch_size')}, DQA schedule tau = {r.get('tau')}, "
-            f"{r.get('trotter_steps')} Trotter steps (linear, Gamma = lambda = 1), {r.get('shots')} shots")
+    return (
+        f"T = {r.get('block_size')}, {r.get('steps')} steps, batch {r.get('batch_size')}, DQA schedule tau = {r.get('tau')}, "
+        f"{r.get('trotter_steps')} Trotter steps (linear, Gamma = lambda = 1), {r.get('shots')} shots"
+    )
 
 
 if __name__ == "__main__":

@@ -113,12 +113,16 @@ def measure(run: Path, a: argparse.Namespace) -> list[str]:
     T = h.shape[-1]
     iu = np.triu_indices(T, 1)
     Jn = J[0].double().numpy()
-    rows = [f"### {run.name}", "",
-            f"Scores: {source} ({h.shape[0]} windows); beta = {beta:g}; learned J: max |J| = {np.abs(Jn[iu]).max():.3f}, "
-            f"max row sum |J| = {np.abs(Jn).sum(1).max():.2f}, max row sum J = {Jn.sum(1).max():.2f}; "
-            f"|h| mean {h.abs().mean():.2f}, max {h.abs().max():.2f}.", "",
-            "| n | method | reference | mean abs dm | max abs dm | mean TV (attention row) | max TV | seconds |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    rows = [
+        f"### {run.name}",
+        "",
+        f"Scores: {source} ({h.shape[0]} windows); beta = {beta:g}; learned J: max |J| = {np.abs(Jn[iu]).max():.3f}, "
+        f"max row sum |J| = {np.abs(Jn).sum(1).max():.2f}, max row sum J = {Jn.sum(1).max():.2f}; "
+        f"|h| mean {h.abs().mean():.2f}, max {h.abs().max():.2f}.",
+        "",
+        "| n | method | reference | mean abs dm | max abs dm | mean TV (attention row) | max TV | seconds |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
 
     def row(n, name, refname, m, ref, secs):
         e = errors(m, ref)
@@ -146,8 +150,10 @@ def measure(run: Path, a: argparse.Namespace) -> list[str]:
     vis = torch.ones(n, n, dtype=torch.bool).tril()
     for c in a.configs:
         floor = float(math.sqrt(2 / math.pi) * torch.sqrt((1 - ref[..., vis] ** 2) / c["shots"]).mean())
-        rows.append(f"| {n} | independent exact samples, {c['shots']} reads (expected; / sqrt 8 for the mean of 8: "
-                    f"{floor / math.sqrt(8):.4f}) | exact | {floor:.4f} | | | | |")
+        rows.append(
+            f"| {n} | independent exact samples, {c['shots']} reads (expected; / sqrt 8 for the mean of 8: "
+            f"{floor / math.sqrt(8):.4f}) | exact | {floor:.4f} | | | | |"
+        )
 
     # T = 64: long-chain reference, twice with different seeds (its own noise)
     long = _config(a.reference)
@@ -163,10 +169,20 @@ def measure(run: Path, a: argparse.Namespace) -> list[str]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", nargs="+", required=True)
-    p.add_argument("--configs", nargs="+", type=_config, default=[_config("128:16:32:1")], metavar="SHOTS:CHAINS:BURN_IN:THINNING",
-                   help="Gibbs settings to measure (default 128:16:32:1)")
-    p.add_argument("--reference", default="4096:256:512:4", metavar="SHOTS:CHAINS:BURN_IN:THINNING",
-                   help="the long T = 64 reference (default 4096:256:512:4)")
+    p.add_argument(
+        "--configs",
+        nargs="+",
+        type=_config,
+        default=[_config("128:16:32:1")],
+        metavar="SHOTS:CHAINS:BURN_IN:THINNING",
+        help="Gibbs settings to measure (default 128:16:32:1)",
+    )
+    p.add_argument(
+        "--reference",
+        default="4096:256:512:4",
+        metavar="SHOTS:CHAINS:BURN_IN:THINNING",
+        help="the long T = 64 reference (default 4096:256:512:4)",
+    )
     p.add_argument("--windows", type=int, default=4, help="held-out windows (problems = windows x T)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="write the markdown here (else print only)")

@@ -41,14 +41,43 @@ def main() -> int:
         sampler = c["sampler"] if c["attention"] != "softmax" else "-"
         if sampler == "gibbs":
             o = c.get("sampler_options", {})
-            sampler += f" ({c['shots']} reads, {o.get('num_chains', c['shots'])} chains, burn-in {o.get('burn_in', 256)})"
-        rows.append([c["task"], c["attention"], sampler, c["block_size"], c["seed"],
-                     m.get("step"), metric, f"{100 * value:.2f} %" if metric == "val_accuracy" else f"{value:.4f}",
-                     f"{m['val_string_accuracy'] * 100:.1f} %" if "val_string_accuracy" in m else "",
-                     f"{m.get('val_loss'):.4f}", f"{m.get('elapsed_s', 0) / 60:.1f}", near, far,
-                     "yes" if m.get("finished") else "no"])
-    cols = ["task", "attention", "sampler", "T", "seed", "steps", "metric", "value", "whole-string", "val_loss", "minutes",
-            "mean J (d=1-4)", "mean J (d>=6)", "finished"]
+            sampler += (
+                f" ({c['shots']} reads, {o.get('num_chains', c['shots'])} chains, burn-in {o.get('burn_in', 256)})"
+            )
+        rows.append(
+            [
+                c["task"],
+                c["attention"],
+                sampler,
+                c["block_size"],
+                c["seed"],
+                m.get("step"),
+                metric,
+                f"{100 * value:.2f} %" if metric == "val_accuracy" else f"{value:.4f}",
+                f"{m['val_string_accuracy'] * 100:.1f} %" if "val_string_accuracy" in m else "",
+                f"{m.get('val_loss'):.4f}",
+                f"{m.get('elapsed_s', 0) / 60:.1f}",
+                near,
+                far,
+                "yes" if m.get("finished") else "no",
+            ]
+        )
+    cols = [
+        "task",
+        "attention",
+        "sampler",
+        "T",
+        "seed",
+        "steps",
+        "metric",
+        "value",
+        "whole-string",
+        "val_loss",
+        "minutes",
+        "mean J (d=1-4)",
+        "mean J (d>=6)",
+        "finished",
+    ]
     lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
     lines += ["| " + " | ".join(str(v) for v in r) + " |" for r in rows]
     agg: dict[tuple[str, str], list[float]] = {}
@@ -57,11 +86,18 @@ def main() -> int:
             continue
         v = float(r[7].rstrip(" %"))
         agg.setdefault((r[0], r[1], r[2]), []).append(v)
-    lines += ["", "Mean over finished seeds (spread = standard deviation; n = number of seeds):", "",
-              "| task | attention | sampler | metric | mean | spread | n |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [
+        "",
+        "Mean over finished seeds (spread = standard deviation; n = number of seeds):",
+        "",
+        "| task | attention | sampler | metric | mean | spread | n |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for (task, mode, sampler), vals in sorted(agg.items()):
         metric = "val_accuracy %" if task == "brackets" else "val_perplexity"
-        lines.append(f"| {task} | {mode} | {sampler} | {metric} | {np.mean(vals):.2f} | {np.std(vals):.2f} | {len(vals)} |")
+        lines.append(
+            f"| {task} | {mode} | {sampler} | {metric} | {np.mean(vals):.2f} | {np.std(vals):.2f} | {len(vals)} |"
+        )
     text = "\n".join(lines)
     print(text)
     (HERE / "table.md").write_text(
@@ -69,7 +105,9 @@ def main() -> int:
         "sampler column: naive mean field, or short-burn-in Gibbs chains, see README.md for their measured accuracy).\n\n"
         "Commands (from the repository root): `nice -n 5 bash experiments/long_sequence/run.sh` (mean field and softmax), "
         "`SAMPLER=gibbs nice -n 5 bash experiments/long_sequence/run.sh` (Gibbs), then `python experiments/long_sequence/summarize.py`\n\n"
-        + text + "\n")
+        + text
+        + "\n"
+    )
     return 0
 
 

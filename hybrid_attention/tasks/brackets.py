@@ -39,7 +39,9 @@ def _check_length(T: Any) -> int:
     return int(T)
 
 
-def generate_brackets(n: int, T: int, seed: int | np.random.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def generate_brackets(
+    n: int, T: int, seed: int | np.random.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``n`` random well-nested strings of length ``T``.
 
     Returns:
@@ -122,8 +124,9 @@ class BracketTask:
         self.vocab_size = 2
         self.val = generate_brackets(val_size, self.block_size, np.random.default_rng(val_seed))
 
-    def get_batch(self, split: str, batch_size: int, block_size: int | None = None,
-                  generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def get_batch(
+        self, split: str, batch_size: int, block_size: int | None = None, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``train``: fresh strings seeded from ``generator``; ``val``: a random subset of the held-out set."""
         if block_size is not None and block_size != self.block_size:
             raise ValueError(f"this BracketTask has block_size {self.block_size}, got {block_size}")

@@ -23,12 +23,22 @@ import logging
 import os
 import tempfile
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-__all__ = ["URL", "SHA256", "ENV_VAR", "default_cache_dir", "resolve_data_path", "download", "load_shakespeare", "CharDataset"]
+__all__ = [
+    "URL",
+    "SHA256",
+    "ENV_VAR",
+    "default_cache_dir",
+    "resolve_data_path",
+    "download",
+    "load_shakespeare",
+    "CharDataset",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -36,8 +46,10 @@ URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshake
 SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 ENV_VAR = "HYBRID_ATTENTION_DATA"
 FILENAME = "tinyshakespeare.txt"
-_HOW = (f"supply the corpus with --data PATH or the environment variable {ENV_VAR}=PATH "
-        f"(download it from {URL}; sha256 {SHA256})")
+_HOW = (
+    f"supply the corpus with --data PATH or the environment variable {ENV_VAR}=PATH "
+    f"(download it from {URL}; sha256 {SHA256})"
+)
 
 
 def sha256_file(path: str | os.PathLike) -> str:
@@ -54,8 +66,14 @@ def default_cache_dir() -> Path:
     return Path(base) / "hybrid-attention"
 
 
-def download(dest: str | os.PathLike, *, url: str | None = None, sha256: str | None = None,
-             opener: Callable[..., Any] | None = None, timeout: float = 60.0) -> Path:
+def download(
+    dest: str | os.PathLike,
+    *,
+    url: str | None = None,
+    sha256: str | None = None,
+    opener: Callable[..., Any] | None = None,
+    timeout: float = 60.0,
+) -> Path:
     """Download ``url`` to ``dest`` atomically, verifying ``sha256`` before the file appears at ``dest``.
 
     ``url`` and ``sha256`` default to :data:`URL` and :data:`SHA256`; ``opener(url, timeout=...)`` defaults to
@@ -88,8 +106,13 @@ def download(dest: str | os.PathLike, *, url: str | None = None, sha256: str | N
     return dest
 
 
-def resolve_data_path(path: str | os.PathLike | None = None, *, cache_dir: str | os.PathLike | None = None,
-                      allow_download: bool = True, opener: Callable[..., Any] | None = None) -> Path:
+def resolve_data_path(
+    path: str | os.PathLike | None = None,
+    *,
+    cache_dir: str | os.PathLike | None = None,
+    allow_download: bool = True,
+    opener: Callable[..., Any] | None = None,
+) -> Path:
     """Locate the corpus (explicit path, then ``$HYBRID_ATTENTION_DATA``, then the cache; module docstring).
 
     Raises:
@@ -106,18 +129,27 @@ def resolve_data_path(path: str | os.PathLike | None = None, *, cache_dir: str |
                 raise ValueError(f"corpus file {str(p)!r} (from {source}) is empty; {_HOW}")
             got = sha256_file(p)
             if got != SHA256:
-                logger.warning("%s has sha256 %s, not the Tiny Shakespeare checksum %s: using it as a different corpus", p, got, SHA256)
+                logger.warning(
+                    "%s has sha256 %s, not the Tiny Shakespeare checksum %s: using it as a different corpus",
+                    p,
+                    got,
+                    SHA256,
+                )
             return p
     cached = Path(cache_dir) / FILENAME if cache_dir is not None else default_cache_dir() / FILENAME
     if cached.is_file():
         got = sha256_file(cached)
         if got != SHA256:
-            raise ValueError(f"cached corpus {str(cached)!r} is corrupt (sha256 {got}, expected {SHA256}); "
-                             f"delete it to download again, or {_HOW}")
+            raise ValueError(
+                f"cached corpus {str(cached)!r} is corrupt (sha256 {got}, expected {SHA256}); "
+                f"delete it to download again, or {_HOW}"
+            )
         return cached
     if not allow_download:
-        raise FileNotFoundError(f"Tiny Shakespeare corpus not found (no --data, no {ENV_VAR}, nothing cached at "
-                                f"{str(cached)!r}, downloading disabled); {_HOW}")
+        raise FileNotFoundError(
+            f"Tiny Shakespeare corpus not found (no --data, no {ENV_VAR}, nothing cached at "
+            f"{str(cached)!r}, downloading disabled); {_HOW}"
+        )
     try:
         return download(cached, opener=opener)
     except OSError as exc:
@@ -134,7 +166,9 @@ class CharDataset:
 
     def __init__(self, text: str, train_fraction: float = 0.9) -> None:
         if not isinstance(text, str) or len(text) < 2:
-            raise ValueError(f"corpus must be a string of at least 2 characters, got {len(text) if isinstance(text, str) else type(text).__name__}")
+            raise ValueError(
+                f"corpus must be a string of at least 2 characters, got {len(text) if isinstance(text, str) else type(text).__name__}"
+            )
         if not 0.0 < train_fraction < 1.0:
             raise ValueError(f"train_fraction must be in (0, 1), got {train_fraction}")
         self.chars = sorted(set(text))
@@ -157,7 +191,9 @@ class CharDataset:
     def decode(self, ids: Any) -> str:
         return "".join(self.chars[int(i)] for i in ids)
 
-    def get_batch(self, split: str, batch_size: int, block_size: int, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def get_batch(
+        self, split: str, batch_size: int, block_size: int, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Random windows: ``x (B, T)`` and next-character targets ``y (B, T)``."""
         if split not in self.splits:
             raise ValueError(f"split must be 'train' or 'val', got {split!r}")
