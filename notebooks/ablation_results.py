@@ -18,7 +18,7 @@
 #
 # The paper's four-way ablation (`softmax`, `hj`, `h`, `j`; `docs/theory.md` section 3) on Tiny Shakespeare (validation perplexity) and
 # bracket matching (accuracy), produced by `hybrid-attention ablate` into `results/ablation/<task>/`. This notebook reads
-# those runs (`hybrid_attention.ablate.summarise`, `coupling_profile`); where none are present it says so.
+# those runs (`hybrid_attention.apps.ablate.summarise`, `coupling_profile`); where none are present it says so.
 # Finally it shows the learned couplings `J` as a function of key distance (paper: ferromagnetic at distance 2-4,
 # antiferromagnetic at >= 6 on Shakespeare).
 
@@ -27,18 +27,21 @@ import os
 from pathlib import Path
 
 import matplotlib
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 from IPython.display import Image, Markdown, display
 
 QUICK = os.environ.get("HYBRID_ATTENTION_QUICK") == "1"  # the test suite sets this: small parameters
 # the repository root (results/ lives there): notebooks run with their own folder as the working directory
 ROOT = Path(os.environ.get("HYBRID_ATTENTION_ROOT", Path.cwd().parent))
+
+
 def show(fig):
     """Render a matplotlib figure as a PNG output (works under the Agg backend and nbclient)."""
     import io
+
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     plt.close(fig)
@@ -58,23 +61,37 @@ for task in ("shakespeare", "brackets"):
     found[task] = (d, rows)
     summ = ablate.summarise(rows, task)
     unit = "perplexity" if task == "shakespeare" else "accuracy (%)"
-    lines = [f"**{task}** ({len(rows)} finished runs): {unit}, mean ± std over seeds, difference to softmax at the same T", "",
-             "| T | mode | runs | mean | std | diff to softmax |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"**{task}** ({len(rows)} finished runs): {unit}, mean ± std over seeds, difference to softmax at the same T",
+        "",
+        "| T | mode | runs | mean | std | diff to softmax |",
+        "|---|---|---|---|---|---|",
+    ]
     for s in summ:
-        lines.append(f"| {s['block_size']} | {s['mode']} | {s['n']} | {s['mean']:.3f} | {s['std']:.3f} | {s['diff']:+.3f} |")
+        lines.append(
+            f"| {s['block_size']} | {s['mode']} | {s['n']} | {s['mean']:.3f} | {s['std']:.3f} | {s['diff']:+.3f} |"
+        )
     display(Markdown("\n".join(lines)))
 
 # %%
-for task, (d, rows) in found.items():
+for task, (_, rows) in found.items():
     summ = ablate.summarise(rows, task)
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for mode in ("softmax", "hj", "h", "j"):
         ss = [s for s in summ if s["mode"] == mode]
         if ss:
-            ax.errorbar([s["block_size"] for s in ss], [s["mean"] for s in ss],
-                        yerr=[0 if np.isnan(s["std"]) else s["std"] for s in ss], marker="o", capsize=3, label=mode)
-    ax.set_xlabel("block size T"); ax.set_ylabel("val perplexity" if task == "shakespeare" else "val accuracy (%)")
-    ax.set_title(task); ax.legend()
+            ax.errorbar(
+                [s["block_size"] for s in ss],
+                [s["mean"] for s in ss],
+                yerr=[0 if np.isnan(s["std"]) else s["std"] for s in ss],
+                marker="o",
+                capsize=3,
+                label=mode,
+            )
+    ax.set_xlabel("block size T")
+    ax.set_ylabel("val perplexity" if task == "shakespeare" else "val accuracy (%)")
+    ax.set_title(task)
+    ax.legend()
     show(fig)
 if not found:
     print("no ablation results to plot")
@@ -88,16 +105,29 @@ if not found:
 
 # %%
 profiles = {}
-for task, (d, rows) in found.items():
+for task, (d, _) in found.items():
     prof = ablate.coupling_profile(d)
     if prof:
         profiles[task] = prof
 if not profiles:
     import tempfile
+
     from hybrid_attention.apps.train import TrainConfig, train
+
     run = Path(tempfile.mkdtemp(prefix="hj-")) / "run"
-    train(TrainConfig(task="brackets", attention="hj", block_size=8, steps=60 if QUICK else 600, out=str(run),
-                      progress=False, eval_interval=60 if QUICK else 200, eval_size=256, n_embd=32))
+    train(
+        TrainConfig(
+            task="brackets",
+            attention="hj",
+            block_size=8,
+            steps=60 if QUICK else 600,
+            out=str(run),
+            progress=False,
+            eval_interval=60 if QUICK else 200,
+            eval_size=256,
+            n_embd=32,
+        )
+    )
     stand_in = run.parent
     (stand_in / "runs").mkdir()
     run.rename(stand_in / "runs" / "hj_T8_s0")
@@ -106,17 +136,29 @@ if not profiles:
 for task, prof in profiles.items():
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for T, pts in prof.items():
-        ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[0 if np.isnan(p[2]) else p[2] for p in pts],
-                    marker="o", capsize=3, label=f"T = {T}")
+        ax.errorbar(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            yerr=[0 if np.isnan(p[2]) else p[2] for p in pts],
+            marker="o",
+            capsize=3,
+            label=f"T = {T}",
+        )
         print(task, f"T={T}:", ", ".join(f"d={p[0]}: {p[1]:+.3f}" for p in pts))
-    ax.axhline(0, color="k", lw=0.8); ax.set_xlabel("key distance |j - k|"); ax.set_ylabel("mean learned J")
-    ax.set_title(task); ax.legend(fontsize=8)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xlabel("key distance |j - k|")
+    ax.set_ylabel("mean learned J")
+    ax.set_title(task)
+    ax.legend(fontsize=8)
     show(fig)
 
 # %%
 # the full coupling matrix of one hj run (the first one found)
 import json
-runs = sorted(p for task, (d, _) in found.items() for p in (d / "runs").glob("hj_T*_s*") if (p / "couplings.json").exists())
+
+runs = sorted(
+    p for task, (d, _) in found.items() for p in (d / "runs").glob("hj_T*_s*") if (p / "couplings.json").exists()
+)
 if not runs and "stand_in" in globals():
     runs = sorted((stand_in / "runs").glob("hj_T*_s*"))
 if runs:
@@ -124,8 +166,10 @@ if runs:
     fig, ax = plt.subplots(figsize=(4.2, 3.6))
     vmax = np.abs(Jm).max() or 1
     im = ax.imshow(Jm, cmap="RdBu_r", vmin=-vmax, vmax=vmax)
-    fig.colorbar(im); ax.set_title(f"J of {runs[-1].name} (layer 0, head 0)", fontsize=9)
-    ax.set_xlabel("key k"); ax.set_ylabel("key j")
+    fig.colorbar(im)
+    ax.set_title(f"J of {runs[-1].name} (layer 0, head 0)", fontsize=9)
+    ax.set_xlabel("key k")
+    ax.set_ylabel("key j")
     show(fig)
 else:
     print("no hj couplings available")

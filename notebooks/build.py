@@ -52,8 +52,13 @@ def execute(src: Path, *, quick: bool, timeout: int = 3600):
     os.environ.update(env)
     bar = tqdm(total=sum(c.cell_type == "code" for c in nb.cells), desc=src.stem, unit="cell")
     try:
-        client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(HERE)}},
-                                on_cell_executed=lambda **_: bar.update(1))
+        client = NotebookClient(
+            nb,
+            timeout=timeout,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(HERE)}},
+            on_cell_executed=lambda **_: bar.update(1),
+        )
         client.execute()
     finally:
         bar.close()
@@ -66,7 +71,9 @@ def execute(src: Path, *, quick: bool, timeout: int = 3600):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     ap.add_argument("names", nargs="*", help="notebooks to render (default: all)")
     ap.add_argument("--check", action="store_true", help="only check that each committed .ipynb matches its .py source")
     ap.add_argument("--quick", action="store_true", help="small parameters (HYBRID_ATTENTION_QUICK=1)")
@@ -77,11 +84,17 @@ def main(argv: list[str] | None = None) -> int:
 
     srcs = sources(args.names)
     if args.check:
-        stale = [p.name for p in srcs if not p.with_suffix(".ipynb").exists()
-                 or cells_of(nbformat.read(p.with_suffix(".ipynb"), as_version=4)) != cells_of(jupytext.read(p))]
+        stale = [
+            p.name
+            for p in srcs
+            if not p.with_suffix(".ipynb").exists()
+            or cells_of(nbformat.read(p.with_suffix(".ipynb"), as_version=4)) != cells_of(jupytext.read(p))
+        ]
         if stale:
-            print("out of date (run python notebooks/build.py " + " ".join(p.removesuffix(".py") for p in stale) + ")",
-                  file=sys.stderr)
+            print(
+                "out of date (run python notebooks/build.py " + " ".join(p.removesuffix(".py") for p in stale) + ")",
+                file=sys.stderr,
+            )
             return 1
         return 0
     args.out.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,7 @@ import os
 from pathlib import Path
 
 import matplotlib
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
@@ -36,9 +37,12 @@ from IPython.display import Image, Markdown, display
 QUICK = os.environ.get("HYBRID_ATTENTION_QUICK") == "1"  # the test suite sets this: small parameters
 # the repository root (results/ lives there): notebooks run with their own folder as the working directory
 ROOT = Path(os.environ.get("HYBRID_ATTENTION_ROOT", Path.cwd().parent))
+
+
 def show(fig):
     """Render a matplotlib figure as a PNG output (works under the Agg backend and nbclient)."""
     import io
+
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     plt.close(fig)
@@ -46,9 +50,14 @@ def show(fig):
 
 
 # %%
-import dataclasses
 from hybrid_attention.circuits import DQASchedule
-from hybrid_attention.circuits.temperature import calibrate, compensate, fit_temperature, leading_order_beta, random_problems
+from hybrid_attention.circuits.temperature import (
+    calibrate,
+    compensate,
+    fit_temperature,
+    leading_order_beta,
+    random_problems,
+)
 
 n, batch = 4, (8 if QUICK else 32)
 steps = 100 if QUICK else 400
@@ -60,8 +69,12 @@ for tau in taus:
     fit = fit_temperature(h, J, sch)
     lo_h, lo_J = leading_order_beta(sch)
     rows.append((tau, np.median(fit.beta_h), np.median(fit.beta_J), np.median(fit.r), lo_h, lo_J))
-display(Markdown("| tau | beta_h (fit) | beta_J (fit) | r | beta_h (leading) | beta_J (leading) |\n|---|---|---|---|---|---|\n" +
-                 "\n".join(f"| {t:g} | {a:.4f} | {b:.4f} | {r:.5f} | {c:.4f} | {d:.4f} |" for t, a, b, r, c, d in rows)))
+display(
+    Markdown(
+        "| tau | beta_h (fit) | beta_J (fit) | r | beta_h (leading) | beta_J (leading) |\n|---|---|---|---|---|---|\n"
+        + "\n".join(f"| {t:g} | {a:.4f} | {b:.4f} | {r:.5f} | {c:.4f} | {d:.4f} |" for t, a, b, r, c, d in rows)
+    )
+)
 
 # %% [markdown]
 # Compare with `docs/theory.md` section 4 (4 spins, `K = 400`: `tau = 0.2 -> (0.0066, 0.0133, r = 0.99998)`, `0.5 -> (0.038, 0.082)`,
@@ -77,10 +90,14 @@ axs[0].loglog(R[:, 0], R[:, 1], "o-", label="beta_h (fit)")
 axs[0].loglog(R[:, 0], R[:, 2], "s-", label="beta_J (fit)")
 axs[0].loglog(R[:, 0], R[:, 4], "k--", label="tau^2 / 6 (leading order)")
 axs[0].loglog(R[:, 0], R[:, 5], "k:", label="tau^2 / 3 (leading order)")
-axs[0].set_xlabel("tau"); axs[0].set_ylabel("effective inverse temperature"); axs[0].legend(fontsize=8)
+axs[0].set_xlabel("tau")
+axs[0].set_ylabel("effective inverse temperature")
+axs[0].legend(fontsize=8)
 axs[1].semilogx(R[:, 0], R[:, 2] / R[:, 1], "o-", label="beta_J / beta_h")
 axs[1].semilogx(R[:, 0], R[:, 3], "^-", label="fit r")
-axs[1].axhline(2, color="k", ls=":"); axs[1].set_xlabel("tau"); axs[1].legend(fontsize=8)
+axs[1].axhline(2, color="k", ls=":")
+axs[1].set_xlabel("tau")
+axs[1].legend(fontsize=8)
 fig.suptitle(f"DQA output on {batch} random {n}-spin problems, K = {steps}")
 show(fig)
 
@@ -95,14 +112,23 @@ comp_rows = []
 for tau in taus:
     sch = DQASchedule(tau=tau, steps=steps)
     plain, comp = fit_temperature(h, J, sch), fit_temperature(h, J, compensate(sch))
-    comp_rows.append((tau, np.median(plain.beta_J / plain.beta_h), np.median(comp.beta_J / comp.beta_h), np.median(comp.r)))
-display(Markdown("| tau | beta_J/beta_h plain | beta_J/beta_h compensated | r compensated |\n|---|---|---|---|\n" +
-                 "\n".join(f"| {t:g} | {a:.3f} | {b:.3f} | {r:.5f} |" for t, a, b, r in comp_rows)))
+    comp_rows.append(
+        (tau, np.median(plain.beta_J / plain.beta_h), np.median(comp.beta_J / comp.beta_h), np.median(comp.r))
+    )
+display(
+    Markdown(
+        "| tau | beta_J/beta_h plain | beta_J/beta_h compensated | r compensated |\n|---|---|---|---|\n"
+        + "\n".join(f"| {t:g} | {a:.3f} | {b:.3f} | {r:.5f} |" for t, a, b, r in comp_rows)
+    )
+)
 C = np.array(comp_rows)
 fig, ax = plt.subplots(figsize=(5, 3.5))
 ax.semilogx(C[:, 0], C[:, 1], "o-", label="plain (default program)")
 ax.semilogx(C[:, 0], C[:, 2], "s-", label="fields doubled")
-ax.axhline(1, color="k", ls=":"); ax.set_xlabel("tau"); ax.set_ylabel("beta_J / beta_h"); ax.legend()
+ax.axhline(1, color="k", ls=":")
+ax.set_xlabel("tau")
+ax.set_ylabel("beta_J / beta_h")
+ax.legend()
 show(fig)
 
 # %% [markdown]
@@ -125,16 +151,28 @@ for target in targets:
     for method in ("leading", "fit"):
         try:
             sch = calibrate(target, base, vary="tau", method=method, problems=(h, J))
-        except ValueError as exc:
+        except ValueError:
             cal_rows.append((target, method, float("nan"), float("nan"), float("nan"), float("nan")))
             continue
         p = dqa_probabilities(h, J, sch)
         fit = metrics.fit_effective_beta(p, h, J)
         p_target = exact.probabilities(IsingProblem(torch.from_numpy(h), torch.from_numpy(J), beta=target)).numpy()
-        cal_rows.append((target, method, sch.tau, np.median(fit.beta_h), np.median(fit.beta_J),
-                         float(np.mean(metrics.total_variation(p, p_target)))))
-display(Markdown("| target beta | method | tau | beta_h (fit) | beta_J (fit) | TV to Boltzmann(target) |\n|---|---|---|---|---|---|\n" +
-                 "\n".join(f"| {t:g} | {m} | {l:.3g} | {a:.4f} | {b:.4f} | {tv:.4f} |" for t, m, l, a, b, tv in cal_rows)))
+        cal_rows.append(
+            (
+                target,
+                method,
+                sch.tau,
+                np.median(fit.beta_h),
+                np.median(fit.beta_J),
+                float(np.mean(metrics.total_variation(p, p_target))),
+            )
+        )
+display(
+    Markdown(
+        "| target beta | method | tau | beta_h (fit) | beta_J (fit) | TV to Boltzmann(target) |\n|---|---|---|---|---|---|\n"
+        + "\n".join(f"| {t:g} | {m} | {l:.3g} | {a:.4f} | {b:.4f} | {tv:.4f} |" for t, m, l, a, b, tv in cal_rows)
+    )
+)
 
 # %%
 CR = [r for r in cal_rows if r[1] == "fit" and np.isfinite(r[5])]
@@ -142,7 +180,9 @@ CL = [r for r in cal_rows if r[1] == "leading" and np.isfinite(r[5])]
 fig, ax = plt.subplots(figsize=(5, 3.5))
 ax.plot([r[0] for r in CL], [r[5] for r in CL], "o-", label="leading-order calibration")
 ax.plot([r[0] for r in CR], [r[5] for r in CR], "s-", label="fit calibration")
-ax.set_xlabel("target beta"); ax.set_ylabel("mean TV to exact Boltzmann"); ax.legend()
+ax.set_xlabel("target beta")
+ax.set_ylabel("mean TV to exact Boltzmann")
+ax.legend()
 ax.set_title("compensated DQA, tau calibrated to a target temperature", fontsize=9)
 show(fig)
 

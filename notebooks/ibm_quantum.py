@@ -27,18 +27,21 @@ import os
 from pathlib import Path
 
 import matplotlib
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-import numpy as np
 import torch
 from IPython.display import Image, Markdown, display
 
 QUICK = os.environ.get("HYBRID_ATTENTION_QUICK") == "1"  # the test suite sets this: small parameters
 # the repository root (results/ lives there): notebooks run with their own folder as the working directory
 ROOT = Path(os.environ.get("HYBRID_ATTENTION_ROOT", Path.cwd().parent))
+
+
 def show(fig):
     """Render a matplotlib figure as a PNG output (works under the Agg backend and nbclient)."""
     import io
+
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     plt.close(fig)
@@ -47,11 +50,12 @@ def show(fig):
 
 # %%
 from qiskit_ibm_runtime.fake_provider import FakeGuadalupeV2, FakeTorino
+
 from hybrid_attention import exact, metrics
+from hybrid_attention.apps.fidelity.problems import random_problems
 from hybrid_attention.backends import get_sampler
 from hybrid_attention.circuits import DQASchedule
 from hybrid_attention.circuits.qiskit_dqa import dqa_circuit
-from hybrid_attention.apps.fidelity.problems import random_problems
 
 n, count = 4, (4 if QUICK else 16)
 shots = 512 if QUICK else 4096
@@ -69,15 +73,24 @@ print("logical circuit:", qc.num_qubits, "qubits, depth", qc.depth(), dict(qc.co
 
 # %%
 from hybrid_attention.circuits.qiskit_dqa import template_for
+
 rows = []
-for label, kw in [("all-to-all", {}), ("restricted to device edges", {"restrict_couplings": "drop", "layout": [0, 1, 2, 3]})]:
+for label, kw in [
+    ("all-to-all", {}),
+    ("restricted to device edges", {"restrict_couplings": "drop", "layout": [0, 1, 2, 3]}),
+]:
     s = get_sampler("ibm", backend=FakeTorino(), schedule=schedule, **kw)
     tmpl = template_for(problems, schedule, s.circuit_options)
     isa = s.isa_circuit(tmpl)
     ops = isa.count_ops()
-    rows.append(f"| {label} | {len(tmpl.edges)} | {isa.depth()} | {ops.get('cz', 0)} | {ops.get('rzz', 0)} | "
-                + ", ".join(f"{k}: {v}" for k, v in ops.items()) + " |")
-display(Markdown("| FakeTorino | couplings | depth | CZ | RZZ | gates |\n|---|---|---|---|---|---|\n" + "\n".join(rows)))
+    rows.append(
+        f"| {label} | {len(tmpl.edges)} | {isa.depth()} | {ops.get('cz', 0)} | {ops.get('rzz', 0)} | "
+        + ", ".join(f"{k}: {v}" for k, v in ops.items())
+        + " |"
+    )
+display(
+    Markdown("| FakeTorino | couplings | depth | CZ | RZZ | gates |\n|---|---|---|---|---|---|\n" + "\n".join(rows))
+)
 
 # %% [markdown]
 # ## Fractional RZZ gates
@@ -89,6 +102,7 @@ display(Markdown("| FakeTorino | couplings | depth | CZ | RZZ | gates |\n|---|--
 
 # %%
 from qiskit_ibm_runtime.fake_provider import FakeFractionalBackend
+
 for fold in (False, True):
     s = get_sampler("ibm", backend=FakeFractionalBackend(), schedule=schedule, fold_rzz=fold)
     isa = s.isa_circuit(template_for(problems, schedule, s.circuit_options))
@@ -116,8 +130,10 @@ lines = ["| sampler | TV to ideal circuit | TV to exact (beta=1) | max marginal 
 S = exact.enumerate_states(n, dtype=torch.float64).numpy()
 for name, s in (("aer (ideal)", aer), ("ibm local, FakeGuadalupeV2 noise", ss)):
     p = s.probabilities()
-    lines.append(f"| {name} | {metrics.total_variation(p, p_ideal).mean():.3f} | {metrics.total_variation(p, p_exact).mean():.3f} | "
-                 f"{metrics.marginal_error(s.marginals(), p_ideal @ S).max.mean():.3f} |")
+    lines.append(
+        f"| {name} | {metrics.total_variation(p, p_ideal).mean():.3f} | {metrics.total_variation(p, p_exact).mean():.3f} | "
+        f"{metrics.marginal_error(s.marginals(), p_ideal @ S).max.mean():.3f} |"
+    )
 display(Markdown("\n".join(lines)))
 
 # %%
@@ -126,7 +142,10 @@ m_ideal = p_ideal @ S
 ax.scatter(m_ideal.ravel(), aer.marginals().ravel(), s=12, label="aer (ideal, shots)")
 ax.scatter(m_ideal.ravel(), ss.marginals().ravel(), s=12, label="fake device (noise model)")
 lim = [min(-0.6, m_ideal.min()), max(0.6, m_ideal.max())]
-ax.plot(lim, lim, "k:"); ax.set_xlabel("ideal circuit <s_j>"); ax.set_ylabel("sampled <s_j>"); ax.legend(fontsize=8)
+ax.plot(lim, lim, "k:")
+ax.set_xlabel("ideal circuit <s_j>")
+ax.set_ylabel("sampled <s_j>")
+ax.legend(fontsize=8)
 ax.set_title("device noise biases spins toward +1 (relaxation to |0>) and shrinks correlations", fontsize=9)
 show(fig)
 
@@ -143,10 +162,21 @@ show(fig)
 # %%
 RUN_ON_HARDWARE = False  # set True to submit (needs credentials; billed)
 from hybrid_attention.backends.ibm import has_credentials
+
 if RUN_ON_HARDWARE and has_credentials():
-    with get_sampler("ibm", backend="ibm_torino", schedule=schedule, allow_hardware=True, mode="batch",
-                     fold_rzz=True, restrict_couplings="drop", layout=[0, 1, 2, 3]) as hw:
+    with get_sampler(
+        "ibm",
+        backend="ibm_torino",
+        schedule=schedule,
+        allow_hardware=True,
+        mode="batch",
+        fold_rzz=True,
+        restrict_couplings="drop",
+        layout=[0, 1, 2, 3],
+    ) as hw:
         hw_ss = hw.sample(problems, num_reads=shots)
     print(hw_ss.info["job_ids"], metrics.total_variation(hw_ss.probabilities(), p_ideal).mean())
 else:
-    print("offline: no job submitted (RUN_ON_HARDWARE =", RUN_ON_HARDWARE, ", credentials found =", has_credentials(), ")")
+    print(
+        "offline: no job submitted (RUN_ON_HARDWARE =", RUN_ON_HARDWARE, ", credentials found =", has_credentials(), ")"
+    )

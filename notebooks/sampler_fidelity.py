@@ -25,25 +25,28 @@
 # * errors of the statistics attention uses: marginals, correlations, and the normalised attention weights
 #   `a_j = alpha_j / sum_k alpha_k` with `alpha = (1 + m) / 2`.
 #
-# The sweep itself is `hybrid-attention fidelity` (Python: `hybrid_attention.fidelity.run_sweep`).
+# The sweep itself is `hybrid-attention fidelity` (Python: `hybrid_attention.apps.fidelity.run_sweep`).
 
 # %%
 import os
 from pathlib import Path
 
 import matplotlib
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 from IPython.display import Image, Markdown, display
 
 QUICK = os.environ.get("HYBRID_ATTENTION_QUICK") == "1"  # the test suite sets this: small parameters
 # the repository root (results/ lives there): notebooks run with their own folder as the working directory
 ROOT = Path(os.environ.get("HYBRID_ATTENTION_ROOT", Path.cwd().parent))
+
+
 def show(fig):
     """Render a matplotlib figure as a PNG output (works under the Agg backend and nbclient)."""
     import io
+
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     plt.close(fig)
@@ -59,8 +62,8 @@ def show(fig):
 
 # %%
 from hybrid_attention import exact, metrics
-from hybrid_attention.backends import available_samplers
 from hybrid_attention.apps.fidelity import SAMPLER_KINDS, build_sampler, make_schedule, random_problems
+from hybrid_attention.backends import available_samplers
 
 problem = random_problems(4, 1, seed=7)
 p_exact = exact.probabilities(problem).numpy()[0]
@@ -76,10 +79,16 @@ for name in names:
     dists[name] = p
     d = metrics.compare_distributions(p, p_exact)
     a = metrics.attention_weight_error(ss.marginals()[0], exact.marginals(problem).numpy()[0])
-    rows.append(f"| {name} | {float(d['tv']):.3f} | {float(d['kl_pq']):.3f} | {float(d['kl_qp']):.3f} | "
-                f"{float(d['fidelity']):.3f} | {float(a['tv']):.3f} |")
-display(Markdown("| sampler | TV | KL(p‖exact) | KL(exact‖p) | fidelity | attention-weight TV |\n|---|---|---|---|---|---|\n"
-                 + "\n".join(rows)))
+    rows.append(
+        f"| {name} | {float(d['tv']):.3f} | {float(d['kl_pq']):.3f} | {float(d['kl_qp']):.3f} | "
+        f"{float(d['fidelity']):.3f} | {float(a['tv']):.3f} |"
+    )
+display(
+    Markdown(
+        "| sampler | TV | KL(p‖exact) | KL(exact‖p) | fidelity | attention-weight TV |\n|---|---|---|---|---|---|\n"
+        + "\n".join(rows)
+    )
+)
 
 # %%
 fig, ax = plt.subplots(figsize=(10, 3.5))
@@ -89,7 +98,9 @@ ax.bar(x, p_exact, width, color="k", label="exact (beta = 1)")
 for i, (name, p) in enumerate(dists.items()):
     ax.bar(x + (i + 1) * width, p, width, label=name)
 ax.set_xticks(x + 0.4, [format(c, "04b")[::-1] for c in range(16)], rotation=90, fontsize=7)
-ax.set_xlabel("configuration (qubit 0 first)"); ax.set_ylabel("probability"); ax.legend(fontsize=7, ncol=3)
+ax.set_xlabel("configuration (qubit 0 first)")
+ax.set_ylabel("probability")
+ax.legend(fontsize=7, ncol=3)
 show(fig)
 
 # %% [markdown]
@@ -102,15 +113,20 @@ show(fig)
 
 # %%
 import tempfile
+
 from hybrid_attention.apps.fidelity import FidelityConfig, run_sweep
 from hybrid_attention.apps.fidelity.plots import summary_table
 
-sweep_samplers = [s for s in ("exact", "statevector", "aer", "aer-noisy", "pennylane", "gibbs", "anneal", "meanfield") if s in names]
+sweep_samplers = [
+    s for s in ("exact", "statevector", "aer", "aer-noisy", "pennylane", "gibbs", "anneal", "meanfield") if s in names
+]
 if QUICK:
     sweep_samplers = [s for s in sweep_samplers if s != "aer-noisy"]
     cfg = FidelityConfig(samplers=sweep_samplers, n=[3], shots=[256, 1024], tau=[0.5, 1.0], steps=[10], problems=3)
 else:
-    cfg = FidelityConfig(samplers=sweep_samplers, n=[3, 4, 5], shots=[256, 1024, 4096], tau=[0.5, 1.0, 2.0], steps=[10, 40], problems=8)
+    cfg = FidelityConfig(
+        samplers=sweep_samplers, n=[3, 4, 5], shots=[256, 1024, 4096], tau=[0.5, 1.0, 2.0], steps=[10, 40], problems=8
+    )
 out = Path(tempfile.mkdtemp(prefix="fidelity-"))
 report = run_sweep(cfg, out, progress=False)
 display(Markdown(summary_table(report)))
@@ -133,7 +149,8 @@ for f in report["plots"]:
 
 # %%
 from hybrid_attention.apps.fidelity import load_report
-from hybrid_attention.apps.fidelity.plots import path_getter as get, series
+from hybrid_attention.apps.fidelity.plots import path_getter as get
+from hybrid_attention.apps.fidelity.plots import series
 
 committed = ROOT / "results" / "fidelity"
 reports = {}
@@ -157,15 +174,20 @@ for name, rep in reports.items():
         x, y = series(rep, "shots", s, get("target", "tv", "mean"))
         xc, yc = series(rep, "shots", s, get("circuit", "tv", "mean"))
         if x:
-            print(f"{s:12s} TV to exact vs shots: " + ", ".join(f"{a}: {b:.3f}" for a, b in zip(x, y))
-                  + ("" if not xc else "   | TV to ideal circuit: " + ", ".join(f"{a}: {b:.3f}" for a, b in zip(xc, yc))))
+            print(
+                f"{s:12s} TV to exact vs shots: "
+                + ", ".join(f"{a}: {b:.3f}" for a, b in zip(x, y))
+                + ("" if not xc else "   | TV to ideal circuit: " + ", ".join(f"{a}: {b:.3f}" for a, b in zip(xc, yc)))
+            )
     for s in ("statevector", "aer"):
         x, bh = series(rep, "tau", s, get("fit", "beta_h", "median"))
         _, bj = series(rep, "tau", s, get("fit", "beta_J", "median"))
         _, tv = series(rep, "tau", s, get("target", "tv", "mean"))
         if x:
-            print(f"{s}: fitted (beta_h, beta_J) and TV to exact vs tau: "
-                  + ", ".join(f"tau={a:g}: ({b:.3f}, {c:.3f}) TV {d:.3f}" for a, b, c, d in zip(x, bh, bj, tv)))
+            print(
+                f"{s}: fitted (beta_h, beta_J) and TV to exact vs tau: "
+                + ", ".join(f"tau={a:g}: ({b:.3f}, {c:.3f}) TV {d:.3f}" for a, b, c, d in zip(x, bh, bj, tv))
+            )
             break
 
 # %% [markdown]
