@@ -23,7 +23,6 @@
 # antiferromagnetic at >= 6 on Shakespeare).
 
 # %%
-import os
 from pathlib import Path
 
 import matplotlib
@@ -31,25 +30,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-from IPython.display import Image, Markdown, display
-
-QUICK = os.environ.get("HYBRID_ATTENTION_QUICK") == "1"  # the test suite sets this: small parameters
-# the repository root (results/ lives there): notebooks run with their own folder as the working directory
-ROOT = Path(os.environ.get("HYBRID_ATTENTION_ROOT", Path.cwd().parent))
-
-
-def show(fig):
-    """Render a matplotlib figure as a PNG output (works under the Agg backend and nbclient)."""
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    display(Image(buf.getvalue()))
-
+from IPython.display import Markdown, display
 
 # %%
 from hybrid_attention.apps import ablate
+from hybrid_attention.apps.notebook import QUICK, ROOT, show
 
 found = {}
 for task in ("shakespeare", "brackets"):

@@ -23,8 +23,6 @@
 # leading-order relation, balance the two temperatures by doubling the fields, and calibrate a schedule to a target.
 
 # %%
-import os
-from pathlib import Path
 
 import matplotlib
 
@@ -32,22 +30,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-from IPython.display import Image, Markdown, display
+from IPython.display import Markdown, display
 
-QUICK = os.environ.get("HYBRID_ATTENTION_QUICK") == "1"  # the test suite sets this: small parameters
-# the repository root (results/ lives there): notebooks run with their own folder as the working directory
-ROOT = Path(os.environ.get("HYBRID_ATTENTION_ROOT", Path.cwd().parent))
-
-
-def show(fig):
-    """Render a matplotlib figure as a PNG output (works under the Agg backend and nbclient)."""
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    display(Image(buf.getvalue()))
-
+from hybrid_attention.apps.notebook import QUICK, show
 
 # %%
 from hybrid_attention.circuits import DQASchedule

@@ -23,36 +23,20 @@
 # and have credentials.
 
 # %%
-import os
-from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import torch
-from IPython.display import Image, Markdown, display
-
-QUICK = os.environ.get("HYBRID_ATTENTION_QUICK") == "1"  # the test suite sets this: small parameters
-# the repository root (results/ lives there): notebooks run with their own folder as the working directory
-ROOT = Path(os.environ.get("HYBRID_ATTENTION_ROOT", Path.cwd().parent))
-
-
-def show(fig):
-    """Render a matplotlib figure as a PNG output (works under the Agg backend and nbclient)."""
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    display(Image(buf.getvalue()))
-
+from IPython.display import Markdown, display
 
 # %%
 from qiskit_ibm_runtime.fake_provider import FakeGuadalupeV2, FakeTorino
 
 from hybrid_attention import exact, metrics
 from hybrid_attention.apps.fidelity.problems import random_problems
+from hybrid_attention.apps.notebook import QUICK, show
 from hybrid_attention.backends import get_sampler
 from hybrid_attention.circuits import DQASchedule
 from hybrid_attention.circuits.qiskit_dqa import dqa_circuit

@@ -28,7 +28,6 @@
 # The sweep itself is `hybrid-attention fidelity` (Python: `hybrid_attention.apps.fidelity.run_sweep`).
 
 # %%
-import os
 from pathlib import Path
 
 import matplotlib
@@ -38,31 +37,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Image, Markdown, display
 
-QUICK = os.environ.get("HYBRID_ATTENTION_QUICK") == "1"  # the test suite sets this: small parameters
-# the repository root (results/ lives there): notebooks run with their own folder as the working directory
-ROOT = Path(os.environ.get("HYBRID_ATTENTION_ROOT", Path.cwd().parent))
-
-
-def show(fig):
-    """Render a matplotlib figure as a PNG output (works under the Agg backend and nbclient)."""
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    display(Image(buf.getvalue()))
-
-
 # %% [markdown]
 # ## One problem, every sampler
 #
 # A 4-spin problem with unit-normal fields and couplings at `beta = 1`, sampled by each available sampler. DQA samplers
 # run the documented program (`tau = 1`, `K = 20`), whose output is Boltzmann at a much *higher* temperature: their
 # distance to the `beta = 1` target is mostly temperature, not noise (the second notebook calibrates it).
-
 # %%
 from hybrid_attention import exact, metrics
 from hybrid_attention.apps.fidelity import SAMPLER_KINDS, build_sampler, make_schedule, random_problems
+from hybrid_attention.apps.notebook import QUICK, ROOT, show
 from hybrid_attention.backends import available_samplers
 
 problem = random_problems(4, 1, seed=7)
