@@ -146,7 +146,7 @@ def print_table(rows: list[dict], T: int, steps: int, shots: int, tau: float, tr
         )
     print(
         f"\nDQA samples: statevector simulation of the Trotterized anneal (tau = {tau}, K = {trotter_steps}), {shots} shots per "
-        "attention row, Boltzmann-surrogate gradients at the sampler's effective temperature (SPEC sections 3-4);\n"
+        "attention row, Boltzmann-surrogate gradients at the sampler's effective temperature (docs/theory.md sections 3-4);\n"
         "its own accuracy is measured with the same sampler, the next column with exact beta = 1 marginals."
     )
 

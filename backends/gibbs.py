@@ -6,7 +6,7 @@ sampler classes (chunking, seeds, options, SampleSet assembly); the sweeps are t
 matrix shared by many problems, like one attention head's J, is never copied).
 
 Masked spins are dropped by decoupling them (zero field, zero couplings): they are free, the other spins
-are distributed exactly as without them, and statistics report them as 0 (SPEC section 3).
+are distributed exactly as without them, and statistics report them as 0 (docs/theory.md section 3).
 
 Accuracy. Every read is by default the final state of its own chain (``num_chains = num_reads``), so reads are
 independent and the shot tolerance ``z sqrt((1 - m**2) / N)`` applies with ``N = num_reads``. The documented

@@ -1,6 +1,6 @@
-"""The ``statevector`` sampler: a batched PyTorch simulator of the SPEC's Trotterized DQA program.
+"""The ``statevector`` sampler: a batched PyTorch simulator of the documented Trotterized DQA program.
 
-It runs the same program as :func:`hybrid_attention.circuits.dqa_circuit` (SPEC section 4) for a whole batch of
+It runs the same program as :func:`hybrid_attention.circuits.dqa_circuit` (docs/theory.md section 4) for a whole batch of
 problems at once, without any circuit object:
 
 * start in ``|+>^n`` (uniform amplitudes ``2**(-n/2)``);

@@ -8,7 +8,7 @@ pennylane are imported inside the emitters, on use.
 Installed as ``hybrid_attention.circuits`` (the repository keeps it at the top-level folder ``circuits/``
 and maps it through ``package_dir`` in ``setup.cfg``; nothing named ``circuits`` is installed on its own).
 
-* :class:`DQASchedule` (``schedule``): the SPEC's linear schedule and Trotter slices, options;
+* :class:`DQASchedule` (``schedule``): the documented linear schedule and Trotter slices, options;
 * ``program``: the neutral program every consumer reads: :func:`layers`, :class:`DQAProgram` (values, angles,
   gate counts), :class:`CircuitOptions`, size checks (:data:`~.program.MAX_GATES`);
 * :func:`dqa_probabilities` / :func:`dqa_state` (``reference``): independent numpy statevector, the oracle;

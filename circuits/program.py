@@ -1,6 +1,6 @@
 """The neutral DQA program: schedule + problem -> ordered layers, their angles, gate counts and size checks.
 
-Every consumer of the SPEC's Trotterized program (section 4) reads it from here, so there is one definition of what
+Every consumer of the documented Trotterized program (section 4) reads it from here, so there is one definition of what
 the program is: the qiskit emitter (:mod:`.qiskit_dqa`), the PennyLane emitter (:mod:`.pennylane_dqa`), the numpy
 reference (:mod:`.reference`) and the native statevector simulator (``hybrid_attention.backends.statevector``).
 

@@ -1,4 +1,4 @@
-"""Qiskit emitter: Ising problem + :class:`DQASchedule` -> Trotterized DQA ``QuantumCircuit`` (SPEC section 4).
+"""Qiskit emitter: Ising problem + :class:`DQASchedule` -> Trotterized DQA ``QuantumCircuit`` (docs/theory.md section 4).
 
 Qubit ``j`` is spin ``j`` and is measured into clbit ``j`` of the register ``"meas"`` (so
 ``BitArray.to_bool_array(order="little")`` puts spin ``j`` in column ``j``). Slice ``k`` applies

@@ -1,4 +1,4 @@
-"""Independent numpy statevector of the SPEC's Trotterized DQA product: the oracle for every emitted circuit.
+"""Independent numpy statevector of the documented Trotterized DQA product: the oracle for every emitted circuit.
 
 Deliberately small and separate from the emitters (no qiskit, no pennylane, no torch): it applies the layers of
 :func:`.program.layers` in order, for each Trotter slice ``k`` with phases ``(b_k, a_k) = schedule.coefficients()``,

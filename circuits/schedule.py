@@ -1,6 +1,6 @@
-"""DQA schedules: ``H(t) = A(t) H_D + B(t) H_P`` on ``[0, tau]`` and their Trotter steps (SPEC section 4).
+"""DQA schedules: ``H(t) = A(t) H_D + B(t) H_P`` on ``[0, tau]`` and their Trotter steps (docs/theory.md section 4).
 
-Defaults are fixed by the SPEC: linear ``A(t) = gamma (1 - t/tau)``, ``B(t) = energy_scale * t/tau``, first-order
+Defaults are fixed by docs/theory.md: linear ``A(t) = gamma (1 - t/tau)``, ``B(t) = energy_scale * t/tau``, first-order
 Trotterization with ``steps`` slices, ``dt = tau / steps``, midpoints ``t_k = (k + 1/2) dt``; slice ``k`` applies
 ``exp(-i dt B(t_k) H_P)`` then ``exp(-i dt A(t_k) H_D)`` with ``H_P = -sum h Z - sum J ZZ`` and ``H_D = -sum X``.
 As gates: ``RZ(-2 dt B h_j)``, ``RZZ(-2 dt B J_jk)``, then ``RX(-2 dt A)``.
@@ -30,11 +30,11 @@ class DQASchedule:
         steps: number of Trotter slices ``K`` (>= 1).
         gamma: driver strength ``Gamma`` (``A(0) = gamma``).
         energy_scale: ``lambda``, the problem energy scale (``B(tau) = energy_scale``).
-        shape: ``"linear"`` (SPEC default) or ``"sin2"`` (``s(x) = sin^2(pi x / 2)``).
-        order: 1 (SPEC default, problem then driver) or 2 (symmetric splitting).
+        shape: ``"linear"`` (the default) or ``"sin2"`` (``s(x) = sin^2(pi x / 2)``).
+        order: 1 (the default, problem then driver) or 2 (symmetric splitting).
         field_scale: factor on the fields inside the circuit (compensation: DQA samples couplings at about
             twice the inverse temperature of the fields, so ``field_scale=2`` balances them; see
-            :mod:`hybrid_attention.circuits.temperature`). Default 1 (the SPEC program).
+            :mod:`hybrid_attention.circuits.temperature`). Default 1 (the default program).
         coupling_scale: factor on the couplings inside the circuit (default 1).
 
     Example:

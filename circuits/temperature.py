@@ -1,6 +1,6 @@
 """Effective temperature of DQA output: leading-order relation, fit against exact output, calibration.
 
-Short anneals from ``|+>^n`` sample an approximately Boltzmann distribution (SPEC section 4). Expanding the
+Short anneals from ``|+>^n`` sample an approximately Boltzmann distribution (docs/theory.md section 4). Expanding the
 Trotter product to second order in the slice phases ``(b_k, a_k)`` (a driver phase after a problem phase is
 what turns phases into populations; the ``a a`` and ``b b`` terms cancel in ``|amplitude|^2``) gives
 
@@ -8,13 +8,13 @@ what turns phases into populations; the ``a a`` and ``b b`` terms cancel in ``|a
 
 with ``E_h = -h.s`` and ``E_J = -sum_{j<k} J_jk s_j s_k`` (the ``k`` in ``k' <= k``: slice ``k``'s driver
 follows its own problem layer; for ``order=2`` half the driver precedes it). In the continuum
-``S = int_0^tau dt A(t) int_0^t B(t') dt'``, which for the SPEC's linear schedule is ``Gamma lambda tau^2 / 24``:
+``S = int_0^tau dt A(t) int_0^t B(t') dt'``, which for the documented linear schedule is ``Gamma lambda tau^2 / 24``:
 
     ``beta_h = 4 S = Gamma lambda tau^2 / 6``,  ``beta_J = 8 S = 2 beta_h``
 
 (times the problem's ``beta`` and the schedule's ``field_scale`` / ``coupling_scale``). Couplings see twice
 the inverse temperature of the fields because flipping one spin changes each coupling term it touches by
-twice the amount; ``field_scale=2`` (:func:`compensate`) balances them. The relation reproduces the SPEC table
+twice the amount; ``field_scale=2`` (:func:`compensate`) balances them. The relation reproduces the table of docs/theory.md section 4
 at small ``tau`` (0.00667 vs 0.0066 at ``tau = 0.2``) and underestimates higher-order effects beyond.
 
 :func:`fit_temperature` fits ``(beta_h, beta_J)`` against the exact circuit output (the reference statevector)
@@ -24,7 +24,7 @@ for a target ``beta``, from the leading-order relation or by root finding on the
 Example:
     >>> from hybrid_attention.circuits import DQASchedule
     >>> bh, bJ = leading_order_beta(DQASchedule(tau=0.2, steps=400))
-    >>> round(bh, 4), round(bJ, 4)   # the fitted values of the SPEC table: 0.0066, 0.0133
+    >>> round(bh, 4), round(bJ, 4)   # the fitted values of the table of docs/theory.md section 4: 0.0066, 0.0133
     (0.0067, 0.0134)
 """
 
@@ -81,7 +81,7 @@ def compensate(schedule: DQASchedule) -> DQASchedule:
 
 
 def random_problems(n: int = 4, batch: int = 32, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Unit-normal ``h (batch, n)`` and symmetric ``J (batch, n, n)`` (upper triangle normal), as in SPEC section 4."""
+    """Unit-normal ``h (batch, n)`` and symmetric ``J (batch, n, n)`` (upper triangle normal), as in docs/theory.md section 4."""
     rng = np.random.default_rng(seed)
     h = rng.normal(size=(batch, n))
     U = np.triu(rng.normal(size=(batch, n, n)), 1)

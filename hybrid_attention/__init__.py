@@ -3,7 +3,7 @@
 The core floor (this package) depends on numpy and torch only: ``import hybrid_attention`` never imports
 qiskit or pennylane, and nothing here imports the floors above it (circuits, backends, apps). It owns:
 
-* ``ising``: :class:`IsingProblem` and the conventions (SPEC section 2); ``checks``: every input check (beta,
+* ``ising``: :class:`IsingProblem` and the conventions (docs/theory.md section 2); ``checks``: every input check (beta,
   seeds, counts, head couplings, the memory budget);
 * ``exact``: the exact oracle (enumeration, log Z, marginals, correlations, probabilities, exact samples);
   ``kernels``: the attention kernels on its factorised core (causal, bidirectional, shared couplings);

@@ -1,4 +1,4 @@
-"""Boltzmann attention (SPEC section 3): the functional form and the multi-head ``BoltzmannAttention`` module.
+"""Boltzmann attention (docs/theory.md section 3): the functional form and the multi-head ``BoltzmannAttention`` module.
 
 For one head and query ``i`` with visible keys ``K_i`` (causal: ``j <= i``; bidirectional: all ``j``) the
 scores ``h_ij = q_i . k_j / sqrt(d)`` are the local fields of an Ising model over the spins of ``K_i`` (masked
@@ -141,7 +141,7 @@ def boltzmann_attention(
     num_reads: int | None = None,
     seed: Any = None,
 ) -> torch.Tensor:
-    """Boltzmann attention (SPEC section 3): ``o_i = sum_j a_ij v_j``.
+    """Boltzmann attention (docs/theory.md section 3): ``o_i = sum_j a_ij v_j``.
 
     Args:
         q: queries ``(B, H, Tq, d)``.

@@ -1,4 +1,4 @@
-"""Sampler bridge: any sampler's output as attention marginals with gradients (SPEC section 3).
+"""Sampler bridge: any sampler's output as attention marginals with gradients (docs/theory.md section 3).
 
 :func:`attention_marginals` turns a layer's scores ``h (B, H, Tq, T)`` and couplings ``J (H, T', T')`` into Ising
 problems (causally: one batched problem per prefix length, so every problem of one size goes to the sampler in

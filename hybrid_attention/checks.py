@@ -13,7 +13,7 @@ Owns:
   memory exceeds the budget *before* allocating anything, naming the estimate.
 
 Every message names what was expected and what was received. ``TypeError`` for a wrong type, ``ValueError`` for a
-wrong value (SPEC/STYLE "Errors"). Depends on numpy and torch only.
+wrong value (the project's error rules). Depends on numpy and torch only.
 
 Example:
     >>> from hybrid_attention import checks

@@ -18,7 +18,7 @@ element and every query with the same prefix), ``K`` is built once and the whole
 Each factor is shifted by its own maximum, so nothing overflows; the product can only underflow when
 ``beta * (max C - min C)`` of the coupling energy ``C`` is large, and those problems take a log-space path
 (log-sum-exp over the materialised energies) instead. Both paths are plain torch ops, so autograd gives exact
-gradients (equal to ``beta Cov(...)``; SPEC section 3) in float32 and float64.
+gradients (equal to ``beta Cov(...)``; docs/theory.md section 3) in float32 and float64.
 
 Masked spins are dropped (decoupled and then marginalised out, which is exact), never pinned.
 

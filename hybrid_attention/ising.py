@@ -1,4 +1,4 @@
-"""Ising problems and the toolkit's fixed conventions (SPEC section 2).
+"""Ising problems and the toolkit's fixed conventions (docs/theory.md section 2).
 
 This module owns :class:`IsingProblem` and the conventions every other module follows:
 
@@ -13,7 +13,7 @@ This module owns :class:`IsingProblem` and the conventions every other module fo
   least significant bit, the rightmost character of a qiskit bitstring).
 * Spin arrays keep column ``j`` for spin ``j``; bitstrings are for display only.
 * A ``mask`` marks the spins that take part in a problem. Masked-out spins do not exist for that problem
-  (SPEC section 3): they are *dropped*, never pinned. Wherever the toolkit must still carry them (a circuit
+  (docs/theory.md section 3): they are *dropped*, never pinned. Wherever the toolkit must still carry them (a circuit
   on ``n`` qubits, a ``(..., n)`` array), a dropped spin is decoupled (zero field, zero couplings), which
   leaves the distribution of the other spins exactly as if it had been removed; statistics report it as 0.
 * dimod uses the opposite sign: convert with ``h -> -h``, ``J -> -J`` (see :meth:`IsingProblem.to_dimod`).

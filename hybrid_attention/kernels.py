@@ -1,4 +1,4 @@
-"""Attention kernels: exact Boltzmann marginals of every query of a layer (SPEC section 3).
+"""Attention kernels: exact Boltzmann marginals of every query of a layer (docs/theory.md section 3).
 
 Owns the layer-shaped kernels built on the exact oracle's factorised core (:mod:`hybrid_attention.exact`):
 
@@ -158,7 +158,7 @@ def causal_marginals(
     Queries with the same prefix length share one coupling table per head, built once; the field part is two
     GEMMs per group of prefixes. Short prefixes are grouped into one call (padded with free spins, which drop
     out exactly) so Python overhead does not dominate; total work is about ``B H sum_m 2**m`` multiply-adds
-    for the long prefixes (SPEC section 3). Autograd gives exact gradients for ``h``, ``J`` and ``beta``.
+    for the long prefixes (docs/theory.md section 3). Autograd gives exact gradients for ``h``, ``J`` and ``beta``.
     """
     if not isinstance(h, torch.Tensor) or h.ndim != 4 or h.shape[-1] != h.shape[-2]:
         raise ValueError(f"h must have shape (B, H, T, T), got {tuple(getattr(h, 'shape', ()))}")

@@ -258,7 +258,7 @@ def correlation_error(c: Any, c_ref: Any, *, mask: Any = None) -> ErrorStats:
 
 
 def weights_from_marginals(m: Any, mask: Any = None) -> np.ndarray:
-    """The normalised attention weights the layer uses (SPEC section 3), for numpy or torch marginals.
+    """The normalised attention weights the layer uses (docs/theory.md section 3), for numpy or torch marginals.
 
     ``alpha_j = (1 + m_j) / 2`` and ``a_j = alpha_j / sum_{k visible} alpha_k``; invisible keys get 0. A row
     whose visible alphas are all 0 (every visible spin pinned at -1) gets uniform weights over its visible keys.
@@ -343,7 +343,7 @@ class EffectiveBeta:
 def fit_effective_beta(p: Any, h: Any, J: Any, *, floor: float = 1e-300) -> EffectiveBeta:
     """Fit ``log p(s) = c - beta_h E_h(s) - beta_J E_J(s)`` by least squares over all ``2**n`` states.
 
-    This is how SPEC section 4 measures what DQA samples. Use exact output probabilities (a statevector), not
+    This is how docs/theory.md section 4 measures what DQA samples. Use exact output probabilities (a statevector), not
     shot frequencies: empty bins make ``log p`` undefined (they are clipped at ``floor``).
 
     Args:

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def reference_output(q, k, v, J, mode, causal, beta):
-    """Brute-force float64 attention output for every (batch, head, query), SPEC section 3 literally."""
+    """Brute-force float64 attention output for every (batch, head, query), docs/theory.md section 3 literally."""
     q, k, v = (np.asarray(t, dtype=np.float64) for t in (q, k, v))
     B, H, T, d = q.shape
     out = np.zeros_like(v)

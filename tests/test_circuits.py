@@ -100,7 +100,7 @@ def test_reference_closed_forms():
     c = np.arange(8)
     prod = np.prod([singles[j][(c >> j) & 1] for j in range(3)], axis=0)
     assert np.abs(p - prod).max() < 1e-14
-    # a positive field favours s = +1 (bit 0), and the energies follow the SPEC sign
+    # a positive field favours s = +1 (bit 0), and the energies follow docs/theory.md sign
     assert p.sum() == pytest.approx(1.0, abs=1e-14)
     assert singles[0][0] > singles[0][1] and singles[1][0] < singles[1][1]
     assert problem_energies(np.array([1.0, 0.0]), np.array([[0, 2.0], [2.0, 0]]))[0] == -3.0

@@ -241,7 +241,7 @@ def test_aer_point_matches_its_ideal_circuit_within_shot_noise():
     floor = res["circuit"]["shot_noise_tv"]
     assert abs(res["circuit"]["tv"]["mean"] - floor) < 5 * floor / 2 / math.sqrt(8)
     assert res["target"]["tv"]["mean"] > res["circuit"]["tv"]["mean"]
-    # SPEC section 4: a short quench samples couplings at about twice the field inverse temperature
+    # docs/theory.md section 4: a short quench samples couplings at about twice the field inverse temperature
     assert 1.3 < res["fit"]["beta_J"]["median"] / res["fit"]["beta_h"]["median"] < 2.5
     assert res["schedule"]["energy_scale"] == 1.0
 
@@ -254,7 +254,7 @@ def test_calibrated_schedule_raises_the_effective_temperature_to_target():
     plain = measure_point(SweepPoint("aer", 3, 256, 0.5, 20), probs, seed=2)
     comp = measure_point(SweepPoint("aer", 3, 256, 0.5, 20), probs, seed=2, calibration="compensated")
     assert comp["schedule"]["field_scale"] == 2.0 and comp["schedule"]["energy_scale"] > 1
-    # compensation balances the two temperatures (SPEC section 4: plain DQA has beta_J ~ 2 beta_h) and the
+    # compensation balances the two temperatures (docs/theory.md section 4: plain DQA has beta_J ~ 2 beta_h) and the
     # larger energy scale heats less; the leading-order calibration undershoots beta = 1 (higher orders saturate it)
     ph, pj = plain["fit"]["beta_h"]["median"], plain["fit"]["beta_J"]["median"]
     ch, cj = comp["fit"]["beta_h"]["median"], comp["fit"]["beta_J"]["median"]
@@ -268,7 +268,7 @@ def test_calibrated_schedule_raises_the_effective_temperature_to_target():
 @pytest.mark.skipif(not _available("statevector"), reason="statevector sampler not available")
 def test_fitted_calibration_reaches_a_hot_target_temperature():
     """Calibrated on an independent ensemble, the anneal samples other problems at the target beta = 0.2: both
-    fitted temperatures within 15 % (problem-to-problem scatter), and far closer to the target than the SPEC program;
+    fitted temperatures within 15 % (problem-to-problem scatter), and far closer to the target than the default program;
     the leading-order calibration undershoots (higher orders)."""
     probs = random_problems(4, 8, seed=6, beta=0.2)
     res = measure_point(SweepPoint("statevector", 4, None, 1.0, 40), probs, calibration="fitted")

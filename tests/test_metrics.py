@@ -151,7 +151,7 @@ def test_marginal_and_correlation_error_with_mask():
 
 
 def test_attention_weights_match_sigmoid_attention_for_free_spins():
-    # h-only mode: m = tanh(h), alpha = sigmoid(2h), a = alpha / sum over visible keys (SPEC section 3)
+    # h-only mode: m = tanh(h), alpha = sigmoid(2h), a = alpha / sum over visible keys (docs/theory.md section 3)
     T = 5
     h = torch.randn(T, T, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     causal = torch.tril(torch.ones(T, T, dtype=torch.bool))

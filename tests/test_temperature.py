@@ -1,4 +1,4 @@
-"""Effective temperature of DQA output: SPEC table, leading-order relation, compensation, calibration, all
+"""Effective temperature of DQA output: table of docs/theory.md section 4, leading-order relation, compensation, calibration, all
 checked against the exact circuit output (reference statevector) and exact Boltzmann enumeration."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from hybrid_attention.metrics import fit_effective_beta
 
 
 def spec_instance():
-    """The SPEC section 4 instance: 4 spins, default_rng(0), h then the upper triangle of a normal matrix."""
+    """The docs/theory.md section 4 instance: 4 spins, default_rng(0), h then the upper triangle of a normal matrix."""
     rng = np.random.default_rng(0)
     h = rng.normal(size=(1, 4))
     U = np.triu(rng.normal(size=(1, 4, 4)), 1)
@@ -27,7 +27,7 @@ def spec_instance():
     "row", ["0.2 0.0066 0.0133 0.99998", "0.5 0.038 0.082 0.9995", "1.0 0.128 0.319 0.996", "2.0 0.72 1.14 0.906"]
 )
 def test_reproduces_spec_table(row):
-    """Every printed digit of the SPEC table: |fit - table| <= half a unit in the table's last place."""
+    """Every printed digit of the table of docs/theory.md section 4: |fit - table| <= half a unit in the table's last place."""
     tau, *table = row.split()
     h, J = spec_instance()
     f = fit_effective_beta(dqa_probabilities(h, J, DQASchedule(tau=float(tau), steps=400)), h, J)

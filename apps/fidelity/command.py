@@ -97,7 +97,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--calibration",
         choices=("none", "leading", "compensated", "fitted"),
         default="none",
-        help="DQA schedules: none = the SPEC program (Gamma = lambda = 1); leading = energy scale set so the "
+        help="DQA schedules: none = the default program (Gamma = lambda = 1); leading = energy scale set so the "
         "leading-order output temperature equals the problems' beta; compensated = also fields doubled so "
         "beta_J = beta_h; fitted = compensated, then the energy scale bisected on the fitted temperature "
         "of an independent random ensemble",

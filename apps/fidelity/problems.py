@@ -13,7 +13,7 @@ __all__ = ["random_problems", "problems_from_model"]
 
 
 def random_problems(n: int, count: int, *, seed: int = 0, scale: float = 1.0, beta: float = 1.0) -> IsingProblem:
-    """``count`` random problems on ``n`` spins: ``h, J_jk ~ N(0, scale**2)`` i.i.d. (SPEC section 4's ensemble).
+    """``count`` random problems on ``n`` spins: ``h, J_jk ~ N(0, scale**2)`` i.i.d. (docs/theory.md section 4's ensemble).
 
     Args:
         n: spins (>= 1); count: problems (>= 1); seed: int; scale: standard deviation; beta: inverse temperature.
@@ -37,7 +37,7 @@ def problems_from_model(
     """The Ising problems a trained model's attention layer solves for query position ``i = n - 1``.
 
     Runs ``model`` on ``idx``, captures the input of attention layer ``layer`` with a forward hook, and rebuilds
-    the fields ``h_j = q_i . k_j / sqrt(d_head)`` over the visible keys ``j <= i`` (SPEC section 3) with the
+    the fields ``h_j = q_i . k_j / sqrt(d_head)`` over the visible keys ``j <= i`` (docs/theory.md section 3) with the
     layer's couplings ``J[head, :n, :n]`` and its ``beta``.
 
     Args:

@@ -118,7 +118,7 @@ def make_schedule(tau: float, steps: int, calibration: str = "none", *, beta: fl
 
     Args:
         tau, steps: anneal time and Trotter steps.
-        calibration: ``"none"`` (the SPEC program: ``Gamma = lambda = 1``), ``"leading"`` (``energy_scale`` set so
+        calibration: ``"none"`` (the default program: ``Gamma = lambda = 1``), ``"leading"`` (``energy_scale`` set so
             that the leading-order field temperature is 1, :func:`hybrid_attention.circuits.temperature.calibrate`)
             or ``"compensated"`` (as ``leading``, with the fields doubled so that the couplings see the same
             temperature, :func:`~hybrid_attention.circuits.temperature.compensate`), or ``"fitted"`` (compensated,

@@ -67,7 +67,7 @@ class Flag:
 #: TrainConfig field -> its flag, in the order ``hybrid-attention train --help`` lists them
 FLAGS: dict[str, Flag] = {
     "task": Flag("--task", "shakespeare (next character) or brackets (point at the match)", {"choices": TASKS}),
-    "attention": Flag("--attention", "attention mode (SPEC section 3)", {"choices": MODES}),
+    "attention": Flag("--attention", "attention mode (docs/theory.md section 3)", {"choices": MODES}),
     "block_size": Flag("--block-size", "sequence length T (spins per query)", {"type": int, "metavar": "T"}),
     "steps": Flag(
         "--steps", "optimiser steps (with --resume: the new total, to extend a run)", {"type": int, "metavar": "N"}

@@ -3,7 +3,7 @@
 Variants (everything else identical; ``hj`` attention, one layer, one head, T = 8):
 
 * ``exact``: exact marginals by enumeration, exact gradients;
-* ``dqa-marginals``: the DQA circuit's exact output marginals (``statevector`` sampler: the SPEC Trotter product,
+* ``dqa-marginals``: the DQA circuit's exact output marginals (``statevector`` sampler: docs/theory.md Trotter product,
   ``tau``/``trotter_steps`` below), gradients by autograd through the simulated circuit;
 * ``dqa-surrogate``: the circuit's exact output distribution (all ``2**n`` states with their probabilities) but
   the bridge's covariance backward, a Boltzmann surrogate at the schedule's leading-order effective beta;
@@ -210,7 +210,7 @@ Same model (one layer, one head, `hj` attention, n_embd 64, FFN, T = 8, 300 step
 seeds; only the source of the attention marginals differs:
 
 * `exact`: enumeration (exact marginals and gradients);
-* `dqa-marginals`: exact output marginals of the Trotterized DQA circuit (SPEC section 4; `statevector` sampler),
+* `dqa-marginals`: exact output marginals of the Trotterized DQA circuit (docs/theory.md section 4; `statevector` sampler),
   gradients by autograd through the simulated circuit;
 * `dqa-surrogate`: the circuit's exact output distribution (all 2^n states, no shot noise), gradients from the
   bridge's covariance identities (a Boltzmann surrogate at the schedule's leading-order effective beta);

@@ -1,4 +1,4 @@
-"""Tasks of the paper (SPEC section 5): character-level Tiny Shakespeare and bracket matching.
+"""Tasks of the paper (docs/theory.md section 5): character-level Tiny Shakespeare and bracket matching.
 
 Each task module exposes a small data object with ``get_batch(split, batch_size, block_size, generator)`` style
 access used by :mod:`hybrid_attention.apps.train`; the modules depend on numpy and torch only.

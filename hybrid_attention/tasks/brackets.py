@@ -1,4 +1,4 @@
-"""Bracket matching (SPEC section 5): seeded well-nested strings, labels, held-out set, accuracies.
+"""Bracket matching (docs/theory.md section 5): seeded well-nested strings, labels, held-out set, accuracies.
 
 Tokens are ``0 = "("`` and ``1 = ")"``. For every closing bracket at position ``i`` the label is the position of
 its matching opening bracket (``< i``); other positions carry the ignore label ``-100``. Strings have even length

@@ -1,4 +1,4 @@
-"""Tiny Shakespeare, character level (SPEC section 5): corpus location, download with sha256 check, batches.
+"""Tiny Shakespeare, character level (docs/theory.md section 5): corpus location, download with sha256 check, batches.
 
 Where the corpus comes from (first match wins):
 
