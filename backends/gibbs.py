@@ -12,7 +12,7 @@ Accuracy. Every read is by default the final state of its own chain (``num_chain
 independent and the shot tolerance ``z sqrt((1 - m**2) / N)`` applies with ``N = num_reads``. The documented
 defaults (Gibbs: 256 burn-in sweeps; annealing: 128 ramp sweeps + 64 at the target beta) reach that tolerance
 against exact enumeration for ``n <= 16``, ``beta <= 2`` with ``h ~ N(0, 1)`` and SK-scaled couplings
-``J ~ N(0, 1/n)`` (``tests/test_classical.py``). Strongly coupled, frustrated problems at low temperature
+``J ~ N(0, 1/n)`` (``tests/backends/test_classical.py``). Strongly coupled, frustrated problems at low temperature
 mix slowly under single-spin dynamics; raise ``burn_in``/``num_sweeps`` there (or use annealing).
 """
 

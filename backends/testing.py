@@ -2,7 +2,7 @@
 
 Any :class:`~hybrid_attention.sampler.Sampler`, a third-party one included, can be checked against the interface
 contract and against exact answers with :func:`assert_sampler_conforms`; the project's own test suite runs it over
-every registered sampler (``tests/test_conformance.py``). Each part is a public function too, so a test file can
+every registered sampler (``tests/backends/test_conformance.py``). Each part is a public function too, so a test file can
 parametrise over them. Failures raise ``AssertionError`` with the values involved (no pytest needed).
 
 What is checked:

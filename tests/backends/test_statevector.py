@@ -14,8 +14,7 @@ from hybrid_attention import IsingProblem
 from hybrid_attention.backends import get_sampler
 from hybrid_attention.backends.statevector import StatevectorSampler, configuration_energies
 from hybrid_attention.circuits import DQASchedule
-
-from .conftest import random_couplings
+from tests.conftest import random_couplings
 
 TOL = {torch.complex64: 1e-6, torch.complex128: 1e-12}
 

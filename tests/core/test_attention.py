@@ -14,8 +14,7 @@ from hybrid_attention.attention import (
     boltzmann_attention,
     symmetric_couplings,
 )
-
-from .conftest import brute_force, random_couplings
+from tests.conftest import brute_force, random_couplings
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
