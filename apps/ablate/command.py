@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hybrid_attention.apps.run_files import lock_directory
 from hybrid_attention.apps.train import TrainConfig
-from hybrid_attention.apps.train.flags import add_train_flags
+from hybrid_attention.apps.train.flags import MODEL_FLAGS, add_train_flags
 from hybrid_attention.attention import MODES
 
 from .grid import ablate
@@ -17,23 +17,7 @@ from .report import diverged_runs, report
 
 __all__ = ["add_arguments", "run"]
 
-_MODEL_FLAGS = (
-    "ffn",
-    "n_layer",
-    "n_head",
-    "n_embd",
-    "dropout",
-    "beta",
-    "learn_beta",
-    "lr",
-    "weight_decay",
-    "batch_size",
-    "eval_interval",
-    "eval_size",
-    "warmup",
-    "data",
-    "threads",
-)
+_MODEL_FLAGS = (*MODEL_FLAGS, "data", "threads")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

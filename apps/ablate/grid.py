@@ -11,6 +11,7 @@ from tqdm.auto import tqdm
 
 from hybrid_attention.apps.run_files import LOCK_NAME, lock_directory, remove_stale_temporaries, write_json
 from hybrid_attention.apps.train import TrainConfig, TrainingDiverged, train
+from hybrid_attention.apps.train.flags import MODEL_FLAGS
 
 from .report import divergence, is_finished, load_json, report
 
@@ -18,23 +19,8 @@ __all__ = ["ablate", "run_dir"]
 
 logger = logging.getLogger(__name__)
 
-_SETTINGS = (
-    "task",
-    "ffn",
-    "steps",
-    "n_layer",
-    "n_head",
-    "n_embd",
-    "dropout",
-    "beta",
-    "learn_beta",
-    "lr",
-    "weight_decay",
-    "batch_size",
-    "eval_interval",
-    "eval_size",
-    "warmup",
-)
+#: the settings an ablation directory is bound to (ablation.json)
+_SETTINGS = ("task", "steps", *MODEL_FLAGS)
 
 
 def run_dir(out: Path, mode: str, T: int, seed: int) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from .flags import add_train_flags, config_from_args
+from .flags import MODEL_FLAGS, add_train_flags, config_from_args
 from .loop import train
 
 __all__ = ["add_arguments", "run"]
@@ -13,19 +13,7 @@ __all__ = ["add_arguments", "run"]
 _BEFORE_OUT = ("task", "attention", "block_size", "steps", "seed")
 _AFTER_OUT = (
     "resume",
-    "ffn",
-    "n_layer",
-    "n_head",
-    "n_embd",
-    "dropout",
-    "beta",
-    "learn_beta",
-    "lr",
-    "weight_decay",
-    "batch_size",
-    "eval_interval",
-    "eval_size",
-    "warmup",
+    *MODEL_FLAGS,
     "grad_clip",
     "data",
     "sampler",

@@ -19,7 +19,24 @@ from hybrid_attention.attention import MODES
 from .config import RESUME_FREE, TASKS, TrainConfig
 from .resume import saved_settings
 
-__all__ = ["Flag", "FLAGS", "add_train_flags", "parse_sampler_option", "config_from_args"]
+__all__ = ["Flag", "FLAGS", "MODEL_FLAGS", "add_train_flags", "parse_sampler_option", "config_from_args"]
+
+#: the model and optimiser settings every training command takes (train, ablate), in help order
+MODEL_FLAGS = (
+    "ffn",
+    "n_layer",
+    "n_head",
+    "n_embd",
+    "dropout",
+    "beta",
+    "learn_beta",
+    "lr",
+    "weight_decay",
+    "batch_size",
+    "eval_interval",
+    "eval_size",
+    "warmup",
+)
 
 
 def parse_sampler_option(item: str) -> tuple[str, Any]:
