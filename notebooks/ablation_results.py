@@ -34,6 +34,7 @@ from IPython.display import Markdown, display
 
 # %%
 from hybrid_attention.apps import ablate
+from hybrid_attention.apps.ablate.plots import draw_coupling_profile
 from hybrid_attention.apps.notebook import QUICK, ROOT, show
 
 found = {}
@@ -120,21 +121,9 @@ if not profiles:
     print("no hj ablation runs found: trained a small stand-in model in", stand_in)
 for task, prof in profiles.items():
     fig, ax = plt.subplots(figsize=(5, 3.5))
+    draw_coupling_profile(ax, prof, title=task, fontsize=8)
     for T, pts in prof.items():
-        ax.errorbar(
-            [p[0] for p in pts],
-            [p[1] for p in pts],
-            yerr=[0 if np.isnan(p[2]) else p[2] for p in pts],
-            marker="o",
-            capsize=3,
-            label=f"T = {T}",
-        )
         print(task, f"T={T}:", ", ".join(f"d={p[0]}: {p[1]:+.3f}" for p in pts))
-    ax.axhline(0, color="k", lw=0.8)
-    ax.set_xlabel("key distance |j - k|")
-    ax.set_ylabel("mean learned J")
-    ax.set_title(task)
-    ax.legend(fontsize=8)
     show(fig)
 
 # %%

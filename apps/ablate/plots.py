@@ -12,7 +12,7 @@ from typing import Any
 
 from hybrid_attention.attention import MODES
 
-__all__ = ["plot_summary"]
+__all__ = ["plot_summary", "draw_coupling_profile"]
 
 logger = logging.getLogger(__name__)
 
@@ -75,20 +75,32 @@ def plot_summary(out: Path, summ: list[dict[str, Any]], prof: dict, task: str, l
     plt.close(fig)
     if prof:
         fig, ax = plt.subplots(figsize=(5, 3.5))
-        for T, pts in prof.items():
-            ax.errorbar(
-                [p[0] for p in pts],
-                [p[1] for p in pts],
-                yerr=[0 if math.isnan(p[2]) else p[2] for p in pts],
-                marker="o",
-                capsize=3,
-                label=f"T={T}",
-            )
-        ax.axhline(0, color="k", lw=0.8)
-        ax.set_xlabel("key distance |j - k|")
-        ax.set_ylabel("mean learned J")
-        ax.set_title(f"{task}: hj couplings by distance")
-        ax.legend()
+        draw_coupling_profile(ax, prof, title=f"{task}: hj couplings by distance")
         fig.tight_layout()
         fig.savefig(out / "couplings_by_distance.png", dpi=120)
         plt.close(fig)
+
+
+def draw_coupling_profile(ax: Any, prof: dict, *, title: str, fontsize: float | None = None) -> None:
+    """Draw the mean learned ``J`` against key distance, one error-bar line per block size, on ``ax``.
+
+    Args:
+        ax: a matplotlib ``Axes``.
+        prof: :func:`~hybrid_attention.apps.ablate.report.coupling_profile` output, ``{T: [(distance, mean, std, n)]}``.
+        title: the axes title.
+        fontsize: legend font size (matplotlib's default when None).
+    """
+    for T, pts in prof.items():
+        ax.errorbar(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            yerr=[0 if math.isnan(p[2]) else p[2] for p in pts],
+            marker="o",
+            capsize=3,
+            label=f"T={T}",
+        )
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xlabel("key distance |j - k|")
+    ax.set_ylabel("mean learned J")
+    ax.set_title(title)
+    ax.legend(fontsize=fontsize)
