@@ -30,7 +30,7 @@ from hybrid_attention.ising import IsingProblem
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
-from .gibbs_kernel import run_chains
+from .gibbs_kernel import numba_available, run_chains, run_chains_compiled
 from .grouped import Grouped
 
 __all__ = ["GibbsSampler", "AnnealingSampler", "run_chains", "Grouped"]
@@ -42,7 +42,12 @@ class _ChainSampler(Sampler):
     """Shared machinery: chunking over problems, seeds, reads/chains bookkeeping, SampleSet assembly."""
 
     def __init__(
-        self, *, num_reads: int = 256, dtype: torch.dtype = torch.float32, memory_limit: int = 64 << 20
+        self,
+        *,
+        num_reads: int = 256,
+        dtype: torch.dtype = torch.float32,
+        memory_limit: int = 64 << 20,
+        kernel: str = "auto",
     ) -> None:
         super().__init__()
         self.default_num_reads = check_positive_int(num_reads, "num_reads")
@@ -50,12 +55,18 @@ class _ChainSampler(Sampler):
             raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
         self.dtype = dtype
         self.memory_limit = check_positive_int(memory_limit, "memory_limit")
+        if kernel not in ("auto", "compiled", "torch"):
+            raise ValueError(f"kernel must be 'auto', 'compiled' or 'torch', got {kernel!r}")
+        if kernel == "compiled" and not numba_available():
+            raise ImportError("kernel='compiled' needs numba: pip install numba (or use kernel='torch')")
+        self.kernel = ("compiled" if numba_available() else "torch") if kernel == "auto" else kernel
 
     @property
     def capabilities(self) -> SamplerCapabilities:
         return SamplerCapabilities(pad_with_mask=True)
 
-    def _betas(self, beta: torch.Tensor, opts: dict[str, Any]) -> list[torch.Tensor]:
+    def _schedule(self, opts: dict[str, Any]) -> list[float]:
+        """Sweep ``k`` runs at ``beta * schedule[k]``; recording sweeps at the last entry."""
         raise NotImplementedError
 
     def _resolve(self, options: dict[str, Any]) -> dict[str, Any]:
@@ -66,38 +77,21 @@ class _ChainSampler(Sampler):
         reads = self.default_num_reads if num_reads is None else int(num_reads)
         chains = min(opts.get("num_chains") or reads, reads)
         records = -(-reads // chains)
-        gp = Grouped(problem, self.dtype, share_masked=True)
-        G, R, n = gp.G, gp.R, gp.n
-        per = n * chains * (torch.finfo(self.dtype).bits // 8) * 4
-        step_r = max(1, self.memory_limit // per)
-        step_g = max(1, step_r // R) if step_r >= R else 1
-        blocks = [(g, r) for g in range(0, G, step_g) for r in range(0, R, step_r)]
-        seeds = spawn_seeds(seed, len(blocks))
+        factors = self._schedule(opts)
         t0 = time.perf_counter()
-        rows = []
-        for g0 in range(0, G, step_g):
-            cols = []
-            for r0 in range(0, R, step_r):
-                gen = torch.Generator(device=gp.h.device).manual_seed(seeds[blocks.index((g0, r0))])
-                gs, rs = slice(g0, g0 + step_g), slice(r0, r0 + step_r)
-                betas = self._betas(gp.beta[gs, rs], opts)
-                mask = None if gp.mask is None else gp.mask[gs, rs]
-                cols.append(
-                    run_chains(
-                        gp.h[gs, rs],
-                        gp.J[gs],
-                        mask,
-                        betas,
-                        chains,
-                        record_every=opts.get("thinning", 1),
-                        records=records,
-                        generator=gen,
-                    )[:, :, :reads]
-                )
-            rows.append(torch.cat(cols, dim=1))
-        spins = gp.ungroup(torch.cat(rows, dim=0)).cpu().numpy()
+        if self.kernel == "compiled":  # float64 throughout; the grouping only avoids copying a shared J
+            gp = Grouped(problem, torch.float64, share_masked=True)
+            seeds = spawn_seeds(seed, 1)
+            kw = {"record_every": opts.get("thinning", 1), "records": records, "seed": seeds[0]}
+            spins = run_chains_compiled(gp.h, gp.J, gp.mask, gp.beta, factors, chains, **kw)
+        else:
+            gp = Grouped(problem, self.dtype, share_masked=True)
+            spins, seeds = self._torch_chains(gp, factors, chains, records, opts, seed)
+        spins = spins[:, :, :reads]
+        spins = gp.ungroup(spins).cpu().numpy()
         info = {
             "backend": self.name,
+            "kernel": self.kernel,
             "num_reads": reads,
             "num_chains": chains,
             "records_per_chain": records,
@@ -108,6 +102,39 @@ class _ChainSampler(Sampler):
         }
         w = np.full(spins.shape[:-1], 1.0 / reads)
         return SampleSet(spins, w, problem, info)
+
+    def _torch_chains(
+        self, gp: Grouped, factors: list[float], chains: int, records: int, opts: dict[str, Any], seed: Any
+    ) -> tuple[torch.Tensor, list[int]]:
+        """The torch kernel over chunks of problems (``memory_limit``), one seed per chunk."""
+        G, R, n = gp.G, gp.R, gp.n
+        per = n * chains * (torch.finfo(self.dtype).bits // 8) * 4
+        step_r = max(1, self.memory_limit // per)
+        step_g = max(1, step_r // R) if step_r >= R else 1
+        blocks = [(g, r) for g in range(0, G, step_g) for r in range(0, R, step_r)]
+        seeds = spawn_seeds(seed, len(blocks))
+        rows = []
+        for g0 in range(0, G, step_g):
+            cols = []
+            for r0 in range(0, R, step_r):
+                gen = torch.Generator(device=gp.h.device).manual_seed(seeds[blocks.index((g0, r0))])
+                gs, rs = slice(g0, g0 + step_g), slice(r0, r0 + step_r)
+                beta = gp.beta[gs, rs]
+                mask = None if gp.mask is None else gp.mask[gs, rs]
+                cols.append(
+                    run_chains(
+                        gp.h[gs, rs],
+                        gp.J[gs],
+                        mask,
+                        [beta * f for f in factors],
+                        chains,
+                        record_every=opts.get("thinning", 1),
+                        records=records,
+                        generator=gen,
+                    )
+                )
+            rows.append(torch.cat(cols, dim=1))
+        return torch.cat(rows, dim=0), seeds
 
 
 class GibbsSampler(_ChainSampler):
@@ -161,10 +188,10 @@ class GibbsSampler(_ChainSampler):
             else check_positive_int(options.get("num_chains", self.num_chains), "num_chains"),
         }
 
-    def _betas(self, beta: torch.Tensor, opts: dict[str, Any]) -> list[torch.Tensor]:
+    def _schedule(self, opts: dict[str, Any]) -> list[float]:
         K = max(opts["burn_in"], 1)
         R = int(K * opts["ramp"])  # the discarded burn-in may take any route to equilibrium: warm up from beta = 0
-        return [beta * ((k + 1) / (R + 1)) for k in range(R)] + [beta] * (K - R)
+        return [(k + 1) / (R + 1) for k in range(R)] + [1.0] * (K - R)
 
     def __repr__(self) -> str:
         return f"GibbsSampler(burn_in={self.burn_in}, thinning={self.thinning}, num_chains={self.num_chains})"
@@ -215,10 +242,9 @@ class AnnealingSampler(_ChainSampler):
             "num_chains": None if nc is None else check_positive_int(nc, "num_chains"),
         }
 
-    def _betas(self, beta: torch.Tensor, opts: dict[str, Any]) -> list[torch.Tensor]:
+    def _schedule(self, opts: dict[str, Any]) -> list[float]:
         K = opts["num_sweeps"]
-        ramp = [beta * ((k + 1) / K) for k in range(K)]
-        return ramp + [beta] * opts["final_sweeps"]
+        return [(k + 1) / K for k in range(K)] + [1.0] * opts["final_sweeps"]
 
     def __repr__(self) -> str:
         return f"AnnealingSampler(num_sweeps={self.num_sweeps}, final_sweeps={self.final_sweeps})"

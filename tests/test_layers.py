@@ -23,7 +23,17 @@ FLOORS = {
 }
 #: third-party packages a floor may import at module level (heavier ones only inside functions, on use)
 LIGHT = {"numpy", "torch", "scipy", "tqdm"}
-HEAVY = {"qiskit", "qiskit_aer", "qiskit_ibm_runtime", "pennylane", "matplotlib", "nbformat", "nbclient", "jupytext"}
+HEAVY = {
+    "qiskit",
+    "qiskit_aer",
+    "qiskit_ibm_runtime",
+    "pennylane",
+    "matplotlib",
+    "nbformat",
+    "nbclient",
+    "jupytext",
+    "numba",
+}
 
 
 def _floor_of(module: str) -> str | None:
