@@ -1,41 +1,65 @@
-"""IBM Quantum DQA sampler: qiskit-ibm-runtime ``SamplerV2`` in job, ``Batch`` or ``Session`` mode.
+"""IBM Quantum DQA sampler: qiskit-ibm-runtime's client-side (executor-based) Sampler in job, ``Batch`` or ``Session``
+mode, with the legacy ``SamplerV2`` as the fallback on runtimes without it.
 
 Needs the ``ibm`` extra (``pip install 'hybrid-attention[ibm]'``).
 
-* Offline: pass a fake backend (``from qiskit_ibm_runtime.fake_provider import FakeTorino``;
-  ``IBMSampler(backend=FakeTorino())``). The runtime then runs in local mode on Aer with the fake device's
-  noise model: the same transpile-submit-collect code path, no account needed.
+* Offline: pass a fake backend by name (``IBMSampler(backend="fake_torino")``, any backend of
+  ``qiskit_ibm_runtime.fake_provider``: :func:`fake_backend_names`) or as an object (``backend=FakeTorino()``). The
+  runtime then runs in local mode on Aer with the fake device's noise model: the same transpile-submit-collect code
+  path, no account needed.
 * Real hardware: ``IBMSampler(backend="ibm_torino", allow_hardware=True)`` (or ``backend=None`` for the least
   busy device). Credentials come from the saved account (``QiskitRuntimeService.save_account``) or the
   environment variables ``QISKIT_IBM_TOKEN`` / ``QISKIT_IBM_INSTANCE``; they are checked before anything else
   and never logged or stored in ``info``. Without ``allow_hardware=True`` nothing is ever submitted to a device.
 
-Each template is transpiled once to the backend's ISA (cached); a chunk of problems is one PUB (one job in
-job mode). A failed or cancelled job raises :class:`IBMJobError` carrying the job id and the chunks
-completed so far.
+The primitive: ``qiskit_ibm_runtime.executor_sampler.Sampler`` (qiskit-ibm-runtime >= 0.50: the PUBs become a
+``QuantumProgram`` run by the ``Executor``, pre- and post-processing on the client) when it imports, else the
+runtime's ``SamplerV2`` (deprecated in 0.50); :func:`runtime_sampler` says which, and ``info["primitive"]`` records it.
+
+Each template is transpiled once to the backend's ISA (cached); a chunk of problems is one PUB (one job). In
+``mode="auto"`` (the default) a call of more than one chunk runs in a ``Batch`` opened and closed by the call, and on a
+real device every chunk of a batch or session is submitted before the first result is awaited (the jobs run side by
+side); local mode ignores batches and sessions and runs the chunks one after the other. A failed or cancelled job
+raises :class:`IBMJobError` carrying the job id and the chunks completed.
+
+Fractional gates: a backend whose target has ``rzz`` with angle bounds (IBM's fractional ``RZZ(0 <= theta <= pi/2)``,
+e.g. ``FakeFractionalBackend`` or ``service.backend(name, use_fractional_gates=True)``) gets the folded RZZ form
+automatically (``fold_rzz=None``); ``fold_rzz=False`` on such a backend warns, and every bound RZZ angle of the ISA
+circuit is checked against the target's bounds before the first job of a call is submitted (``ValueError`` otherwise).
 """
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
+import re
+import warnings
 from typing import Any
 
 import numpy as np
 import qiskit_ibm_runtime
-from qiskit_ibm_runtime import Batch, QiskitRuntimeService, SamplerV2, Session
+from qiskit_ibm_runtime import Batch, QiskitRuntimeService, Session
 
 from hybrid_attention.circuits.program import CircuitOptions, resolve_coupling_map
 from hybrid_attention.circuits.qiskit_dqa import DQATemplate
 from hybrid_attention.circuits.schedule import DQASchedule
 
-from .circuit import CircuitSampler
+from .circuit import CircuitSampler, _progress
 
-__all__ = ["IBMSampler", "IBMJobError", "has_credentials"]
+__all__ = [
+    "IBMSampler",
+    "IBMJobError",
+    "has_credentials",
+    "runtime_sampler",
+    "fake_backend",
+    "fake_backend_names",
+    "has_fractional_rzz",
+]
 
 logger = logging.getLogger(__name__)
 
-_MODES = ("job", "batch", "session")
+_MODES = ("auto", "job", "batch", "session")
 
 
 class IBMJobError(RuntimeError):
@@ -44,8 +68,8 @@ class IBMJobError(RuntimeError):
     Attributes:
         job_id: the failed job's id.
         status: its final status string.
-        completed: ``{chunk_start: bits (C, shots, n)}`` of the chunks that finished before it (kept so a
-            caller can resume without paying for them again).
+        completed: ``{chunk_start: bits (C, shots, n)}`` of the chunks that finished (kept so a caller can resume
+            without paying for them again; in a batch this includes chunks submitted after the failed one).
         job_ids: ids of all jobs submitted in this call.
     """
 
@@ -66,31 +90,205 @@ def has_credentials() -> bool:
         return False
 
 
+def runtime_sampler() -> tuple[type, str]:
+    """``(class, kind)`` of the runtime Sampler this installation offers: ``kind = "executor"`` for the client-side
+    ``qiskit_ibm_runtime.executor_sampler.Sampler`` (>= 0.50), else ``"legacy"`` for ``qiskit_ibm_runtime.SamplerV2``.
+
+    Example:
+        >>> from hybrid_attention.backends.ibm import runtime_sampler
+        >>> runtime_sampler()[1] in ("executor", "legacy")
+        True
+    """
+    try:
+        from qiskit_ibm_runtime.executor_sampler import Sampler
+    except ImportError:  # an older runtime (or one without samplomatic): the server-side primitive
+        from qiskit_ibm_runtime import SamplerV2
+
+        return SamplerV2, "legacy"
+    return Sampler, "executor"
+
+
+# ---------------------------------------------------------------------- fake backends by name
+def _fake_classes() -> dict[str, type]:
+    """``{backend_name: class}`` of the fake backends (``FakeTorino.backend_name == "fake_torino"``)."""
+    from qiskit_ibm_runtime import fake_provider
+    from qiskit_ibm_runtime.fake_provider.fake_backend import FakeBackendV2
+
+    out = {}
+    for attr in dir(fake_provider):
+        obj = getattr(fake_provider, attr)
+        if attr.startswith("Fake") and isinstance(obj, type) and issubclass(obj, FakeBackendV2):
+            out[str(getattr(obj, "backend_name", attr))] = obj
+    return out
+
+
+def fake_backend_names() -> list[str]:
+    """Names of the runtime's fake backends (``qiskit_ibm_runtime.fake_provider``), e.g. ``"fake_torino"``.
+
+    Example:
+        >>> from hybrid_attention.backends.ibm import fake_backend_names
+        >>> {"fake_torino", "fake_manila", "fake_fractional"} <= set(fake_backend_names())
+        True
+    """
+    return sorted(_fake_classes())
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def fake_backend(name: str) -> Any:
+    """The fake backend called ``name``: ``"fake_torino"``, ``"FakeTorino"`` or ``"fake_manila_v2"`` all work (case,
+    ``_`` / ``-`` and a ``V2`` suffix are ignored; the class name works too: ``"FakeFractionalBackend"``).
+
+    Raises:
+        ValueError: no fake backend has that name; the message lists the close matches.
+
+    Example:
+        >>> from hybrid_attention.backends.ibm import fake_backend
+        >>> fake_backend("FakeManilaV2").name, fake_backend("fake_manila").num_qubits
+        ('fake_manila', 5)
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"a fake backend name must be a string, got {type(name).__name__}")
+    classes = _fake_classes()
+    key = _norm(name)
+    for bname, cls in classes.items():  # the backend name, or the class name with or without its V2 suffix
+        cname = _norm(cls.__name__)
+        if key in (_norm(bname), cname, cname.removesuffix("v2"), _norm(bname) + "v2"):
+            return cls()
+    close = difflib.get_close_matches(name.lower().replace("-", "_"), list(classes), n=5, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise ValueError(
+        f"ibm: no fake backend named {name!r}{hint} (qiskit_ibm_runtime.fake_provider has {len(classes)}: "
+        "see hybrid_attention.backends.ibm.fake_backend_names())"
+    )
+
+
+def _is_fake_name(name: str) -> bool:
+    return _norm(name).startswith("fake")
+
+
+# ---------------------------------------------------------------------- fractional gates
+def has_fractional_rzz(backend: Any) -> bool:
+    """Whether the backend's native ``rzz`` has angle bounds that exclude negative angles (IBM's fractional
+    ``RZZ(0 <= theta <= pi/2)``): the DQA circuit must then be emitted with folded RZZ. False for targets without
+    ``rzz`` or with an unrestricted one (``AerSimulator``).
+
+    Example:
+        >>> from hybrid_attention.backends.ibm import fake_backend, has_fractional_rzz
+        >>> has_fractional_rzz(fake_backend("fake_fractional")), has_fractional_rzz(fake_backend("fake_torino"))
+        (True, False)
+    """
+    target = getattr(backend, "target", None)
+    if target is None or "rzz" not in target.operation_names:
+        return False
+    if not hasattr(target, "gate_has_angle_bounds"):  # qiskit < 2.0: no angle bounds; IBM's fractional RZZ has them
+        return True
+    return bool(target.gate_has_angle_bounds("rzz")) and not target.supported_angle_bound("rzz", [-0.1])
+
+
+def _rzz_angles(isa: Any, values: np.ndarray) -> np.ndarray:
+    """Every bound angle of the ISA circuit's ``rzz`` gates over the rows of ``values (C, P)`` (flat)."""
+    column = {p: i for i, p in enumerate(isa.parameters)}
+    out = []
+    for ins in isa.data:
+        if ins.operation.name != "rzz":
+            continue
+        par = ins.operation.params[0]
+        if par in column:
+            out.append(values[:, column[par]])
+        elif getattr(par, "parameters", None):  # an expression of parameters
+            out.append(np.array([float(par.bind({p: row[column[p]] for p in par.parameters})) for row in values]))
+        else:
+            out.append(np.array([float(par)]))
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def _check_rzz_angles(isa: Any, values: np.ndarray, backend: Any) -> None:
+    """``ValueError`` before any submission when a bound ``rzz`` angle lies outside the target's angle bounds."""
+    target = backend.target
+    for a in np.unique(np.round(_rzz_angles(isa, values), 12)):
+        if not target.supported_angle_bound("rzz", [float(a)]):
+            raise ValueError(
+                f"ibm: backend {getattr(backend, 'name', backend)!r} rejects RZZ({float(a):.6g}) (fractional gates "
+                "take angles in [0, pi/2]); nothing was submitted. Use fold_rzz=True (or None: automatic), which "
+                "folds every angle into [0, pi/2] (needs |2 beta dt B J| <= pi/2), or a backend without fractional gates"
+            )
+
+
 def _is_local(backend: Any) -> bool:
     """Fake backends and plain simulators run in the runtime's local mode."""
     mod = type(backend).__module__
     return "fake_provider" in mod or mod.startswith("qiskit_aer") or "fake" in type(backend).__name__.lower()
 
 
+def _resolve_backend(backend: Any, *, allow_hardware: bool, instance: str | None, fractional: bool) -> tuple[Any, bool]:
+    """``(backend object, local)``: a fake name is resolved offline; a device name or ``None`` needs the opt-in and
+    credentials (both checked before the service is contacted)."""
+    if isinstance(backend, str) and _is_fake_name(backend):
+        return fake_backend(backend), True
+    if backend is not None and not isinstance(backend, str) and not hasattr(backend, "target"):
+        raise TypeError(
+            f"ibm: backend must be a BackendV2, a device or fake-backend name, or None, got {type(backend).__name__}"
+        )
+    if backend is not None and not isinstance(backend, str) and _is_local(backend):
+        return backend, True
+    if not allow_hardware:
+        raise ValueError(
+            "ibm: submitting to a real IBM Quantum device needs the explicit opt-in allow_hardware=True "
+            "(QPU time is billed); pass a fake backend such as 'fake_torino' (or FakeTorino()) to run offline"
+        )
+    if isinstance(backend, (str, type(None))):
+        if not has_credentials():
+            raise RuntimeError(
+                "ibm: no IBM Quantum credentials found: set QISKIT_IBM_TOKEN (and QISKIT_IBM_INSTANCE) or "
+                "save an account with QiskitRuntimeService.save_account(token=..., instance=...)"
+            )
+        token = os.environ.get("QISKIT_IBM_TOKEN")
+        inst = instance or os.environ.get("QISKIT_IBM_INSTANCE")
+        service = QiskitRuntimeService(token=token, instance=inst) if token else QiskitRuntimeService(instance=inst)
+        del token
+        # fractional-gate devices expose RZZ(0 <= theta <= pi/2) only when asked for: needed by fold_rzz=True
+        backend = (
+            service.backend(backend, use_fractional_gates=fractional)
+            if backend
+            else service.least_busy(operational=True, simulator=False, use_fractional_gates=fractional)
+        )
+    return backend, False
+
+
 class IBMSampler(CircuitSampler):
-    """DQA circuits through qiskit-ibm-runtime's ``SamplerV2``.
+    """DQA circuits through qiskit-ibm-runtime's Sampler (client-side executor-based, or legacy ``SamplerV2``).
 
     Args:
-        backend: a backend object (a fake backend such as ``FakeTorino()`` runs offline in local mode), a
-            device name, or ``None`` for the least busy operational device (real devices need credentials
-            and ``allow_hardware=True``).
+        backend: a fake backend name (``"fake_torino"``: offline, local mode; see :func:`fake_backend_names`), a
+            backend object (``FakeTorino()``, ``AerSimulator()``: local mode), a device name (``"ibm_torino"``), or
+            ``None`` for the least busy operational device (real devices need credentials and ``allow_hardware=True``).
         schedule: the :class:`DQASchedule`.
-        mode: ``"job"`` (one job per chunk), ``"batch"`` (a ``Batch``) or ``"session"`` (a ``Session``, closed by
-            :meth:`close`).
+        mode: ``"auto"`` (a ``Batch`` for calls of more than one chunk, else job mode), ``"job"`` (one job per chunk),
+            ``"batch"`` (one ``Batch`` kept until :meth:`close`) or ``"session"`` (a ``Session``, closed by :meth:`close`).
         allow_hardware: explicit opt-in to submit to a real device (billed QPU time).
         instance: IBM Cloud instance CRN (default ``QISKIT_IBM_INSTANCE`` or the saved account's).
         optimization_level: transpiler level for the one-time ISA transpilation.
-        fold_rzz: emit folded RZZ (angles in ``[0, pi/2]``) for fractional-gate backends.
+        fold_rzz: emit folded RZZ (angles in ``[0, pi/2]``). ``None`` (default): exactly when the backend has
+            fractional RZZ (:func:`has_fractional_rzz`); ``False`` on such a backend warns, and a call with a negative
+            RZZ angle is refused (``ValueError``) before anything is submitted. For a device name, ``True`` asks the
+            service for the fractional-gate version of the device.
         restrict_couplings: ``None`` (all-to-all, SWAPs inserted), ``"raise"`` or ``"drop"``: keep only couplings
             between spins adjacent on the device graph (``layout`` maps spin ``j`` to a physical qubit).
         layout: physical qubit per spin (initial layout).
         chunk_size, default_num_reads: see :class:`~hybrid_attention.backends.circuit.CircuitSampler`.
-        sampler_options: options dict for the runtime ``SamplerV2`` (e.g. ``{"dynamical_decoupling": {"enable": True}}``).
+        sampler_options: options of the runtime Sampler (e.g. ``{"dynamical_decoupling": {"enable": True}}``),
+            checked here against the primitive's option schema.
+
+    Example:
+        >>> from hybrid_attention import IsingProblem
+        >>> from hybrid_attention.backends import get_sampler
+        >>> import torch
+        >>> s = get_sampler("ibm", backend="fake_manila")  # offline: runtime local mode with the device's noise
+        >>> s.sample(IsingProblem(torch.tensor([0.5, -0.2])), num_reads=64, seed=0).spins.shape
+        (64, 2)
     """
 
     name = "ibm"
@@ -101,11 +299,11 @@ class IBMSampler(CircuitSampler):
         backend: Any = None,
         *,
         schedule: DQASchedule | None = None,
-        mode: str = "job",
+        mode: str = "auto",
         allow_hardware: bool = False,
         instance: str | None = None,
         optimization_level: int = 1,
-        fold_rzz: bool = False,
+        fold_rzz: bool | None = None,
         restrict_couplings: str | None = None,
         layout: list[int] | None = None,
         chunk_size: int = 256,
@@ -117,44 +315,38 @@ class IBMSampler(CircuitSampler):
             raise ValueError(f"ibm: mode must be one of {_MODES}, got {mode!r}")
         if restrict_couplings not in (None, "raise", "drop"):
             raise ValueError(f"ibm: restrict_couplings must be None, 'raise' or 'drop', got {restrict_couplings!r}")
-        if backend is not None and not isinstance(backend, str) and not hasattr(backend, "target"):
-            raise TypeError(f"ibm: backend must be a BackendV2, a device name or None, got {type(backend).__name__}")
-        local = backend is not None and not isinstance(backend, str) and _is_local(backend)
-        if not local:
-            if not allow_hardware:
-                raise ValueError(
-                    "ibm: submitting to a real IBM Quantum device needs the explicit opt-in allow_hardware=True "
-                    "(QPU time is billed); pass a fake backend such as FakeTorino() to run offline"
-                )
-            if isinstance(backend, (str, type(None))) and not has_credentials():
-                raise RuntimeError(
-                    "ibm: no IBM Quantum credentials found: set QISKIT_IBM_TOKEN (and QISKIT_IBM_INSTANCE) or "
-                    "save an account with QiskitRuntimeService.save_account(token=..., instance=...)"
-                )
-        if isinstance(backend, (str, type(None))):
-            token = os.environ.get("QISKIT_IBM_TOKEN")
-            inst = instance or os.environ.get("QISKIT_IBM_INSTANCE")
-            service = QiskitRuntimeService(token=token, instance=inst) if token else QiskitRuntimeService(instance=inst)
-            # fractional-gate devices expose RZZ(0 < theta <= pi/2) only when asked for: needed by fold_rzz
-            backend = (
-                service.backend(backend, use_fractional_gates=bool(fold_rzz))
-                if backend
-                else service.least_busy(operational=True, simulator=False, use_fractional_gates=bool(fold_rzz))
+        if fold_rzz not in (None, True, False):
+            raise TypeError(f"ibm: fold_rzz must be True, False or None (automatic), got {fold_rzz!r}")
+        backend, local = _resolve_backend(
+            backend, allow_hardware=bool(allow_hardware), instance=instance, fractional=bool(fold_rzz)
+        )
+        fractional = has_fractional_rzz(backend)
+        if fold_rzz is False and fractional:  # legal while every angle is >= 0; checked per call before submission
+            warnings.warn(
+                f"ibm: backend {getattr(backend, 'name', backend)!r} has fractional RZZ gates (angles in [0, pi/2] "
+                "only): with fold_rzz=False a call whose RZZ angles are negative is refused before submission; "
+                "use fold_rzz=True or None (automatic)",
+                stacklevel=2,
             )
-            del token
+        fold = fractional if fold_rzz is None else bool(fold_rzz)
         cmap = resolve_coupling_map(backend) if restrict_couplings else None
-        opts = CircuitOptions(
-            fold_rzz=bool(fold_rzz),
+        self.circuit_options = CircuitOptions(
+            fold_rzz=fold,
             coupling_map=cmap,
             layout=tuple(layout) if layout else None,
             on_missing=restrict_couplings or "raise",
         )
-        self.circuit_options = opts
-        self.backend, self.local, self.mode = backend, local, mode
+        self.backend, self.local, self.mode, self.fractional = backend, local, mode, fractional
         self.optimization_level = int(optimization_level)
+        self._sampler_cls, self.primitive = runtime_sampler()
         self.sampler_options = dict(sampler_options or {})
+        try:  # the option schema is the primitive's: check it now, not at the first submission
+            self._sampler_cls(mode=backend, options=dict(self.sampler_options))
+        except Exception as exc:
+            raise ValueError(f"ibm: sampler_options {self.sampler_options!r} rejected by the runtime: {exc}") from exc
         self.max_qubits = int(backend.num_qubits)
         self._ctx: Any = None
+        self._last: dict[str, Any] = {"job_ids": [], "mode": None}
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -164,6 +356,9 @@ class IBMSampler(CircuitSampler):
                 "backend": getattr(self.backend, "name", str(self.backend)),
                 "local": self.local,
                 "mode": self.mode,
+                "primitive": self.primitive,
+                "fractional_rzz": self.fractional,
+                "fold_rzz": self.circuit_options.fold_rzz,
                 "versions": {"qiskit_ibm_runtime": qiskit_ibm_runtime.__version__},
             }
         )
@@ -174,12 +369,18 @@ class IBMSampler(CircuitSampler):
         """The template transpiled to the backend's ISA (once per template)."""
         return self._transpiled(tmpl, self.backend, self.optimization_level)
 
-    def _primitive(self, seed: int) -> Any:
-        if self.mode != "job" and self._ctx is None:
+    def _context(self, chunks: int) -> tuple[Any, bool]:
+        """``(Batch/Session or None, opened for this call only)`` for a call of ``chunks`` chunks."""
+        if self.mode == "job" or (self.mode == "auto" and chunks < 2):
+            return None, False
+        if self.mode == "auto":
+            return Batch(backend=self.backend), True
+        if self._ctx is None:
             self._ctx = (Batch if self.mode == "batch" else Session)(backend=self.backend)
-        sampler = SamplerV2(
-            mode=self._ctx if self._ctx is not None else self.backend, options=dict(self.sampler_options)
-        )
+        return self._ctx, False
+
+    def _primitive(self, seed: int, ctx: Any = None) -> Any:
+        sampler = self._sampler_cls(mode=ctx if ctx is not None else self.backend, options=dict(self.sampler_options))
         if self.local:
             sampler.options.simulator.seed_simulator = int(seed)
         return sampler
@@ -188,38 +389,65 @@ class IBMSampler(CircuitSampler):
         self, tmpl: DQATemplate, values: np.ndarray, starts: list[int], shots: int, seeds: list[int]
     ) -> np.ndarray:
         isa = self.isa_circuit(tmpl)
+        if self.fractional:  # the device's angle bounds, checked for every chunk before the first submission
+            _check_rzz_angles(isa, values, self.backend)
+        ctx, own = self._context(len(starts))
+        kind = (
+            "job"
+            if ctx is None
+            else ("session" if isinstance(ctx, Session) and not isinstance(ctx, Batch) else "batch")
+        )
+        self._last = {"job_ids": [], "mode": kind}
+        try:
+            return self._submit_and_collect(isa, values, starts, shots, seeds, ctx)
+        finally:
+            if own:
+                ctx.close()
+
+    def _submit_and_collect(
+        self, isa: Any, values: np.ndarray, starts: list[int], shots: int, seeds: list[int], ctx: Any
+    ) -> np.ndarray:
+        """Submit the chunks (all before the first wait in a batch/session on a device, else one at a time) and
+        collect their bits; :class:`IBMJobError` after collecting every submitted job if one failed."""
+        ahead = len(starts) if (ctx is not None and not self.local) else 1
         done: dict[int, np.ndarray] = {}
-        job_ids: list[str] = []
-        for st, sd in zip(starts, seeds):
-            job = self._primitive(sd).run([(isa, values[st : st + self.chunk_size])], shots=shots)
-            jid = job.job_id()
-            job_ids.append(jid)
-            logger.info(
-                "ibm: submitted chunk %d (%d problems) as job %s", st, len(values[st : st + self.chunk_size]), jid
-            )
+        job_ids: list[str] = self._last["job_ids"]
+        pending: list[tuple[int, Any]] = []
+        failure: tuple[str, str, Exception | None] | None = None
+        todo = list(zip(starts, seeds))
+        bar = _progress(range(len(starts)), len(starts), self.name)
+        for _ in bar:
+            while todo and len(pending) < ahead and failure is None:
+                st, sd = todo.pop(0)
+                chunk = values[st : st + self.chunk_size]
+                job = self._primitive(sd, ctx).run([(isa, chunk)], shots=shots)
+                job_ids.append(job.job_id())
+                logger.info("ibm: submitted chunk %d (%d problems) as job %s", st, len(chunk), job_ids[-1])
+                pending.append((st, job))
+            if not pending:
+                break
+            st, job = pending.pop(0)
             try:
                 result = job.result()
-            except Exception as exc:
                 status = _status(job)
-                raise IBMJobError(
-                    f"ibm: job {jid} ended with status {status} ({exc}); {len(done)} completed chunk(s) kept "
-                    "on this exception's .completed",
-                    job_id=jid,
-                    status=status,
-                    completed=done,
-                    job_ids=job_ids,
-                ) from exc
-            status = _status(job)
-            if status in ("ERROR", "CANCELLED"):
-                raise IBMJobError(
-                    f"ibm: job {jid} ended with status {status}; {len(done)} completed chunk(s) kept on .completed",
-                    job_id=jid,
-                    status=status,
-                    completed=done,
-                    job_ids=job_ids,
-                )
+                exc: Exception | None = None
+            except Exception as e:
+                result, status, exc = None, _status(job), e
+            if exc is not None or status in ("ERROR", "CANCELLED"):
+                failure = failure or (job.job_id(), status, exc)
+                continue
             done[st] = result[0].data.meas.to_bool_array(order="little")
-        self._last_job_ids = job_ids
+        if failure is not None:
+            jid, status, exc = failure
+            why = f" ({exc})" if exc is not None else ""
+            raise IBMJobError(
+                f"ibm: job {jid} ended with status {status}{why}; {len(done)} completed chunk(s) kept on this "
+                "exception's .completed",
+                job_id=jid,
+                status=status,
+                completed=done,
+                job_ids=job_ids,
+            ) from exc
         return np.concatenate([done[st] for st in starts], axis=0)
 
     def _extra_info(self, tmpl: DQATemplate) -> dict[str, Any]:
@@ -227,11 +455,14 @@ class IBMSampler(CircuitSampler):
         ops = isa.count_ops()
         twoq = sum(v for k, v in ops.items() if k in ("cz", "cx", "ecr", "rzz"))
         return {
-            "job_ids": list(getattr(self, "_last_job_ids", [])),
+            "job_ids": list(self._last["job_ids"]),
+            "mode": self._last["mode"],
+            "primitive": self.primitive,
             "depth": isa.depth(),
             "two_qubit_gates": int(twoq),
             "backend_name": getattr(self.backend, "name", None),
             "local": self.local,
+            "fold_rzz": self.circuit_options.fold_rzz,
         }
 
     def close(self) -> None:
