@@ -66,6 +66,8 @@ SAMPLERS: dict[str, SamplerEntry] = {
     "gibbs": SamplerEntry("hybrid_attention.backends.classical", "GibbsSampler"),
     "anneal": SamplerEntry("hybrid_attention.backends.classical", "AnnealingSampler"),
     "meanfield": SamplerEntry("hybrid_attention.backends.classical", "MeanFieldSampler"),
+    # any registered sampler, its batch sharded across Dask workers (or run here): one seed per problem
+    "sharded": SamplerEntry("hybrid_attention.backends.sharded", "ShardedSampler"),
 }
 
 

@@ -32,6 +32,8 @@ HEAVY = {
     "nbformat",
     "nbclient",
     "jupytext",
+    "dask",
+    "distributed",
     "numba",
 }
 

@@ -7,6 +7,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from hybrid_attention.apps.distributed import add_cluster_arguments
 from hybrid_attention.apps.run_files import lock_directory
 from hybrid_attention.apps.train import TrainConfig
 from hybrid_attention.apps.train.flags import MODEL_FLAGS, add_train_flags
@@ -32,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--out", required=True, metavar="DIR", help="ablation directory (resumable)")
     add_train_flags(parser, _MODEL_FLAGS, defaults="config")
     a("--report-only", action="store_true", help="only rebuild tables and plots from the finished runs")
+    add_cluster_arguments(parser)
     add_train_flags(parser, ["progress"], defaults="config")
 
 
@@ -55,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
             list(dict.fromkeys(args.block_sizes)),
             list(dict.fromkeys(args.seeds)),
             progress=args.progress,
+            scheduler=args.scheduler,
+            workers=args.workers,
         )
     md = out / "summary.md"
     print(md.read_text())

@@ -1,4 +1,8 @@
-"""Running the ablation grid: every (mode, T, seed) run of :func:`ablate`, resumed or skipped as its directory says."""
+"""Running the ablation grid: every (mode, T, seed) run of :func:`ablate`, resumed or skipped as its directory says.
+
+Serially in this process by default; with ``scheduler=`` or ``workers=`` each run is one Dask task
+(:mod:`hybrid_attention.apps.ablate.cluster`), and the summaries are the same.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from hybrid_attention.apps.train.flags import MODEL_FLAGS
 
 from .report import divergence, is_finished, load_json, report
 
-__all__ = ["ablate", "run_dir"]
+__all__ = ["ablate", "run_dir", "run_one"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +45,19 @@ def _prepare_run(cfg: TrainConfig) -> TrainConfig:
     return dataclasses.replace(cfg, resume=False)
 
 
+def run_one(cfg: TrainConfig) -> dict[str, Any] | None:
+    """Train (or resume) one grid run; its ``metrics.json`` content, or ``None`` if it diverged (recorded in its
+    directory). The run directory is locked by :func:`~hybrid_attention.apps.train.train` while it runs, so a
+    second task on the same run is refused instead of writing into it."""
+    try:
+        m = train(_prepare_run(cfg))
+    except TrainingDiverged as exc:
+        logger.warning("%s", exc)
+        return None
+    logger.info("%s: %s", cfg.out, {k: v for k, v in m.items() if k.startswith("val_")})
+    return m
+
+
 def ablate(
     base: TrainConfig,
     out: str | Path,
@@ -49,15 +66,27 @@ def ablate(
     seeds: list[int],
     *,
     progress: bool = True,
+    scheduler: str | None = None,
+    workers: int | None = None,
 ) -> list[dict[str, Any]]:
     """Run (or resume) every missing run of the grid, then tabulate and plot. Returns the per-run rows.
 
     All configurations are validated before the first run starts. Runs that diverge
     (:class:`hybrid_attention.apps.train.TrainingDiverged`) are left out of the tables and listed by :func:`diverged_runs`.
 
+    Args:
+        scheduler: address of a Dask scheduler: each run is a task on its cluster
+            (:func:`hybrid_attention.apps.ablate.cluster.run_grid`).
+        workers: instead, a local Dask cluster of this many single-threaded worker processes. Neither: serially
+            in this process. Either way the runs are the same and so are the summaries.
+
     Raises:
         hybrid_attention.apps.run_files.DirectoryLocked: another process is working in ``out``.
+        ImportError: a cluster is asked for without ``distributed`` installed.
     """
+    from hybrid_attention.apps.distributed import check_cluster
+
+    check_cluster(scheduler, workers)
     out = Path(out)
     configs = []
     for seed in seeds:  # seed-major: an interrupted ablation has every (mode, T) cell for the first seeds
@@ -81,17 +110,17 @@ def ablate(
         _write_marker(out, base, modes, block_sizes, seeds)
         todo = [c for c in configs if not is_finished(Path(c.out)) and not divergence(Path(c.out))]
         logger.info("ablation: %d runs, %d already finished or diverged", len(configs), len(configs) - len(todo))
+        if todo and (scheduler is not None or workers is not None):
+            from .cluster import run_grid
+
+            run_grid(todo, scheduler=scheduler, workers=workers, progress=progress)
+            return report(out, base.task)
         bar = tqdm(
             todo, desc=f"ablate {base.task}{'' if base.ffn else ' no-ffn'}", disable=not progress, dynamic_ncols=True
         )
         for cfg in bar:
             bar.set_postfix(run=Path(cfg.out).name, refresh=True)
-            try:
-                m = train(_prepare_run(cfg))
-            except TrainingDiverged as exc:
-                logger.warning("%s", exc)
-                continue
-            logger.info("%s: %s", cfg.out, {k: v for k, v in m.items() if k.startswith("val_")})
+            run_one(cfg)
         return report(out, base.task)
 
 

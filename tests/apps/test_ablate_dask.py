@@ -1,0 +1,128 @@
+"""The ablation grid on a Dask LocalCluster (2 single-threaded worker processes): the same summaries as the serial
+grid, byte for byte; a worker killed mid-grid loses no finished run and the grid completes; bad cluster flags are
+refused before any run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+import torch
+
+from hybrid_attention.apps import cli
+from hybrid_attention.apps.ablate import ablate
+from hybrid_attention.apps.ablate.cluster import run_grid
+from hybrid_attention.apps.ablate.grid import run_dir
+from hybrid_attention.apps.ablate.report import is_finished
+from hybrid_attention.apps.train import TrainConfig
+
+distributed = pytest.importorskip("distributed")
+
+TINY = dict(task="brackets", n_embd=8, batch_size=8, warmup=2, eval_size=64, threads=1, progress=False)
+GRID = (["softmax", "hj"], [4], [0, 1])  # modes, block sizes, seeds
+
+
+@pytest.fixture(autouse=True)
+def keep_threads():
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+    )
+    client = distributed.Client(c)
+    yield c, client
+    client.close()
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory):
+    out = tmp_path_factory.mktemp("serial")
+    ablate(TrainConfig(steps=12, eval_interval=4, out=str(out), **TINY), out, *GRID, progress=False)
+    return out
+
+
+def test_distributed_grid_gives_the_serial_summaries(cluster, serial, tmp_path):
+    out = tmp_path / "dist"
+    base = TrainConfig(steps=12, eval_interval=4, out=str(out), **TINY)
+    rows = ablate(base, out, *GRID, progress=False, scheduler=cluster[0].scheduler_address)
+    assert len(rows) == 4
+    for name in ("summary.csv", "summary.md", "couplings_by_distance.csv"):
+        assert (out / name).read_bytes() == (serial / name).read_bytes(), name
+    for mode in GRID[0]:  # every run trained the same numbers (timings aside)
+        for seed in GRID[2]:
+            a, b = (d / "runs" / f"{mode}_T4_s{seed}" / "metrics.json" for d in (out, serial))
+            ja, jb = (__import__("json").loads(x.read_text()) for x in (a, b))
+            assert ja["train_loss"] == jb["train_loss"] and ja["val_loss"] == jb["val_loss"]
+
+
+@pytest.mark.slow  # starts a second cluster of its own (~10-20 s on a shared machine)
+def test_cli_workers_flag_runs_a_local_cluster(serial, tmp_path, capsys):
+    out = tmp_path / "cli"
+    args = ["ablate", "--task", "brackets", "--modes", "softmax", "hj", "--block-sizes", "4", "--seeds", "0", "1"]
+    args += ["--steps", "12", "--eval-interval", "4", "--n-embd", "8", "--batch-size", "8", "--warmup", "2"]
+    args += ["--eval-size", "64", "--no-progress", "--out", str(out), "--workers", "2"]
+    assert cli.main(args) == 0
+    assert (out / "summary.md").read_bytes() == (serial / "summary.md").read_bytes()
+    assert "| 4 | hj |" in capsys.readouterr().out
+
+
+@pytest.mark.slow  # six runs long enough to be killed in the middle (~30-60 s on a shared machine)
+def test_killed_worker_loses_no_finished_run_and_the_grid_completes(cluster, serial, tmp_path):
+    c, client = cluster
+    out = tmp_path / "kill"
+    out.mkdir()
+    base = TrainConfig(steps=40, eval_interval=4, out=str(out), **TINY)
+    configs = []
+    for seed in (0, 1, 2):
+        for mode in ("softmax", "hj"):
+            cfg = TrainConfig(**{**base.__dict__, "attention": mode, "block_size": 4, "seed": seed})
+            cfg.out = str(run_dir(out, mode, 4, seed))
+            configs.append(cfg)
+    seen: dict = {}
+
+    def killer():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            done = [c for c in configs if is_finished(run_dir(out, c.attention, 4, c.seed))]
+            busy = [w for w, keys in client.processing().items() if keys]
+            if done and busy:
+                seen["finished"] = {
+                    cfg.out: (run_dir(out, cfg.attention, 4, cfg.seed) / "metrics.json").read_bytes() for cfg in done
+                }
+                pid = client.run(os.getpid, workers=[busy[0]])[busy[0]]
+                os.kill(pid, signal.SIGKILL)  # the worker process dies under its run; its nanny starts another
+                seen["killed"] = busy[0]
+                return
+            time.sleep(0.05)
+
+    t = threading.Thread(target=killer)
+    t.start()
+    recs = run_grid(configs, client=client, progress=False)
+    t.join()
+    assert "killed" in seen, "no worker was busy after the first run finished"
+    assert len(recs) == 6 and not any(r["diverged"] for r in recs)
+    for cfg in configs:  # the grid completed
+        assert is_finished(run_dir(out, cfg.attention, 4, cfg.seed))
+    for path, before in seen["finished"].items():  # finished runs untouched
+        assert (out / "runs" / os.path.basename(path) / "metrics.json").read_bytes() == before
+
+
+def test_bad_cluster_settings_fail_before_any_run(tmp_path, capsys):
+    out = tmp_path / "bad"
+    base = ["ablate", "--task", "brackets", "--modes", "hj", "--block-sizes", "4", "--seeds", "0", "--out", str(out)]
+    with pytest.raises(SystemExit):  # argparse: the two flags exclude each other
+        cli.main([*base, "--workers", "2", "--scheduler", "tcp://127.0.0.1:1"])
+    assert cli.main([*base, "--workers", "0"]) == 2
+    assert "workers must be a positive integer" in capsys.readouterr().err
+    assert not out.exists()
+    with pytest.raises(ValueError, match="either a scheduler address or a number of workers"):
+        ablate(TrainConfig(out=str(out), **TINY), out, ["hj"], [4], [0], scheduler="tcp://x:1", workers=2)
