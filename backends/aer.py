@@ -11,6 +11,12 @@ Two read-outs of the same Aer simulation (``readout=``):
 - ``"auto"`` (default): ``"probabilities"`` for ideal ``statevector`` / ``density_matrix`` simulation of at most
   :data:`PROBABILITIES_MAX_QUBITS` qubits, ``"shots"`` otherwise.
 
+Many circuits on a cluster: ``executor=`` a Dask ``distributed.Client`` (or any ``concurrent.futures.Executor``)
+runs each chunk of ``chunk_size`` problems as one task on it (:func:`run_chunk_task`), with the chunk's seed, so the
+SampleSet is bitwise the same as without it. (qiskit-aer's own ``AerSimulator(executor=..., max_job_size=...)``
+options are accepted but ignored by qiskit-aer 0.18, which runs every job on its internal thread; the sampler
+therefore submits the chunks itself.)
+
 Needs the ``aer`` extra (``pip install 'hybrid-attention[aer]'``).
 
 Example:
@@ -44,7 +50,7 @@ from hybrid_attention.ising import IsingProblem
 from .base import draw_states, state_bits
 from .circuit import CircuitSampler, _progress
 
-__all__ = ["AerSampler", "PROBABILITIES_MAX_QUBITS"]
+__all__ = ["AerSampler", "PROBABILITIES_MAX_QUBITS", "run_chunk_task"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +80,10 @@ class AerSampler(CircuitSampler):
         readout: ``"auto"`` (default), ``"probabilities"`` or ``"shots"`` (see the module docstring).
             ``"probabilities"`` needs an ideal simulation (no ``noise_backend``) with method ``statevector``,
             ``density_matrix`` or ``automatic``.
+        executor: a Dask ``distributed.Client`` or a ``concurrent.futures.Executor``: each chunk is one task on it
+            (``None``: chunks run here one after another). The tasks run with ``backend_options`` and, unless
+            given there, ``max_parallel_threads=1`` (one core per single-threaded Dask worker). Results are the same
+            as without an executor.
     """
 
     name = "aer"
@@ -90,6 +100,7 @@ class AerSampler(CircuitSampler):
         default_num_reads: int = 1024,
         backend_options: dict[str, Any] | None = None,
         readout: str = "auto",
+        executor: Any = None,
     ) -> None:
         super().__init__(schedule=schedule, chunk_size=chunk_size, options=options, default_num_reads=default_num_reads)
         if method not in _METHODS:
@@ -102,6 +113,12 @@ class AerSampler(CircuitSampler):
                 f"(got method={method!r}, noise_backend={'set' if noise_backend is not None else None}); "
                 "use readout='shots'"
             )
+        if executor is not None and not callable(getattr(executor, "submit", None)):
+            raise TypeError(
+                f"aer: executor must be a distributed.Client or a concurrent.futures.Executor (with submit), "
+                f"got {type(executor).__name__}"
+            )
+        self.executor = executor
         self.readout = readout
         self.method = method
         self.noise_backend = noise_backend
@@ -163,6 +180,8 @@ class AerSampler(CircuitSampler):
     def _run_chunks(
         self, tmpl: DQATemplate, values: np.ndarray, starts: list[int], shots: int, seeds: list[int]
     ) -> np.ndarray:
+        if self.executor is not None:
+            return np.concatenate(self._map_chunks(tmpl, values, starts, shots, seeds))
         if not self.reads_probabilities(tmpl.n):
             return super()._run_chunks(tmpl, values, starts, shots, seeds)
         out = []
@@ -173,32 +192,38 @@ class AerSampler(CircuitSampler):
         return np.concatenate(out, axis=0)
 
     def _run_chunk(self, tmpl: DQATemplate, values: np.ndarray, shots: int, seed: int) -> np.ndarray:
-        circ = self.circuit_for(tmpl)
-        sampler = SamplerV2(seed=seed, options={"backend_options": self.backend_options})
-        res = sampler.run([(circ, values)], shots=shots).result()
-        return res[0].data.meas.to_bool_array(order="little")
+        return _shots_rows(self.circuit_for(tmpl), values, shots, seed, self.backend_options)
 
-    def _probabilities_chunk(self, tmpl: DQATemplate, values: np.ndarray) -> np.ndarray:
-        """Ideal output probabilities ``(C, 2**n)`` of one chunk of bindings: one parametrised circuit ending in
-        ``save_probabilities``, run with a bindings array (sub-chunked to bounded memory)."""
+    def _map_chunks(
+        self, tmpl: DQATemplate, values: np.ndarray, starts: list[int], shots: int | None, seeds: list[Any]
+    ) -> list[np.ndarray]:
+        """Each chunk as one :func:`run_chunk_task` on the executor; the results in chunk order. ``shots=None``:
+        the chunks' output probabilities instead of bits."""
+        probs = shots is None or self.reads_probabilities(tmpl.n)
+        circ = self._probabilities_circuit(tmpl) if probs else self.circuit_for(tmpl)
+        opts = {"max_parallel_threads": 1, **self.backend_options}
+        futures = [
+            self.executor.submit(
+                run_chunk_task, circ, list(tmpl.params), values[st : st + self.chunk_size], shots, sd, opts, probs
+            )
+            for st, sd in zip(starts, seeds)
+        ]
+        return [f.result() for f in futures]
+
+    def _probabilities_circuit(self, tmpl: DQATemplate) -> Any:
         if tmpl not in self._prob_circuits:
             circ = tmpl.circuit.remove_final_measurements(inplace=False)
             circ.save_probabilities(label="probabilities")
             self._prob_circuits[tmpl] = circ
-        circ = self._prob_circuits[tmpl]
+        return self._prob_circuits[tmpl]
+
+    def _probabilities_chunk(self, tmpl: DQATemplate, values: np.ndarray) -> np.ndarray:
+        """Ideal output probabilities ``(C, 2**n)`` of one chunk of bindings: one parametrised circuit ending in
+        ``save_probabilities``, run with a bindings array (sub-chunked to bounded memory)."""
+        circ = self._probabilities_circuit(tmpl)
         if self._simulator is None:
             self._simulator = AerSimulator(**self.backend_options)
-        rows = max(1, _PROB_BYTES // (8 << tmpl.n))
-        out = []
-        for s in range(0, len(values), rows):
-            v = values[s : s + rows]
-            binds = [{p: v[:, i] for i, p in enumerate(tmpl.params)}]
-            result = self._simulator.run(circ, parameter_binds=binds, shots=1).result()
-            for i, exp in enumerate(result.results):
-                if not exp.success:
-                    raise RuntimeError(f"aer: simulation of problem {s + i} of the chunk failed: {exp.status}")
-            out.append(np.stack([np.asarray(result.data(i)["probabilities"], dtype=np.float64) for i in range(len(v))]))
-        return np.concatenate(out, axis=0)
+        return _probability_rows(self._simulator, circ, list(tmpl.params), values)
 
     def probabilities(self, problem: IsingProblem) -> torch.Tensor:
         """Exact output distribution of the simulated circuit, ``(*batch, 2**n)`` float64, index
@@ -212,12 +237,11 @@ class AerSampler(CircuitSampler):
         flat = problem.detach().flatten()
         tmpl = self._template(flat)
         values = self._chunk_values(tmpl, flat)
-        p = np.concatenate(
-            [
-                self._probabilities_chunk(tmpl, values[s : s + self.chunk_size])
-                for s in range(0, len(values), self.chunk_size)
-            ]
-        )
+        starts = list(range(0, len(values), self.chunk_size))
+        if self.executor is not None:
+            p = np.concatenate(self._map_chunks(tmpl, values, starts, None, [None] * len(starts)))
+        else:
+            p = np.concatenate([self._probabilities_chunk(tmpl, values[s : s + self.chunk_size]) for s in starts])
         return torch.from_numpy(p / p.sum(-1, keepdims=True)).reshape(*problem.batch_shape, 1 << problem.n)
 
     def _marginals(self, problem: IsingProblem, *, num_reads: int | None, seed: Any, **options: Any) -> torch.Tensor:
@@ -235,3 +259,49 @@ class AerSampler(CircuitSampler):
             "method": self.method,
             "readout": "probabilities" if self.reads_probabilities(tmpl.n) else "shots",
         }
+
+
+def _probability_rows(simulator: Any, circ: Any, params: list[Any], values: np.ndarray) -> np.ndarray:
+    """Ideal output probabilities ``(C, 2**n)`` of ``values (C, P)`` bound to ``circ`` (ending in
+    ``save_probabilities``): one run with a bindings array per sub-chunk of bounded memory."""
+    rows = max(1, _PROB_BYTES // (8 << circ.num_qubits))
+    out = []
+    for s in range(0, len(values), rows):
+        v = values[s : s + rows]
+        binds = [{p: v[:, i] for i, p in enumerate(params)}]
+        result = simulator.run(circ, parameter_binds=binds, shots=1).result()
+        for i, exp in enumerate(result.results):
+            if not exp.success:
+                raise RuntimeError(f"aer: simulation of problem {s + i} of the chunk failed: {exp.status}")
+        out.append(np.stack([np.asarray(result.data(i)["probabilities"], dtype=np.float64) for i in range(len(v))]))
+    return np.concatenate(out, axis=0)
+
+
+def _shots_rows(circ: Any, values: np.ndarray, shots: int, seed: Any, backend_options: dict[str, Any]) -> np.ndarray:
+    """Measured bits ``(C, shots, n)`` (column ``j`` = qubit ``j``) of one PUB through Aer's ``SamplerV2``."""
+    sampler = SamplerV2(seed=seed, options={"backend_options": backend_options})
+    res = sampler.run([(circ, values)], shots=shots).result()
+    return res[0].data.meas.to_bool_array(order="little")
+
+
+def run_chunk_task(
+    circ: Any,
+    params: list[Any],
+    values: np.ndarray,
+    shots: int | None,
+    seed: Any,
+    backend_options: dict[str, Any],
+    probabilities: bool,
+) -> np.ndarray:
+    """One chunk as an executor task (in a Dask worker): ``values (C, P)`` bound to ``circ``.
+
+    ``probabilities`` (``circ`` ends in ``save_probabilities``): the output probabilities ``(C, 2**n)`` when ``shots``
+    is ``None``, else ``shots`` reads drawn from them with ``numpy.random.default_rng(seed)``; otherwise the measured
+    shots of Aer's ``SamplerV2`` with ``seed``. Bits ``(C, shots, n)``, as the chunk would give in-process.
+    """
+    if not probabilities:
+        return _shots_rows(circ, values, shots, seed, backend_options)
+    p = _probability_rows(AerSimulator(**backend_options), circ, params, values)
+    if shots is None:
+        return p
+    return state_bits(draw_states(p, shots, np.random.default_rng(seed)), circ.num_qubits)
