@@ -9,10 +9,10 @@ from typing import Any
 
 from hybrid_attention.backends.registry import available_samplers
 
-from .config import AXES, FidelityConfig
+from .config import AXES, READOUTS, FidelityConfig
 from .plots import summary_table
 from .report import REPORT, run_sweep
-from .sweep import SAMPLER_KINDS
+from .sweep import OPT_IN_SAMPLERS, SAMPLER_KINDS
 
 __all__ = ["add_arguments", "run", "command_line"]
 
@@ -58,6 +58,10 @@ def command_line(cfg: FidelityConfig, out: str | Path) -> str:
         f"--scale {cfg.scale:g}",
         f"--beta {cfg.beta:g}",
     ]
+    if cfg.readout != "exact":
+        parts.append(f"--readout {cfg.readout}")
+    if cfg.backend is not None:
+        parts.append(f"--backend {shlex.quote(cfg.backend)}")
     if cfg.ensemble == "model":
         parts += [
             f"--ensemble model --checkpoint {shlex.quote(str(cfg.checkpoint))}",
@@ -72,7 +76,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--samplers",
         default=None,
         help="comma-separated samplers (default: every available one of "
-        "exact,statevector,aer,aer-noisy,pennylane,gibbs,anneal,meanfield)",
+        "exact,statevector,aer,aer-noisy,pennylane,gibbs,anneal,meanfield; ibm only when named)",
     )
     p.add_argument("--n", type=_ints, default=[3, 4, 5], help="problem sizes (default: 3,4,5)")
     p.add_argument("--shots", type=_ints, default=[256, 1024, 4096], help="shots / reads (default: 256,1024,4096)")
@@ -102,6 +106,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "beta_J = beta_h; fitted = compensated, then the energy scale bisected on the fitted temperature "
         "of an independent random ensemble",
     )
+    p.add_argument(
+        "--readout",
+        choices=READOUTS,
+        default="exact",
+        help="exact-output samplers (statevector): exact = their output distribution, no shots axis; shots = "
+        "sampled with --shots like the others",
+    )
+    p.add_argument(
+        "--backend",
+        default=None,
+        metavar="NAME",
+        help="the ibm sampler's fake backend, e.g. fake_torino (default: fake_guadalupe; offline, local mode)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--out",
@@ -115,7 +132,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _default_samplers() -> list[str]:
     avail = available_samplers()
-    return [s for s, (reg, _) in SAMPLER_KINDS.items() if avail.get(reg)]
+    return [s for s, (reg, _) in SAMPLER_KINDS.items() if avail.get(reg) and s not in OPT_IN_SAMPLERS]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -136,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
         layer=args.layer,
         head=args.head,
         calibration=args.calibration,
+        readout=args.readout,
+        backend=args.backend,
     )
     command = command_line(cfg, args.out)
     report = run_sweep(

@@ -7,10 +7,24 @@ from typing import Any
 
 from .sweep import CALIBRATIONS, SAMPLER_KINDS, SweepPoint
 
-__all__ = ["FidelityConfig", "sweep_points", "AXES", "ENSEMBLE_KEYS", "GRID_KEYS"]
+__all__ = ["FidelityConfig", "sweep_points", "AXES", "ENSEMBLE_KEYS", "GRID_KEYS", "READOUTS"]
 
-#: configuration keys that define the problem ensemble: a report can only be resumed if these agree
-ENSEMBLE_KEYS = ("ensemble", "checkpoint", "problems", "seed", "scale", "beta", "layer", "head", "calibration")
+#: configuration keys that define the problem ensemble (and the ibm sampler's backend): a report can only be resumed
+#: if these agree
+ENSEMBLE_KEYS = (
+    "ensemble",
+    "checkpoint",
+    "problems",
+    "seed",
+    "scale",
+    "beta",
+    "layer",
+    "head",
+    "calibration",
+    "backend",
+)
+#: how exact-output DQA samplers (statevector) are measured: their exact output, or shots drawn from it
+READOUTS = ("exact", "shots")
 AXES = ("n", "shots", "tau", "steps")
 #: configuration keys a resumed report may extend (the recorded configuration keeps the union)
 GRID_KEYS = ("samplers", *AXES)
@@ -29,6 +43,10 @@ class FidelityConfig:
         layer, head: which attention layer/head the model problems come from.
         calibration: DQA schedule set-up, ``none | leading | compensated | fitted``
             (:func:`hybrid_attention.apps.fidelity.sweep.make_schedule`).
+        readout: ``exact`` (exact-output samplers such as ``statevector`` are compared by their exact output
+            distribution: no shots axis) or ``shots`` (they are sampled with the ``shots`` values like the others).
+        backend: the ``ibm`` sampler's backend, a fake backend name (default
+            :data:`~hybrid_attention.apps.fidelity.sweep.IBM_BACKEND`); only with ``ibm`` among the samplers.
     """
 
     samplers: list[str]
@@ -46,12 +64,26 @@ class FidelityConfig:
     layer: int = 0
     head: int = 0
     calibration: str = "none"
+    readout: str = "exact"
+    backend: str | None = None
 
     def __post_init__(self) -> None:
         if self.calibration not in CALIBRATIONS:
             raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {self.calibration!r}")
         if not self.samplers:
             raise ValueError("no samplers to sweep")
+        if self.readout not in READOUTS:
+            raise ValueError(f"readout must be one of {READOUTS}, got {self.readout!r}")
+        if self.backend is not None:
+            if "ibm" not in self.samplers:
+                raise ValueError(f"--backend applies to the ibm sampler (--samplers ...,ibm), got {self.samplers}")
+            from hybrid_attention.backends.ibm import fake_backend, is_fake_backend_name  # only when a name is given
+
+            if not is_fake_backend_name(self.backend):
+                raise ValueError(
+                    f"the fidelity sweep runs offline: --backend must name a fake backend, got {self.backend!r}"
+                )
+            fake_backend(self.backend)  # ValueError listing close matches for an unknown name
         bad = [s for s in self.samplers if s not in SAMPLER_KINDS]
         if bad:
             raise ValueError(f"unknown sampler(s) {bad}; choose from {sorted(SAMPLER_KINDS)}")
@@ -91,14 +123,14 @@ def sweep_points(cfg: FidelityConfig) -> list[SweepPoint]:
     """The one-axis-at-a-time points of ``cfg`` (base point plus each axis's other values), per sampler.
 
     Axes that do not apply to a sampler are ``None``: ``tau``/``steps`` outside DQA, ``shots`` for exact-output
-    samplers (``statevector``).
+    samplers (``statevector``) unless ``cfg.readout`` is ``shots``.
     """
     pts: list[SweepPoint] = []
     for name in cfg.samplers:
         kind = SAMPLER_KINDS[name][1]
         axes = {
             "n": cfg.n,
-            "shots": cfg.shots if kind != "dqa-exact" else [None],
+            "shots": cfg.shots if kind != "dqa-exact" or cfg.readout == "shots" else [None],
             "tau": cfg.tau if kind.startswith("dqa") else [None],
             "steps": cfg.steps if kind.startswith("dqa") else [None],
         }

@@ -160,7 +160,9 @@ def _sweep(cfg: FidelityConfig, out: Path, report: dict[str, Any], *, plots: boo
     skipped: dict[str, str] = report.setdefault("skipped", {})
     for pt in tqdm(todo, desc="fidelity", disable=not progress, unit="pt"):
         try:
-            res = sweep.measure_point(pt, _ensemble(cfg, pt.n, cache), seed=cfg.seed, calibration=cfg.calibration)
+            res = sweep.measure_point(
+                pt, _ensemble(cfg, pt.n, cache), seed=cfg.seed, calibration=cfg.calibration, backend=cfg.backend
+            )
         except (ImportError, sweep.UnreachableTemperature) as exc:
             logger.warning("skipping %s: %s", pt.key, exc)
             skipped[pt.key] = str(exc)

@@ -43,6 +43,7 @@ __all__ = [
     "make_schedule",
     "build_sampler",
     "measure_point",
+    "OPT_IN_SAMPLERS",
     "expected_shot_tv",
 ]
 
@@ -58,7 +59,10 @@ SWEEP_SAMPLERS: dict[str, str] = {
     "gibbs": "gibbs",
     "anneal": "anneal",
     "meanfield": "meanfield",
+    "ibm": "ibm",
 }
+#: sweep samplers measured only when asked for (``--samplers ...,ibm``): slow, and they need a backend
+OPT_IN_SAMPLERS = ("ibm",)
 #: DQA samplers that return the exact output distribution of their circuit (no shots axis)
 EXACT_OUTPUT = ("statevector",)
 
@@ -77,6 +81,8 @@ SAMPLER_KINDS: dict[str, tuple[str, str]] = {name: (reg, _kind(reg)) for name, r
 
 #: fake backend whose noise model ``aer-noisy`` uses (offline, from qiskit-ibm-runtime; 16 qubits, heavy-hex)
 NOISY_BACKEND = "FakeGuadalupeV2"
+#: the backend of the ``ibm`` sweep sampler when none is named (``--backend``): the same fake device, offline
+IBM_BACKEND = "fake_guadalupe"
 #: how DQA schedules are set up (see :func:`make_schedule`)
 CALIBRATIONS = ("none", "leading", "compensated", "fitted")
 
@@ -147,12 +153,13 @@ def make_schedule(tau: float, steps: int, calibration: str = "none", *, beta: fl
     return sched
 
 
-def build_sampler(name: str, *, schedule: Any = None, **kw: Any) -> Any:
+def build_sampler(name: str, *, schedule: Any = None, backend: str | None = None, **kw: Any) -> Any:
     """Instantiate sweep sampler ``name`` (a key of :data:`SAMPLER_KINDS`).
 
     DQA samplers receive ``schedule=``; ``aer-noisy`` is the Aer sampler with ``noise_backend=`` the fake
     :data:`NOISY_BACKEND` (its noise model, gates and layout) simulated with ``method="density_matrix"`` (exact
-    noisy output, all shots at once: fast for the few qubits of a sweep). ``kw`` go to the constructor.
+    noisy output, all shots at once: fast for the few qubits of a sweep); ``ibm`` runs on ``backend`` (a fake
+    backend name, default :data:`IBM_BACKEND`; local mode). ``kw`` go to the constructor.
     """
     if name not in SAMPLER_KINDS:
         raise ValueError(f"unknown sweep sampler {name!r}; choose from {sorted(SAMPLER_KINDS)}")
@@ -165,6 +172,8 @@ def build_sampler(name: str, *, schedule: Any = None, **kw: Any) -> Any:
     if name == "aer-noisy":
         args.setdefault("noise_backend", _noise_backend())
         args.setdefault("method", "density_matrix")
+    if name == "ibm":
+        args.setdefault("backend", backend or IBM_BACKEND)
     return get_sampler(reg, **args)
 
 
@@ -213,7 +222,7 @@ def _stats(p: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def measure_point(
-    point: SweepPoint, problems: IsingProblem, *, seed: int = 0, calibration: str = "none"
+    point: SweepPoint, problems: IsingProblem, *, seed: int = 0, calibration: str = "none", backend: str | None = None
 ) -> dict[str, Any]:
     """Sample every problem of the ensemble at ``point`` and compare with the references (module docstring).
 
@@ -221,6 +230,7 @@ def measure_point(
         point: the sweep point; ``problems``: a batch of ``n``-spin problems (batch shape ``(count,)``).
         seed: sampler seed (recorded).
         calibration: DQA schedule set-up (:func:`make_schedule`).
+        backend: the ``ibm`` sampler's backend name (:func:`build_sampler`).
 
     Returns:
         JSON-ready dict: ``point`` fields, ``target`` metrics summaries (mean/median/std/max over problems),
@@ -236,7 +246,7 @@ def measure_point(
         schedule = make_schedule(
             point.tau, point.steps, calibration, beta=float(prob.beta_tensor().reshape(-1)[0]), n=point.n
         )
-    sampler = build_sampler(point.sampler, schedule=schedule)
+    sampler = build_sampler(point.sampler, schedule=schedule, backend=backend)
     t0 = time.perf_counter()
     try:
         ss = sampler.sample(prob, num_reads=point.shots, seed=seed)
