@@ -63,6 +63,8 @@ SAMPLERS: dict[str, SamplerEntry] = {
     "aer": SamplerEntry("hybrid_attention.backends.aer", "AerSampler", "aer", dqa=True),
     "pennylane": SamplerEntry("hybrid_attention.backends.pennylane", "PennyLaneSampler", "pennylane", dqa=True),
     "ibm": SamplerEntry("hybrid_attention.backends.ibm", "IBMSampler", "ibm", dqa=True),
+    # quantum-enhanced MCMC: circuit proposals, Metropolis acceptance, Boltzmann output (not a DQA output)
+    "qemcmc": SamplerEntry("hybrid_attention.backends.qemcmc", "QEMCMCSampler"),
     "gibbs": SamplerEntry("hybrid_attention.backends.classical", "GibbsSampler"),
     "anneal": SamplerEntry("hybrid_attention.backends.classical", "AnnealingSampler"),
     "meanfield": SamplerEntry("hybrid_attention.backends.classical", "MeanFieldSampler"),

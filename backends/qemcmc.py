@@ -1,0 +1,476 @@
+"""The ``qemcmc`` sampler: quantum-enhanced Markov chain Monte Carlo with symmetric circuit proposals.
+
+Each chain step (Layden et al., Nature 619, 282 (2023); docs/theory.md section 6) prepares the chain's current
+configuration ``|s>``, runs the proposal circuit of :mod:`hybrid_attention.circuits.proposal` (time evolution under
+``gamma H_mix + (1 - gamma) alpha H_P`` as a palindromic Trotter product), measures one proposal ``s'`` and accepts
+it with probability ``min(1, exp(-beta (E(s') - E(s))))``. The proposal is symmetric, so the chain's stationary
+distribution is exactly the Boltzmann distribution of the problem at its ``beta``: unlike DQA output, the reads are
+Boltzmann samples (after burn-in) and the bridge's covariance gradients are unbiased for them.
+
+Proposal engines (``engine=``):
+
+* ``"statevector"`` (default): the batched PyTorch simulator of :mod:`.statevector` (its energy table and
+  Kronecker-block driver layers), every chain of every problem at once. Two exact ways to draw a proposal, chosen by
+  cost (``mode="auto"``): ``"columns"`` evolves each chain's basis state and draws from ``|U|s>|^2`` (one circuit
+  execution per chain step, as on hardware); ``"unitary"`` evolves all ``2**n`` basis states once per parameter
+  draw and draws each chain's proposal from its row of ``Q = |U|^2`` (cheaper when chains x steps exceed ``2**n``).
+* ``"aer"``: the proposal circuit (:class:`~hybrid_attention.circuits.proposal.ProposalTemplate`) run by qiskit-aer's
+  ``SamplerV2``, one shot per chain per step (one PUB per step with a bindings row per chain); ``noise_backend=`` a
+  (fake) IBM backend adds its noise model and ISA transpilation.
+
+Chains and reads: ``num_chains`` chains per problem (default one per read), ``burn_in`` moves, then a record every
+``thinning`` moves until ``num_reads`` states are recorded. ``initial_state`` (``(*batch, chains, n)`` ±1) starts the
+chains where earlier chains stopped (persistent chains); ``info["final_state"]`` is where they stopped.
+
+Diagnostics in ``SampleSet.info`` (arrays have the problem's batch shape): ``acceptance_rate`` (accepted moves /
+moves, per problem), ``iat`` (integrated autocorrelation time of the energy in moves, Sokal's window over the
+moves after half the burn-in; NaN for fewer than 8 such moves), ``ess`` (:func:`.mcmc.effective_sample_size`),
+``iat_spins`` / ``ess_spins`` (the same for each spin over its recorded reads, in records; ``(*batch, n)``; with one
+record per chain ``iat_spins = 1`` and ``ess_spins = num_chains``, the chains being independent),
+``circuit_executions`` (proposal circuits run: chains x moves per problem) and ``moves``.
+
+Example:
+    >>> import torch
+    >>> from hybrid_attention import IsingProblem
+    >>> ss = QEMCMCSampler().sample(IsingProblem(torch.tensor([[0.5, -0.3]])), num_reads=2000, seed=0)
+    >>> ss.spins.shape, abs(float(ss.marginals()[0, 0]) - 0.4621) < 0.12   # tanh(0.5)
+    ((1, 2000, 2), True)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from hybrid_attention.checks import check_memory, check_positive_int, describe_seed, spawn_seeds
+from hybrid_attention.circuits.program import CircuitOptions
+from hybrid_attention.circuits.proposal import ProposalParams, alpha_of, proposal_layers
+from hybrid_attention.ising import IsingProblem, spins_to_index
+from hybrid_attention.sampler import Sampler, SamplerCapabilities
+from hybrid_attention.sampleset import SampleSet
+
+from .base import state_bits
+from .mcmc import effective_sample_size, integrated_time
+from .statevector import _apply_driver, _groups, _phase, _rx_block, configuration_energies
+
+__all__ = ["QEMCMCSampler", "evolve_proposal", "proposal_rows", "transition_matrix"]
+
+logger = logging.getLogger(__name__)
+
+_ENGINES = ("statevector", "aer")
+_MODES = ("auto", "unitary", "columns")
+_REAL = {torch.complex64: torch.float32, torch.complex128: torch.float64}
+
+
+# ---------------------------------------------------------------------- the statevector proposal engine
+def evolve_proposal(
+    psi: torch.Tensor, E: torch.Tensor, a: float, b: float, steps: int, *, group: int = 4
+) -> torch.Tensor:
+    """``U psi`` for the palindromic product ``[D(a/2) P(b) D(a/2)]^steps`` (docs/theory.md section 6).
+
+    Args:
+        psi: ``(R, 2**n)`` complex states, one row per execution.
+        E: ``(R, 2**n)`` real: each row's ``alpha E(z)`` (the proposal's problem term, energies of every basis state).
+        a, b: driver and problem phases of one slice (:meth:`ProposalParams.phases`).
+        steps: Trotter steps.
+        group: qubits per Kronecker block of a driver layer.
+
+    Returns:
+        ``(R, 2**n)`` evolved states.
+    """
+    n = int(psi.shape[-1]).bit_length() - 1
+    groups = _groups(n, group)
+    ph = _phase((-b) * E).to(psi.dtype)
+    for kind, val in proposal_layers(a, b, steps):
+        if kind == "P":
+            psi = psi * ph
+        else:
+            psi = _apply_driver(psi, [(lo, g, _rx_block(g, val, psi.dtype, psi.device)) for lo, g in groups], n)
+    return psi
+
+
+def proposal_rows(
+    E: torch.Tensor, a: float, b: float, steps: int, *, dtype: torch.dtype = torch.complex128, group: int = 4
+) -> torch.Tensor:
+    """The whole proposal matrix of a batch: ``Q[r, s, s'] = |<s'|U_r|s>|^2``, ``(R, 2**n, 2**n)`` real.
+
+    Args:
+        E: ``(R, 2**n)`` the rows' ``alpha E(z)``; a, b, steps, group: as :func:`evolve_proposal`.
+    """
+    R, N = E.shape
+    eye = torch.eye(N, dtype=dtype, device=E.device).expand(R, N, N).reshape(R * N, N)
+    psi = evolve_proposal(eye, E.repeat_interleave(N, dim=0), a, b, steps, group=group)
+    return (psi.real**2 + psi.imag**2).reshape(R, N, N)
+
+
+def transition_matrix(
+    problem: IsingProblem,
+    params: ProposalParams | None = None,
+    *,
+    nodes: int = 6,
+    dtype: torch.dtype = torch.complex128,
+) -> np.ndarray:
+    """The exact transition matrix ``P[s, s']`` ``(2**n, 2**n)`` of one problem's ``qemcmc`` chain.
+
+    The proposal matrix comes from the simulated proposal unitary (:func:`proposal_rows`), the acceptance is
+    Metropolis on ``beta E`` (:func:`.mcmc.metropolis_matrix`). For parameters drawn from ranges the chain's kernel
+    is the average of ``P`` over the uniform parameter distribution; it is computed with a ``nodes x nodes``
+    Gauss-Legendre rule (a mixture of exactly symmetric kernels, so detailed balance holds for any ``nodes``).
+
+    Args:
+        problem: one problem (batch size 1 or no batch), ``n <= 10``.
+        params: :class:`ProposalParams` (default: the sampler's default).
+        nodes: quadrature nodes per random parameter.
+    """
+    from .mcmc import metropolis_matrix
+
+    params = ProposalParams() if params is None else params
+    flat = problem.detach().flatten()
+    if flat.h.shape[0] != 1 or flat.n > 10:
+        raise ValueError(f"transition_matrix needs one problem with n <= 10, got {problem!r}")
+    h, J = flat.dropped()
+    h64, J64 = h.to(torch.float64).cpu(), J.to(torch.float64).cpu().expand(1, flat.n, flat.n)
+    mask = None if flat.mask is None else flat.mask.cpu().numpy()
+    alpha = float(alpha_of(h64.numpy(), J64.numpy(), mask)[0]) if params.alpha is None else params.alpha
+    E = configuration_energies(h64, J64)  # (1, 2**n)
+    beta = float(flat.beta_tensor()[0])
+    x, w = np.polynomial.legendre.leggauss(int(nodes))
+    (g0, g1), (t0, t1) = params.ranges()
+    gs = [(g0, 1.0)] if g0 == g1 else [(g0 + (g1 - g0) * (xi + 1) / 2, wi / 2) for xi, wi in zip(x, w)]
+    ts = [(t0, 1.0)] if t0 == t1 else [(t0 + (t1 - t0) * (xi + 1) / 2, wi / 2) for xi, wi in zip(x, w)]
+    P = np.zeros((1 << flat.n, 1 << flat.n))
+    for g, wg in gs:
+        for t, wt in ts:
+            a, b = params.phases(g, t)
+            Q = proposal_rows(alpha * E, a, b, params.steps, dtype=dtype)[0].to(torch.float64).numpy()
+            P += wg * wt * metropolis_matrix(Q, E[0].numpy(), beta)
+    return P
+
+
+def _draw_one(cdf: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One state per row from cumulative distributions ``cdf (..., 2**n)`` (inverse CDF, rows renormalised)."""
+    u = rng.random(cdf.shape[:-1]) * cdf[..., -1]
+    return np.minimum((cdf < u[..., None]).sum(-1), cdf.shape[-1] - 1)
+
+
+class _StatevectorEngine:
+    """Proposals for one chunk of problems from the PyTorch simulator (exact, no shot noise beyond the draw)."""
+
+    def __init__(self, sampler: QEMCMCSampler, E: torch.Tensor, alpha: torch.Tensor, params: ProposalParams, mode: str):
+        self.s, self.params, self.mode = sampler, params, mode
+        self.PE = (alpha[:, None] * E).to(_REAL[sampler.dtype])  # (N, 2**n): the proposal's problem term
+        self._cdf: np.ndarray | None = None  # unitary mode: cumulative rows of Q (N, 2**n, 2**n)
+
+    def propose(self, cur: np.ndarray, gamma: float, t: float, rng: np.random.Generator) -> np.ndarray:
+        N, C = cur.shape
+        a, b = self.params.phases(gamma, t)
+        K, g, dt = self.params.steps, self.s.group, self.s.dtype
+        if self.mode == "unitary":
+            if self._cdf is None or not self.params.fixed:
+                Q = proposal_rows(self.PE, a, b, K, dtype=dt, group=g).to(torch.float64).numpy()
+                self._cdf = np.cumsum(Q, axis=-1)
+            return _draw_one(self._cdf[np.arange(N)[:, None], cur], rng)
+        size = self.PE.shape[-1]
+        psi = torch.zeros(N * C, size, dtype=dt)
+        psi[torch.arange(N * C), torch.from_numpy(cur.reshape(-1))] = 1.0
+        psi = evolve_proposal(psi, self.PE.repeat_interleave(C, dim=0), a, b, K, group=g)
+        p = (psi.real**2 + psi.imag**2).to(torch.float64).numpy()
+        return _draw_one(np.cumsum(p, axis=-1), rng).reshape(N, C)
+
+
+class _AerEngine:
+    """Proposals for one chunk from the emitted circuit on qiskit-aer: one shot per chain per step."""
+
+    def __init__(self, sampler: QEMCMCSampler, h: np.ndarray, J: np.ndarray, mask: Any, params: ProposalParams):
+        from hybrid_attention.circuits.proposal import proposal_template, proposal_values
+
+        n = h.shape[-1]
+        nz = np.abs(J).reshape(-1, n, n).max(0) > 0
+        edges = tuple((j, k) for j in range(n) for k in range(j + 1, n) if nz[j, k])
+        self.tmpl = proposal_template(n, edges, params.steps, sampler.circuit_options)
+        self.values = proposal_values(h, J, params, self.tmpl.edges, mask)  # (N, n + E)
+        self.s, self.params = sampler, params
+        self.circuit = sampler._aer_circuit(self.tmpl)
+
+    def propose(self, cur: np.ndarray, gamma: float, t: float, rng: np.random.Generator) -> np.ndarray:
+        from qiskit_aer.primitives import SamplerV2
+
+        N, C = cur.shape
+        n = self.tmpl.n
+        bits = state_bits(cur.reshape(-1), n)
+        binds = self.tmpl.bindings(bits, np.repeat(self.values, C, axis=0), gamma, t)
+        seed = int(rng.integers(0, 2**31 - 1))
+        opts = {"backend_options": self.s.backend_options}
+        res = SamplerV2(seed=seed, options=opts).run([(self.circuit, binds)], shots=1).result()
+        out = res[0].data.meas.to_bool_array(order="little")[:, 0, :]  # (N*C, n)
+        return (out.astype(np.int64) << np.arange(n)).sum(-1).reshape(N, C)
+
+
+# ---------------------------------------------------------------------- the sampler
+class QEMCMCSampler(Sampler):
+    """Quantum-enhanced MCMC: Boltzmann samples at the problem's ``beta`` from chains with circuit proposals.
+
+    Args:
+        params: :class:`~hybrid_attention.circuits.proposal.ProposalParams` (gamma, time, Trotter steps, alpha;
+            default: Layden's random ``gamma in [0.25, 0.6]``, ``t in [2, 20]``, 12 steps).
+        engine: ``"statevector"`` (default) or ``"aer"`` (module docstring).
+        burn_in: moves before the first record (default 128).
+        thinning: moves between records of one chain (default 1).
+        num_chains: chains per problem (default ``None``: one per read, every read an independent chain's state).
+        num_reads: reads per problem when ``sample(num_reads=None)`` (default 256).
+        mode: statevector engine: ``"auto"`` (default), ``"unitary"`` or ``"columns"`` (module docstring).
+        dtype: statevector engine: ``torch.complex64`` (default) or ``torch.complex128``.
+        group: statevector engine: qubits per Kronecker block.
+        memory_limit: bytes of simulator state per chunk of problems (default 64 MiB).
+        max_spins: largest ``n`` (default 16 for the statevector engine, 20 for aer).
+        noise_backend, options, backend_options: aer engine: a (fake) IBM backend for noise and ISA transpilation,
+            :class:`~hybrid_attention.circuits.program.CircuitOptions`, extra ``AerSimulator`` options.
+
+    Per-call options (``sample(..., **options)``): ``burn_in``, ``thinning``, ``num_chains``, ``params``,
+    ``initial_state`` (``(*batch, chains, n)`` ±1 spins, or ``None``).
+    """
+
+    name = "qemcmc"
+    parameters = {
+        "burn_in": "moves before the first record",
+        "thinning": "moves between records of one chain",
+        "num_chains": "chains per problem (default: one per read)",
+        "params": "ProposalParams for this call",
+        "initial_state": "(*batch, chains, n) ±1 starting configurations (persistent chains)",
+    }
+
+    def __init__(
+        self,
+        *,
+        params: ProposalParams | None = None,
+        engine: str = "statevector",
+        burn_in: int = 128,
+        thinning: int = 1,
+        num_chains: int | None = None,
+        num_reads: int = 256,
+        mode: str = "auto",
+        dtype: torch.dtype = torch.complex64,
+        group: int = 4,
+        memory_limit: int = 64 << 20,
+        max_spins: int | None = None,
+        noise_backend: Any = None,
+        options: CircuitOptions | None = None,
+        backend_options: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        if engine not in _ENGINES:
+            raise ValueError(f"qemcmc: engine must be one of {_ENGINES}, got {engine!r}")
+        if mode not in _MODES:
+            raise ValueError(f"qemcmc: mode must be one of {_MODES}, got {mode!r}")
+        if dtype not in _REAL:
+            raise ValueError(f"qemcmc: dtype must be torch.complex64 or torch.complex128, got {dtype}")
+        self.params = self._check_params(ProposalParams() if params is None else params)
+        self.engine, self.mode, self.dtype = engine, mode, dtype
+        self.burn_in = check_positive_int(burn_in, "burn_in", minimum=0)
+        self.thinning = check_positive_int(thinning, "thinning")
+        self.num_chains = check_positive_int(num_chains, "num_chains", allow_none=True)
+        self.default_num_reads = check_positive_int(num_reads, "num_reads")
+        self.group = check_positive_int(group, "group")
+        self.memory_limit = check_positive_int(memory_limit, "memory_limit")
+        self.max_spins = (
+            check_positive_int(16 if engine == "statevector" else 20, "max_spins")
+            if max_spins is None
+            else (check_positive_int(max_spins, "max_spins"))
+        )
+        if options is not None and not isinstance(options, CircuitOptions):
+            raise TypeError(f"qemcmc: options must be a CircuitOptions, got {type(options).__name__}")
+        self.circuit_options = options or CircuitOptions()
+        self.noise_backend = noise_backend
+        self.backend_options: dict[str, Any] = {"method": "statevector", **(backend_options or {})}
+        self._isa: dict[Any, Any] = {}
+        if engine == "aer":
+            import qiskit_aer  # noqa: F401  (fail now, with the registry's install hint, not at the first step)
+
+            if noise_backend is not None:
+                from qiskit_aer.noise import NoiseModel
+
+                self.backend_options["noise_model"] = NoiseModel.from_backend(noise_backend)
+
+    @staticmethod
+    def _check_params(params: Any) -> ProposalParams:
+        if not isinstance(params, ProposalParams):
+            raise TypeError(f"qemcmc: params must be a ProposalParams, got {type(params).__name__}")
+        return params
+
+    @property
+    def capabilities(self) -> SamplerCapabilities:
+        return SamplerCapabilities(max_spins=self.max_spins)
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        return {**super().properties, "engine": self.engine, "params": self.params, "burn_in": self.burn_in}
+
+    def __repr__(self) -> str:
+        return f"QEMCMCSampler(engine={self.engine!r}, params={self.params}, burn_in={self.burn_in})"
+
+    def _aer_circuit(self, tmpl: Any) -> Any:
+        """The template's circuit, transpiled once to the noise backend's ISA when one is set."""
+        if self.noise_backend is None:
+            return tmpl.circuit
+        if tmpl not in self._isa:
+            from qiskit.transpiler import generate_preset_pass_manager
+
+            pm = generate_preset_pass_manager(optimization_level=1, backend=self.noise_backend, seed_transpiler=0)
+            self._isa[tmpl] = pm.run(tmpl.circuit)
+        return self._isa[tmpl]
+
+    # ------------------------------------------------------------------ options
+    def _resolve(self, problem: IsingProblem, num_reads: int | None, options: dict[str, Any]) -> dict[str, Any]:
+        """Per-call settings, checked (before any work)."""
+        reads = self.default_num_reads if num_reads is None else int(num_reads)
+        params = self._check_params(options.get("params", self.params))
+        init = options.get("initial_state")
+        chains = check_positive_int(options.get("num_chains", self.num_chains), "num_chains", allow_none=True)
+        if init is not None:
+            init = np.asarray(init.cpu() if isinstance(init, torch.Tensor) else init)
+            want = (*problem.batch_shape, init.shape[-2] if init.ndim >= 2 else -1, problem.n)
+            if init.shape != want or not np.isin(init, (-1, 1)).all():
+                raise ValueError(
+                    f"qemcmc: initial_state must be ±1 spins of shape (*batch, chains, n) = "
+                    f"({tuple(problem.batch_shape)}, chains, {problem.n}), got shape {init.shape}"
+                )
+            if chains is not None and chains != init.shape[-2]:
+                raise ValueError(f"qemcmc: num_chains = {chains} but initial_state holds {init.shape[-2]} chains")
+            chains = init.shape[-2]
+        chains = min(chains or reads, reads)
+        return {
+            "reads": reads,
+            "chains": chains,
+            "records": -(-reads // chains),
+            "burn_in": check_positive_int(options.get("burn_in", self.burn_in), "burn_in", minimum=0),
+            "thinning": check_positive_int(options.get("thinning", self.thinning), "thinning"),
+            "params": params,
+            "initial_state": init,
+        }
+
+    def validate(self, problem: Any, *, num_reads: Any = None, seed: Any = None, options: dict | None = None):
+        """The base checks, then the options and the simulator memory of one problem's chains."""
+        problem = super().validate(problem, num_reads=num_reads, seed=seed, options=options)
+        opts = self._resolve(problem, num_reads if num_reads is None else int(num_reads), options or {})
+        amp = 2 * torch.finfo(_REAL[self.dtype]).bits // 8
+        per = float(amp) * (1 << problem.n) * min(opts["chains"], 1 << problem.n) * 3
+        check_memory(per, f"qemcmc: the chains of one problem at n = {problem.n}", hint="use fewer chains or spins")
+        return problem
+
+    def _mode(self, n: int, chains: int, moves: int, params: ProposalParams) -> str:
+        if self.mode != "auto":
+            return self.mode
+        draws = chains * (moves if params.fixed else 1)  # executions one unitary replaces
+        return "unitary" if (1 << n) <= draws and n <= 10 else "columns"
+
+    # ------------------------------------------------------------------ sampling
+    def _sample(self, problem: IsingProblem, *, num_reads: int | None, seed: Any, **options: Any) -> SampleSet:
+        opts = self._resolve(problem, num_reads, options)
+        flat = problem.flatten()
+        N, n = flat.h.shape[0], flat.n
+        C, r, burn, thin, params = opts["chains"], opts["records"], opts["burn_in"], opts["thinning"], opts["params"]
+        moves = burn + (r - 1) * thin
+        h, J = flat.dropped()
+        h64 = h.detach().to(torch.float64).cpu()
+        J64 = J.detach().to(torch.float64).cpu().expand(N, n, n)
+        beta = flat.beta_tensor().detach().to(torch.float64).cpu().numpy()
+        mask = None if flat.mask is None else flat.mask.cpu().numpy()
+        alpha = alpha_of(h64.numpy(), J64.numpy(), mask) if params.alpha is None else np.full(N, params.alpha)
+        mode = self._mode(n, C, moves, params)
+        per = (1 << n) * (1 << n if mode == "unitary" else C) * 16 * 3
+        step = max(1, self.memory_limit // per)
+        starts = list(range(0, N, step))
+        seeds = spawn_seeds(seed, len(starts))
+        init = None if opts["initial_state"] is None else opts["initial_state"].reshape(N, C, n)
+        t0 = time.perf_counter()
+        out = [
+            self._run_chunk(
+                h64[s : s + step],
+                J64[s : s + step],
+                beta[s : s + step],
+                alpha[s : s + step],
+                None if mask is None else mask[s : s + step],
+                None if init is None else init[s : s + step],
+                opts,
+                mode,
+                np.random.default_rng(sd),
+            )
+            for s, sd in zip(starts, seeds)
+        ]
+        rec, final, acc, energies = (np.concatenate([o[i] for o in out]) for i in range(4))
+        spins = 1 - 2 * state_bits(rec, n).astype(np.int8)  # (N, C * r, n), chain-major
+        bs = tuple(problem.batch_shape)
+        start = burn // 2
+        iat = integrated_time(energies[:, :, start:]) if moves - start >= 8 else np.full(N, np.nan)
+        rec_spins = spins.reshape(N, C, r, n).transpose(0, 3, 1, 2)  # (N, n, C, r): each spin's record traces
+        iat_s = integrated_time(rec_spins) if r >= 8 else np.full((N, n), 1.0 if r == 1 else np.nan)
+        info = {
+            "backend": self.name,
+            "engine": self.engine,
+            "mode": mode if self.engine == "statevector" else "shots",
+            "num_reads": opts["reads"],
+            "num_chains": C,
+            "records_per_chain": r,
+            "burn_in": burn,
+            "thinning": thin,
+            "moves": moves,
+            "circuit_executions": C * moves,
+            "params": params,
+            "seed": describe_seed(seed),
+            "chunk_seeds": seeds,
+            "acceptance_rate": (acc / max(moves, 1)).mean(-1).reshape(bs),
+            "iat": iat.reshape(bs),
+            "ess": np.minimum(effective_sample_size(C, r, iat, thin), opts["reads"]).reshape(bs),
+            "iat_spins": iat_s.reshape(*bs, n),
+            "ess_spins": np.minimum(effective_sample_size(C, r, iat_s), opts["reads"]).reshape(*bs, n),
+            "final_state": (1 - 2 * state_bits(final, n).astype(np.int8)).reshape(*bs, C, n),
+            "timing": {"run": time.perf_counter() - t0},
+        }
+        w = np.full((*bs, opts["reads"]), 1.0 / opts["reads"])
+        return SampleSet(spins[:, : opts["reads"]].reshape(*bs, opts["reads"], n), w, problem, info)
+
+    def _run_chunk(self, h, J, beta, alpha, mask, init, opts, mode, rng):  # noqa: ANN001, ANN202 (internal)
+        """Chains of one chunk of problems: ``(records (N, C * r), final (N, C), accepted (N, C), energies
+        (N, C, moves + 1))``."""
+        N, n = h.shape
+        C, r, burn, thin, params = opts["chains"], opts["records"], opts["burn_in"], opts["thinning"], opts["params"]
+        moves = burn + (r - 1) * thin
+        E = configuration_energies(h, J)  # (N, 2**n) float64, the classical energies
+        if self.engine == "statevector":
+            engine: Any = _StatevectorEngine(self, E, torch.from_numpy(alpha), params, mode)
+        else:
+            engine = _AerEngine(self, h.numpy(), J.numpy(), mask, params)
+        En = E.numpy()
+        bE = beta[:, None] * En  # (N, 2**n)
+        cur = rng.integers(0, 1 << n, size=(N, C)) if init is None else spins_to_index(init).astype(np.int64)
+        rows = np.arange(N)[:, None]
+        accepted = np.zeros((N, C))
+        trace = np.empty((N, C, moves + 1))
+        trace[:, :, 0] = En[rows, cur]
+        records = []
+        if burn == 0:
+            records.append(cur.copy())
+        for t in _progress(range(1, moves + 1), moves, N * C * (1 << n)):
+            g, tm = params.draw(rng)
+            new = engine.propose(cur, float(g[0]), float(tm[0]), rng)
+            dE = bE[rows, new] - bE[rows, cur]
+            acc = np.log(rng.random((N, C))) < -dE
+            cur = np.where(acc, new, cur)
+            accepted += acc
+            trace[:, :, t] = En[rows, cur]
+            if t >= burn and (t - burn) % thin == 0:
+                records.append(cur.copy())
+        return np.stack(records, axis=-1).reshape(N, C * r), cur, accepted, trace
+
+
+def _progress(iterable: Any, total: int, work: int) -> Any:
+    """A tqdm bar over the chain moves when the run is long (many moves of a large batch)."""
+    if total * work < 1 << 26:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, total=total, desc="qemcmc", leave=False, disable=None)

@@ -1,0 +1,258 @@
+"""The qemcmc sampler: exact transition matrices (detailed balance, stationary = Boltzmann), sampled marginals
+against exact enumeration with tolerances from the number of independent reads, diagnostics against their exact
+values, persistent-chain state, validation, the engines."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from hybrid_attention import IsingProblem, exact
+from hybrid_attention.backends import mcmc
+from hybrid_attention.backends.qemcmc import QEMCMCSampler, proposal_rows, transition_matrix
+from hybrid_attention.backends.testing import assert_sampler_conforms
+from hybrid_attention.circuits.proposal import ProposalParams, alpha_of, proposal_matrix
+from hybrid_attention.exact import enumerate_states
+
+Z = 5.0
+FIXED = ProposalParams(gamma=0.45, time=6.0, steps=8)
+
+
+def random_problem(n, seed, *, beta=1.0, batch=(), mask=None, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    h = torch.randn(*batch, n, generator=g, dtype=torch.float64) * scale
+    J = torch.randn(n, n, generator=g, dtype=torch.float64).triu(1) * scale / max(n - 1, 1) ** 0.5
+    return IsingProblem(h, J + J.T, beta=beta, mask=mask)
+
+
+def energies(problem):
+    return problem.energy(enumerate_states(problem.n, dtype=torch.float64)).numpy()
+
+
+# ---------------------------------------------------------------------- exact transition matrices (n <= 6)
+def test_simulated_proposal_matrix_equals_the_numpy_oracle():
+    p = random_problem(4, seed=1)
+    h, J = p.h.numpy(), p.J.numpy()
+    a, b = FIXED.phases(0.45, 6.0)
+    E = torch.from_numpy(alpha_of(h, J) * energies(p))[None]
+    Q = proposal_rows(E, a, b, FIXED.steps)[0].numpy()
+    np.testing.assert_allclose(Q, proposal_matrix(h, J, FIXED), atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])
+@pytest.mark.parametrize("params", [FIXED, ProposalParams(steps=6)], ids=["fixed", "random"])
+def test_detailed_balance_and_boltzmann_stationary_distribution(n, params):
+    """P from the simulated unitary satisfies detailed balance; its stationary distribution is Boltzmann to 1e-10."""
+    p = random_problem(n, seed=10 + n, beta=1.3, scale=1.5)
+    P = transition_matrix(p, params, nodes=3)
+    pi = exact.probabilities(p).numpy()
+    np.testing.assert_allclose(P.sum(1), 1.0, atol=1e-12)
+    assert P.min() >= 0
+    assert mcmc.detailed_balance_violation(P, pi) < 1e-12
+    np.testing.assert_allclose(pi @ P, pi, atol=1e-12)
+    np.testing.assert_allclose(mcmc.stationary_distribution(P), pi, atol=1e-10)
+    assert mcmc.spectral_gap(P, pi) > 0  # ergodic
+
+
+def test_masked_spins_stay_free_and_the_rest_is_boltzmann():
+    mask = torch.tensor([True, False, True, True])
+    p = random_problem(4, seed=3, mask=mask)
+    P = transition_matrix(p, FIXED)
+    pi = exact.probabilities(p).numpy()  # masked spin uniform, the others Boltzmann without it
+    np.testing.assert_allclose(mcmc.stationary_distribution(P), pi, atol=1e-10)
+
+
+def test_classical_baselines_are_reversible_too():
+    p = random_problem(4, seed=5, beta=0.7)
+    E, pi = energies(p), exact.probabilities(p).numpy()
+    for P in (
+        mcmc.metropolis_matrix(mcmc.local_proposal(4), E, 0.7),
+        mcmc.metropolis_matrix(mcmc.uniform_proposal(4), E, 0.7),
+        mcmc.heat_bath_matrix(E, 0.7, 4),
+    ):
+        assert mcmc.detailed_balance_violation(P, pi) < 1e-14
+        np.testing.assert_allclose(mcmc.stationary_distribution(P), pi, atol=1e-10)
+
+
+def test_an_asymmetric_proposal_needs_the_hastings_ratio():
+    """metropolis_matrix corrects an asymmetric proposal with Q(s|s')/Q(s'|s): detailed balance still holds."""
+    rng = np.random.default_rng(0)
+    Q = rng.random((8, 8))
+    Q /= Q.sum(1, keepdims=True)
+    E = rng.normal(size=8)
+    pi = np.exp(-E) / np.exp(-E).sum()
+    assert mcmc.detailed_balance_violation(mcmc.metropolis_matrix(Q, E, 1.0), pi) < 1e-15
+
+
+# ---------------------------------------------------------------------- sampled marginals against exact
+def check_marginals(ss, problem, *, ess=None):
+    """|m - m_exact| <= Z sqrt((1 - m^2) / ESS) per spin, ESS the number of independent reads."""
+    m_ref = exact.marginals(problem).numpy()
+    ess = ss.info["ess_spins"] if ess is None else ess
+    tol = Z * np.sqrt(np.clip(1 - m_ref**2, 1e-3, None) / ess) + 1e-12
+    err = np.abs(ss.marginals() - m_ref)
+    assert np.all(err <= tol), f"marginal errors {err} above {tol}"
+
+
+@pytest.mark.parametrize("mode", ["unitary", "columns"])
+def test_independent_chains_sample_boltzmann(mode):
+    p = random_problem(5, seed=7, batch=(3,), beta=1.2)
+    ss = QEMCMCSampler(mode=mode, params=ProposalParams(steps=6)).sample(p, num_reads=1500, seed=1)
+    assert ss.info["mode"] == mode and ss.info["num_chains"] == 1500 and ss.info["records_per_chain"] == 1
+    np.testing.assert_array_equal(ss.info["ess_spins"], 1500)
+    check_marginals(ss, p, ess=1500)
+
+
+def test_long_chains_with_records_use_their_effective_sample_size():
+    p = random_problem(6, seed=8, batch=(2,))
+    ss = QEMCMCSampler(params=FIXED).sample(p, num_reads=4000, num_chains=40, burn_in=128, thinning=2, seed=2)
+    assert ss.info["records_per_chain"] == 100 and ss.info["moves"] == 128 + 99 * 2
+    assert np.all(ss.info["ess_spins"] <= 4000) and np.all(ss.info["ess_spins"] > 100)
+    check_marginals(ss, p)
+
+
+@pytest.mark.parametrize("n", [8, 10])
+def test_marginals_match_exact_at_larger_n(n):
+    p = random_problem(n, seed=20 + n)
+    s = QEMCMCSampler(params=ProposalParams(steps=4), burn_in=160)
+    ss = s.sample(p, num_reads=600, num_chains=60, thinning=4, seed=3)
+    check_marginals(ss, p)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [12, 14, 16])
+def test_marginals_match_exact_up_to_16_spins(n):
+    p = random_problem(n, seed=30 + n)
+    s = QEMCMCSampler(params=ProposalParams(steps=4), burn_in=200)
+    ss = s.sample(p, num_reads=32 * 40, num_chains=32, thinning=3, seed=4)
+    assert ss.info["mode"] == "columns"
+    check_marginals(ss, p)
+
+
+# ---------------------------------------------------------------------- diagnostics against exact values
+def stationary_start(p, chains, seed):
+    return exact.sample(p, chains, seed=seed)  # (*batch, chains, n): every chain starts in equilibrium
+
+
+def test_acceptance_rate_matches_the_exact_stationary_rate():
+    p = random_problem(4, seed=11, beta=1.5)
+    C = 2000
+    ss = QEMCMCSampler(params=FIXED).sample(p, num_reads=C, initial_state=stationary_start(p, C, 0), burn_in=20, seed=5)
+    Q = proposal_matrix(p.h.numpy(), p.J.numpy(), FIXED)
+    E, pi = energies(p), exact.probabilities(p).numpy()
+    acc = float((pi[:, None] * Q * np.minimum(1, np.exp(-1.5 * (E[None, :] - E[:, None])))).sum())
+    rate = float(ss.info["acceptance_rate"])
+    assert abs(rate - acc) <= Z * np.sqrt(acc * (1 - acc) / C)  # each chain's mean has variance <= p (1 - p)
+
+
+def test_integrated_time_matches_the_exact_value():
+    p = random_problem(4, seed=12, beta=2.0, scale=1.5)
+    C, T = 200, 400
+    ss = QEMCMCSampler(params=FIXED).sample(
+        p, num_reads=C * T, num_chains=C, burn_in=0, initial_state=stationary_start(p, C, 1), seed=6
+    )
+    P = transition_matrix(p, FIXED)
+    tau = mcmc.exact_integrated_time(P, exact.probabilities(p).numpy(), energies(p))
+    est = float(ss.info["iat"])
+    M = 5 * tau  # Sokal: var(tau_hat) ~ 2 (2M + 1) / N tau^2
+    assert abs(est - tau) <= Z * tau * np.sqrt(2 * (2 * M + 1) / (C * T)) + 0.05 * tau, (est, tau)
+
+
+def test_integrated_time_of_an_ar1_process():
+    rng = np.random.default_rng(0)
+    phi, C, T = 0.8, 64, 4000
+    x = np.zeros((C, T))
+    e = rng.normal(size=(C, T))
+    for t in range(1, T):
+        x[:, t] = phi * x[:, t - 1] + e[:, t]
+    tau = (1 + phi) / (1 - phi)
+    assert abs(float(mcmc.integrated_time(x)) - tau) < Z * tau * np.sqrt(2 * (10 * tau + 1) / (C * T)) + 0.05 * tau
+    assert float(mcmc.integrated_time(np.ones((3, 50)))) == 1.0
+    with pytest.raises(ValueError, match="traces"):
+        mcmc.integrated_time(np.ones(5))
+
+
+def test_effective_sample_size_formula():
+    np.testing.assert_allclose(mcmc.effective_sample_size(10, 1, 7.0), 10)  # one record per independent chain
+    np.testing.assert_allclose(mcmc.effective_sample_size(10, 100, 4.0), 250)
+    np.testing.assert_allclose(mcmc.effective_sample_size(10, 100, 4.0, thinning=4), 1000)
+
+
+def test_info_reports_executions_and_diagnostics_with_the_batch_shape():
+    p = random_problem(3, seed=13, batch=(2, 3))
+    ss = QEMCMCSampler().sample(p, num_reads=64, num_chains=8, burn_in=10, seed=0)
+    info = ss.info
+    assert info["moves"] == 10 + 7 and info["circuit_executions"] == 8 * 17
+    for key in ("acceptance_rate", "iat", "ess"):
+        assert info[key].shape == (2, 3), key
+    assert info["ess_spins"].shape == (2, 3, 3) and info["final_state"].shape == (2, 3, 8, 3)
+    assert np.all((info["acceptance_rate"] > 0) & (info["acceptance_rate"] <= 1))
+
+
+# ---------------------------------------------------------------------- persistent chains
+def test_initial_state_is_where_the_chains_start_and_final_state_where_they_stop():
+    p = random_problem(4, seed=14, batch=(2,))
+    init = torch.from_numpy(np.random.default_rng(0).choice([-1, 1], size=(2, 5, 4)).astype(np.int8))
+    s = QEMCMCSampler()
+    ss = s.sample(p, num_reads=5, initial_state=init, burn_in=0, seed=0)  # no move: the reads are the start
+    np.testing.assert_array_equal(ss.spins, init.numpy())
+    np.testing.assert_array_equal(ss.info["final_state"], init.numpy())
+    ss2 = s.sample(p, num_reads=10, initial_state=init, burn_in=3, seed=0)
+    assert ss2.info["num_chains"] == 5 and ss2.info["moves"] == 4
+    np.testing.assert_array_equal(ss2.spins[:, 1::2], ss2.info["final_state"])  # chain-major: last record
+
+
+@pytest.mark.parametrize(
+    "init, match",
+    [
+        (np.ones((2, 5, 3), dtype=np.int8), "initial_state must be"),
+        (np.zeros((2, 5, 4), dtype=np.int8), "initial_state must be"),
+        (np.ones((5, 4), dtype=np.int8), "initial_state must be"),
+    ],
+)
+def test_bad_initial_state_is_refused_before_any_work(init, match):
+    p = random_problem(4, seed=15, batch=(2,))
+    s = QEMCMCSampler()
+    s._sample = None  # reaching the backend would fail with a TypeError
+    with pytest.raises(ValueError, match=match):
+        s.sample(p, num_reads=5, initial_state=init)
+    with pytest.raises(ValueError, match="num_chains = 3 but initial_state holds 5"):
+        s.sample(p, num_reads=5, num_chains=3, initial_state=np.ones((2, 5, 4), dtype=np.int8))
+
+
+def test_constructor_and_option_validation():
+    with pytest.raises(ValueError, match="engine must be"):
+        QEMCMCSampler(engine="qpu")
+    with pytest.raises(ValueError, match="mode must be"):
+        QEMCMCSampler(mode="fast")
+    with pytest.raises(TypeError, match="params must be a ProposalParams"):
+        QEMCMCSampler(params={"gamma": 0.5})
+    with pytest.raises(TypeError, match="params must be a ProposalParams"):
+        QEMCMCSampler().sample(random_problem(2, 0), num_reads=4, params=0.5)
+    with pytest.raises(ValueError, match="burn_in must be"):
+        QEMCMCSampler().sample(random_problem(2, 0), num_reads=4, burn_in=-1)
+    with pytest.raises(ValueError, match="above this backend's limit"):
+        QEMCMCSampler(max_spins=4).sample(random_problem(5, 0), num_reads=4)
+
+
+def test_seeds_reproduce():
+    p = random_problem(4, seed=16, batch=(3,))
+    s = QEMCMCSampler(burn_in=8)
+    a, b = s.sample(p, num_reads=32, num_chains=8, seed=3), s.sample(p, num_reads=32, num_chains=8, seed=3)
+    np.testing.assert_array_equal(a.spins, b.spins)
+    assert not np.array_equal(a.spins, s.sample(p, num_reads=32, num_chains=8, seed=4).spins)
+
+
+def test_conforms():
+    assert_sampler_conforms(QEMCMCSampler(params=ProposalParams(steps=4)), num_reads=3000, seed=7)
+
+
+# ---------------------------------------------------------------------- the aer engine
+def test_aer_engine_samples_boltzmann():
+    pytest.importorskip("qiskit_aer")
+    p = random_problem(3, seed=17, batch=(2,), beta=1.2)
+    s = QEMCMCSampler(engine="aer", params=ProposalParams(steps=3), burn_in=40)
+    ss = s.sample(p, num_reads=400, seed=8)
+    assert ss.info["engine"] == "aer" and ss.info["mode"] == "shots"
+    check_marginals(ss, p, ess=400)
