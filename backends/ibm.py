@@ -54,6 +54,7 @@ __all__ = [
     "runtime_sampler",
     "fake_backend",
     "fake_backend_names",
+    "is_fake_backend_name",
     "has_fractional_rzz",
 ]
 
@@ -165,7 +166,8 @@ def fake_backend(name: str) -> Any:
     )
 
 
-def _is_fake_name(name: str) -> bool:
+def is_fake_backend_name(name: str) -> bool:
+    """Whether ``name`` means a fake backend (starts with ``fake``, any case): resolved offline, never a device."""
     return _norm(name).startswith("fake")
 
 
@@ -226,7 +228,7 @@ def _is_local(backend: Any) -> bool:
 def _resolve_backend(backend: Any, *, allow_hardware: bool, instance: str | None, fractional: bool) -> tuple[Any, bool]:
     """``(backend object, local)``: a fake name is resolved offline; a device name or ``None`` needs the opt-in and
     credentials (both checked before the service is contacted)."""
-    if isinstance(backend, str) and _is_fake_name(backend):
+    if isinstance(backend, str) and is_fake_backend_name(backend):
         return fake_backend(backend), True
     if backend is not None and not isinstance(backend, str) and not hasattr(backend, "target"):
         raise TypeError(
