@@ -21,6 +21,8 @@ _AFTER_OUT = (
     "tau",
     "trotter_steps",
     "sampler_options",
+    "readout",
+    "backend",
     "eval_exact",
     "threads",
     "progress",

@@ -16,11 +16,28 @@ from hybrid_attention.backends.registry import SAMPLERS, check_sampler_options
 from hybrid_attention.exact import MAX_SPINS
 from hybrid_attention.model import TransformerConfig
 
-__all__ = ["TASKS", "TrainConfig", "RESUME_FREE"]
+__all__ = ["TASKS", "READOUTS", "TrainConfig", "RESUME_FREE", "default_readout"]
 
 TASKS = ("shakespeare", "brackets")
 #: config keys that may differ when resuming (everything else must match the checkpoint)
 RESUME_FREE = {"steps", "out", "resume", "progress", "threads", "data"}
+#: how a sampler's output reaches the attention layers: its exact output (differentiable) or its reads
+READOUTS = ("exact", "shots")
+
+
+def default_readout(sampler: str) -> str:
+    """``"exact"`` for the exact path and for registered samplers whose class gives its exact output differentiably
+    (``differentiable_marginals``: statevector, meanfield), else ``"shots"`` (what a run without ``readout`` did)."""
+    if sampler == "exact":
+        return "exact"
+    from hybrid_attention.backends.registry import sampler_class
+
+    try:
+        cls = sampler_class(sampler)
+    except (ImportError, ValueError):
+        return "shots"
+    return "exact" if callable(getattr(cls, "differentiable_marginals", None)) else "shots"
+
 
 _POSITIVE_INTS = (
     "block_size",
@@ -72,6 +89,8 @@ class TrainConfig:
     tau: float = 1.0
     trotter_steps: int = 20
     sampler_options: dict[str, Any] = field(default_factory=dict)
+    readout: str | None = None
+    backend: str | None = None
     eval_exact: bool = False
     threads: int = 1
     resume: bool = False
@@ -123,6 +142,41 @@ class TrainConfig:
                     f"{sorted(self.sampler_options)}"
                 )
             check_sampler_options(self.sampler, self.sampler_options)
+        self._check_readout_and_backend()
+
+    def resolved_readout(self) -> str:
+        """``readout``, or for ``None`` what training did before the setting existed: ``"exact"`` for the exact
+        path and for samplers that give their exact output differentiably (statevector, meanfield), else ``"shots"``."""
+        return self.readout or default_readout(self.sampler)
+
+    def _check_readout_and_backend(self) -> None:
+        if self.readout not in (None, *READOUTS):
+            raise ValueError(f"unknown readout {self.readout!r}; expected one of {READOUTS}")
+        if self.readout == "shots" and self.sampler == "exact":
+            raise ValueError("--readout shots needs a sampler (--sampler NAME): exact enumeration has no reads")
+        if self.readout == "exact" and default_readout(self.sampler) != "exact":
+            raise ValueError(
+                f"--readout exact needs a sampler that gives its exact output (statevector, meanfield, or exact "
+                f"enumeration); sampler {self.sampler!r} gives reads only: use --readout shots"
+            )
+        if self.backend is None:
+            return
+        if not isinstance(self.backend, str) or not self.backend:
+            raise TypeError(f"backend must be a backend name, got {self.backend!r}")
+        if self.sampler != "ibm":
+            raise ValueError(f"--backend applies to --sampler ibm, got sampler {self.sampler!r}")
+        if "backend" in self.sampler_options:
+            raise ValueError("give the backend once: --backend NAME or --sampler-option backend=NAME, not both")
+        # qiskit-ibm-runtime is imported only when a backend is named
+        from hybrid_attention.backends.ibm import fake_backend, is_fake_backend_name
+
+        if is_fake_backend_name(self.backend):
+            fake_backend(self.backend)  # ValueError listing close matches for an unknown name
+        elif self.sampler_options.get("allow_hardware") is not True:
+            raise ValueError(
+                f"--backend {self.backend}: a real IBM Quantum device needs the explicit opt-in --sampler-option "
+                "allow_hardware=true (QPU time is billed) and credentials; fake backends (e.g. fake_torino) run offline"
+            )
 
     def model_config(self, vocab_size: int | None = None) -> TransformerConfig:
         """The model of this run (``vocab_size``: the corpus's; default 2 for brackets, 65 for Shakespeare)."""

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from hybrid_attention.attention import MODES
 
-from .config import RESUME_FREE, TASKS, TrainConfig
+from .config import READOUTS, RESUME_FREE, TASKS, TrainConfig, default_readout
 from .resume import saved_settings
 
 __all__ = ["Flag", "FLAGS", "MODEL_FLAGS", "add_train_flags", "parse_sampler_option", "config_from_args"]
@@ -123,6 +124,18 @@ FLAGS: dict[str, Flag] = {
         "--sampler-option num_chains=8); values are read as int, float, true/false, none or string",
         {"action": "append", "type": _option_arg, "metavar": "KEY=VALUE"},
     ),
+    "readout": Flag(
+        "--readout",
+        "exact: train on the sampler's exact output (differentiable; statevector, meanfield); shots: on --shots "
+        "reads per call with covariance gradients (default: exact where the sampler offers it, else shots)",
+        {"choices": READOUTS},
+    ),
+    "backend": Flag(
+        "--backend",
+        "--sampler ibm: the backend, a fake one by name (fake_torino, fake_fractional, ...: offline) or a device "
+        "(needs --sampler-option allow_hardware=true and credentials)",
+        {"metavar": "NAME"},
+    ),
     "eval_exact": Flag(
         "--eval-exact", "evaluate with exact marginals even when training with a sampler", {"action": "store_true"}
     ),
@@ -178,13 +191,15 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
             opts[key] = value
         given["sampler_options"] = opts
     if not given.get("resume"):
-        return TrainConfig(**given)
+        return _check_shots(TrainConfig(**given), given)
     saved = saved_settings(Path(given["out"]))
     # a setting added after the run was written (absent from its config) had its default then
     base = {
         **dataclasses.asdict(TrainConfig()),
         **{k: v for k, v in saved.items() if k in names and k not in ("out", "resume", "progress")},
     }
+    if base.get("readout") is None:  # a run written before --readout: the readout it had
+        base["readout"] = default_readout(base["sampler"])
     diff = {k: (base[k], v) for k, v in given.items() if k not in RESUME_FREE and base[k] != v}
     if diff:
         raise ValueError(
@@ -192,4 +207,20 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
             + ", ".join(f"{k}: checkpoint {a!r}, now {b!r}" for k, (a, b) in diff.items())
             + " (omit a flag to keep the run's setting)"
         )
-    return TrainConfig(**{**base, **given})
+    return _check_shots(TrainConfig(**{**base, **given}), given)
+
+
+def _check_shots(cfg: TrainConfig, given: dict[str, Any]) -> TrainConfig:
+    """``--shots`` for a sampler trained on its exact output has no effect: refused with ``--readout exact``, a
+    warning when the readout is the sampler's default (runs that passed ``--shots`` before ``--readout`` existed)."""
+    if "shots" not in given or cfg.sampler == "exact" or cfg.resolved_readout() != "exact":
+        return cfg
+    msg = (
+        f"--shots {given['shots']} has no effect: sampler {cfg.sampler!r} trains on its exact output (readout exact); "
+        "pass --readout shots to train on that many reads per call"
+    )
+    if given.get("readout") == "exact":
+        raise ValueError(f"{msg}, or drop --shots")
+    if cfg.shots == TrainConfig.shots:  # other values: build_sampler warns (for the Python API too)
+        logging.getLogger(__name__).warning(msg)
+    return cfg

@@ -27,7 +27,9 @@ from tqdm.auto import tqdm
 
 from hybrid_attention.apps.run_files import atomic_write, write_json
 from hybrid_attention.backends.registry import make_sampler
+from hybrid_attention.bridge import ReadsOnly
 from hybrid_attention.model import Transformer
+from hybrid_attention.sampler import capabilities_of
 
 from .config import TrainConfig
 from .data import eval_set, evaluate, load_task
@@ -77,23 +79,40 @@ def _couplings(model: Transformer) -> dict[str, Any]:
 
 def build_sampler(cfg: TrainConfig) -> Any:
     """The training sampler (``None`` for exact marginals). Failures to set one up (IBM accounts and credentials,
-    a service that refuses) become a ``ValueError`` naming the sampler, like any other bad setting."""
+    a service that refuses) become a ``ValueError`` naming the sampler, like any other bad setting. With readout
+    ``shots`` (:meth:`TrainConfig.resolved_readout`) a sampler that could give its exact output is wrapped in
+    :class:`~hybrid_attention.bridge.ReadsOnly`: the layers then train on ``cfg.shots`` reads per call."""
     if cfg.sampler == "exact":
         return None
+    options = dict(cfg.sampler_options)
+    if cfg.backend is not None:
+        options["backend"] = cfg.backend
     try:
-        return make_sampler(
+        sampler = make_sampler(
             cfg.sampler,
             shots=cfg.shots,
             tau=cfg.tau,
             trotter_steps=cfg.trotter_steps,
             seed=cfg.seed,
-            **cfg.sampler_options,
+            **options,
         )
     except Exception as exc:
         ibm = any(c.__module__.startswith("qiskit_ibm_runtime") for c in type(exc).__mro__)
         if isinstance(exc, RuntimeError) or ibm:
             raise ValueError(f"cannot set up sampler {cfg.sampler!r}: {' '.join(str(exc).split())}") from exc
         raise
+    readout, differentiable = cfg.resolved_readout(), capabilities_of(sampler).differentiable
+    if readout == "exact" and not differentiable:  # TrainConfig.validate checks the class; this is the instance
+        sampler.close()
+        raise ValueError(f"--readout exact: sampler {cfg.sampler!r} gives reads only; use --readout shots")
+    if readout == "exact" and cfg.shots != TrainConfig.shots:
+        logger.warning(
+            "shots = %d has no effect: sampler %r trains on its exact output (readout exact); pass --readout shots "
+            "(readout='shots') to train on that many reads per call",
+            cfg.shots,
+            cfg.sampler,
+        )
+    return ReadsOnly(sampler) if readout == "shots" and differentiable else sampler
 
 
 class _Run:
@@ -252,6 +271,7 @@ def train(config: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]
     """
     cfg = dataclasses.replace(config or TrainConfig(), **overrides)
     cfg.validate()
+    cfg = dataclasses.replace(cfg, readout=cfg.resolved_readout())  # config.json records the readout that ran
     out = Path(cfg.out)
     with claim_directory(out, cfg.resume):  # bad settings, a refused resume and missing data leave no directory behind
         state = load_resume_state(cfg, out) if cfg.resume else None
