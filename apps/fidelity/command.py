@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from hybrid_attention.apps.distributed import add_cluster_arguments
 from hybrid_attention.backends.registry import available_samplers
 
 from .config import AXES, READOUTS, FidelityConfig
@@ -128,6 +129,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true", help="start a fresh report even if --out holds one")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--no-progress", action="store_true")
+    add_cluster_arguments(p)
 
 
 def _default_samplers() -> list[str]:
@@ -158,7 +160,14 @@ def run(args: argparse.Namespace) -> int:
     )
     command = command_line(cfg, args.out)
     report = run_sweep(
-        cfg, args.out, overwrite=args.overwrite, plots=not args.no_plots, command=command, progress=not args.no_progress
+        cfg,
+        args.out,
+        overwrite=args.overwrite,
+        plots=not args.no_plots,
+        command=command,
+        progress=not args.no_progress,
+        scheduler=args.scheduler,
+        workers=args.workers,
     )
     print(summary_table(report))
     for k, why in report.get("skipped", {}).items():

@@ -125,12 +125,17 @@ def run_sweep(
     plots: bool = True,
     command: str | None = None,
     progress: bool = True,
+    scheduler: str | None = None,
+    workers: int | None = None,
 ) -> dict[str, Any]:
     """Measure every point of :func:`sweep_points` not already in ``out/report.json``; save after each point.
 
     Args:
         cfg: the sweep; out: report directory; overwrite: start a fresh report even if ``out`` holds one;
         plots: write PNGs; command: the command line recorded in the report; progress: tqdm bar.
+        scheduler, workers: measure the points as Dask tasks on this scheduler, or on a local cluster of this many
+            workers (:func:`hybrid_attention.apps.fidelity.sweep.measure_points`); neither: serially here. The
+            points' numbers are the same either way (timings aside).
 
     Returns:
         The report dict (also in ``out/report.json``).
@@ -139,6 +144,9 @@ def run_sweep(
         ValueError: ``out`` holds something else, or a report with other settings (see :func:`_open_report`).
         hybrid_attention.apps.run_files.DirectoryLocked: another process is writing to ``out``.
     """
+    from hybrid_attention.apps.distributed import check_cluster
+
+    check_cluster(scheduler, workers)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} exists and is not a directory")
@@ -146,18 +154,37 @@ def run_sweep(
     out.mkdir(parents=True, exist_ok=True)
     try:
         with lock_directory(out):
-            return _sweep(cfg, out, _open_report(out, cfg, overwrite, command), plots=plots, progress=progress)
+            report = _open_report(out, cfg, overwrite, command)
+            cluster = {"scheduler": scheduler, "workers": workers}
+            return _sweep(cfg, out, report, plots=plots, progress=progress, cluster=cluster)
     finally:
         if created:  # refused before writing anything: leave no directory behind
             with contextlib.suppress(OSError):
                 out.rmdir()
 
 
-def _sweep(cfg: FidelityConfig, out: Path, report: dict[str, Any], *, plots: bool, progress: bool) -> dict[str, Any]:
+def _sweep(
+    cfg: FidelityConfig, out: Path, report: dict[str, Any], *, plots: bool, progress: bool, cluster: dict | None = None
+) -> dict[str, Any]:
     todo = [p for p in sweep_points(cfg) if p.key not in report["points"]]
     logger.info("fidelity: %d points to measure, %d already in %s", len(todo), len(report["points"]), out)
     cache: dict = {}
     skipped: dict[str, str] = report.setdefault("skipped", {})
+    if todo and cluster and any(v is not None for v in cluster.values()):
+        order = [*report["points"], *(p.key for p in todo)]
+        items = [(pt, _ensemble(cfg, pt.n, cache)) for pt in todo]
+        for pt, (res, why) in sweep.measure_points(
+            items, seed=cfg.seed, calibration=cfg.calibration, progress=progress, **cluster
+        ):
+            if why is not None:
+                logger.warning("skipping %s: %s", pt.key, why)
+                skipped[pt.key] = why
+                continue
+            skipped.pop(pt.key, None)
+            report["points"][pt.key] = res
+            _save(out, report)  # in completion order: an interrupted sweep keeps every finished point
+        report["points"] = {k: report["points"][k] for k in order if k in report["points"]}  # the serial order
+        todo = []
     for pt in tqdm(todo, desc="fidelity", disable=not progress, unit="pt"):
         try:
             res = sweep.measure_point(

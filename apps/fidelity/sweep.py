@@ -14,13 +14,19 @@ once and compared with
   the independent numpy statevector of :mod:`hybrid_attention.circuits.reference`; isolates shot noise,
   hardware noise and emitter errors from the physics of the anneal), and the effective-temperature fit of that ideal output
   (:func:`hybrid_attention.metrics.fit_effective_beta`) with the distance to its best-fit Boltzmann form.
+
+Points are independent: :func:`measure_points` runs them as Dask tasks (one per point, :func:`measure_task`) on a
+scheduler or a local cluster (:mod:`hybrid_attention.apps.distributed`); a point measures the same numbers there as
+in this process (its sampler seed is the sweep's).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +51,8 @@ __all__ = [
     "measure_point",
     "OPT_IN_SAMPLERS",
     "expected_shot_tv",
+    "measure_task",
+    "measure_points",
 ]
 
 logger = logging.getLogger(__name__)
@@ -287,6 +295,51 @@ def measure_point(
             "tv_to_fit": _summ(metrics.total_variation(p_circ, p_fit)),
         }
     return res
+
+
+def measure_task(
+    item: tuple[SweepPoint, IsingProblem], *, seed: int = 0, calibration: str = "none"
+) -> tuple[dict[str, Any] | None, str | None]:
+    """One sweep point as a task (in a Dask worker): ``(result, None)`` from :func:`measure_point`, or
+    ``(None, reason)`` when the point is skipped (a missing extra, an :class:`UnreachableTemperature`), so that a
+    skip is not retried as a failure."""
+    point, problems = item
+    try:
+        return measure_point(point, problems, seed=seed, calibration=calibration), None
+    except (ImportError, UnreachableTemperature) as exc:
+        return None, str(exc)
+
+
+def measure_points(
+    items: list[tuple[SweepPoint, IsingProblem]],
+    *,
+    seed: int = 0,
+    calibration: str = "none",
+    scheduler: str | None = None,
+    workers: int | None = None,
+    client: Any = None,
+    progress: bool = True,
+) -> Iterator[tuple[SweepPoint, tuple[dict[str, Any] | None, str | None]]]:
+    """Measure ``(point, problems)`` items as Dask tasks; yield ``(point, measure_task(...))`` as they finish.
+
+    Args:
+        scheduler, workers: the cluster (:func:`hybrid_attention.apps.distributed.dask_client`), or
+        client: an existing ``distributed.Client``.
+    """
+    from hybrid_attention.apps.distributed import dask_client, run_tasks
+
+    with contextlib.nullcontext(client) if client is not None else dask_client(scheduler, workers) as c:
+        for (pt, _), outcome in run_tasks(
+            c,
+            measure_task,
+            items,
+            name=lambda it: it[0].key.replace("|", "_"),
+            progress=progress,
+            desc="fidelity",
+            seed=seed,
+            calibration=calibration,
+        ):
+            yield pt, outcome
 
 
 def _circuit_reference(sampler: Any, prob: IsingProblem, schedule: Any) -> np.ndarray:
