@@ -17,7 +17,7 @@ from typing import Any
 
 from hybrid_attention.apps.run_files import is_empty, load_checkpoint, lock_directory
 
-from .config import RESUME_FREE, TrainConfig
+from .config import RESUME_FREE, TrainConfig, default_readout
 
 __all__ = ["claim_directory", "load_resume_state", "check_resume_data", "saved_settings"]
 
@@ -67,6 +67,8 @@ def load_resume_state(cfg: TrainConfig, out: Path) -> dict[str, Any]:
     state = load_checkpoint(ckpt, required=_STATE_KEYS)
     # a setting added after the checkpoint was written (absent from its config) had its default then
     old = {**dataclasses.asdict(TrainConfig()), **state["config"]}
+    if old.get("readout") is None:  # written before --readout: the readout it had
+        old["readout"] = default_readout(old["sampler"])
     diff = {k: (old.get(k), v) for k, v in dataclasses.asdict(cfg).items() if k not in RESUME_FREE and old.get(k) != v}
     if diff:
         raise ValueError(
