@@ -68,6 +68,8 @@ SAMPLERS: dict[str, SamplerEntry] = {
     "gibbs": SamplerEntry("hybrid_attention.backends.classical", "GibbsSampler"),
     "anneal": SamplerEntry("hybrid_attention.backends.classical", "AnnealingSampler"),
     "meanfield": SamplerEntry("hybrid_attention.backends.classical", "MeanFieldSampler"),
+    # any dimod.Sampler (dwave-samplers' simulated annealing at constant beta by default; a QPU needs allow_hardware)
+    "dimod": SamplerEntry("hybrid_attention.backends.ocean", "DimodSampler", "ocean"),
     # any registered sampler, its batch sharded across Dask workers (or run here): one seed per problem
     "sharded": SamplerEntry("hybrid_attention.backends.sharded", "ShardedSampler"),
 }

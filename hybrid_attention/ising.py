@@ -16,7 +16,9 @@ This module owns :class:`IsingProblem` and the conventions every other module fo
   (docs/theory.md section 3): they are *dropped*, never pinned. Wherever the toolkit must still carry them (a circuit
   on ``n`` qubits, a ``(..., n)`` array), a dropped spin is decoupled (zero field, zero couplings), which
   leaves the distribution of the other spins exactly as if it had been removed; statistics report it as 0.
-* dimod uses the opposite sign: convert with ``h -> -h``, ``J -> -J`` (see :meth:`IsingProblem.to_dimod`).
+* dimod uses the opposite sign: convert with ``h -> -h``, ``J -> -J`` (:meth:`IsingProblem.to_dimod` /
+  :meth:`~IsingProblem.from_dimod` for ``(h, J)`` dicts, :meth:`IsingProblem.from_bqm` for a
+  ``BinaryQuadraticModel``; ``to_bqm`` lives in :mod:`hybrid_attention.backends.ocean`, which needs dimod).
 
 Shapes: ``h`` is ``(*batch, n)``; ``J`` is ``(n, n)`` (shared by the whole batch) or ``(*batch, n, n)``;
 ``mask`` is ``(*batch, n)`` boolean or ``None``; ``beta`` is a positive scalar or a tensor broadcastable to
@@ -153,24 +155,80 @@ class IsingProblem:
         return cls(hh, Js, beta=beta, mask=mask)
 
     @classmethod
-    def from_dimod(cls, h: dict | Sequence[float], J: dict, *, n: int | None = None, beta: float = 1.0) -> IsingProblem:
+    def from_dimod(
+        cls,
+        h: dict | Sequence[float],
+        J: dict,
+        *,
+        n: int | None = None,
+        beta: float = 1.0,
+        labels: Sequence[Any] | None = None,
+    ) -> IsingProblem:
         """Build from dimod-style ``h`` (dict or list) and ``J`` (dict of pairs), converting dimod's sign
-        (``E = +h.s + J s s``) to the physics sign used here."""
-        if isinstance(h, dict):
-            n = n if n is not None else (max(list(h) + [v for e in J for v in e]) + 1 if (h or J) else 0)
-            hv = np.zeros(n)
-            for j, v in h.items():
-                hv[int(j)] = -float(v)
-        else:
-            hv = -np.asarray(h, dtype=float)
-            n = hv.shape[0]
-        Jm = np.zeros((n, n))
-        for (a, b), v in J.items():
-            if a == b:
-                raise ValueError(f"dimod J has a self-coupling on spin {a}")
-            Jm[a, b] -= float(v)
-            Jm[b, a] -= float(v)
-        return cls(torch.from_numpy(hv), torch.from_numpy(Jm), beta=beta)
+        (``E = +h.s + J s s``) to the physics sign used here (``h -> -h``, ``J -> -J``).
+
+        Spin order: spin ``j`` is ``labels[j]`` when ``labels`` is given; else, when every label is an integer
+        ``>= 0``, spin ``j`` is label ``j`` (``n`` = largest label + 1 unless given); else the labels in order of first
+        appearance (``h`` then ``J``). A spin of that order that appears in neither ``h`` nor ``J`` is not a variable
+        of the dimod problem: it is masked (dropped). So ``IsingProblem.from_dimod(*p.to_dimod(), n=p.n)`` gives
+        ``p`` back, mask included (without ``n`` a masked last spin cannot be told from an absent one).
+
+        Raises:
+            ValueError: a self-coupling, a label outside ``labels``, or an integer label ``>= n``.
+        """
+        if not isinstance(h, dict):
+            hv = np.asarray(h, dtype=float)
+            if hv.ndim != 1:
+                raise ValueError(f"dimod h must be a dict or a 1-d sequence, got shape {hv.shape}")
+            h = dict(enumerate(hv.tolist()))
+            if labels is None and n is None:
+                n = hv.shape[0]
+        if not isinstance(J, dict):
+            raise TypeError(f"dimod J must be a dict {{(u, v): J_uv}}, got {type(J).__name__}")
+        order = _variable_order(list(h) + [v for e in J for v in e], labels=labels, n=n)
+        return _from_ising_items(h.items(), J.items(), order, beta=beta)[0]
+
+    @classmethod
+    def from_bqm(
+        cls, bqm: Any, *, labels: Sequence[Any] | None = None, beta: float = 1.0, return_offset: bool = False
+    ) -> IsingProblem | tuple[IsingProblem, float]:
+        """Build from a ``dimod.BinaryQuadraticModel`` (SPIN or BINARY; any hashable labels).
+
+        A BINARY model is first converted to SPIN by dimod (``x = (1 + s) / 2``: ``x = 1`` is ``s = +1``, so never hand
+        qubit bits to dimod as BINARY), then dimod's sign is flipped (``h = -linear``, ``J = -quadratic``). The constant
+        offset (the model's own plus the one the BINARY -> SPIN change creates) does not change the Boltzmann
+        distribution and is not part of an :class:`IsingProblem`: ``E_dimod(s) = E(s) + offset``.
+
+        Args:
+            bqm: a dimod ``BinaryQuadraticModel`` (read through its ``vartype``, ``spin``, ``linear``, ``quadratic``,
+                ``offset`` and ``variables``; nothing is imported here).
+            labels: spin ``j`` is ``labels[j]`` (default: ``list(bqm.variables)``, dimod's variable order). Labels
+                that are not variables of ``bqm`` become masked spins; every variable of ``bqm`` must be listed.
+            beta: inverse temperature of the problem.
+            return_offset: also return the SPIN offset (``(problem, offset)``).
+
+        Returns:
+            an unbatched float64 :class:`IsingProblem` with ``n = len(labels)`` (and the offset when asked).
+
+        Raises:
+            TypeError: not a binary quadratic model. ValueError: an empty model (no spins), a variable missing
+            from ``labels``, repeated labels.
+
+        Example:
+            >>> import dimod
+            >>> bqm = dimod.BinaryQuadraticModel({"a": 1.0}, {("a", "b"): -0.5}, 0.25, "SPIN")
+            >>> IsingProblem.from_bqm(bqm).h.tolist()
+            [-1.0, 0.0]
+        """
+        vt = getattr(getattr(bqm, "vartype", None), "name", None)
+        if vt not in ("SPIN", "BINARY") or not all(hasattr(bqm, a) for a in ("linear", "quadratic", "variables")):
+            raise TypeError(f"from_bqm expects a dimod BinaryQuadraticModel (SPIN or BINARY), got {type(bqm).__name__}")
+        spin = bqm if vt == "SPIN" else bqm.spin
+        order = _variable_order(list(bqm.variables), labels=labels, n=None, strict_ints=False)
+        problem, offset = _from_ising_items(
+            spin.linear.items(), spin.quadratic.items(), order, beta=beta, offset=float(spin.offset)
+        )
+        return (problem, offset) if return_offset else problem
 
     # ------------------------------------------------------------------ properties
     @property
@@ -303,16 +361,89 @@ class IsingProblem:
         coupling = 0.5 * ((s @ J) * s).sum(-1) if J.ndim == 2 else 0.5 * (torch.einsum("...j,...jk,...k->...", s, J, s))
         return -(field + coupling)
 
-    def to_dimod(self) -> tuple[dict[int, float], dict[tuple[int, int], float]]:
-        """``(h, J)`` dicts in dimod's sign convention (``E = h.s + J s s``) for an unbatched problem, masked
-        spins omitted. Hand these to ``dimod.BinaryQuadraticModel.from_ising``; never qubit bits as BINARY."""
+    def to_dimod(self, *, labels: Sequence[Any] | None = None) -> tuple[dict[Any, float], dict[tuple[Any, Any], float]]:
+        """``(h, J)`` dicts in dimod's sign convention (``E = h.s + J s s``) for an unbatched problem.
+
+        Masked spins are omitted (they are not part of the problem); spin ``j`` is labelled ``labels[j]`` (default
+        ``j``). Hand these to ``dimod.BinaryQuadraticModel.from_ising`` (or use
+        :func:`hybrid_attention.backends.ocean.to_bqm`); never qubit bits as BINARY. The inverse is
+        :meth:`from_dimod` with ``n=self.n`` (or ``labels=``), which restores the mask.
+        """
         if len(self.batch_shape) != 0:
             raise ValueError(f"to_dimod needs an unbatched problem, got batch shape {tuple(self.batch_shape)}")
+        names = _check_labels(labels, self.n)
         h, J = self.dropped()
+        h = h.detach().double().cpu().numpy()
+        J = J.detach().double().cpu().numpy()
         active = [j for j in range(self.n) if self.mask is None or bool(self.mask[j])]
-        hd = {j: -float(h[j]) for j in active}
-        Jd = {(j, k): -float(J[j, k]) for j in active for k in active if j < k and float(J[j, k]) != 0.0}
+        hd = {names[j]: -float(h[j]) for j in active}
+        Jd = {(names[j], names[k]): -float(J[j, k]) for j in active for k in active if j < k and J[j, k] != 0.0}
         return hd, Jd
+
+
+# ---------------------------------------------------------------------- dimod conversion helpers
+def _check_labels(labels: Sequence[Any] | None, n: int) -> list[Any]:
+    """``labels`` as a list of ``n`` distinct hashable labels (default ``0 .. n-1``)."""
+    if labels is None:
+        return list(range(n))
+    names = list(labels)
+    if len(names) != n:
+        raise ValueError(f"labels must name the n = {n} spins, got {len(names)} labels")
+    if len(set(names)) != n:
+        raise ValueError(f"labels must be distinct, got repeated labels in {names}")
+    return names
+
+
+def _is_index(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 0
+
+
+def _variable_order(
+    variables: list[Any], *, labels: Sequence[Any] | None, n: int | None, strict_ints: bool = True
+) -> list[Any]:
+    """Spin order for dimod variables: ``labels``; else (``strict_ints``) integer labels by value; else first
+    appearance. Every variable must be in the order (``ValueError`` otherwise)."""
+    seen = list(dict.fromkeys(variables))
+    if labels is not None:
+        order = list(labels)
+        if len(set(order)) != len(order):
+            raise ValueError(f"labels must be distinct, got repeated labels in {order}")
+    elif strict_ints and all(_is_index(v) for v in seen):
+        top = max((int(v) + 1 for v in seen), default=0)
+        if n is not None and top > n:
+            raise ValueError(f"dimod label {top - 1} is out of range for n = {n} spins")
+        order = list(range(n if n is not None else top))
+    elif n is not None:
+        raise ValueError(f"n = {n} can only be given with integer labels >= 0; pass labels= to order other labels")
+    else:
+        order = seen
+    missing = [v for v in seen if v not in set(order)]
+    if missing:
+        raise ValueError(f"dimod variables {missing} are not in the spin order {order}")
+    return order
+
+
+def _from_ising_items(
+    h_items: Any, J_items: Any, order: list[Any], *, beta: Any, offset: float = 0.0
+) -> tuple[IsingProblem, float]:
+    """Physics-sign problem from dimod-sign items over the spin ``order``; spins absent from both are masked."""
+    index = {v: j for j, v in enumerate(order)}
+    n = len(order)
+    hv = np.zeros(n)
+    Jm = np.zeros((n, n))
+    present = np.zeros(n, dtype=bool)
+    for v, val in h_items:
+        hv[index[v]] -= float(val)
+        present[index[v]] = True
+    for (a, b), val in J_items:
+        if a == b:
+            raise ValueError(f"dimod J has a self-coupling on variable {a!r}")
+        j, k = index[a], index[b]
+        Jm[j, k] -= float(val)
+        Jm[k, j] -= float(val)
+        present[[j, k]] = True
+    mask = None if present.all() else torch.from_numpy(present)
+    return IsingProblem(torch.from_numpy(hv), torch.from_numpy(Jm), beta=beta, mask=mask), offset
 
 
 # ---------------------------------------------------------------------- validation helpers

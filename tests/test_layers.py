@@ -34,6 +34,8 @@ HEAVY = {
     "jupytext",
     "dask",
     "distributed",
+    "dimod",
+    "dwave",
     "numba",
 }
 

@@ -143,3 +143,73 @@ def test_beta_accepts_real_scalars(beta):
 def test_beta_rejects_non_real_types(beta):
     with pytest.raises(TypeError, match="beta must be"):
         IsingProblem(torch.zeros(2), beta=beta)
+
+
+# ---------------------------------------------------------------------- issue #15: dimod dicts and BQMs
+def test_from_dimod_accepts_non_integer_labels():
+    """Was ``TypeError: can only concatenate str (not "int") to str``; labels keep their order of appearance."""
+    p = IsingProblem.from_dimod({"a": 1.0, "b": -0.5}, {("b", "c"): 2.0})
+    assert p.n == 3 and p.mask is None
+    torch.testing.assert_close(p.h, torch.tensor([-1.0, 0.5, 0.0], dtype=torch.float64))
+    assert p.J[1, 2].item() == -2.0 and p.J[0, 1].item() == 0.0
+    q = IsingProblem.from_dimod({"a": 1.0}, {("b", "c"): 2.0}, labels=["c", "x", "b", "a"])
+    assert q.mask.tolist() == [True, False, True, True] and q.h.tolist() == [0.0, 0.0, 0.0, -1.0]
+    with pytest.raises(ValueError, match="not in the spin order"):
+        IsingProblem.from_dimod({"a": 1.0}, {}, labels=["b"])
+    with pytest.raises(ValueError, match="integer labels"):
+        IsingProblem.from_dimod({"a": 1.0}, {}, n=3)
+    with pytest.raises(ValueError, match="self-coupling"):
+        IsingProblem.from_dimod({}, {("a", "a"): 1.0})
+
+
+@pytest.mark.parametrize("masked", [[True, False, True, True], [True, True, True, False], [False, True, True, True]])
+def test_dimod_round_trip_keeps_the_mask_and_n(masked):
+    """Was: the mask dropped and n shrunk when the last spin is masked."""
+    g = torch.Generator().manual_seed(0)
+    U = torch.triu(torch.randn(4, 4, generator=g, dtype=torch.float64), 1)
+    p = IsingProblem(torch.randn(4, generator=g, dtype=torch.float64), U + U.T, mask=torch.tensor(masked))
+    hd, Jd = p.to_dimod()
+    assert sorted(hd) == [j for j in range(4) if masked[j]]
+    q = IsingProblem.from_dimod(hd, Jd, n=4)
+    assert q.n == 4 and q.mask.tolist() == masked
+    torch.testing.assert_close(q.dropped()[0], p.dropped()[0])
+    torch.testing.assert_close(q.dropped()[1], p.dropped()[1])
+    named = p.to_dimod(labels=["w", "x", "y", "z"])[0]
+    assert sorted(named) == sorted("wxyz"[j] for j in range(4) if masked[j])
+    with pytest.raises(ValueError, match="out of range"):
+        IsingProblem.from_dimod({5: 1.0}, {}, n=4)
+
+
+def test_dimod_energy_equals_ours_on_every_configuration():
+    """dimod's E = sum h_i s_i + sum J_ij s_i s_j of the converted dicts equals our E(s) on all 2**n states."""
+    g = torch.Generator().manual_seed(1)
+    U = torch.triu(torch.randn(4, 4, generator=g, dtype=torch.float64), 1)
+    p = IsingProblem(torch.randn(4, generator=g, dtype=torch.float64), U + U.T)
+    hd, Jd = p.to_dimod()
+    S = index_to_spins(np.arange(16), 4)
+    ours = p.energy(torch.from_numpy(S.astype(np.float64))).numpy()
+    theirs = [sum(hd[j] * s[j] for j in hd) + sum(v * s[a] * s[b] for (a, b), v in Jd.items()) for s in S]
+    np.testing.assert_allclose(theirs, ours, atol=1e-12)
+
+
+def test_from_bqm_handles_labels_binary_and_offset():
+    dimod = pytest.importorskip("dimod")
+    bqm = dimod.BinaryQuadraticModel({"x": 1.0, ("y", 2): -2.0}, {("x", ("y", 2)): 0.5}, 3.0, "BINARY")
+    p, offset = IsingProblem.from_bqm(bqm, return_offset=True)
+    assert p.n == 2 and p.dtype == torch.float64
+    # BINARY x = 1 is s = +1: E_dimod(x(s)) = E(s) + offset on every configuration
+    S = index_to_spins(np.arange(4), 2)
+    ours = p.energy(torch.from_numpy(S.astype(np.float64))).numpy() + offset
+    theirs = [bqm.energy({"x": (s[0] + 1) // 2, ("y", 2): (s[1] + 1) // 2}) for s in S]
+    np.testing.assert_allclose(theirs, ours, atol=1e-12)
+    q = IsingProblem.from_bqm(bqm, labels=[("y", 2), "gone", "x"], beta=2.0)
+    assert q.mask.tolist() == [True, False, True] and float(q.beta) == 2.0
+    assert q.h[0].item() == p.h[1].item() and q.J[0, 2].item() == p.J[0, 1].item()
+    with pytest.raises(ValueError, match="not in the spin order"):
+        IsingProblem.from_bqm(bqm, labels=["x"])
+    with pytest.raises(ValueError, match="distinct"):
+        IsingProblem.from_bqm(bqm, labels=["x", "x", ("y", 2)])
+    with pytest.raises(TypeError, match="BinaryQuadraticModel"):
+        IsingProblem.from_bqm({"x": 1.0})
+    with pytest.raises(ValueError, match="at least one spin"):
+        IsingProblem.from_bqm(dimod.BinaryQuadraticModel("SPIN"))
