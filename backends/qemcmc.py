@@ -341,6 +341,8 @@ class QEMCMCSampler(Sampler):
             if chains is not None and chains != init.shape[-2]:
                 raise ValueError(f"qemcmc: num_chains = {chains} but initial_state holds {init.shape[-2]} chains")
             chains = init.shape[-2]
+            if reads < chains:
+                raise ValueError(f"qemcmc: num_reads = {reads} is below the {chains} chains of initial_state")
         chains = min(chains or reads, reads)
         return {
             "reads": reads,

@@ -27,7 +27,13 @@ Gradients:
   Boltzmann, so this is not the exact gradient of the circuit's output. Measured against the true circuit gradient
   (``results/dqa_vs_exact/gradient_check.md``), the field part agrees in direction (cosine 0.7-1.0) while the coupling
   part is poor (couplings act on marginals at second order in beta, where DQA is not Boltzmann); with a simulator,
-  prefer a differentiable sampler (``statevector``).
+  prefer a differentiable sampler (``statevector``). The ``qemcmc`` sampler's reads are Boltzmann samples at the
+  problem's beta (its capabilities are not ``dqa``), so these gradients are unbiased for them.
+
+Persistent chains (:class:`PersistentChains`): a Markov-chain sampler bound to a key
+(``chains.bind(sampler, key="layer0")``, a :class:`ChainBoundSampler`) starts each (layer, head, prefix) problem's
+chains where the previous call's chains stopped, so a training step needs only a few moves; the states are exported
+and restored as tensors (``state_dict`` / ``load_state_dict``) with a checkpoint.
 
 Example:
     >>> import torch
@@ -43,6 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import zlib
 from typing import Any
 
 import numpy as np
@@ -53,7 +60,14 @@ from .ising import IsingProblem
 from .kernels import plan_groups
 from .sampler import SamplerCapabilities, capabilities_of
 
-__all__ = ["attention_marginals", "differentiable_marginals", "SampledMarginals", "ReadsOnly"]
+__all__ = [
+    "attention_marginals",
+    "differentiable_marginals",
+    "SampledMarginals",
+    "ReadsOnly",
+    "PersistentChains",
+    "ChainBoundSampler",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -151,6 +165,152 @@ class ReadsOnly:
         return f"ReadsOnly({self.sampler!r})"
 
 
+class PersistentChains:
+    """Markov-chain states kept between calls of the bridge, per (layer, head, prefix): persistent chains (as in
+    persistent contrastive divergence) for samplers that accept ``initial_state`` (``qemcmc``).
+
+    A training step's problems differ from the previous step's only by a small parameter update, so chains that
+    start where the last step's chains stopped need only a few moves instead of a full burn-in. Bind a sampler to a
+    key (one per attention layer) with :meth:`bind` and hand the bound sampler to the layer / the bridge:
+    :func:`attention_marginals` then starts every problem's chains from the stored states and stores where they
+    stopped.
+
+    Storage, per key: an int8 ±1 tensor ``(B, H, Tq, num_chains, T)``: for batch row ``b``, head ``hd``, query
+    ``i`` (causal: the prefix of ``i + 1`` keys) the states of its chains over the keys (columns beyond the prefix
+    are masked, free spins). New keys start uniformly at random from ``seed``. A call with another batch size
+    ``B'`` reuses the stored rows cyclically (row ``b`` continues stored row ``b % B``) and keeps ``B'`` rows; a
+    call with another ``H``, ``Tq``, ``T`` under the same key raises ``ValueError``.
+
+    :meth:`state_dict` / :meth:`load_state_dict` export and restore every key as tensors (for checkpoints).
+
+    Args:
+        num_chains: chains per problem (``num_reads`` of each call must be at least this; reads per chain are
+            ``ceil(num_reads / num_chains)``).
+        seed: seed of the random initial states (a non-negative int).
+
+    Example:
+        >>> from hybrid_attention.backends import get_sampler
+        >>> chains = PersistentChains(num_chains=4, seed=0)
+        >>> qs = chains.bind(get_sampler("qemcmc", burn_in=2), key="layer0")
+        >>> h = torch.randn(2, 1, 3, 3, dtype=torch.float64)
+        >>> m = attention_marginals(h, torch.zeros(1, 3, 3, dtype=torch.float64), sampler=qs, num_reads=8, seed=0)
+        >>> sorted(chains.state_dict()), tuple(chains.state("layer0").shape)
+        (['layer0'], (2, 1, 3, 4, 3))
+    """
+
+    def __init__(self, num_chains: int = 8, *, seed: int = 0) -> None:
+        self.num_chains = checks.check_positive_int(num_chains, "num_chains")
+        self.seed = checks.check_positive_int(seed, "seed", minimum=0)
+        self._states: dict[str, torch.Tensor] = {}
+
+    def bind(self, sampler: Any, key: str) -> ChainBoundSampler:
+        """``sampler`` bound to the chains stored under ``key`` (a string; one key per attention layer)."""
+        return ChainBoundSampler(sampler, self, key)
+
+    def keys(self) -> list[str]:
+        return sorted(self._states)
+
+    def state(self, key: str) -> torch.Tensor:
+        """The stored states of ``key``, ``(B, H, Tq, num_chains, T)`` int8 (a ``KeyError`` for an unknown key)."""
+        return self._states[key]
+
+    def _states_for(self, key: str, B: int, H: int, Tq: int, T: int) -> torch.Tensor:
+        """The states of ``key`` for a call of shape ``(B, H, Tq, T)``: created, or resized along the batch."""
+        C = self.num_chains
+        st = self._states.get(key)
+        if st is None:
+            rng = np.random.default_rng([self.seed, zlib.crc32(key.encode())])
+            st = torch.from_numpy(rng.choice(np.array([-1, 1], dtype=np.int8), size=(B, H, Tq, C, T)))
+        elif tuple(st.shape[1:]) != (H, Tq, C, T):
+            raise ValueError(
+                f"persistent chains {key!r} hold states of shape (B, H, Tq, chains, T) = {tuple(st.shape)}, "
+                f"a call needs (B, {H}, {Tq}, {C}, {T}); use another key for another layer"
+            )
+        elif st.shape[0] != B:
+            st = st[torch.arange(B) % st.shape[0]].clone()
+        self._states[key] = st
+        return st
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """``{key: states}`` (copies, int8 ``(B, H, Tq, num_chains, T)``), for a checkpoint."""
+        return {k: v.clone() for k, v in self._states.items()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output (checked: int8 ±1 tensors with 5 dimensions and ``num_chains``)."""
+        if not isinstance(state, dict):
+            raise TypeError(f"load_state_dict expects a dict of tensors, got {type(state).__name__}")
+        loaded = {}
+        for k, v in state.items():
+            if not isinstance(k, str) or not isinstance(v, torch.Tensor):
+                raise TypeError(
+                    f"persistent chains: expected str -> tensor, got {type(k).__name__} -> {type(v).__name__}"
+                )
+            if v.dtype != torch.int8 or v.ndim != 5 or v.shape[3] != self.num_chains or not bool((v.abs() == 1).all()):
+                raise ValueError(
+                    f"persistent chains {k!r}: expected int8 ±1 states (B, H, Tq, {self.num_chains}, T), got "
+                    f"{v.dtype} {tuple(v.shape)}"
+                )
+            loaded[k] = v.clone().cpu()
+        self._states = loaded
+
+    def __repr__(self) -> str:
+        return f"PersistentChains(num_chains={self.num_chains}, keys={self.keys()})"
+
+
+class ChainBoundSampler:
+    """A sampler bound to :class:`PersistentChains` under a key (:meth:`PersistentChains.bind`).
+
+    Given to :func:`attention_marginals` (directly or as an attention layer's ``sampler``), every problem's chains
+    start from the stored states and the final states are stored back. Used anywhere else it is the wrapped
+    sampler. Its capabilities are the sampler's with ``differentiable=False`` (chains are sampled, gradients come
+    from the covariance backward over the reads). The sampler must accept the per-call option ``initial_state``.
+    """
+
+    def __init__(self, sampler: Any, chains: PersistentChains, key: str) -> None:
+        if not hasattr(sampler, "sample"):
+            raise TypeError(f"bind needs a sampler object, got {type(sampler).__name__}")
+        if "initial_state" not in getattr(sampler, "parameters", {}):
+            raise TypeError(
+                f"sampler {getattr(sampler, 'name', type(sampler).__name__)!r} does not take initial_state; "
+                "persistent chains need a Markov-chain sampler such as 'qemcmc'"
+            )
+        if not isinstance(key, str):
+            raise TypeError(f"key must be a string, got {type(key).__name__}")
+        self.sampler, self.chains, self.key = sampler, chains, key
+        self.name = f"{getattr(sampler, 'name', 'sampler')}+chains"
+
+    @property
+    def capabilities(self) -> SamplerCapabilities:
+        return dataclasses.replace(capabilities_of(self.sampler), differentiable=False)
+
+    def __getattr__(self, item: str) -> Any:
+        if item == "differentiable_marginals":
+            raise AttributeError(item)
+        return getattr(self.__dict__["sampler"], item)
+
+    def __repr__(self) -> str:
+        return f"ChainBoundSampler({self.sampler!r}, key={self.key!r})"
+
+
+class _ChainCall:
+    """One bridge call of a bound sampler: ``sample`` starts from ``states[index]`` and writes the final states back.
+    ``index`` selects ``(*batch, chains, n)`` from the key's ``(B, H, Tq, chains, T)`` states."""
+
+    def __init__(self, bound: ChainBoundSampler, states: torch.Tensor, index: tuple) -> None:
+        self.bound, self.states, self.index = bound, states, index
+        self.capabilities = bound.capabilities
+
+    def sample(self, problem: IsingProblem, *, num_reads: Any = None, seed: Any = None) -> Any:
+        view = self.states[self.index]
+        init = view.reshape(-1, *view.shape[-2:]) if problem.h.ndim == 2 else view
+        ss = self.bound.sampler.sample(problem, num_reads=num_reads, seed=seed, initial_state=init.numpy())
+        self.states[self.index] = torch.from_numpy(np.ascontiguousarray(ss.info["final_state"])).reshape(view.shape)
+        return ss
+
+    def __getattr__(self, item: str) -> Any:
+        return getattr(self.__dict__["bound"], item)
+
+
 def _as_problem_parts(problem: IsingProblem) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any]:
     flat = problem.flatten()
     N, n = flat.h.shape
@@ -244,6 +404,10 @@ def attention_marginals(
             (dynamic programming, :func:`hybrid_attention.kernels.plan_groups`).
         backward: ``"auto"`` or ``"covariance"`` (see :func:`differentiable_marginals`).
 
+    A :class:`ChainBoundSampler` (``PersistentChains.bind``) as ``sampler`` runs persistent chains: each call's
+    problems start from the stored chain states of their (head, query) and the final states are stored back;
+    ``num_reads`` must then be at least the number of chains.
+
     Returns:
         ``(B, H, Tq, T)`` marginals, differentiable w.r.t. ``h``, ``J`` (and ``beta``); zeros above the
         diagonal when causal. Exact gradients with the exact sampler; a Boltzmann surrogate at the sampler's
@@ -276,12 +440,22 @@ def attention_marginals(
     if B == 0:  # an empty batch: empty marginals, no sampler call
         return _zeros_on_graph((B, H, Tq, T), h, J, b)
     kw = {"sampler": sampler, "num_reads": num_reads, "backward": backward}
+    states = None
+    if isinstance(sampler, ChainBoundSampler):  # persistent chains: states (B, H, Tq, chains, T) of this layer
+        states = sampler.chains._states_for(sampler.key, B, H, Tq, T)
+        if num_reads is not None and num_reads < sampler.chains.num_chains:
+            raise ValueError(f"num_reads = {num_reads} is below the {sampler.chains.num_chains} persistent chains")
+
+    def bound(index: tuple) -> dict[str, Any]:  # the call's sampler: the chains of states[index], or as given
+        return kw if states is None else {**kw, "sampler": _ChainCall(sampler, states, index)}
+
+    every = slice(None)
     if not causal or pad_with_mask:
         mask = tril.expand(B, H, T, T) if causal else None
         prob = IsingProblem._derived(
             h, J[None, :, None].expand(B, H, Tq, T, T), _scalar_if_single(b[None, :, None].expand(B, H, Tq)), mask
         )
-        return differentiable_marginals(prob, seed=checks.spawn_seeds(seed, 1, keep_none=True)[0], **kw)
+        return differentiable_marginals(prob, seed=checks.spawn_seeds(seed, 1, keep_none=True)[0], **bound(()))
     overhead = caps.per_call_overhead
     groups = [(n, n) for n in range(1, T + 1)] if overhead is None else plan_groups(T, B * H, float(overhead))
     seeds = checks.spawn_seeds(seed, len(groups), keep_none=True)
@@ -295,7 +469,8 @@ def attention_marginals(
                 _scalar_if_single(b[None, :].expand(B, H)),
                 None,
             )
-            m = differentiable_marginals(prob, seed=sd, **kw)[:, :, None]  # (B, H, 1, hi)
+            m = differentiable_marginals(prob, seed=sd, **bound((every, every, hi - 1, every, slice(0, hi))))
+            m = m[:, :, None]  # (B, H, 1, hi)
         else:  # queries lo-1..hi-1 padded to hi keys, future keys masked (free, decoupled spins)
             mask = tril[lo - 1 : hi, :hi].expand(B, H, g, hi)
             prob = IsingProblem._derived(
@@ -304,6 +479,7 @@ def attention_marginals(
                 _scalar_if_single(b[None, :, None].expand(B, H, g)),
                 mask,
             )
-            m = differentiable_marginals(prob, seed=sd, **kw)  # (B, H, g, hi), 0 on masked keys
+            index = (every, every, slice(lo - 1, hi), every, slice(0, hi))
+            m = differentiable_marginals(prob, seed=sd, **bound(index))  # (B, H, g, hi), 0 on masked keys
         parts.append(torch.nn.functional.pad(m, (0, T - hi)))
     return torch.cat(parts, dim=2)

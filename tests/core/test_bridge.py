@@ -265,3 +265,107 @@ def test_num_reads_validated(num_reads, exc):
         attention_marginals(
             torch.zeros(1, 1, 3, 3), torch.zeros(1, 3, 3), sampler=get_sampler("exact"), num_reads=num_reads
         )
+
+
+# ---------------------------------------------------------------------- issue #12: persistent chains (qemcmc)
+def _qemcmc(overhead=None, pad=False, **kw):
+    """A qemcmc sampler whose declared call grouping is chosen by the test (one call per prefix, groups, padded)."""
+    from hybrid_attention.backends.qemcmc import QEMCMCSampler
+    from hybrid_attention.circuits.proposal import ProposalParams
+
+    class Q(QEMCMCSampler):
+        @property
+        def capabilities(self):
+            return dataclasses.replace(super().capabilities, per_call_overhead=overhead, pad_with_mask=pad)
+
+    return Q(params=ProposalParams(steps=3), **kw)
+
+
+@pytest.mark.parametrize("overhead, pad", [(None, False), (1e9, False), (None, True)], ids=["single", "grouped", "pad"])
+def test_persistent_chains_start_where_they_are_stored(layer, overhead, pad):
+    """With no move (burn_in = 0, one read per chain) the reads are the stored states: every (b, head, query) reads
+    exactly its own chains; with moves the stored states become the chains' final states."""
+    from hybrid_attention.bridge import PersistentChains
+
+    h, raw, beta, _ = layer
+    B, H, T = h.shape[0], h.shape[1], h.shape[-1]
+    chains = PersistentChains(num_chains=6, seed=1)
+    s = chains.bind(_qemcmc(overhead, pad, burn_in=0), key="layer0")
+    m = attention_marginals(h, sym(raw), beta, sampler=s, num_reads=6, seed=0)
+    st = chains.state("layer0")
+    assert st.shape == (B, H, T, 6, T) and st.dtype == torch.int8
+    expect = st.double().mean(3) * torch.ones(T, T, dtype=torch.bool).tril()
+    assert torch.allclose(m.detach(), expect, atol=1e-12)
+    before = st.clone()
+    s2 = chains.bind(_qemcmc(overhead, pad, burn_in=5), key="layer0")
+    attention_marginals(h, sym(raw), beta, sampler=s2, num_reads=6, seed=1)
+    after = chains.state("layer0")
+    vis = torch.ones(T, T, dtype=torch.bool).tril()[None, None, :, None, :].expand_as(after)
+    assert not torch.equal(after[vis], before[vis])  # the chains moved and were stored
+    m3 = attention_marginals(h, sym(raw), beta, sampler=chains.bind(_qemcmc(burn_in=0), "layer0"), num_reads=6)
+    assert torch.allclose(m3.detach(), after.double().mean(3) * torch.ones(T, T, dtype=torch.bool).tril())
+
+
+def test_persistent_chains_equilibrate_across_calls():
+    """Forty calls of three moves each from a random start leave the chains Boltzmann distributed: the next call's
+    reads (no further move) match exact marginals within 5 standard errors of 300 independent chains."""
+    from hybrid_attention.bridge import PersistentChains
+
+    g = torch.Generator().manual_seed(5)
+    h = torch.randn(1, 1, 4, 4, generator=g, dtype=torch.float64)
+    J = sym(torch.randn(1, 4, 4, generator=g, dtype=torch.float64))
+    chains = PersistentChains(num_chains=300, seed=0)
+    s = chains.bind(_qemcmc(burn_in=3), key="l0")
+    for k in range(40):
+        attention_marginals(h, J, 1.0, sampler=s, num_reads=300, seed=k)
+    m = attention_marginals(h, J, 1.0, sampler=chains.bind(_qemcmc(burn_in=0), "l0"), num_reads=300)
+    ref = kernels.causal_marginals(h, J)
+    assert torch.all((m - ref).abs() <= 5 * torch.sqrt((1 - ref**2).clamp_min(1e-3) / 300) + 1e-12)
+
+
+def test_persistent_chains_state_dict_round_trip_and_batch_resize(layer):
+    from hybrid_attention.bridge import PersistentChains
+
+    h, raw, beta, G = layer
+    chains = PersistentChains(num_chains=4, seed=2)
+    s = chains.bind(_qemcmc(burn_in=2), key="layer0")
+    m = attention_marginals(h, sym(raw), beta, sampler=s, num_reads=8, seed=0)
+    (gh,) = torch.autograd.grad((m * G).sum(), h)  # covariance backward over the chains' reads
+    assert torch.isfinite(gh).all() and gh.abs().max() > 0
+    saved = chains.state_dict()
+    other = PersistentChains(num_chains=4, seed=99)
+    other.load_state_dict(saved)
+    a = attention_marginals(h, sym(raw), beta, sampler=s, num_reads=8, seed=5)
+    b = attention_marginals(h, sym(raw), beta, sampler=other.bind(_qemcmc(burn_in=2), "layer0"), num_reads=8, seed=5)
+    assert torch.equal(a, b)  # restored chains continue exactly like the originals
+    st = chains.state("layer0").clone()
+    attention_marginals(h[:1].detach(), sym(raw), beta, sampler=chains.bind(_qemcmc(burn_in=0), "layer0"), num_reads=4)
+    assert torch.equal(chains.state("layer0"), st[:1])  # a smaller batch keeps its rows
+    h3 = torch.cat([h[:1], h[:1], h[:1]]).detach()
+    attention_marginals(h3, sym(raw), beta, sampler=chains.bind(_qemcmc(burn_in=0), "layer0"), num_reads=4)
+    assert torch.equal(chains.state("layer0"), st[[0, 0, 0]])  # a larger one reuses them cyclically
+
+
+def test_persistent_chains_bad_input(layer):
+    from hybrid_attention.bridge import PersistentChains
+
+    h, raw, beta, _ = layer
+    chains = PersistentChains(num_chains=4)
+    with pytest.raises(TypeError, match="does not take initial_state"):
+        chains.bind(get_sampler("exact"), key="l")
+    with pytest.raises(TypeError, match="key must be a string"):
+        chains.bind(_qemcmc(), key=0)
+    s = chains.bind(_qemcmc(burn_in=1), key="l")
+    with pytest.raises(ValueError, match="below the 4 persistent chains"):
+        attention_marginals(h, sym(raw), beta, sampler=s, num_reads=2)
+    attention_marginals(h, sym(raw), beta, sampler=s, num_reads=4)
+    with pytest.raises(ValueError, match="use another key"):
+        attention_marginals(h[..., :3, :3], sym(raw)[:, :3, :3], beta, sampler=s, num_reads=4)
+    with pytest.raises(ValueError, match="expected int8"):
+        chains.load_state_dict({"l": torch.zeros(1, 1, 2, 4, 2, dtype=torch.int8)})
+    with pytest.raises(ValueError, match="expected int8"):
+        chains.load_state_dict({"l": torch.ones(1, 1, 2, 3, 2, dtype=torch.int8)})
+    with pytest.raises(TypeError, match="dict"):
+        chains.load_state_dict([1])
+    with pytest.raises(ValueError, match="num_chains must be"):
+        PersistentChains(num_chains=0)
