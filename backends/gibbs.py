@@ -5,6 +5,11 @@ sampler classes (chunking, seeds, options, SampleSet assembly); the sweeps are t
 (:func:`~.gibbs_kernel.run_chains`) on a batch regrouped by coupling matrix (:class:`~.grouped.Grouped`: a coupling
 matrix shared by many problems, like one attention head's J, is never copied).
 
+Kernels (``kernel=``): ``"compiled"`` is a numba loop over each problem's active spins with incremental local fields
+(the default when numba is installed: ``pip install 'hybrid-attention[fast]'``); ``"torch"`` vectorises all chains of a
+group in torch (the fallback, always available). Both run the same Markov chain; they draw different random numbers, so
+one seed reproduces the samples of one kernel. ``python -m bench.classical`` compares them with dwave-samplers.
+
 Masked spins are dropped by decoupling them (zero field, zero couplings): they are free, the other spins
 are distributed exactly as without them, and statistics report them as 0 (docs/theory.md section 3).
 
@@ -147,8 +152,10 @@ class GibbsSampler(_ChainSampler):
         thinning: sweeps between recorded states of one chain when ``num_chains < num_reads``.
         num_chains: chains per problem; ``None`` (default) uses one chain per read (independent reads).
         num_reads: default reads per problem when ``sample(num_reads=None)``.
-        dtype: float32 (default) or float64 for the chain arithmetic.
-        memory_limit: bytes of chain state per chunk of problems.
+        dtype: float32 (default) or float64 for the torch kernel's arithmetic (the compiled kernel uses float64).
+        memory_limit: bytes of chain state per chunk of problems (torch kernel).
+        kernel: ``"auto"`` (default: ``"compiled"`` when numba is installed, else ``"torch"``), ``"compiled"`` (an
+            ImportError without numba) or ``"torch"``; ``info["kernel"]`` records the one used.
 
     Per-call options ``burn_in``, ``thinning``, ``num_chains`` override the constructor values.
 
@@ -205,7 +212,7 @@ class AnnealingSampler(_ChainSampler):
     Args:
         num_sweeps: ramp sweeps (default 128).
         final_sweeps: sweeps at the target beta after the ramp (default 64).
-        thinning, num_chains, num_reads, dtype, memory_limit: as for :class:`GibbsSampler`.
+        thinning, num_chains, num_reads, dtype, memory_limit, kernel: as for :class:`GibbsSampler`.
     """
 
     name = "anneal"
