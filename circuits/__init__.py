@@ -14,11 +14,14 @@ and maps it through ``package_dir`` in ``setup.cfg``; nothing named ``circuits``
 * :func:`dqa_probabilities` / :func:`dqa_state` (``reference``): independent numpy statevector, the oracle;
 * :func:`dqa_circuit`, :func:`dqa_template`, :func:`dqa_qasm3` (``qiskit_dqa``): the qiskit emitter and templates;
 * ``pennylane_dqa``: the PennyLane emitter (broadcasting over a batch);
-* ``temperature``: effective inverse temperature of DQA output (leading order, fit, calibration).
+* ``temperature``: effective inverse temperature of DQA output (leading order, fit, calibration);
+* ``export``: :func:`to_sparse_pauli_op`, :func:`to_qml_hamiltonian` (the problem Hamiltonian) and :func:`to_qasm3`
+  (OpenQASM 3 with standard gates only, readable by qiskit and PennyLane).
 """
 
 from __future__ import annotations
 
+from .export import to_qasm3, to_qml_hamiltonian, to_sparse_pauli_op
 from .program import CircuitOptions, DQAProgram, dqa_program, layers, program_for
 from .qiskit_dqa import DQATemplate, dqa_circuit, dqa_qasm3, dqa_template, template_for
 from .reference import dqa_probabilities, dqa_state
@@ -43,4 +46,7 @@ __all__ = [
     "effective_beta",
     "fit_temperature",
     "calibrate",
+    "to_sparse_pauli_op",
+    "to_qml_hamiltonian",
+    "to_qasm3",
 ]

@@ -166,7 +166,8 @@ def dqa_circuit(
 
 
 def dqa_qasm3(problem: IsingProblem, schedule: DQASchedule, **kwargs: Any) -> str:
-    """OpenQASM 3 text of :func:`dqa_circuit` (same arguments)."""
+    """OpenQASM 3 text of :func:`dqa_circuit` (same arguments), as ``qiskit.qasm3.dumps`` writes it (``rzz`` through a
+    custom gate definition); :func:`~.export.to_qasm3` writes standard gates only (readable by PennyLane too)."""
     from qiskit import qasm3
 
     return qasm3.dumps(dqa_circuit(problem, schedule, **kwargs))
