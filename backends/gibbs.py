@@ -70,6 +70,16 @@ class _ChainSampler(Sampler):
     def capabilities(self) -> SamplerCapabilities:
         return SamplerCapabilities(pad_with_mask=True)
 
+    @property
+    def properties(self) -> dict[str, Any]:
+        props = super().properties
+        props["kernel"] = self.kernel
+        if self.kernel == "compiled":
+            import numba
+
+            props["versions"] = {"numba": numba.__version__}
+        return props
+
     def _schedule(self, opts: dict[str, Any]) -> list[float]:
         """Sweep ``k`` runs at ``beta * schedule[k]``; recording sweeps at the last entry."""
         raise NotImplementedError

@@ -31,6 +31,7 @@ def test_kernel_marginals_match_exact(kernel, cls, n, beta):
     N = 2000
     ss = cls(kernel=kernel).sample(pr, num_reads=N, seed=5)
     assert ss.info["kernel"] == kernel and ss.spins.shape == (3, N, n) and ss.spins.dtype == np.int8
+    assert cls(kernel=kernel).properties["kernel"] == kernel
     assert within_shot_tolerance(ss.marginals(), exact.marginals(pr).numpy(), N).all()
 
 
