@@ -17,6 +17,12 @@ Proposal engines (``engine=``):
 * ``"aer"``: the proposal circuit (:class:`~hybrid_attention.circuits.proposal.ProposalTemplate`) run by qiskit-aer's
   ``SamplerV2``, one shot per chain per step (one PUB per step with a bindings row per chain); ``noise_backend=`` a
   (fake) IBM backend adds its noise model and ISA transpilation.
+* ``"ibm"``: the same circuit through the IBM runtime machinery of :class:`~hybrid_attention.backends.ibm.IBMSampler`
+  (``backend="fake_torino"`` runs offline in local mode; a real device needs ``ibm_options={"allow_hardware": True}``
+  and credentials): one job per chain step. Device noise makes the proposal only approximately symmetric, so the
+  stationary distribution is then only approximately Boltzmann (docs/theory.md section 6).
+
+Engines live in :mod:`.qemcmc_engines`.
 
 Chains and reads: ``num_chains`` chains per problem (default one per read), ``burn_in`` moves, then a record every
 ``thinning`` moves until ``num_reads`` states are recorded. ``initial_state`` (``(*batch, chains, n)`` ±1) starts the
@@ -39,6 +45,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Any
@@ -48,166 +55,32 @@ import torch
 
 from hybrid_attention.checks import check_memory, check_positive_int, describe_seed, spawn_seeds
 from hybrid_attention.circuits.program import CircuitOptions
-from hybrid_attention.circuits.proposal import ProposalParams, alpha_of, proposal_layers
+from hybrid_attention.circuits.proposal import ProposalParams, alpha_of
 from hybrid_attention.ising import IsingProblem, spins_to_index
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
 from .base import state_bits
 from .mcmc import effective_sample_size, integrated_time
-from .statevector import _apply_driver, _groups, _phase, _rx_block, configuration_energies
+from .qemcmc_engines import (
+    REAL,
+    CircuitEngine,
+    StatevectorEngine,
+    aer_runner,
+    evolve_proposal,
+    ibm_runner,
+    proposal_rows,
+    transition_matrix,
+)
+from .statevector import configuration_energies
 
 __all__ = ["QEMCMCSampler", "evolve_proposal", "proposal_rows", "transition_matrix"]
 
 logger = logging.getLogger(__name__)
 
-_ENGINES = ("statevector", "aer")
+_ENGINES = ("statevector", "aer", "ibm")
 _MODES = ("auto", "unitary", "columns")
-_REAL = {torch.complex64: torch.float32, torch.complex128: torch.float64}
-
-
-# ---------------------------------------------------------------------- the statevector proposal engine
-def evolve_proposal(
-    psi: torch.Tensor, E: torch.Tensor, a: float, b: float, steps: int, *, group: int = 4
-) -> torch.Tensor:
-    """``U psi`` for the palindromic product ``[D(a/2) P(b) D(a/2)]^steps`` (docs/theory.md section 6).
-
-    Args:
-        psi: ``(R, 2**n)`` complex states, one row per execution.
-        E: ``(R, 2**n)`` real: each row's ``alpha E(z)`` (the proposal's problem term, energies of every basis state).
-        a, b: driver and problem phases of one slice (:meth:`ProposalParams.phases`).
-        steps: Trotter steps.
-        group: qubits per Kronecker block of a driver layer.
-
-    Returns:
-        ``(R, 2**n)`` evolved states.
-    """
-    n = int(psi.shape[-1]).bit_length() - 1
-    groups = _groups(n, group)
-    ph = _phase((-b) * E).to(psi.dtype)
-    for kind, val in proposal_layers(a, b, steps):
-        if kind == "P":
-            psi = psi * ph
-        else:
-            psi = _apply_driver(psi, [(lo, g, _rx_block(g, val, psi.dtype, psi.device)) for lo, g in groups], n)
-    return psi
-
-
-def proposal_rows(
-    E: torch.Tensor, a: float, b: float, steps: int, *, dtype: torch.dtype = torch.complex128, group: int = 4
-) -> torch.Tensor:
-    """The whole proposal matrix of a batch: ``Q[r, s, s'] = |<s'|U_r|s>|^2``, ``(R, 2**n, 2**n)`` real.
-
-    Args:
-        E: ``(R, 2**n)`` the rows' ``alpha E(z)``; a, b, steps, group: as :func:`evolve_proposal`.
-    """
-    R, N = E.shape
-    eye = torch.eye(N, dtype=dtype, device=E.device).expand(R, N, N).reshape(R * N, N)
-    psi = evolve_proposal(eye, E.repeat_interleave(N, dim=0), a, b, steps, group=group)
-    return (psi.real**2 + psi.imag**2).reshape(R, N, N)
-
-
-def transition_matrix(
-    problem: IsingProblem,
-    params: ProposalParams | None = None,
-    *,
-    nodes: int = 6,
-    dtype: torch.dtype = torch.complex128,
-) -> np.ndarray:
-    """The exact transition matrix ``P[s, s']`` ``(2**n, 2**n)`` of one problem's ``qemcmc`` chain.
-
-    The proposal matrix comes from the simulated proposal unitary (:func:`proposal_rows`), the acceptance is
-    Metropolis on ``beta E`` (:func:`.mcmc.metropolis_matrix`). For parameters drawn from ranges the chain's kernel
-    is the average of ``P`` over the uniform parameter distribution; it is computed with a ``nodes x nodes``
-    Gauss-Legendre rule (a mixture of exactly symmetric kernels, so detailed balance holds for any ``nodes``).
-
-    Args:
-        problem: one problem (batch size 1 or no batch), ``n <= 10``.
-        params: :class:`ProposalParams` (default: the sampler's default).
-        nodes: quadrature nodes per random parameter.
-    """
-    from .mcmc import metropolis_matrix
-
-    params = ProposalParams() if params is None else params
-    flat = problem.detach().flatten()
-    if flat.h.shape[0] != 1 or flat.n > 10:
-        raise ValueError(f"transition_matrix needs one problem with n <= 10, got {problem!r}")
-    h, J = flat.dropped()
-    h64, J64 = h.to(torch.float64).cpu(), J.to(torch.float64).cpu().expand(1, flat.n, flat.n)
-    mask = None if flat.mask is None else flat.mask.cpu().numpy()
-    alpha = float(alpha_of(h64.numpy(), J64.numpy(), mask)[0]) if params.alpha is None else params.alpha
-    E = configuration_energies(h64, J64)  # (1, 2**n)
-    beta = float(flat.beta_tensor()[0])
-    x, w = np.polynomial.legendre.leggauss(int(nodes))
-    (g0, g1), (t0, t1) = params.ranges()
-    gs = [(g0, 1.0)] if g0 == g1 else [(g0 + (g1 - g0) * (xi + 1) / 2, wi / 2) for xi, wi in zip(x, w)]
-    ts = [(t0, 1.0)] if t0 == t1 else [(t0 + (t1 - t0) * (xi + 1) / 2, wi / 2) for xi, wi in zip(x, w)]
-    P = np.zeros((1 << flat.n, 1 << flat.n))
-    for g, wg in gs:
-        for t, wt in ts:
-            a, b = params.phases(g, t)
-            Q = proposal_rows(alpha * E, a, b, params.steps, dtype=dtype)[0].to(torch.float64).numpy()
-            P += wg * wt * metropolis_matrix(Q, E[0].numpy(), beta)
-    return P
-
-
-def _draw_one(cdf: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One state per row from cumulative distributions ``cdf (..., 2**n)`` (inverse CDF, rows renormalised)."""
-    u = rng.random(cdf.shape[:-1]) * cdf[..., -1]
-    return np.minimum((cdf < u[..., None]).sum(-1), cdf.shape[-1] - 1)
-
-
-class _StatevectorEngine:
-    """Proposals for one chunk of problems from the PyTorch simulator (exact, no shot noise beyond the draw)."""
-
-    def __init__(self, sampler: QEMCMCSampler, E: torch.Tensor, alpha: torch.Tensor, params: ProposalParams, mode: str):
-        self.s, self.params, self.mode = sampler, params, mode
-        self.PE = (alpha[:, None] * E).to(_REAL[sampler.dtype])  # (N, 2**n): the proposal's problem term
-        self._cdf: np.ndarray | None = None  # unitary mode: cumulative rows of Q (N, 2**n, 2**n)
-
-    def propose(self, cur: np.ndarray, gamma: float, t: float, rng: np.random.Generator) -> np.ndarray:
-        N, C = cur.shape
-        a, b = self.params.phases(gamma, t)
-        K, g, dt = self.params.steps, self.s.group, self.s.dtype
-        if self.mode == "unitary":
-            if self._cdf is None or not self.params.fixed:
-                Q = proposal_rows(self.PE, a, b, K, dtype=dt, group=g).to(torch.float64).numpy()
-                self._cdf = np.cumsum(Q, axis=-1)
-            return _draw_one(self._cdf[np.arange(N)[:, None], cur], rng)
-        size = self.PE.shape[-1]
-        psi = torch.zeros(N * C, size, dtype=dt)
-        psi[torch.arange(N * C), torch.from_numpy(cur.reshape(-1))] = 1.0
-        psi = evolve_proposal(psi, self.PE.repeat_interleave(C, dim=0), a, b, K, group=g)
-        p = (psi.real**2 + psi.imag**2).to(torch.float64).numpy()
-        return _draw_one(np.cumsum(p, axis=-1), rng).reshape(N, C)
-
-
-class _AerEngine:
-    """Proposals for one chunk from the emitted circuit on qiskit-aer: one shot per chain per step."""
-
-    def __init__(self, sampler: QEMCMCSampler, h: np.ndarray, J: np.ndarray, mask: Any, params: ProposalParams):
-        from hybrid_attention.circuits.proposal import proposal_template, proposal_values
-
-        n = h.shape[-1]
-        nz = np.abs(J).reshape(-1, n, n).max(0) > 0
-        edges = tuple((j, k) for j in range(n) for k in range(j + 1, n) if nz[j, k])
-        self.tmpl = proposal_template(n, edges, params.steps, sampler.circuit_options)
-        self.values = proposal_values(h, J, params, self.tmpl.edges, mask)  # (N, n + E)
-        self.s, self.params = sampler, params
-        self.circuit = sampler._aer_circuit(self.tmpl)
-
-    def propose(self, cur: np.ndarray, gamma: float, t: float, rng: np.random.Generator) -> np.ndarray:
-        from qiskit_aer.primitives import SamplerV2
-
-        N, C = cur.shape
-        n = self.tmpl.n
-        bits = state_bits(cur.reshape(-1), n)
-        binds = self.tmpl.bindings(bits, np.repeat(self.values, C, axis=0), gamma, t)
-        seed = int(rng.integers(0, 2**31 - 1))
-        opts = {"backend_options": self.s.backend_options}
-        res = SamplerV2(seed=seed, options=opts).run([(self.circuit, binds)], shots=1).result()
-        out = res[0].data.meas.to_bool_array(order="little")[:, 0, :]  # (N*C, n)
-        return (out.astype(np.int64) << np.arange(n)).sum(-1).reshape(N, C)
+_REAL = REAL
 
 
 # ---------------------------------------------------------------------- the sampler
@@ -217,7 +90,7 @@ class QEMCMCSampler(Sampler):
     Args:
         params: :class:`~hybrid_attention.circuits.proposal.ProposalParams` (gamma, time, Trotter steps, alpha;
             default: Layden's random ``gamma in [0.25, 0.6]``, ``t in [2, 20]``, 12 steps).
-        engine: ``"statevector"`` (default) or ``"aer"`` (module docstring).
+        engine: ``"statevector"`` (default), ``"aer"`` or ``"ibm"`` (module docstring).
         burn_in: moves before the first record (default 128).
         thinning: moves between records of one chain (default 1).
         num_chains: chains per problem (default ``None``: one per read, every read an independent chain's state).
@@ -226,9 +99,13 @@ class QEMCMCSampler(Sampler):
         dtype: statevector engine: ``torch.complex64`` (default) or ``torch.complex128``.
         group: statevector engine: qubits per Kronecker block.
         memory_limit: bytes of simulator state per chunk of problems (default 64 MiB).
-        max_spins: largest ``n`` (default 16 for the statevector engine, 20 for aer).
+        max_spins: largest ``n`` (default 16 for the statevector engine, 20 for aer, the device's qubits for ibm).
         noise_backend, options, backend_options: aer engine: a (fake) IBM backend for noise and ISA transpilation,
             :class:`~hybrid_attention.circuits.program.CircuitOptions`, extra ``AerSimulator`` options.
+        backend, ibm_options: ibm engine: the backend (a fake-backend name such as ``"fake_torino"``, a BackendV2,
+            a device name) and further :class:`~hybrid_attention.backends.ibm.IBMSampler` options
+            (``allow_hardware=True`` for a real device, ``mode``, ``fold_rzz``, ``sampler_options``...): the IBM
+            sampler resolves the backend, credentials, fractional gates, transpilation and the runtime primitive.
 
     Per-call options (``sample(..., **options)``): ``burn_in``, ``thinning``, ``num_chains``, ``params``,
     ``initial_state`` (``(*batch, chains, n)`` ±1 spins, or ``None``).
@@ -260,6 +137,8 @@ class QEMCMCSampler(Sampler):
         noise_backend: Any = None,
         options: CircuitOptions | None = None,
         backend_options: dict[str, Any] | None = None,
+        backend: Any = None,
+        ibm_options: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if engine not in _ENGINES:
@@ -276,24 +155,30 @@ class QEMCMCSampler(Sampler):
         self.default_num_reads = check_positive_int(num_reads, "num_reads")
         self.group = check_positive_int(group, "group")
         self.memory_limit = check_positive_int(memory_limit, "memory_limit")
-        self.max_spins = (
-            check_positive_int(16 if engine == "statevector" else 20, "max_spins")
-            if max_spins is None
-            else (check_positive_int(max_spins, "max_spins"))
-        )
         if options is not None and not isinstance(options, CircuitOptions):
             raise TypeError(f"qemcmc: options must be a CircuitOptions, got {type(options).__name__}")
         self.circuit_options = options or CircuitOptions()
         self.noise_backend = noise_backend
         self.backend_options: dict[str, Any] = {"method": "statevector", **(backend_options or {})}
         self._isa: dict[Any, Any] = {}
+        self.ibm: Any = None
+        limit = 16 if engine == "statevector" else 20
         if engine == "aer":
-            import qiskit_aer  # noqa: F401  (fail now, with the registry's install hint, not at the first step)
+            import qiskit_aer  # noqa: F401  (fail now, with an ImportError naming the package, not at the first step)
 
             if noise_backend is not None:
                 from qiskit_aer.noise import NoiseModel
 
                 self.backend_options["noise_model"] = NoiseModel.from_backend(noise_backend)
+        elif engine == "ibm":
+            from .ibm import IBMSampler
+
+            self.ibm = IBMSampler(backend, **(ibm_options or {}))
+            self.circuit_options = dataclasses.replace(self.circuit_options, fold_rzz=self.ibm.circuit_options.fold_rzz)
+            limit = int(self.ibm.max_qubits)
+        elif backend is not None or ibm_options:
+            raise ValueError(f"qemcmc: backend and ibm_options are for engine='ibm', got engine={engine!r}")
+        self.max_spins = limit if max_spins is None else check_positive_int(max_spins, "max_spins")
 
     @staticmethod
     def _check_params(params: Any) -> ProposalParams:
@@ -311,6 +196,12 @@ class QEMCMCSampler(Sampler):
 
     def __repr__(self) -> str:
         return f"QEMCMCSampler(engine={self.engine!r}, params={self.params}, burn_in={self.burn_in})"
+
+    def close(self) -> None:
+        """Close the IBM sampler's Batch/Session (ibm engine). Idempotent."""
+        if self.ibm is not None:
+            self.ibm.close()
+        super().close()
 
     def _aer_circuit(self, tmpl: Any) -> Any:
         """The template's circuit, transpiled once to the noise backend's ISA when one is set."""
@@ -389,6 +280,7 @@ class QEMCMCSampler(Sampler):
         seeds = spawn_seeds(seed, len(starts))
         init = None if opts["initial_state"] is None else opts["initial_state"].reshape(N, C, n)
         t0 = time.perf_counter()
+        self._jobs: list[list[str]] = []
         out = [
             self._run_chunk(
                 h64[s : s + step],
@@ -432,6 +324,8 @@ class QEMCMCSampler(Sampler):
             "final_state": (1 - 2 * state_bits(final, n).astype(np.int8)).reshape(*bs, C, n),
             "timing": {"run": time.perf_counter() - t0},
         }
+        if self.engine == "ibm":
+            info.update(job_ids=[j for jobs in self._jobs for j in jobs], backend_name=self.ibm.backend.name)
         w = np.full((*bs, opts["reads"]), 1.0 / opts["reads"])
         return SampleSet(spins[:, : opts["reads"]].reshape(*bs, opts["reads"], n), w, problem, info)
 
@@ -443,9 +337,14 @@ class QEMCMCSampler(Sampler):
         moves = burn + (r - 1) * thin
         E = configuration_energies(h, J)  # (N, 2**n) float64, the classical energies
         if self.engine == "statevector":
-            engine: Any = _StatevectorEngine(self, E, torch.from_numpy(alpha), params, mode)
+            engine: Any = StatevectorEngine(E, alpha, params, mode, dtype=self.dtype, group=self.group)
         else:
-            engine = _AerEngine(self, h.numpy(), J.numpy(), mask, params)
+            if self.engine == "aer":
+                circuit_for, run = self._aer_circuit, aer_runner(self.backend_options)
+            else:
+                circuit_for, run = ibm_runner(self.ibm)
+            engine = CircuitEngine(h.numpy(), J.numpy(), mask, params, self.circuit_options, circuit_for, run)
+            self._jobs.append(getattr(run, "job_ids", []))  # filled while the chains run
         En = E.numpy()
         bE = beta[:, None] * En  # (N, 2**n)
         cur = rng.integers(0, 1 << n, size=(N, C)) if init is None else spins_to_index(init).astype(np.int64)

@@ -251,8 +251,35 @@ def test_conforms():
 # ---------------------------------------------------------------------- the aer engine
 def test_aer_engine_samples_boltzmann():
     pytest.importorskip("qiskit_aer")
-    p = random_problem(3, seed=17, batch=(2,), beta=1.2)
-    s = QEMCMCSampler(engine="aer", params=ProposalParams(steps=3), burn_in=40)
-    ss = s.sample(p, num_reads=400, seed=8)
+    p = random_problem(3, seed=17, beta=1.2)
+    s = QEMCMCSampler(engine="aer", params=ProposalParams(steps=3), burn_in=30)
+    ss = s.sample(p, num_reads=300, seed=8)
     assert ss.info["engine"] == "aer" and ss.info["mode"] == "shots"
     check_marginals(ss, p, ess=400)
+
+
+# ---------------------------------------------------------------------- the ibm engine (offline: local mode)
+def test_ibm_engine_on_an_ideal_local_backend_samples_boltzmann():
+    pytest.importorskip("qiskit_ibm_runtime")
+    from qiskit_aer import AerSimulator
+
+    p = random_problem(3, seed=18, beta=1.2)
+    with QEMCMCSampler(engine="ibm", backend=AerSimulator(), params=ProposalParams(steps=3), burn_in=30) as s:
+        ss = s.sample(p, num_reads=300, seed=9)
+    assert ss.info["engine"] == "ibm" and len(ss.info["job_ids"]) == 30  # one job per chain step
+    check_marginals(ss, p, ess=300)
+
+
+def test_ibm_engine_runs_a_fake_device_by_name():
+    """A fake device (noise model, ISA transpilation) runs offline; noise makes the proposal only approximately
+    symmetric, so only the structure is checked here."""
+    pytest.importorskip("qiskit_ibm_runtime")
+    s = QEMCMCSampler(engine="ibm", backend="fake_manila", params=ProposalParams(steps=2), burn_in=3)
+    assert s.max_spins == 5 and s.capabilities.max_spins == 5
+    ss = s.sample(random_problem(3, seed=19, batch=(2,)), num_reads=8, num_chains=4, seed=0)
+    assert ss.spins.shape == (2, 8, 3) and ss.info["backend_name"] == "fake_manila"
+    assert len(ss.info["job_ids"]) == ss.info["moves"] == 4
+    with pytest.raises(ValueError, match="allow_hardware"):
+        QEMCMCSampler(engine="ibm", backend="ibm_torino")
+    with pytest.raises(ValueError, match="for engine='ibm'"):
+        QEMCMCSampler(backend="fake_manila")

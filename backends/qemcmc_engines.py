@@ -1,0 +1,259 @@
+"""Proposal engines of the ``qemcmc`` sampler, and the exact transition matrix of its chain.
+
+An engine draws, for every chain of a chunk of problems, one proposal ``s'`` from ``|<s'|U|s>|^2`` where ``U`` is
+the proposal circuit of :mod:`hybrid_attention.circuits.proposal` and ``s`` the chain's current state
+(``propose(cur (N, C) int64, gamma, t, rng) -> (N, C)``, states indexed ``c = sum_j b_j 2**j``):
+
+* :class:`StatevectorEngine`: the batched PyTorch simulator (the energy table and Kronecker-block driver layers of
+  :mod:`.statevector`; :func:`evolve_proposal`, :func:`proposal_rows`);
+* :class:`CircuitEngine`: the emitted qiskit circuit (:class:`~hybrid_attention.circuits.proposal.ProposalTemplate`),
+  one shot per chain per step in one PUB per step, run by a callable: qiskit-aer's ``SamplerV2``
+  (:func:`aer_runner`) or the IBM runtime Sampler of an :class:`~hybrid_attention.backends.ibm.IBMSampler`
+  (:func:`ibm_runner`: fake backends offline, real devices behind its ``allow_hardware`` opt-in).
+
+:func:`transition_matrix` builds the exact kernel of a small problem's chain from the simulated proposal unitary.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from hybrid_attention.circuits.program import CircuitOptions
+from hybrid_attention.circuits.proposal import (
+    ProposalParams,
+    alpha_of,
+    proposal_layers,
+    proposal_template,
+    proposal_values,
+)
+from hybrid_attention.ising import IsingProblem
+
+from .base import state_bits
+from .statevector import _apply_driver, _groups, _phase, _rx_block, configuration_energies
+
+__all__ = [
+    "evolve_proposal",
+    "proposal_rows",
+    "transition_matrix",
+    "StatevectorEngine",
+    "CircuitEngine",
+    "aer_runner",
+    "ibm_runner",
+    "REAL",
+]
+
+logger = logging.getLogger(__name__)
+
+REAL = {torch.complex64: torch.float32, torch.complex128: torch.float64}
+
+#: ``run(circuit, bindings (rows, P), seed) -> bool bits (rows, n)``: one shot per bindings row
+Runner = Callable[[Any, np.ndarray, int], np.ndarray]
+
+
+def evolve_proposal(
+    psi: torch.Tensor, E: torch.Tensor, a: float, b: float, steps: int, *, group: int = 4
+) -> torch.Tensor:
+    """``U psi`` for the palindromic product ``[D(a/2) P(b) D(a/2)]^steps`` (docs/theory.md section 6).
+
+    Args:
+        psi: ``(R, 2**n)`` complex states, one row per execution.
+        E: ``(R, 2**n)`` real: each row's ``alpha E(z)`` (the proposal's problem term, energies of every basis state).
+        a, b: driver and problem phases of one slice (:meth:`ProposalParams.phases`).
+        steps: Trotter steps.
+        group: qubits per Kronecker block of a driver layer.
+
+    Returns:
+        ``(R, 2**n)`` evolved states.
+    """
+    n = int(psi.shape[-1]).bit_length() - 1
+    groups = _groups(n, group)
+    ph = _phase((-b) * E).to(psi.dtype)
+    for kind, val in proposal_layers(a, b, steps):
+        if kind == "P":
+            psi = psi * ph
+        else:
+            psi = _apply_driver(psi, [(lo, g, _rx_block(g, val, psi.dtype, psi.device)) for lo, g in groups], n)
+    return psi
+
+
+def proposal_rows(
+    E: torch.Tensor, a: float, b: float, steps: int, *, dtype: torch.dtype = torch.complex128, group: int = 4
+) -> torch.Tensor:
+    """The whole proposal matrix of a batch: ``Q[r, s, s'] = |<s'|U_r|s>|^2``, ``(R, 2**n, 2**n)`` real.
+
+    Args:
+        E: ``(R, 2**n)`` the rows' ``alpha E(z)``; a, b, steps, group: as :func:`evolve_proposal`.
+    """
+    R, N = E.shape
+    eye = torch.eye(N, dtype=dtype, device=E.device).expand(R, N, N).reshape(R * N, N)
+    psi = evolve_proposal(eye, E.repeat_interleave(N, dim=0), a, b, steps, group=group)
+    return (psi.real**2 + psi.imag**2).reshape(R, N, N)
+
+
+def transition_matrix(
+    problem: IsingProblem,
+    params: ProposalParams | None = None,
+    *,
+    nodes: int = 6,
+    dtype: torch.dtype = torch.complex128,
+) -> np.ndarray:
+    """The exact transition matrix ``P[s, s']`` ``(2**n, 2**n)`` of one problem's ``qemcmc`` chain.
+
+    The proposal matrix comes from the simulated proposal unitary (:func:`proposal_rows`), the acceptance is
+    Metropolis on ``beta E`` (:func:`.mcmc.metropolis_matrix`). For parameters drawn from ranges the chain's kernel
+    is the average of ``P`` over the uniform parameter distribution; it is computed with a ``nodes x nodes``
+    Gauss-Legendre rule (a mixture of exactly symmetric kernels, so detailed balance holds for any ``nodes``).
+
+    Args:
+        problem: one problem (batch size 1 or no batch), ``n <= 10``.
+        params: :class:`ProposalParams` (default: the sampler's default).
+        nodes: quadrature nodes per random parameter.
+    """
+    from .mcmc import metropolis_matrix
+
+    params = ProposalParams() if params is None else params
+    flat = problem.detach().flatten()
+    if flat.h.shape[0] != 1 or flat.n > 10:
+        raise ValueError(f"transition_matrix needs one problem with n <= 10, got {problem!r}")
+    h, J = flat.dropped()
+    h64, J64 = h.to(torch.float64).cpu(), J.to(torch.float64).cpu().expand(1, flat.n, flat.n)
+    mask = None if flat.mask is None else flat.mask.cpu().numpy()
+    alpha = float(alpha_of(h64.numpy(), J64.numpy(), mask)[0]) if params.alpha is None else params.alpha
+    E = configuration_energies(h64, J64)  # (1, 2**n)
+    beta = float(flat.beta_tensor()[0])
+    x, w = np.polynomial.legendre.leggauss(int(nodes))
+    (g0, g1), (t0, t1) = params.ranges()
+    gs = [(g0, 1.0)] if g0 == g1 else [(g0 + (g1 - g0) * (xi + 1) / 2, wi / 2) for xi, wi in zip(x, w)]
+    ts = [(t0, 1.0)] if t0 == t1 else [(t0 + (t1 - t0) * (xi + 1) / 2, wi / 2) for xi, wi in zip(x, w)]
+    P = np.zeros((1 << flat.n, 1 << flat.n))
+    for g, wg in gs:
+        for t, wt in ts:
+            a, b = params.phases(g, t)
+            Q = proposal_rows(alpha * E, a, b, params.steps, dtype=dtype)[0].to(torch.float64).numpy()
+            P += wg * wt * metropolis_matrix(Q, E[0].numpy(), beta)
+    return P
+
+
+def _draw_one(cdf: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One state per row from cumulative distributions ``cdf (..., 2**n)`` (inverse CDF, rows renormalised)."""
+    u = rng.random(cdf.shape[:-1]) * cdf[..., -1]
+    return np.minimum((cdf < u[..., None]).sum(-1), cdf.shape[-1] - 1)
+
+
+class StatevectorEngine:
+    """Proposals for one chunk of problems from the PyTorch simulator: ``propose(cur (N, C), gamma, t, rng)`` draws
+    one proposal per chain from ``|<s'|U|cur>|^2`` (``mode`` ``"unitary"`` or ``"columns"``, see :mod:`.qemcmc`).
+
+    Args:
+        E: ``(N, 2**n)`` classical energies; alpha: ``(N,)`` scales of the proposal's problem term.
+        params, mode, dtype, group: the proposal, the mode, the simulation dtype, qubits per driver block.
+    """
+
+    def __init__(
+        self, E: torch.Tensor, alpha: Any, params: ProposalParams, mode: str, *, dtype: torch.dtype, group: int
+    ) -> None:
+        self.params, self.mode, self.dtype, self.group = params, mode, dtype, group
+        alpha = torch.as_tensor(np.asarray(alpha, dtype=np.float64))
+        self.PE = (alpha[:, None] * E).to(REAL[dtype])  # (N, 2**n): the proposal's problem term
+        self._cdf: np.ndarray | None = None  # unitary mode: cumulative rows of Q (N, 2**n, 2**n)
+
+    def propose(self, cur: np.ndarray, gamma: float, t: float, rng: np.random.Generator) -> np.ndarray:
+        N, C = cur.shape
+        a, b = self.params.phases(gamma, t)
+        K, g, dt = self.params.steps, self.group, self.dtype
+        if self.mode == "unitary":
+            if self._cdf is None or not self.params.fixed:
+                Q = proposal_rows(self.PE, a, b, K, dtype=dt, group=g).to(torch.float64).numpy()
+                self._cdf = np.cumsum(Q, axis=-1)
+            return _draw_one(self._cdf[np.arange(N)[:, None], cur], rng)
+        size = self.PE.shape[-1]
+        psi = torch.zeros(N * C, size, dtype=dt)
+        psi[torch.arange(N * C), torch.from_numpy(cur.reshape(-1))] = 1.0
+        psi = evolve_proposal(psi, self.PE.repeat_interleave(C, dim=0), a, b, K, group=g)
+        p = (psi.real**2 + psi.imag**2).to(torch.float64).numpy()
+        return _draw_one(np.cumsum(p, axis=-1), rng).reshape(N, C)
+
+
+class CircuitEngine:
+    """Proposals for one chunk of problems from the emitted proposal circuit: per step one PUB with a bindings row
+    per chain (basis-state preparation of the chain's state, the problem's values, the step's ``gamma`` and ``t``),
+    one shot each.
+
+    Args:
+        h: ``(N, n)`` fields, J: ``(N, n, n)`` couplings (masked spins decoupled), mask: ``None`` or ``(N, n)``.
+        params: the proposal; options: :class:`CircuitOptions` (folded RZZ, coupling map).
+        circuit_for: ``template -> circuit`` actually run (e.g. transpiled to a device's ISA).
+        run: a :data:`Runner`.
+    """
+
+    def __init__(
+        self,
+        h: np.ndarray,
+        J: np.ndarray,
+        mask: Any,
+        params: ProposalParams,
+        options: CircuitOptions,
+        circuit_for: Callable[[Any], Any],
+        run: Runner,
+    ) -> None:
+        n = h.shape[-1]
+        nz = np.abs(J).reshape(-1, n, n).max(0) > 0
+        edges = tuple((j, k) for j in range(n) for k in range(j + 1, n) if nz[j, k])
+        self.tmpl = proposal_template(n, edges, params.steps, options)
+        if len(self.tmpl.edges) < len(edges):  # couplings dropped by the device graph (on_missing="drop")
+            keep = np.zeros((n, n), dtype=bool)
+            for j, k in self.tmpl.edges:
+                keep[j, k] = keep[k, j] = True
+            J = J * keep
+        self.values = proposal_values(h, J, params, self.tmpl.edges, mask)  # (N, n + E)
+        self.params, self.run = params, run
+        self.circuit = circuit_for(self.tmpl)
+        self.executions = 0
+
+    def propose(self, cur: np.ndarray, gamma: float, t: float, rng: np.random.Generator) -> np.ndarray:
+        N, C = cur.shape
+        n = self.tmpl.n
+        binds = self.tmpl.bindings(state_bits(cur.reshape(-1), n), np.repeat(self.values, C, axis=0), gamma, t)
+        bits = np.asarray(self.run(self.circuit, binds, int(rng.integers(0, 2**31 - 1))))
+        self.executions += N * C
+        return (bits.reshape(N * C, n).astype(np.int64) << np.arange(n)).sum(-1).reshape(N, C)
+
+
+def aer_runner(backend_options: dict[str, Any]) -> Runner:
+    """A :data:`Runner` on qiskit-aer's ``SamplerV2`` with ``backend_options`` (method, noise model...)."""
+    from qiskit_aer.primitives import SamplerV2
+
+    def run(circuit: Any, binds: np.ndarray, seed: int) -> np.ndarray:
+        res = SamplerV2(seed=seed, options={"backend_options": backend_options}).run([(circuit, binds)], shots=1)
+        return res.result()[0].data.meas.to_bool_array(order="little")[:, 0, :]
+
+    return run
+
+
+def ibm_runner(ibm: Any) -> tuple[Callable[[Any], Any], Runner]:
+    """``(circuit_for, run)`` through an :class:`~hybrid_attention.backends.ibm.IBMSampler`: its ISA transpilation
+    (cached per template), its runtime Sampler (executor-based or the legacy fallback) and its job/batch/session
+    context; fake backends run locally, real devices only with the sampler's ``allow_hardware=True``. Job ids are
+    collected on ``run.job_ids``."""
+    job_ids: list[str] = []
+
+    def circuit_for(tmpl: Any) -> Any:
+        return ibm._transpiled(tmpl, ibm.backend, ibm.optimization_level)
+
+    def run(circuit: Any, binds: np.ndarray, seed: int) -> np.ndarray:
+        if ibm.fractional:  # the device's RZZ angle bounds, before submission
+            from .ibm import _check_rzz_angles
+
+            _check_rzz_angles(circuit, binds, ibm.backend)
+        ctx = ibm._context(2)[0] if ibm.mode in ("batch", "session") else None  # the sampler's own Batch/Session
+        job = ibm._primitive(seed, ctx).run([(circuit, binds)], shots=1)
+        job_ids.append(job.job_id())
+        return job.result()[0].data.meas.to_bool_array(order="little")[:, 0, :]
+
+    run.job_ids = job_ids  # type: ignore[attr-defined]
+    return circuit_for, run
