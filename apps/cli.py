@@ -27,6 +27,10 @@ COMMANDS = {
         "run the four-way ablation (modes x block sizes x seeds) and tabulate it",
     ),
     "fidelity": ("hybrid_attention.apps.fidelity.command", "measure sampler fidelity against exact enumeration"),
+    "claims": (
+        "hybrid_attention.apps.claims.command",
+        "the paper's findings against the experiment plan's runs: paired CIs, Holm tests, verdicts, plots",
+    ),
 }
 
 

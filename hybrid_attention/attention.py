@@ -13,7 +13,15 @@ Modes (the paper's four-way ablation):
 * ``h``: ``J = 0``: independent spins, ``alpha = sigmoid(2 beta h)`` in closed form (normalised sigmoid attention).
 * ``j``: ``h = 0``: the energy is spin-flip symmetric, every ``m = 0`` and attention is exactly uniform over the
   visible keys (closed form; ``J`` then gets zero gradient, which is the exact answer). With a sampler, the
-  sampler is run with ``h = 0`` and its (noisy) marginals are used.
+  sampler is run with ``h = 0`` and its (noisy) marginals are used. With a symmetry-breaking field
+  ``j_field = eps != 0`` every score is replaced by the constant ``eps`` instead: the marginals then depend on ``J``
+  (which becomes learnable), still not on the input (docs/theory.md, "Why J-only attention cannot learn").
+
+Control (not one of the paper's modes, :data:`CONTROLS`):
+
+* ``bias``: softmax attention with a learned positional bias: ``softmax_j(h_ij + B_ij)`` over the visible keys,
+  with ``B`` symmetric and zero on the diagonal, stored exactly like ``J`` (same parameter, same count). It asks
+  whether what ``J`` learns is just a positional prior.
 
 Example:
     >>> import torch
@@ -35,17 +43,38 @@ from torch.nn import functional as F
 
 from . import checks, exact, kernels
 
-__all__ = ["MODES", "boltzmann_attention", "attention_weights", "BoltzmannAttention", "symmetric_couplings"]
+__all__ = [
+    "MODES",
+    "CONTROLS",
+    "ALL_MODES",
+    "COUPLED_MODES",
+    "boltzmann_attention",
+    "attention_weights",
+    "BoltzmannAttention",
+    "symmetric_couplings",
+]
 
+#: the paper's four-way ablation
 MODES = ("softmax", "hj", "h", "j")
+#: control modes: ``bias`` = softmax with a learned positional bias of J's shape
+CONTROLS = ("bias",)
+ALL_MODES = MODES + CONTROLS
+#: modes with a ``(H, T, T)`` coupling-shaped parameter ``J_raw``
+COUPLED_MODES = ("hj", "j", "bias")
 
 
 def _check_mode(mode: Any) -> str:
     if not isinstance(mode, str):
-        raise TypeError(f"mode must be a string, one of {MODES}, got {type(mode).__name__}")
-    if mode not in MODES:
-        raise ValueError(f"unknown attention mode {mode!r}; expected one of {MODES}")
+        raise TypeError(f"mode must be a string, one of {ALL_MODES}, got {type(mode).__name__}")
+    if mode not in ALL_MODES:
+        raise ValueError(f"unknown attention mode {mode!r}; expected one of {ALL_MODES}")
     return mode
+
+
+def _check_field(j_field: Any) -> float:
+    if isinstance(j_field, bool) or not isinstance(j_field, (int, float)) or not math.isfinite(j_field):
+        raise ValueError(f"j_field must be a finite real number, got {j_field!r}")
+    return float(j_field)
 
 
 def _visible(Tq: int, T: int, causal: bool, device: Any) -> torch.Tensor:
@@ -65,13 +94,15 @@ def attention_weights(
     sampler: Any = None,
     num_reads: int | None = None,
     seed: Any = None,
+    j_field: float = 0.0,
 ) -> torch.Tensor:
     """Normalised attention weights from scores.
 
     Args:
         h: scores ``(B, H, Tq, T)`` (``q.k / sqrt(d)``); causal requires ``Tq == T``.
-        J: couplings ``(H, T', T')``, ``T' >= T`` (leading ``T x T`` block used); required for ``hj`` and ``j``.
-        mode: ``softmax | hj | h | j`` (module docstring).
+        J: couplings ``(H, T', T')``, ``T' >= T`` (leading ``T x T`` block used); required for ``hj``, ``j`` and
+            ``bias`` (there it is the positional bias ``B``).
+        mode: ``softmax | hj | h | j`` or the control ``bias`` (module docstring).
         causal: mask future keys (they are dropped from query ``i``'s Ising system).
         beta: inverse temperature, scalar or ``(H,)``, float or (learnable) tensor.
         sampler: ``None`` for exact marginals, else a sampler object passed to
@@ -80,11 +111,16 @@ def attention_weights(
         num_reads, seed: forwarded to the sampler: a positive int or ``None``, and
             ``int | numpy.random.Generator | numpy.random.SeedSequence | None`` (floats and bools raise ``TypeError``;
             both are checked even without a sampler).
+        j_field: mode ``j`` only: the constant symmetry-breaking field that replaces the scores (0: the paper's
+            ``h = 0``, exactly uniform attention).
 
     Returns:
         ``(B, H, Tq, T)`` weights, zero on masked keys, rows summing to 1.
     """
     mode = _check_mode(mode)
+    j_field = _check_field(j_field)
+    if j_field != 0.0 and mode != "j":
+        raise ValueError(f"j_field applies to mode 'j' only, got j_field = {j_field} with mode {mode!r}")
     checks.check_num_reads(num_reads)
     checks.check_seed(seed)
     if not isinstance(h, torch.Tensor) or h.ndim != 4:
@@ -99,11 +135,21 @@ def attention_weights(
         if sampler is not None:
             raise ValueError("mode 'softmax' does not use a sampler; pass sampler=None")
         return torch.softmax(h.masked_fill(~vis, float("-inf")), dim=-1)
-    b = checks.beta_per_head(beta, H, h)
-    if mode in ("hj", "j"):
+    if mode in COUPLED_MODES:
         if J is None:
             raise ValueError(f"mode {mode!r} needs couplings J of shape (H, T', T'), got None")
         J = checks.check_head_couplings(J, H, T).to(h.dtype)
+    if mode == "bias":
+        if sampler is not None:
+            raise ValueError("mode 'bias' (softmax with a positional bias) does not use a sampler; pass sampler=None")
+        return torch.softmax((h + J[None, :, :Tq, :T]).masked_fill(~vis, float("-inf")), dim=-1)
+    b = checks.beta_per_head(beta, H, h)
+    if mode == "j" and j_field != 0.0:
+        h = torch.full_like(h, j_field)  # a constant field breaks the spin-flip symmetry; the scores stay unused
+        if sampler is None:
+            exact.check_size(T)
+            m = kernels._causal_marginals(h, J, b) if causal else kernels._bidirectional_marginals(h, J, b)
+            return kernels.normalised_weights(m, vis)
     if sampler is None:
         if mode == "h":
             # independent spins: (1 + tanh(beta h)) / 2 = sigmoid(2 beta h); normalise in log space so the
@@ -122,7 +168,7 @@ def attention_weights(
 
         if mode == "h":
             J = torch.zeros(H, T, T, dtype=h.dtype, device=h.device)
-        elif mode == "j":
+        elif mode == "j" and j_field == 0.0:
             h = torch.zeros_like(h)
         m = attention_marginals(h, J, b, sampler=sampler, causal=causal, num_reads=num_reads, seed=seed)
     return kernels.normalised_weights(m, vis)
@@ -140,6 +186,7 @@ def boltzmann_attention(
     sampler: Any = None,
     num_reads: int | None = None,
     seed: Any = None,
+    j_field: float = 0.0,
 ) -> torch.Tensor:
     """Boltzmann attention (docs/theory.md section 3): ``o_i = sum_j a_ij v_j``.
 
@@ -149,11 +196,12 @@ def boltzmann_attention(
         v: values ``(B, H, T, dv)``.
         J: couplings ``(H, T', T')`` with ``T' >= T``, symmetric with zero diagonal (leading ``T x T`` block
             used); needed for modes ``hj`` and ``j``, ignored by ``softmax`` and ``h``.
-        mode: ``softmax | hj | h | j``.
+        mode: ``softmax | hj | h | j`` or the control ``bias``.
         causal: query ``i`` sees keys ``j <= i`` only (masked keys are dropped from its Ising system).
         beta: inverse temperature: a float, or a tensor of shape ``()`` or ``(H,)`` (may require grad).
         sampler: ``None`` (exact marginals) or a sampler object from :mod:`hybrid_attention.backends`.
         num_reads, seed: forwarded to the sampler.
+        j_field: mode ``j``: constant symmetry-breaking field (:func:`attention_weights`).
 
     Returns:
         ``(B, H, Tq, dv)``, differentiable w.r.t. ``q``, ``k``, ``v``, ``J`` and a tensor ``beta``. Works in
@@ -167,7 +215,9 @@ def boltzmann_attention(
     if q.shape[:2] != k.shape[:2] or k.shape[:3] != v.shape[:3] or q.shape[-1] != k.shape[-1]:
         raise ValueError(f"incompatible shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
     h = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    a = attention_weights(h, J, mode=mode, causal=causal, beta=beta, sampler=sampler, num_reads=num_reads, seed=seed)
+    a = attention_weights(
+        h, J, mode=mode, causal=causal, beta=beta, sampler=sampler, num_reads=num_reads, seed=seed, j_field=j_field
+    )
     return a @ v
 
 
@@ -184,17 +234,22 @@ class BoltzmannAttention(nn.Module):
         n_embd: model width (divisible by ``n_head``).
         n_head: number of heads; each head has its own couplings ``J`` of shape ``(block_size, block_size)``.
         block_size: largest sequence length ``T``.
-        mode: ``softmax | hj | h | j``.
+        mode: ``softmax | hj | h | j`` or the control ``bias``.
         beta: initial inverse temperature: a finite real scalar > 0 (Python or numpy number, or a one-element
             tensor).
         learn_beta: learn ``log beta`` per head.
         causal: causal masking.
         dropout: dropout on the output projection.
         sampler, num_reads: optional sampler (``None`` = exact) and reads per call.
+        j_field: mode ``j`` only: constant symmetry-breaking field (0 = the paper's ``h = 0``).
 
     ``J`` is stored as a raw parameter ``J_raw`` (initialised to zero); :attr:`J` mirrors its strict upper
     triangle, so it is symmetric with a zero diagonal by construction, after any optimiser step.
-    Modes ``softmax`` and ``h`` have no couplings parameter.
+    Modes ``softmax`` and ``h`` have no couplings parameter; the control ``bias`` stores its positional bias in
+    ``J_raw`` (same shape, same count of free parameters, ``block_size (block_size - 1) / 2`` per head).
+
+    Set ``keep_weights = True`` to keep the last forward pass's attention weights ``(B, H, T, T)`` in
+    :attr:`last_weights` (the model's attention pointer head uses them).
 
     Example:
         >>> import torch
@@ -217,9 +272,13 @@ class BoltzmannAttention(nn.Module):
         bias: bool = True,
         sampler: Any = None,
         num_reads: int | None = None,
+        j_field: float = 0.0,
     ) -> None:
         super().__init__()
         mode = _check_mode(mode)
+        j_field = _check_field(j_field)
+        if j_field != 0.0 and mode != "j":
+            raise ValueError(f"j_field applies to mode 'j' only, got j_field = {j_field} with mode {mode!r}")
         if n_embd % n_head:
             raise ValueError(f"n_embd must be divisible by n_head, got n_embd = {n_embd}, n_head = {n_head}")
         beta = checks.positive_real(beta, "beta")
@@ -229,7 +288,8 @@ class BoltzmannAttention(nn.Module):
         self.c_attn = nn.Linear(n_embd, 3 * n_embd, bias=bias)
         self.c_proj = nn.Linear(n_embd, n_embd, bias=bias)
         self.dropout = nn.Dropout(dropout)
-        if mode in ("hj", "j"):
+        self.j_field = j_field
+        if mode in COUPLED_MODES:
             self.J_raw = nn.Parameter(torch.zeros(n_head, block_size, block_size))
         else:
             self.register_parameter("J_raw", None)
@@ -239,6 +299,7 @@ class BoltzmannAttention(nn.Module):
         else:
             self.register_buffer("log_beta", log_beta)
         self.sampler, self.num_reads, self.seed = sampler, num_reads, None
+        self.keep_weights, self.last_weights = False, None
 
     @property
     def J(self) -> torch.Tensor | None:
@@ -258,17 +319,20 @@ class BoltzmannAttention(nn.Module):
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
         shape = (B, T, self.n_head, C // self.n_head)
         q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
-        y = boltzmann_attention(
-            q,
-            k,
-            v,
-            self.J,
+        opts = dict(
             mode=self.mode,
             causal=self.causal,
             beta=self.beta,
             sampler=self.sampler,
             num_reads=self.num_reads,
             seed=self.seed,
+            j_field=self.j_field,
         )
+        if self.keep_weights:  # the same computation as boltzmann_attention, keeping the weights
+            a = attention_weights((q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1]), self.J, **opts)
+            self.last_weights = a
+            y = a @ v
+        else:
+            y = boltzmann_attention(q, k, v, self.J, **opts)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.dropout(self.c_proj(y))

@@ -6,6 +6,10 @@ Two heads:
 * ``head="position"``: a pointer head: at each position ``i`` logits over the ``block_size`` positions
   ``j <= i`` (later positions are masked), for the bracket task (closing bracket -> its matching opening bracket).
   The loss counts only positions whose target is not ``ignore_index`` (-100).
+* ``head="attention"``: the attention weights themselves point: the logits are ``log a_ij`` of the last layer's
+  attention (mean over its heads), so the softmax over positions is exactly that attention row. No linear head.
+
+:meth:`Transformer.couplings_zeroed` evaluates a trained model with every ``J`` set to 0 (a context manager).
 
 Example:
     >>> import torch
@@ -19,8 +23,10 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,12 +36,12 @@ from torch.nn import functional as F
 
 from . import checks as _checks
 from . import exact as _exact
-from .attention import MODES, BoltzmannAttention
+from .attention import ALL_MODES, COUPLED_MODES, BoltzmannAttention
 
 __all__ = ["TransformerConfig", "Transformer", "IGNORE_INDEX", "HEADS"]
 
 IGNORE_INDEX = -100
-HEADS = ("lm", "position")
+HEADS = ("lm", "position", "attention")
 
 
 @dataclass
@@ -48,10 +54,12 @@ class TransformerConfig:
         n_layer, n_head, n_embd: depth, heads per layer, width (``n_embd % n_head == 0``).
         ffn: include the MLP sub-block (the bracket ablation also runs without it).
         dropout: dropout probability.
-        attention: ``softmax | hj | h | j``.
+        attention: ``softmax | hj | h | j`` or the control ``bias`` (softmax with a learned positional bias).
         beta: (initial) inverse temperature of the Ising attention.
         learn_beta: learn ``log beta`` per head.
-        head: ``lm`` (next-token) or ``position`` (pointer over positions).
+        head: ``lm`` (next-token), ``position`` (pointer over positions) or ``attention`` (the last layer's
+            attention weights are the pointer).
+        j_field: mode ``j``: constant symmetry-breaking field (0: the paper's exactly uniform J-only attention).
         bias: biases in linear layers and layer norms.
         exact_max_spins: limit for exact enumeration (``exact.MAX_SPINS``); checked for ``hj``/``j`` with the
             exact path (``exact=True``).
@@ -70,6 +78,7 @@ class TransformerConfig:
     learn_beta: bool = False
     head: str = "lm"
     bias: bool = True
+    j_field: float = 0.0
     exact: bool = True
     exact_max_spins: int = _exact.MAX_SPINS
 
@@ -86,8 +95,18 @@ class TransformerConfig:
                 raise ValueError(f"TransformerConfig.{name} must be >= 1, got {v}")
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd must be divisible by n_head, got n_embd = {self.n_embd}, n_head = {self.n_head}")
-        if self.attention not in MODES:
-            raise ValueError(f"unknown attention mode {self.attention!r}; expected one of {MODES}")
+        if self.attention not in ALL_MODES:
+            raise ValueError(f"unknown attention mode {self.attention!r}; expected one of {ALL_MODES}")
+        if (
+            isinstance(self.j_field, bool)
+            or not isinstance(self.j_field, (int, float))
+            or not math.isfinite(self.j_field)
+        ):
+            raise ValueError(f"j_field must be a finite real number, got {self.j_field!r}")
+        if self.j_field != 0 and self.attention != "j":
+            raise ValueError(
+                f"j_field applies to attention 'j' only, got j_field = {self.j_field} with {self.attention!r}"
+            )
         if self.head not in HEADS:
             raise ValueError(f"unknown head {self.head!r}; expected one of {HEADS}")
         if not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
@@ -131,6 +150,7 @@ class Block(nn.Module):
             learn_beta=cfg.learn_beta,
             dropout=cfg.dropout,
             bias=cfg.bias,
+            j_field=cfg.j_field,
         )
         self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias) if cfg.ffn else None
         self.mlp = MLP(cfg) if cfg.ffn else None
@@ -162,7 +182,11 @@ class Transformer(nn.Module):
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
         out = config.vocab_size if config.head == "lm" else config.block_size
-        self.head = nn.Linear(config.n_embd, out, bias=config.head == "position")
+        self.head = (
+            nn.Linear(config.n_embd, out, bias=config.head == "position") if config.head != "attention" else None
+        )
+        if config.head == "attention":
+            self.blocks[-1].attn.keep_weights = True
         self.apply(self._init_weights)
         for name, p in self.named_parameters():  # GPT-2 scaled init of residual projections
             if name.endswith("c_proj.weight"):
@@ -190,8 +214,33 @@ class Transformer(nn.Module):
             layer.sampler, layer.num_reads, layer.seed = sampler, num_reads, seed
 
     def couplings(self) -> list[torch.Tensor | None]:
-        """Per layer: ``J`` of shape ``(n_head, block_size, block_size)`` (detached) or ``None``."""
+        """Per layer: ``J`` of shape ``(n_head, block_size, block_size)`` (detached) or ``None`` (for the control
+        ``bias``: its learned positional bias, stored like ``J``)."""
         return [None if a.J is None else a.J.detach().clone() for a in self.attention_layers]
+
+    @contextlib.contextmanager
+    def couplings_zeroed(self) -> Iterator[Transformer]:
+        """Within the block every layer's ``J`` is 0 (``hj`` then computes exactly what ``h`` computes with the same
+        weights); the learned values are restored afterwards, also on an exception.
+
+        Raises:
+            ValueError: the model has no couplings (attention not in ``hj | j | bias``).
+        """
+        if self.config.attention not in COUPLED_MODES:
+            raise ValueError(
+                f"couplings_zeroed needs a model with couplings (attention in {COUPLED_MODES}), "
+                f"got attention {self.config.attention!r}"
+            )
+        saved = [a.J_raw.detach().clone() for a in self.attention_layers]
+        try:
+            with torch.no_grad():
+                for a in self.attention_layers:
+                    a.J_raw.zero_()
+            yield self
+        finally:
+            with torch.no_grad():
+                for a, J in zip(self.attention_layers, saved):
+                    a.J_raw.copy_(J)
 
     def forward(
         self, idx: torch.Tensor, targets: torch.Tensor | None = None
@@ -205,8 +254,14 @@ class Transformer(nn.Module):
         x = self.drop(self.wte(idx) + self.wpe(pos))
         for block in self.blocks:
             x = block(x)
-        logits = self.head(self.ln_f(x))
-        if self.config.head == "position":
+        if self.config.head == "attention":
+            a = self.blocks[-1].attn.last_weights.mean(1)  # (B, T, T); zero on future keys
+            logits = torch.log(a.clamp_min(torch.finfo(a.dtype).tiny))
+            if T < self.config.block_size:
+                logits = F.pad(logits, (0, self.config.block_size - T), value=float("-inf"))
+        else:
+            logits = self.head(self.ln_f(x))
+        if self.config.head in ("position", "attention"):
             future = torch.ones(T, self.config.block_size, dtype=torch.bool, device=idx.device).triu(1)
             logits = logits.masked_fill(future, float("-inf"))
         loss = None

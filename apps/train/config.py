@@ -11,14 +11,17 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from hybrid_attention.attention import MODES
+from hybrid_attention.attention import ALL_MODES
 from hybrid_attention.backends.registry import SAMPLERS, check_sampler_options
 from hybrid_attention.exact import MAX_SPINS
 from hybrid_attention.model import TransformerConfig
+from hybrid_attention.tasks.bracket_variants import BracketVariant
 
-__all__ = ["TASKS", "READOUTS", "TrainConfig", "RESUME_FREE", "default_readout"]
+__all__ = ["TASKS", "POINTERS", "READOUTS", "TrainConfig", "RESUME_FREE", "default_readout"]
 
 TASKS = ("shakespeare", "brackets")
+#: how the bracket model points: a linear head over positions, or the last layer's attention weights
+POINTERS = ("linear", "attention")
 #: config keys that may differ when resuming (everything else must match the checkpoint)
 RESUME_FREE = {"steps", "out", "resume", "progress", "threads", "data"}
 #: how a sampler's output reaches the attention layers: its exact output (differentiable) or its reads
@@ -92,6 +95,14 @@ class TrainConfig:
     readout: str | None = None
     backend: str | None = None
     eval_exact: bool = False
+    bracket_types: int = 1
+    filler: float = 0.0
+    disjoint: bool = False
+    train_max_depth: int = 0
+    source_length: int = 0
+    pointer: str = "linear"
+    j_field: float = 0.0
+    patience: int = 0
     threads: int = 1
     resume: bool = False
     progress: bool = True
@@ -100,11 +111,10 @@ class TrainConfig:
         """Check every value before any data is loaded or a model is built (``ValueError``/``TypeError``)."""
         if self.task not in TASKS:
             raise ValueError(f"unknown task {self.task!r}; expected one of {TASKS}")
-        if self.attention not in MODES:
-            raise ValueError(f"unknown attention mode {self.attention!r}; expected one of {MODES}")
+        if self.attention not in ALL_MODES:
+            raise ValueError(f"unknown attention mode {self.attention!r}; expected one of {ALL_MODES}")
         self._check_numbers()
-        if self.task == "brackets" and self.block_size % 2:
-            raise ValueError(f"the bracket task needs an even block size (well-nested strings), got {self.block_size}")
+        self._check_task()
         self._check_sampler()
         if self.out is None:
             raise ValueError("an output directory is required (--out DIR)")
@@ -125,6 +135,39 @@ class TrainConfig:
                 raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
         if not (0.0 <= self.weight_decay < 1.0):
             raise ValueError(f"weight_decay must be in [0, 1), got {self.weight_decay!r}")
+        if isinstance(self.patience, bool) or not isinstance(self.patience, int) or self.patience < 0:
+            raise ValueError(f"patience must be a non-negative integer (0: off), got {self.patience!r}")
+        if (
+            isinstance(self.j_field, bool)
+            or not isinstance(self.j_field, (int, float))
+            or not math.isfinite(self.j_field)
+        ):
+            raise ValueError(f"j_field must be a finite number, got {self.j_field!r}")
+        if self.j_field != 0 and self.attention != "j":
+            raise ValueError(f"--j-field applies to --attention j only, got attention {self.attention!r}")
+
+    def bracket_variant(self) -> BracketVariant:
+        """The bracket-task variant of this run (all defaults: the classic task)."""
+        return BracketVariant(self.bracket_types, self.filler, self.disjoint, self.train_max_depth, self.source_length)
+
+    def _check_task(self) -> None:
+        variant = self.bracket_variant()
+        if self.task != "brackets":
+            if not variant.is_classic or self.pointer != "linear":
+                raise ValueError(
+                    "the bracket-variant settings (--bracket-types, --filler, --disjoint, --train-max-depth, "
+                    f"--source-length, --pointer) apply to --task brackets, got task {self.task!r}"
+                )
+            return
+        if self.pointer not in POINTERS:
+            raise ValueError(f"unknown pointer {self.pointer!r}; expected one of {POINTERS}")
+        if variant.is_classic:
+            if self.block_size % 2:
+                raise ValueError(
+                    f"the bracket task needs an even block size (well-nested strings), got {self.block_size}"
+                )
+        else:
+            variant.check(self.block_size)
 
     def _check_sampler(self) -> None:
         if self.sampler != "exact" and self.attention == "softmax":
@@ -179,8 +222,11 @@ class TrainConfig:
             )
 
     def model_config(self, vocab_size: int | None = None) -> TransformerConfig:
-        """The model of this run (``vocab_size``: the corpus's; default 2 for brackets, 65 for Shakespeare)."""
-        vocab = vocab_size if vocab_size is not None else (2 if self.task == "brackets" else 65)
+        """The model of this run (``vocab_size``: the corpus's; default: the bracket variant's, 65 for Shakespeare)."""
+        if vocab_size is None:
+            vocab_size = self.bracket_variant().vocab_size() if self.task == "brackets" else 65
+        vocab = vocab_size
+        head = "lm" if self.task != "brackets" else ("position" if self.pointer == "linear" else "attention")
         return TransformerConfig(
             vocab_size=vocab,
             block_size=self.block_size,
@@ -192,6 +238,7 @@ class TrainConfig:
             attention=self.attention,
             beta=self.beta,
             learn_beta=self.learn_beta,
-            head="position" if self.task == "brackets" else "lm",
+            head=head,
             exact=self.sampler == "exact",
+            j_field=self.j_field,
         )

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from hybrid_attention.model import Transformer
+from hybrid_attention.tasks.bracket_variants import BracketVariantTask, accuracy_by
 from hybrid_attention.tasks.brackets import BracketTask, accuracy
 from hybrid_attention.tasks.shakespeare import CharDataset, resolve_data_path
 
@@ -39,7 +40,10 @@ def load_task(cfg: TrainConfig) -> tuple[Any, dict[str, Any]]:
         except UnicodeDecodeError as exc:
             raise ValueError(f"corpus {str(path)!r} is not UTF-8 text ({exc})") from exc
         return CharDataset(text), {"path": str(path), "sha256": hashlib.sha256(raw).hexdigest()}
-    return BracketTask(cfg.block_size), {"path": None, "sha256": None}
+    variant = cfg.bracket_variant()
+    if variant.is_classic:
+        return BracketTask(cfg.block_size), {"path": None, "sha256": None}
+    return BracketVariantTask(cfg.block_size, **variant.__dict__), {"path": None, "sha256": None}
 
 
 def eval_set(task: Any, cfg: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
@@ -53,10 +57,16 @@ def eval_set(task: Any, cfg: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
 
 @torch.no_grad()
 def evaluate(
-    model: Transformer, x: torch.Tensor, y: torch.Tensor, task_name: str, chunk: int = 512
-) -> dict[str, float]:
+    model: Transformer,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    task_name: str,
+    chunk: int = 512,
+    depth: torch.Tensor | None = None,
+) -> dict[str, Any]:
     """Validation metrics on a fixed set ``x, y (N, T)``: ``val_loss`` and ``val_perplexity`` or
-    ``val_accuracy``/``val_string_accuracy``."""
+    ``val_accuracy``/``val_string_accuracy``. For brackets with ``depth (N, T)`` (the variants' nesting depths)
+    also ``val_accuracy_by_distance`` and ``val_accuracy_by_depth``: ``{str(value): [right, count]}``."""
     model.eval()
     total, count, logits_all = 0.0, 0, []
     for s in range(0, len(x), chunk):
@@ -72,7 +82,11 @@ def evaluate(
     model.train()
     out = {"val_loss": total / count}
     if task_name == "brackets":
-        out["val_accuracy"], out["val_string_accuracy"] = accuracy(torch.cat(logits_all), y)
+        logits = torch.cat(logits_all)
+        out["val_accuracy"], out["val_string_accuracy"] = accuracy(logits, y)
+        if depth is not None:
+            for name, key in (("distance", None), ("depth", depth)):
+                out[f"val_accuracy_by_{name}"] = {str(k): list(v) for k, v in accuracy_by(logits, y, key).items()}
     else:
         out["val_perplexity"] = math.exp(out["val_loss"])
     return out

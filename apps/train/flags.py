@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from hybrid_attention.attention import MODES
+from hybrid_attention.attention import ALL_MODES
 
-from .config import READOUTS, RESUME_FREE, TASKS, TrainConfig, default_readout
+from .config import POINTERS, READOUTS, RESUME_FREE, TASKS, TrainConfig, default_readout
 from .resume import saved_settings
 
 __all__ = ["Flag", "FLAGS", "MODEL_FLAGS", "add_train_flags", "parse_sampler_option", "config_from_args"]
@@ -37,6 +37,14 @@ MODEL_FLAGS = (
     "eval_interval",
     "eval_size",
     "warmup",
+    "patience",
+    "j_field",
+    "bracket_types",
+    "filler",
+    "disjoint",
+    "train_max_depth",
+    "source_length",
+    "pointer",
 )
 
 
@@ -85,7 +93,11 @@ class Flag:
 #: TrainConfig field -> its flag, in the order ``hybrid-attention train --help`` lists them
 FLAGS: dict[str, Flag] = {
     "task": Flag("--task", "shakespeare (next character) or brackets (point at the match)", {"choices": TASKS}),
-    "attention": Flag("--attention", "attention mode (docs/theory.md section 3)", {"choices": MODES}),
+    "attention": Flag(
+        "--attention",
+        "attention mode (docs/theory.md section 3); bias: the positional-bias control",
+        {"choices": ALL_MODES},
+    ),
     "block_size": Flag("--block-size", "sequence length T (spins per query)", {"type": int, "metavar": "T"}),
     "steps": Flag(
         "--steps", "optimiser steps (with --resume: the new total, to extend a run)", {"type": int, "metavar": "N"}
@@ -110,6 +122,32 @@ FLAGS: dict[str, Flag] = {
     "eval_interval": Flag("--eval-interval", "steps between evaluations and checkpoints", {"type": int}),
     "eval_size": Flag("--eval-size", "validation windows (shakespeare; brackets use the held-out set)", {"type": int}),
     "warmup": Flag("--warmup", "", {"type": int}),
+    "patience": Flag(
+        "--patience",
+        "early stopping: stop after this many evaluations without a 0.1 %% drop of the validation loss (0: off)",
+        {"type": int, "metavar": "EVALS"},
+    ),
+    "j_field": Flag(
+        "--j-field",
+        "attention j: a constant symmetry-breaking field replacing h = 0, so that J can learn (0: the paper's J-only)",
+        {"type": float, "metavar": "EPS"},
+    ),
+    "bracket_types": Flag("--bracket-types", "brackets: number of bracket types", {"type": int, "metavar": "K"}),
+    "filler": Flag("--filler", "brackets: probability of a filler token per position", {"type": float}),
+    "disjoint": Flag(
+        "--disjoint", "brackets: held-out strings disjoint from the training strings", {"action": "store_true"}
+    ),
+    "train_max_depth": Flag(
+        "--train-max-depth", "brackets: deepest nesting in training strings (0: no cap)", {"type": int, "metavar": "D"}
+    ),
+    "source_length": Flag(
+        "--source-length",
+        "brackets: cut windows of T tokens from strings of this length (0: whole strings)",
+        {"type": int, "metavar": "L"},
+    ),
+    "pointer": Flag(
+        "--pointer", "brackets: a linear pointer head, or the last layer's attention weights", {"choices": POINTERS}
+    ),
     "grad_clip": Flag("--grad-clip", "gradient-norm clipping threshold", {"type": float}),
     "data": Flag(
         "--data", "Tiny Shakespeare text (default: $HYBRID_ATTENTION_DATA, else the user cache)", {"metavar": "PATH"}

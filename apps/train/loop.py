@@ -26,6 +26,7 @@ import torch
 from tqdm.auto import tqdm
 
 from hybrid_attention.apps.run_files import atomic_write, write_json
+from hybrid_attention.attention import COUPLED_MODES
 from hybrid_attention.backends.registry import make_sampler
 from hybrid_attention.bridge import ReadsOnly
 from hybrid_attention.model import Transformer
@@ -35,7 +36,7 @@ from .config import TrainConfig
 from .data import eval_set, evaluate, load_task
 from .resume import check_resume_data, claim_directory, load_resume_state
 
-__all__ = ["TrainingDiverged", "train", "build_sampler", "CHECKPOINT_FORMAT"]
+__all__ = ["TrainingDiverged", "train", "build_sampler", "plateaued", "CHECKPOINT_FORMAT", "PLATEAU_REL_TOL"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +58,29 @@ class TrainingDiverged(RuntimeError):
         super().__init__(
             f"training diverged at step {step} ({reason}); {kept}; lower --lr (or raise --warmup) and start a new run"
         )
+
+
+#: early stopping: an evaluation improves on the best so far when its loss is below ``best * (1 - PLATEAU_REL_TOL)``
+PLATEAU_REL_TOL = 1e-3
+
+
+def plateaued(val_losses: list[float], patience: int) -> bool:
+    """Whether the last ``patience`` evaluations brought no improvement (a drop below ``best * (1 -``
+    :data:`PLATEAU_REL_TOL` ``)``) of the validation loss. ``patience = 0``: never.
+
+    Example:
+        >>> plateaued([1.0, 0.9, 0.8999, 0.9], 2), plateaued([1.0, 0.9, 0.8], 2)
+        (True, False)
+    """
+    if patience <= 0 or not val_losses:
+        return False
+    best, since = val_losses[0], 0
+    for v in val_losses[1:]:
+        if v < best * (1 - PLATEAU_REL_TOL):
+            best, since = v, 0
+        else:
+            since += 1
+    return since >= patience
 
 
 def _lr_at(step: int, cfg: TrainConfig) -> float:
@@ -152,6 +176,7 @@ class _Run:
             logger.info("resuming %s at step %d", out, self.step)
         self.n_params = sum(p.numel() for p in self.params)
         self.xv, self.yv = eval_set(task, cfg)
+        self.val_depth = getattr(task, "val_depth", None)  # bracket variants: accuracy by depth and distance
 
     def diverged(self, step: int, reason: str) -> TrainingDiverged:
         return TrainingDiverged(step, reason, out=self.out, checkpoint_step=self.checkpoint_step)
@@ -195,18 +220,33 @@ class _Run:
         return value
 
     def checkpoint(self, final: bool) -> dict[str, Any]:
-        """Evaluate, then write checkpoint.pt, couplings.json and (last) metrics.json, each atomically."""
+        """Evaluate, then write checkpoint.pt, couplings.json and (last) metrics.json, each atomically. The run
+        finishes here too when it has ``plateaued`` (``--patience``); a finished run with couplings is also
+        evaluated with ``J = 0`` (``j0_val_*``)."""
         cfg, model = self.cfg, self.model
         if cfg.eval_exact:
             model.set_sampler(None)
-        ev = evaluate(model, self.xv, self.yv, cfg.task)
+        ev = evaluate(model, self.xv, self.yv, cfg.task, depth=self.val_depth)
         if not math.isfinite(ev["val_loss"]):
             raise self.diverged(self.step, f"validation loss {ev['val_loss']} after the step")
+        groups = {k: ev.pop(k) for k in list(ev) if k.startswith("val_accuracy_by_")}
         ev.update(step=self.step, elapsed_s=round(self.elapsed, 3))
         if not self.history["evals"] or self.history["evals"][-1]["step"] != self.step:
             self.history["evals"].append(ev)
+        stopped = not final and plateaued([e["val_loss"] for e in self.history["evals"]], cfg.patience)
+        final = final or stopped
+        extra: dict[str, Any] = {}
+        if final and model.config.attention in COUPLED_MODES:
+            with model.couplings_zeroed():
+                ev0 = evaluate(model, self.xv, self.yv, cfg.task)
+            extra = {f"j0_{k}": v for k, v in ev0.items() if k.startswith("val_")}
+        best = min(self.history["evals"], key=lambda e: e["val_loss"])
         metrics = {
             **{k: v for k, v in ev.items() if k.startswith("val_")},
+            **groups,
+            **extra,
+            "best": best,
+            "stopped_early": stopped,
             "step": self.step,
             "steps": cfg.steps,
             "finished": final,
@@ -289,11 +329,16 @@ def train(config: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]
 
 def _loop(run: _Run) -> dict[str, Any]:
     cfg = run.cfg
+    done = run.out / "metrics.json"
     if run.checkpoint_step == cfg.steps:  # resumed a run that already reached --steps
-        done = run.out / "metrics.json"
         metrics = json.loads(done.read_text()) if done.is_file() else {}
         if metrics.get("finished") and metrics.get("step") == cfg.steps:
             logger.info("%s already finished at step %d: nothing to do", run.out, cfg.steps)
+            return metrics
+    if run.checkpoint_step is not None and done.is_file():  # resumed a run that stopped early (--patience)
+        metrics = json.loads(done.read_text())
+        if metrics.get("stopped_early") and metrics.get("finished") and metrics.get("step") == run.checkpoint_step:
+            logger.info("%s stopped early at step %d (plateau): nothing to do", run.out, run.checkpoint_step)
             return metrics
     write_json(
         run.out / "config.json",
@@ -331,6 +376,8 @@ def _loop(run: _Run) -> dict[str, Any]:
             if run.step % cfg.eval_interval == 0 or run.step == cfg.steps:
                 metrics = run.checkpoint(run.step == cfg.steps)
                 bar.set_postfix(loss=f"{loss:.4f}", val=f"{metrics['val_loss']:.4f}", refresh=True)
+                if metrics["finished"]:  # reached --steps, or plateaued (--patience)
+                    break
             t0 = time.perf_counter()
     except TrainingDiverged as exc:
         bar.close()

@@ -6,6 +6,7 @@ access used by :mod:`hybrid_attention.apps.train`; the modules depend on numpy a
 
 from __future__ import annotations
 
+from .bracket_variants import BracketVariant, BracketVariantTask, accuracy_by, generate_variant
 from .brackets import BracketTask, generate_brackets, match_positions
 from .shakespeare import CharDataset, load_shakespeare, resolve_data_path
 
@@ -13,6 +14,10 @@ __all__ = [
     "BracketTask",
     "generate_brackets",
     "match_positions",
+    "BracketVariant",
+    "BracketVariantTask",
+    "generate_variant",
+    "accuracy_by",
     "CharDataset",
     "load_shakespeare",
     "resolve_data_path",

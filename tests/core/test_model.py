@@ -120,3 +120,117 @@ def test_couplings_learned_and_symmetric():
     (J,) = model.couplings()
     assert J.shape == (2, 6, 6) and J.abs().max() > 0
     assert torch.equal(J, J.transpose(1, 2)) and torch.equal(torch.diagonal(J, dim1=1, dim2=2), torch.zeros(2, 6))
+
+
+# ---------------------------------------------------------------------- controls, J = 0 evaluation, J-only field
+from hybrid_attention.attention import (  # noqa: E402
+    ALL_MODES,
+    BoltzmannAttention,
+    attention_weights,
+    symmetric_couplings,
+)
+
+
+def _n_params(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("T", [4, 9])
+def test_bias_control_has_the_parameter_count_of_J(T):
+    cfg = dict(vocab_size=5, block_size=T, n_layer=2, n_head=2, n_embd=8)
+    counts = {m: _n_params(Transformer(TransformerConfig(**cfg, attention=m))) for m in ALL_MODES}
+    assert counts["bias"] == counts["hj"] == counts["j"]
+    assert counts["bias"] - counts["softmax"] == 2 * 2 * T * T  # one (H, T, T) parameter per layer, like J
+    att = BoltzmannAttention(8, 2, T, mode="bias")
+    att.J_raw.data.normal_()
+    B = att.J  # symmetric, zero diagonal, T (T - 1) / 2 free entries per head, exactly like J
+    assert torch.equal(B, B.transpose(1, 2)) and bool((torch.diagonal(B, dim1=1, dim2=2) == 0).all())
+
+
+def test_bias_control_weights_are_softmax_of_scores_plus_bias():
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(2, 3, 6, 6, generator=g, dtype=torch.float64)
+    B = symmetric_couplings(torch.randn(3, 6, 6, generator=g, dtype=torch.float64))
+    a = attention_weights(h, B, mode="bias")
+    for i in range(6):  # row by row, from the definition
+        z = torch.exp(h[:, :, i, : i + 1] + B[None, :, i, : i + 1])
+        assert torch.allclose(a[:, :, i, : i + 1], z / z.sum(-1, keepdim=True), atol=1e-12)
+        assert bool((a[:, :, i, i + 1 :] == 0).all())
+    assert torch.equal(attention_weights(h, 0 * B, mode="bias"), attention_weights(h, mode="softmax"))
+    with pytest.raises(ValueError, match="needs couplings"):
+        attention_weights(h, None, mode="bias")
+
+
+def test_couplings_zeroed_is_h_mode_and_restores_J():
+    torch.manual_seed(3)
+    hj = Transformer(TransformerConfig(vocab_size=6, block_size=6, n_layer=2, n_head=2, n_embd=8, attention="hj"))
+    for layer in hj.attention_layers:
+        layer.J_raw.data.normal_(std=1.0)
+        layer.c_attn.weight.data.normal_(std=0.5)  # scores away from 0, where J matters (at h = 0 it cannot)
+    h = Transformer(TransformerConfig(vocab_size=6, block_size=6, n_layer=2, n_head=2, n_embd=8, attention="h"))
+    h.load_state_dict({k: v for k, v in hj.state_dict().items() if "J_raw" not in k})
+    idx = torch.randint(0, 6, (4, 6))
+    before = [J.clone() for J in hj.couplings()]
+    for m in (hj, h):
+        m.blocks[0].attn.keep_weights = True
+    with_J = hj(idx)[0], hj.blocks[0].attn.last_weights
+    with hj.couplings_zeroed():
+        assert all(bool((J == 0).all()) for J in hj.couplings())
+        zeroed = hj(idx)[0], hj.blocks[0].attn.last_weights
+    ref = h(idx)[0], h.blocks[0].attn.last_weights
+    assert torch.allclose(zeroed[0], ref[0], atol=1e-6) and torch.allclose(zeroed[1], ref[1], atol=1e-6)
+    assert float((zeroed[1] - with_J[1]).detach().abs().max()) > 1e-2  # J = 0 removes an effect that was there
+    assert all(torch.equal(a, b) for a, b in zip(before, hj.couplings()))
+    with pytest.raises(RuntimeError), hj.couplings_zeroed():
+        raise RuntimeError("restored on errors too")
+    assert all(torch.equal(a, b) for a, b in zip(before, hj.couplings()))
+    with pytest.raises(ValueError, match="couplings"), h.couplings_zeroed():
+        pass
+
+
+def test_j_only_is_uniform_and_J_gets_no_gradient_without_a_field():
+    g = torch.Generator().manual_seed(1)
+    h = torch.randn(2, 1, 5, 5, generator=g, dtype=torch.float64)
+    J = symmetric_couplings(torch.randn(1, 5, 5, generator=g, dtype=torch.float64)).requires_grad_(True)
+    v = torch.randn(2, 1, 5, 3, generator=g, dtype=torch.float64)
+    a = attention_weights(h, J, mode="j")
+    assert torch.allclose(a, attention_weights(h, 0 * J.detach(), mode="j"))
+    assert not a.requires_grad  # the weights do not depend on J at all: its gradient is exactly 0
+    assert torch.allclose(a[0], a[1]) and v.shape[-1] == 3
+
+
+@pytest.mark.parametrize("eps", [0.3, -0.8])
+def test_j_field_breaks_the_symmetry_and_makes_J_learnable(eps):
+    g = torch.Generator().manual_seed(2)
+    h = torch.randn(2, 1, 5, 5, generator=g, dtype=torch.float64)
+    raw = torch.randn(1, 5, 5, generator=g, dtype=torch.float64).requires_grad_(True)
+    J = symmetric_couplings(raw)
+    a = attention_weights(h, J, mode="j", j_field=eps)
+    # oracle: hj attention with every score replaced by the constant field (exact enumeration path)
+    ref = attention_weights(torch.full_like(h, eps), J, mode="hj")
+    assert torch.allclose(a, ref, atol=1e-12)
+    assert torch.allclose(a[0], a[1])  # still independent of the input
+    zero = attention_weights(h, 0 * J.detach(), mode="j", j_field=eps)
+    vis = torch.ones(5, 5, dtype=torch.bool).tril()
+    assert torch.allclose(zero, (vis / vis.sum(-1, keepdim=True)).expand_as(zero).to(zero.dtype))  # J = 0: uniform
+    v = torch.randn(2, 1, 5, 3, generator=g, dtype=torch.float64)
+    (a @ v).pow(2).sum().backward()
+    assert float(raw.grad.abs().max()) > 1e-6  # J learns
+    with pytest.raises(ValueError, match="mode 'j' only"):
+        attention_weights(h, J.detach(), mode="hj", j_field=eps)
+    with pytest.raises(ValueError, match="j_field"):
+        TransformerConfig(vocab_size=3, block_size=4, attention="h", j_field=0.5)
+
+
+def test_attention_pointer_head_is_the_last_layers_attention():
+    torch.manual_seed(4)
+    cfg = TransformerConfig(vocab_size=2, block_size=8, n_layer=2, n_head=2, n_embd=8, attention="hj", head="attention")
+    model = Transformer(cfg)
+    assert model.head is None
+    x, y = generate_brackets(5, 8, seed=0)
+    logits, loss = model(x, y)
+    a = model.blocks[-1].attn.last_weights.mean(1)
+    assert torch.allclose(torch.softmax(logits, -1), a, atol=1e-6)
+    assert bool(torch.isinf(logits[:, 0, 1:]).all()) and torch.isfinite(loss)
+    loss.backward()
+    assert model.blocks[-1].attn.c_attn.weight.grad is not None

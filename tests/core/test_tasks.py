@@ -202,3 +202,154 @@ def test_index_dtype_is_the_smallest_safe_one():
         "int32",
         "int64",
     ]
+
+
+# ---------------------------------------------------------------------- bracket variants
+from hybrid_attention.tasks import bracket_variants as bv  # noqa: E402
+
+
+def _brute_match(tokens, i, types):
+    """Independent matcher: the opening bracket j < i of the same type such that tokens[j + 1 : i] is well nested
+    (depth never negative, back to zero; fillers ignored); scanning every j, not a stack. None if there is none."""
+    filler = 2 * types
+    found = []
+    for j in range(i):
+        if tokens[j] == filler or tokens[j] % 2 or tokens[j] // 2 != tokens[i] // 2:
+            continue
+        ok, stack = True, []
+        for t in tokens[j + 1 : i]:
+            if t == filler:
+                continue
+            if t % 2 == 0:
+                stack.append(t // 2)
+            elif not stack or stack.pop() != t // 2:
+                ok = False
+                break
+        if ok and not stack:
+            found.append(j)
+    return found[-1] if found else None
+
+
+def _brute_depth(tokens, j, types):
+    """Nesting depth of the pair opened at j: 1 + number of brackets opened before j and closed after it."""
+    filler, d = 2 * types, 1
+    for k in range(j):
+        if tokens[k] != filler and tokens[k] % 2 == 0:
+            closes = [
+                i for i in range(k + 1, len(tokens)) if tokens[i] % 2 == 1 and _brute_match(tokens, i, types) == k
+            ]
+            if not closes or closes[0] > j:
+                d += 1
+    return d
+
+
+@pytest.mark.parametrize(
+    "T, variant",
+    [
+        (12, bv.BracketVariant()),
+        (12, bv.BracketVariant(types=3)),
+        (13, bv.BracketVariant(types=2, filler=0.3)),
+        (10, bv.BracketVariant(types=2, filler=0.2, train_max_depth=2)),
+    ],
+)
+def test_variant_labels_and_depths_match_a_brute_force_matcher(T, variant):
+    x, y, d = bv.generate_variant(60, T, variant, max_depth=variant.train_max_depth, seed=T)
+    assert x.shape == y.shape == d.shape == (60, T)
+    assert int(x.max()) < variant.vocab_size()
+    for tok, lab, dep in zip(x.tolist(), y.tolist(), d.tolist()):
+        ref_lab, ref_dep = bv.reference_labels(tok, variant.types)  # also raises on a mismatched string
+        assert lab == ref_lab and dep == ref_dep
+        for i, t in enumerate(tok):
+            if t != 2 * variant.types and t % 2:
+                assert lab[i] == _brute_match(tok, i, variant.types)
+                assert dep[i] == _brute_depth(tok, lab[i], variant.types)
+        if variant.train_max_depth:
+            assert max(dep) <= variant.train_max_depth
+
+
+def test_variant_windows_score_exactly_the_matches_inside_the_window():
+    v = bv.BracketVariant(types=2, filler=0.1, source_length=40)
+    x, y, d = bv.generate_variant(80, 12, v, seed=3)
+    unscored_closes = 0
+    for tok, lab, dep in zip(x.tolist(), y.tolist(), d.tolist()):
+        for i, t in enumerate(tok):
+            if t == 2 * v.types or t % 2 == 0:
+                assert lab[i] == br.IGNORE and dep[i] == 0
+                continue
+            m = _brute_match(tok, i, v.types)
+            # a match inside the window is the label; none inside means the opening bracket precedes the window
+            assert lab[i] == (m if m is not None else br.IGNORE)
+            unscored_closes += m is None
+            assert (dep[i] >= 1) == (m is not None)
+    assert unscored_closes > 0  # windows really cut pairs
+
+
+def test_variant_disjoint_split_and_depth_split():
+    task = bv.BracketVariantTask(12, types=2, filler=0.2, disjoint=True, train_max_depth=2, val_size=400)
+    val = {tuple(r) for r in task.val[0].tolist()}
+    assert bool(bv.in_heldout_partition(task.val[0]).all())
+    g = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        x, y = task.get_batch("train", 64, generator=g)
+        assert not ({tuple(r) for r in x.tolist()} & val)
+        assert not bool(bv.in_heldout_partition(x).any())
+        depth = torch.tensor([max(bv.reference_labels(r, 2)[1]) for r in x.tolist()])
+        assert int(depth.max()) <= 2
+    assert int(task.val_depth.max()) > 2  # the held-out set is not capped: deeper pairs are tested
+    info = task.describe()
+    assert info["val_strings"] == 400 and sum(info["val_depth_counts"].values()) == info["val_scored"]
+    xv, yv = task.get_batch("val", 7, generator=g)
+    assert xv.shape == (7, 12) and {tuple(r) for r in xv.tolist()} <= val
+
+
+def test_variant_partition_is_a_fixed_fifth_of_strings():
+    x, _, _ = bv.generate_variant(5000, 16, bv.BracketVariant(types=2, filler=0.2), seed=0)
+    frac = float(bv.in_heldout_partition(x).float().mean())
+    se = (0.2 * 0.8 / 5000) ** 0.5
+    assert abs(frac - 1 / bv.HELDOUT_MODULUS) < 6 * se
+    assert torch.equal(bv.in_heldout_partition(x[:50]), bv.in_heldout_partition(x[:50].clone()))
+
+
+def test_variant_filler_rate_and_vocabulary():
+    v = bv.BracketVariant(types=2, filler=0.25)
+    x, _, _ = bv.generate_variant(2000, 16, v, seed=1)
+    frac = float((x == 4).float().mean())
+    assert 0.1 < frac < 0.25  # at most the filler probability (forced brackets), clearly present
+    assert v.vocab_size() == 5 and bv.BracketVariant().vocab_size() == 2
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_accuracy_by_distance_and_depth_sum_to_the_overall_accuracy(seed):
+    task = bv.BracketVariantTask(14, types=2, filler=0.2, val_size=300, val_seed=seed)
+    x, y = task.val
+    logits = torch.randn(len(x), 14, 14, generator=torch.Generator().manual_seed(seed))
+    logits[..., 0] += 1.0  # some right answers
+    per, _ = br.accuracy(logits, y)
+    for key in (None, task.val_depth):
+        groups = bv.accuracy_by(logits, y, key)
+        right = sum(r for r, _ in groups.values())
+        count = sum(n for _, n in groups.values())
+        assert count == int((y != br.IGNORE).sum()) and right / count == pytest.approx(per, abs=1e-12)
+    dist = bv.accuracy_by(logits, y)
+    assert min(dist) >= 1 and all(0 <= r <= n for r, n in dist.values())
+
+
+@pytest.mark.parametrize(
+    "kwargs, T, match",
+    [
+        ({"types": 0}, 8, "types"),
+        ({"types": 2.0}, 8, "must be an int"),
+        ({"filler": 1.0}, 8, "filler"),
+        ({"train_max_depth": -1}, 8, "train_max_depth"),
+        ({"source_length": 6}, 8, "source_length"),
+        ({}, 7, "even length"),
+    ],
+)
+def test_variant_bad_settings(kwargs, T, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        bv.BracketVariantTask(T, **kwargs)
+
+
+def test_disjoint_split_refuses_when_strings_run_out():
+    with pytest.raises(ValueError, match="too few distinct strings"):
+        bv.BracketVariantTask(2, disjoint=True, val_size=10)

@@ -1,0 +1,538 @@
+"""The claims report: per study, paired comparisons with confidence intervals and Holm-corrected tests; per finding of
+the paper, its number, ours with CI and seeds, and a verdict; the plots; the cost table.
+
+Input: the run directories of a plan (:mod:`hybrid_attention.apps.claims.runner`), ``ROOT/<study>/runs/*``. Studies
+are recognised by name: ``shakespeare``, ``brackets``, ``brackets_noffn`` (findings), ``pilot_*`` (pilot tables),
+any other (tables only).
+
+Metrics: Shakespeare compares validation perplexity as the relative difference ``100 (A - B) / B`` in % (below 0: A
+better); brackets compare per-closing-bracket accuracy in points (above 0: A better). "Gain" is the difference
+signed so that positive means the first mode is better. Every comparison is paired by seed.
+
+Verdict rules (stated in the report too), with Holm-adjusted p-values over all cells of a study's table and 95 % t
+intervals of the paired mean:
+
+* a claimed gain ``g`` (findings 2, 6, 7): *reproduced* when the gain is significant and the interval reaches ``g``
+  (or lies above it); *reproduced in direction, smaller* when significant but the interval lies below ``g``;
+  *refuted* when not significant and the interval lies below ``g``; otherwise *inconclusive*, with the seeds a paired t
+  test would need for 80 % power against ``g`` at the observed spread.
+* "comparable" (finding 1): *reproduced* when the interval lies inside ``±`` :data:`EQUIVALENCE_MARGIN`, *refuted*
+  when significant and outside it, otherwise inconclusive.
+* "worse" (findings 3, 4): per block size, significantly worse (Holm) or not; *reproduced* when every cell is,
+  *refuted* when any cell is significantly better, otherwise inconclusive.
+* couplings (finding 5): per key distance the mean learned J over seeds with its interval; *reproduced* when every
+  distance 2-4 is significantly positive and every distance >= 6 significantly negative, *refuted* when any is
+  significantly of the other sign, otherwise inconclusive.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+from hybrid_attention.attention import ALL_MODES
+
+from .costs import cost_rows, cost_table, measured_costs
+from .stats import PairedResult, holm, paired_ci, seeds_needed, trend
+
+__all__ = [
+    "collect",
+    "compare",
+    "study_table",
+    "coupling_by_distance",
+    "findings",
+    "plateau",
+    "write_report",
+    "EQUIVALENCE_MARGIN",
+    "ALPHA",
+]
+
+logger = logging.getLogger(__name__)
+
+ALPHA = 0.05
+#: finding 1 ("comparable"): relative perplexity difference within ± this many % counts as comparable
+EQUIVALENCE_MARGIN = 0.5
+PAPER = {
+    1: "Tiny Shakespeare, T = 4: hj and softmax comparable",
+    2: "Tiny Shakespeare, T = 12: hj beats softmax by 1.08 % in perplexity",
+    3: "Tiny Shakespeare: h-only worse than softmax for T >= 8",
+    4: "Tiny Shakespeare: J-only poor",
+    5: "learned couplings positive (ferromagnetic) for key distance 2-4, negative for distance >= 6",
+    6: "brackets, T = 16: hj beats softmax by 2.89 accuracy points; the gap grows with T",
+    7: "brackets without FFN: the gap grows to 4.53 points",
+    8: "DQA-trained vs exact: competitive perplexity and accuracy on both tasks",
+}
+
+
+def _load(p: Path) -> Any:
+    with open(p) as f:
+        return json.load(f)
+
+
+def collect(root: str | Path, study: str) -> list[dict[str, Any]]:
+    """One row per finished main run of ``ROOT/<study>/runs``: mode, block_size, seed, lr, task, ffn, metric (the
+    task's: perplexity, or accuracy in %), val_loss, j0_metric (runs with couplings), steps, stopped_early,
+    elapsed_s, by_depth (brackets variants: ``{depth: [right, count]}``)."""
+    rows = []
+    for d in sorted((Path(root) / study / "runs").glob("*_T*_s*")):
+        if not (d / "metrics.json").is_file() or not (d / "config.json").is_file():
+            continue
+        m = _load(d / "metrics.json")
+        if not m.get("finished"):
+            continue
+        c = _load(d / "config.json")["run"]
+        shakespeare = c["task"] == "shakespeare"
+        key, scale = ("val_perplexity", 1.0) if shakespeare else ("val_accuracy", 100.0)
+        rows.append(
+            {
+                "run": d.name,
+                "mode": c["attention"],
+                "block_size": c["block_size"],
+                "seed": c["seed"],
+                "lr": c["lr"],
+                "task": c["task"],
+                "ffn": c["ffn"],
+                "metric": scale * m[key],
+                "val_loss": m["val_loss"],
+                "j0_metric": scale * m[f"j0_{key}"] if f"j0_{key}" in m else math.nan,
+                "steps": m["step"],
+                "stopped_early": bool(m.get("stopped_early")),
+                "elapsed_s": m["elapsed_s"],
+                "by_depth": m.get("val_accuracy_by_depth"),
+                "evals": m.get("evals", []),
+            }
+        )
+    return rows
+
+
+def _gain(a: float, b: float, shakespeare: bool) -> float:
+    """Positive: ``a`` better than ``b`` (relative % perplexity drop, or accuracy points)."""
+    return 100 * (b - a) / b if shakespeare else a - b
+
+
+def compare(rows: list[dict[str, Any]], mode: str, ref: str, T: int) -> PairedResult | None:
+    """Paired gain of ``mode`` over ``ref`` at ``T`` over the seeds both have (``ref = "j0"``: the same ``mode`` runs
+    evaluated with J = 0); ``None`` without a pair."""
+    shakespeare = any(r["task"] == "shakespeare" for r in rows)
+    a = {r["seed"]: r for r in rows if r["mode"] == mode and r["block_size"] == T}
+    if ref == "j0":
+        d = [_gain(r["metric"], r["j0_metric"], shakespeare) for r in a.values() if math.isfinite(r["j0_metric"])]
+    else:
+        b = {r["seed"]: r for r in rows if r["mode"] == ref and r["block_size"] == T}
+        d = [_gain(a[s]["metric"], b[s]["metric"], shakespeare) for s in sorted(set(a) & set(b))]
+    return paired_ci(d) if d else None
+
+
+#: the comparisons of a study's table: (mode, reference)
+COMPARISONS = (("hj", "softmax"), ("h", "softmax"), ("j", "softmax"), ("bias", "softmax"), ("hj", "bias"), ("hj", "j0"))
+
+
+def study_table(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(cells, comparisons)``: per (mode, T) the mean metric with its t interval and seeds; per comparison of
+    :data:`COMPARISONS` and T the paired gain, interval, p and Holm-adjusted p (one family per study)."""
+    Ts = sorted({r["block_size"] for r in rows})
+    cells = []
+    for T in Ts:
+        for mode in ALL_MODES:
+            v = [r["metric"] for r in rows if r["mode"] == mode and r["block_size"] == T]
+            if v:
+                ci = paired_ci(v)
+                lrs = sorted({r["lr"] for r in rows if r["mode"] == mode and r["block_size"] == T})
+                cells.append(
+                    {"block_size": T, "mode": mode, "n": ci.n, "mean": ci.mean, "lo": ci.lo, "hi": ci.hi, "lr": lrs}
+                )
+    comps = []
+    for T in Ts:
+        for mode, ref in COMPARISONS:
+            res = compare(rows, mode, ref, T)
+            if res is not None:
+                comps.append({"block_size": T, "mode": mode, "ref": ref, "res": res})
+    for c, p in zip(comps, holm([c["res"].p for c in comps])):
+        c["p_holm"] = p
+    return cells, comps
+
+
+def coupling_by_distance(root: str | Path, study: str, mode: str, T: int) -> list[dict[str, Any]]:
+    """Learned ``J`` (or the control's bias) by key distance at ``T``: per distance the per-seed mean over pairs,
+    heads and layers, then the mean over seeds with its 95 % interval (``paired_ci`` of the seeds' values)."""
+    per: dict[int, list[float]] = {}
+    for d in sorted((Path(root) / study / "runs").glob(f"{mode}_T{T}_*")):
+        if not (d / "couplings.json").is_file() or not (d / "metrics.json").is_file():
+            continue
+        if not _load(d / "metrics.json").get("finished"):
+            continue
+        sums: dict[int, list[float]] = {}
+        for J in _load(d / "couplings.json")["J"]:
+            for head in J or []:
+                for j in range(T):
+                    for k in range(j + 1, T):
+                        sums.setdefault(k - j, []).append(head[j][k])
+        for dist, v in sums.items():
+            per.setdefault(dist, []).append(statistics.fmean(v))
+    out = []
+    for dist in sorted(per):
+        r = paired_ci(per[dist])
+        out.append({"distance": dist, "n": r.n, "mean": r.mean, "lo": r.lo, "hi": r.hi, "p": r.p})
+    return out
+
+
+def _fmt(x: float, nd: int = 2) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
+
+
+def _ci(res: PairedResult, nd: int = 2) -> str:
+    return f"{_fmt(res.mean, nd)} [{_fmt(res.lo, nd)}, {_fmt(res.hi, nd)}] (n = {res.n})"
+
+
+def _significant(c: dict[str, Any]) -> bool:
+    return not math.isnan(c["p_holm"]) and c["p_holm"] < ALPHA
+
+
+def _need(effect: float, res: PairedResult) -> str:
+    if res.n < 2 or not (math.isfinite(res.sd) and res.sd > 0):
+        return "spread unknown (fewer than two seeds or zero spread)"
+    n = seeds_needed(effect, res.sd)
+    return f"about {n} seeds for 80 % power against {effect:g} at the observed spread (sd {res.sd:.3g})"
+
+
+def _verdict_gain(c: dict[str, Any] | None, claimed: float) -> tuple[str, str]:
+    if c is None:
+        return "not run", "no paired runs"
+    res, sig = c["res"], _significant(c) and c["res"].mean > 0
+    if sig and res.hi >= claimed:
+        return "reproduced", f"significant gain (Holm p = {c['p_holm']:.3g}); the interval reaches {claimed:g}"
+    if sig:
+        return "reproduced in direction, smaller", f"significant (Holm p = {c['p_holm']:.3g}) but below {claimed:g}"
+    if res.hi < claimed:
+        return "refuted", f"no significant gain (Holm p = {_fmt(c['p_holm'], 3)}) and the interval excludes {claimed:g}"
+    return "inconclusive", _need(claimed, res)
+
+
+def _verdict_comparable(c: dict[str, Any] | None) -> tuple[str, str]:
+    if c is None:
+        return "not run", "no paired runs"
+    res, m = c["res"], EQUIVALENCE_MARGIN
+    if -m <= res.lo and res.hi <= m:
+        return "reproduced", f"the interval lies inside ±{m:g} %"
+    if _significant(c) and (res.lo > m or res.hi < -m):
+        return "refuted", f"significant difference beyond ±{m:g} %"
+    return "inconclusive", f"the interval is not inside ±{m:g} %; {_need(m, res)}"
+
+
+def _verdict_worse(cs: list[dict[str, Any]]) -> tuple[str, str]:
+    if not cs:
+        return "not run", "no paired runs"
+    worse = [c for c in cs if _significant(c) and c["res"].mean < 0]
+    better = [c for c in cs if _significant(c) and c["res"].mean > 0]
+    where = ", ".join(f"T = {c['block_size']}" for c in worse) or "none"
+    if better:
+        return "refuted", "significantly better at " + ", ".join(f"T = {c['block_size']}" for c in better)
+    if len(worse) == len(cs):
+        return "reproduced", f"significantly worse at every T ({where})"
+    return "inconclusive", f"significantly worse at {where} of {len(cs)} block sizes"
+
+
+def _verdict_couplings(prof: list[dict[str, Any]]) -> tuple[str, str]:
+    if not prof:
+        return "not run", "no hj couplings"
+    near = [p for p in prof if 2 <= p["distance"] <= 4]
+    far = [p for p in prof if p["distance"] >= 6]
+    if not near or not far:
+        return "not testable", "the block size has no distance >= 6"
+    pos = lambda p: p["lo"] > 0  # noqa: E731
+    neg = lambda p: p["hi"] < 0  # noqa: E731
+    if all(pos(p) for p in near) and all(neg(p) for p in far):
+        return "reproduced", "every distance 2-4 significantly positive, every distance >= 6 significantly negative"
+    if any(neg(p) for p in near) or any(pos(p) for p in far):
+        return "refuted", "some distance has a significant coupling of the opposite sign"
+    return "inconclusive", (
+        f"{sum(pos(p) for p in near)}/{len(near)} of distances 2-4 significantly positive, "
+        f"{sum(neg(p) for p in far)}/{len(far)} of distances >= 6 significantly negative"
+    )
+
+
+def _find(comps: list[dict[str, Any]], mode: str, ref: str, T: int) -> dict[str, Any] | None:
+    return next((c for c in comps if c["mode"] == mode and c["ref"] == ref and c["block_size"] == T), None)
+
+
+def findings(root: str | Path) -> list[dict[str, Any]]:
+    """Per finding of the paper (1-8): ``{"n", "paper", "ours", "verdict", "why"}`` from the studies under ``root``."""
+    root = Path(root)
+    tabs = {s: study_table(collect(root, s)) for s in ("shakespeare", "brackets", "brackets_noffn")}
+    sh, br, nf = (tabs[s][1] for s in ("shakespeare", "brackets", "brackets_noffn"))
+    out = []
+
+    def add(n: int, ours: str, verdict: tuple[str, str]) -> None:
+        out.append({"n": n, "paper": PAPER[n], "ours": ours, "verdict": verdict[0], "why": verdict[1]})
+
+    c = _find(sh, "hj", "softmax", 4)
+    add(1, f"gain {_ci(c['res'])} %" if c else "n/a", _verdict_comparable(c))
+    c = _find(sh, "hj", "softmax", 12)
+    add(2, f"gain {_ci(c['res'])} %" if c else "n/a", _verdict_gain(c, 1.08))
+    cs = [c for c in sh if c["mode"] == "h" and c["ref"] == "softmax" and c["block_size"] >= 8]
+    add(3, "; ".join(f"T = {c['block_size']}: {_ci(c['res'])} %" for c in cs) or "n/a", _verdict_worse(cs))
+    cs = [c for c in sh if c["mode"] == "j" and c["ref"] == "softmax"]
+    add(4, "; ".join(f"T = {c['block_size']}: {_ci(c['res'])} %" for c in cs) or "n/a", _verdict_worse(cs))
+    Ts = sorted({c["block_size"] for c in sh if c["mode"] == "hj"})
+    prof = coupling_by_distance(root, "shakespeare", "hj", Ts[-1]) if Ts else []
+    ours = ", ".join(f"d={p['distance']}: {_fmt(p['mean'], 3)}" for p in prof) or "n/a"
+    add(5, (f"T = {Ts[-1]}: " + ours) if Ts else ours, _verdict_couplings(prof))
+    c = _find(br, "hj", "softmax", 16)
+    v = _verdict_gain(c, 2.89)
+    tr = _trend(collect(root, "brackets"))
+    add(6, (f"gain at T = 16: {_ci(c['res'])} points; " if c else "") + tr[0], (v[0], v[1] + "; trend: " + tr[1]))
+    c = _find(nf, "hj", "softmax", 16)
+    add(7, f"gain at T = 16 without FFN: {_ci(c['res'])} points" if c else "n/a", _verdict_gain(c, 4.53))
+    add(8, "not part of this plan (sampler-trained runs: results/dqa_vs_exact)", ("not tested here", ""))
+    return out
+
+
+def _trend(rows: list[dict[str, Any]]) -> tuple[str, str]:
+    """The per-seed trend of the hj-over-softmax gain over T (points per unit T)."""
+    per: dict[int, dict[int, float]] = {}
+    idx = {(r["mode"], r["block_size"], r["seed"]): r["metric"] for r in rows}
+    for (mode, T, s), v in idx.items():
+        if mode == "hj" and ("softmax", T, s) in idx:
+            per.setdefault(s, {})[T] = v - idx[("softmax", T, s)]
+    try:
+        t = trend(per)
+    except ValueError as exc:
+        return "trend: n/a", str(exc)
+    text = (
+        f"slope {_fmt(t.slope, 3)} [{_fmt(t.lo, 3)}, {_fmt(t.hi, 3)}] points per unit T (n = {t.n}, p = {_fmt(t.p, 3)})"
+    )
+    grows = "the gap grows with T" if t.lo > 0 else ("the gap shrinks with T" if t.hi < 0 else "no significant trend")
+    return text, grows
+
+
+def plateau(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (mode, T): the mean over seeds of the validation-loss change over the last quarter of the evaluations
+    (relative, %; near 0: plateaued) and of the metric's change over the same stretch."""
+    groups: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for r in rows:
+        ev = r["evals"]
+        if len(ev) < 4:
+            continue
+        a = ev[len(ev) - 1 - len(ev) // 4]
+        b = ev[-1]
+        key = "val_perplexity" if "val_perplexity" in b else "val_accuracy"
+        scale = 1.0 if key == "val_perplexity" else 100.0
+        groups.setdefault((r["mode"], r["block_size"]), []).append(
+            (100 * (b["val_loss"] - a["val_loss"]) / a["val_loss"], scale * (b[key] - a[key]))
+        )
+    return [
+        {
+            "mode": mode,
+            "block_size": T,
+            "n": len(v),
+            "loss_change_pct": statistics.fmean(x for x, _ in v),
+            "metric_change": statistics.fmean(y for _, y in v),
+        }
+        for (mode, T), v in sorted(groups.items(), key=lambda kv: (kv[0][1], ALL_MODES.index(kv[0][0])))
+    ]
+
+
+def _study_markdown(name: str, rows: list[dict[str, Any]], cells: list, comps: list) -> str:
+    shakespeare = rows[0]["task"] == "shakespeare"
+    unit = "%" if shakespeare else "points"
+    metric = "validation perplexity" if shakespeare else "per-bracket accuracy (%)"
+    lines = [
+        f"## {name}",
+        "",
+        f"{metric}: mean [95 % t interval] over seeds; lr: the learning rate(s) used (per-mode sweep)",
+        "",
+        "| T | mode | mean [95 % CI] | seeds | lr |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for c in cells:
+        lines.append(
+            f"| {c['block_size']} | {c['mode']} | {_fmt(c['mean'], 3)} [{_fmt(c['lo'], 3)}, {_fmt(c['hi'], 3)}] | "
+            f"{c['n']} | {', '.join(f'{x:g}' for x in c['lr'])} |"
+        )
+    lines += [
+        "",
+        f"Paired gains ({unit}; positive: the first mode is better; `hj vs j0`: the trained hj model against itself "
+        "with J = 0), 95 % t interval, paired t test, Holm-adjusted over this table:",
+        "",
+        "| T | comparison | gain [95 % CI] | seeds | p | Holm p |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for c in comps:
+        r = c["res"]
+        lines.append(
+            f"| {c['block_size']} | {c['mode']} vs {c['ref']} | {_fmt(r.mean, 3)} [{_fmt(r.lo, 3)}, {_fmt(r.hi, 3)}] | "
+            f"{r.n} | {_fmt(r.p, 4)} | {_fmt(c['p_holm'], 4)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _plots(out: Path, name: str, rows: list, cells: list, comps: list, root: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        logger.warning("matplotlib is not installed (pip install 'hybrid-attention[plots]'): no plots written")
+        return
+    shakespeare = rows[0]["task"] == "shakespeare"
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    for i, mode in enumerate(ALL_MODES):
+        pts = [c for c in cells if c["mode"] == mode]
+        if not pts:
+            continue
+        x = [c["block_size"] for c in pts]
+        ax.plot(x, [c["mean"] for c in pts], marker="o", color=f"C{i}", label=mode)
+        ax.fill_between(x, [c["lo"] for c in pts], [c["hi"] for c in pts], color=f"C{i}", alpha=0.2)
+        cs = [c for c in comps if c["mode"] == mode and c["ref"] == "softmax"]
+        if cs:
+            x = [c["block_size"] for c in cs]
+            ax2.plot(x, [c["res"].mean for c in cs], marker="o", color=f"C{i}", label=f"{mode} vs softmax")
+            ax2.fill_between(x, [c["res"].lo for c in cs], [c["res"].hi for c in cs], color=f"C{i}", alpha=0.2)
+    ax.set_xlabel("block size T")
+    ax.set_ylabel("validation perplexity" if shakespeare else "per-bracket accuracy (%)")
+    ax.set_title(f"{name}: mean and 95 % CI over seeds", fontsize=10)
+    ax.legend(fontsize=8)
+    ax2.axhline(0, color="k", lw=0.8)
+    ax2.set_xlabel("block size T")
+    ax2.set_ylabel("gain over softmax (%, perplexity)" if shakespeare else "gain over softmax (points)")
+    ax2.set_title("paired by seed, 95 % CI (above 0: better than softmax)", fontsize=10)
+    if ax2.get_legend_handles_labels()[0]:
+        ax2.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "metric_vs_T.png", dpi=110)
+    plt.close(fig)
+    Ts = sorted({r["block_size"] for r in rows if r["mode"] in ("hj", "bias")})
+    if Ts:
+        fig, axes = plt.subplots(1, len(Ts), figsize=(3.6 * len(Ts), 3.2), squeeze=False)
+        for ax, T in zip(axes[0], Ts):
+            for i, mode in ((1, "hj"), (4, "bias")):
+                prof = coupling_by_distance(root, name, mode, T)
+                if prof:
+                    x = [p["distance"] + (0.1 if mode == "bias" else 0) for p in prof]
+                    ax.errorbar(
+                        x,
+                        [p["mean"] for p in prof],
+                        yerr=[
+                            [p["mean"] - p["lo"] if math.isfinite(p["lo"]) else 0 for p in prof],
+                            [p["hi"] - p["mean"] if math.isfinite(p["hi"]) else 0 for p in prof],
+                        ],
+                        marker="o",
+                        capsize=2,
+                        color=f"C{i}",
+                        label="hj: J" if mode == "hj" else "bias control: B",
+                    )
+            ax.axhline(0, color="k", lw=0.8)
+            ax.set_title(f"T = {T}", fontsize=10)
+            ax.set_xlabel("key distance |j - k|")
+        axes[0][0].set_ylabel("mean learned value (95 % CI)")
+        if axes[0][0].get_legend_handles_labels()[0]:
+            axes[0][0].legend(fontsize=8)
+        fig.suptitle(f"{name}: learned couplings and the control's positional bias by distance", fontsize=10)
+        fig.tight_layout()
+        fig.savefig(out / "couplings_by_distance.png", dpi=110)
+        plt.close(fig)
+
+
+def write_report(root: str | Path, out: str | Path | None = None) -> Path:
+    """Write ``claims.md`` (findings, verdict rules, per-study tables), per study ``<study>/summary.md``,
+    ``summary.csv``, ``comparisons.csv`` and the plots, ``pilot.md`` for pilot studies, and ``costs.md`` / ``costs.csv``
+    to ``out`` (default ``root``). Returns the path of ``claims.md``.
+
+    Raises:
+        FileNotFoundError: ``root`` holds no finished run.
+    """
+    root = Path(root)
+    out = Path(out) if out is not None else root
+    studies = sorted(p.parent.name for p in root.glob("*/runs") if p.is_dir())
+    data = {s: collect(root, s) for s in studies}
+    data = {s: r for s, r in data.items() if r}
+    if not data:
+        raise FileNotFoundError(f"no finished runs under {str(root)!r}/<study>/runs")
+    out.mkdir(parents=True, exist_ok=True)
+    sections = []
+    for s, rows in data.items():
+        cells, comps = study_table(rows)
+        d = out / s
+        d.mkdir(parents=True, exist_ok=True)
+        md = _study_markdown(s, rows, cells, comps)
+        if s.startswith("pilot"):
+            md += _pilot_markdown(rows)
+        (d / "summary.md").write_text(md)
+        with open(d / "summary.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=["block_size", "mode", "n", "mean", "lo", "hi", "lr"])
+            w.writeheader()
+            w.writerows(cells)
+        with open(d / "comparisons.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["block_size", "mode", "ref", "n", "mean_gain", "sd", "lo", "hi", "p", "p_holm"])
+            for c in comps:
+                r = c["res"]
+                w.writerow([c["block_size"], c["mode"], c["ref"], r.n, r.mean, r.sd, r.lo, r.hi, r.p, c["p_holm"]])
+        _plots(d, s, rows, cells, comps, root)
+        sections.append(md)
+    crow = cost_rows(root)
+    if crow:
+        with open(out / "costs.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(crow[0]))
+            w.writeheader()
+            w.writerows(crow)
+        (out / "costs.md").write_text(
+            "Measured training time per step (median over finished runs, one torch thread per run, evaluation "
+            "excluded):\n\n" + cost_table(measured_costs(root))
+        )
+    main = [s for s in data if not s.startswith("pilot")]
+    lines = ["# The paper's findings against our runs", ""]
+    if main:
+        lines += ["| # | paper | ours (95 % CI, seeds) | verdict | why |", "| --- | --- | --- | --- | --- |"]
+        for f in findings(root):
+            lines.append(f"| {f['n']} | {f['paper']} | {f['ours']} | **{f['verdict']}** | {f['why']} |")
+        lines += ["", "Verdict rules:", "", *(_rules()), ""]
+    else:
+        lines += ["No main study has finished runs yet: only pilot tables below (no verdicts from pilots).", ""]
+    lines += sections
+    path = out / "claims.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _rules() -> list[str]:
+    doc = __doc__.split("Verdict rules")[1].split("\n\n", 1)[1]
+    return [line for line in doc.strip().splitlines()]
+
+
+def _pilot_markdown(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "",
+        "PILOT: change over the last quarter of the evaluations (mean over seeds): validation loss (relative, %) and "
+        "the metric; near 0 means the budget has plateaued.",
+        "",
+        "| T | mode | seeds | val loss change | metric change |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for p in plateau(rows):
+        lines.append(
+            f"| {p['block_size']} | {p['mode']} | {p['n']} | {_fmt(p['loss_change_pct'])} % | {_fmt(p['metric_change'], 3)} |"
+        )
+    depth = [r for r in rows if r["by_depth"]]
+    if depth:
+        lines += ["", "PILOT: accuracy (%) by nesting depth of the pair, pooled over seeds:", ""]
+        ds = sorted({int(k) for r in depth for k in r["by_depth"]})
+        lines += ["| T | mode | " + " | ".join(f"d={d}" for d in ds) + " |", "| --- | --- |" + " --- |" * len(ds)]
+        for T in sorted({r["block_size"] for r in depth}):
+            for mode in ALL_MODES:
+                rs = [r for r in depth if r["mode"] == mode and r["block_size"] == T]
+                if not rs:
+                    continue
+                cells = []
+                for d in ds:
+                    right = sum(r["by_depth"].get(str(d), [0, 0])[0] for r in rs)
+                    n = sum(r["by_depth"].get(str(d), [0, 0])[1] for r in rs)
+                    cells.append(_fmt(100 * right / n, 1) if n else "")
+                lines.append(f"| {T} | {mode} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

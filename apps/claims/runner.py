@@ -1,0 +1,270 @@
+"""A resumable experiment plan: studies of training runs, a per-mode learning-rate sweep, and parallel workers.
+
+A :class:`Study` is a grid (modes x block sizes x seeds) of :func:`hybrid_attention.apps.train.train` runs sharing one
+base :class:`~hybrid_attention.apps.train.TrainConfig`. With a :class:`LRSweep`, every mode first trains at each
+candidate learning rate on the sweep's block size and seeds (seeds kept apart from the main seeds, so that choosing the
+rate does not bias the reported runs); the main runs of a mode then use the rate with the lowest mean final validation
+loss (a diverged sweep run counts as infinitely bad). Every mode gets the same sweep budget.
+
+Directories (every run is an ordinary ``train`` run directory):
+
+* ``ROOT/<study>/sweep/<mode>_T<T>_lr<lr>_s<seed>``;
+* ``ROOT/<study>/runs/<mode>_T<T>_lr<lr>_s<seed>``.
+
+:func:`run_plan` is resumable: finished, early-stopped and diverged runs are skipped, interrupted runs resume from
+their checkpoint, and main runs wait until their mode's sweep is complete. ``workers`` processes (each with one
+torch thread) train disjoint run directories; each run directory is also locked by ``train`` itself, so two runners
+on one ROOT never train the same run. Ctrl-C or SIGTERM stops the workers as well (their runs resume from their last
+checkpoint on the next call). Nothing is committed or deleted (a directory holding only the ``config.json``
+of a run killed before its first checkpoint is restarted).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hybrid_attention.apps.train import TrainConfig
+
+__all__ = ["LRSweep", "Study", "RunSpec", "plan_runs", "chosen_lr", "run_plan", "run_state", "estimate_seconds"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LRSweep:
+    """Candidate learning rates, tried per mode on ``block_size`` with ``seeds`` (full step budget)."""
+
+    lrs: tuple[float, ...]
+    block_size: int
+    seeds: tuple[int, ...] = (100, 101)
+
+
+@dataclass(frozen=True)
+class Study:
+    """One grid of runs.
+
+    Attributes:
+        name: directory name under the plan's root.
+        base: :class:`TrainConfig` fields shared by every run (task, steps, patience, variant, ``ffn``, ...).
+        modes, block_sizes, seeds: the grid.
+        sweep: the learning-rate sweep (``None``: ``base["lr"]`` or the :class:`TrainConfig` default for all modes).
+        label: what the study is for (shown in reports).
+    """
+
+    name: str
+    base: dict[str, Any]
+    modes: tuple[str, ...]
+    block_sizes: tuple[int, ...]
+    seeds: tuple[int, ...]
+    sweep: LRSweep | None = None
+    label: str = ""
+
+    def config(self, mode: str, T: int, seed: int, lr: float, out: Path) -> TrainConfig:
+        """The validated :class:`TrainConfig` of one run (one torch thread, no progress bar)."""
+        cfg = TrainConfig(
+            **{**self.base, "attention": mode, "block_size": T, "seed": seed, "lr": lr},
+            out=str(out),
+            threads=1,
+            progress=False,
+        )
+        cfg.validate()
+        return cfg
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a plan: its study, kind (``sweep`` or ``main``) and configuration."""
+
+    study: str
+    kind: str
+    config: TrainConfig = field(compare=False)
+
+    @property
+    def out(self) -> Path:
+        return Path(self.config.out)
+
+
+def _name(mode: str, T: int, lr: float, seed: int) -> str:
+    return f"{mode}_T{T}_lr{lr:g}_s{seed}"
+
+
+def run_state(d: Path) -> str:
+    """``finished`` (also early-stopped), ``diverged``, ``started`` (a checkpoint to resume) or ``new``."""
+    p = d / "metrics.json"
+    if p.is_file():
+        try:
+            m = json.loads(p.read_text())
+        except ValueError:
+            m = {}
+        if m.get("finished"):
+            return "finished"
+        if m.get("diverged"):
+            return "diverged"
+    return "started" if (d / "checkpoint.pt").is_file() else "new"
+
+
+def _final_loss(d: Path) -> float:
+    if run_state(d) != "finished":
+        return math.inf
+    return float(json.loads((d / "metrics.json").read_text())["val_loss"])
+
+
+def chosen_lr(study: Study, mode: str, root: Path) -> float | None:
+    """The mode's learning rate: the sweep's best (lowest mean final validation loss over the sweep seeds; ties: the
+    smaller rate), ``None`` while any sweep run of the mode is unfinished; without a sweep the base rate."""
+    if study.sweep is None:
+        return float(study.base.get("lr", TrainConfig().lr))
+    sw = study.sweep
+    scores = []
+    for lr in sw.lrs:
+        losses = []
+        for seed in sw.seeds:
+            d = root / study.name / "sweep" / _name(mode, sw.block_size, lr, seed)
+            if run_state(d) not in ("finished", "diverged"):
+                return None
+            losses.append(_final_loss(d))
+        scores.append((sum(losses) / len(losses), lr))
+    return min(scores)[1]
+
+
+def plan_runs(studies: Iterable[Study], root: str | Path) -> tuple[list[RunSpec], int]:
+    """Every run of ``studies`` that can be scheduled now (sweep runs; main runs whose mode's rate is known), in
+    order: sweeps first, then seed-major main runs (an interrupted plan has whole grids for the first seeds). Returns
+    ``(runs, waiting)``, ``waiting`` = main runs whose rate awaits the sweep. Every configuration is validated."""
+    root = Path(root)
+    sweeps, mains, waiting = [], [], 0
+    for st in studies:
+        if st.sweep is not None:
+            for seed in st.sweep.seeds:
+                for lr in st.sweep.lrs:
+                    for mode in st.modes:
+                        out = root / st.name / "sweep" / _name(mode, st.sweep.block_size, lr, seed)
+                        sweeps.append(RunSpec(st.name, "sweep", st.config(mode, st.sweep.block_size, seed, lr, out)))
+        lrs = {mode: chosen_lr(st, mode, root) for mode in st.modes}
+        for seed in st.seeds:
+            for T in st.block_sizes:
+                for mode in st.modes:
+                    if lrs[mode] is None:
+                        waiting += 1
+                        continue
+                    out = root / st.name / "runs" / _name(mode, T, lrs[mode], seed)
+                    mains.append(RunSpec(st.name, "main", st.config(mode, T, seed, lrs[mode], out)))
+    return sweeps + mains, waiting
+
+
+def estimate_seconds(spec: RunSpec, ms_per_step: dict[tuple[str, int, bool], float]) -> float | None:
+    """Training seconds of a run at the full step budget from a cost table ``{(mode, T, ffn): ms per step}`` (for
+    the run's task); ``None`` when the table has no entry."""
+    c = spec.config
+    ms = ms_per_step.get((c.attention, c.block_size, c.ffn))
+    return None if ms is None else ms * c.steps / 1000
+
+
+def _train_one(cfg: TrainConfig) -> tuple[str, str]:
+    """Worker: train (or resume) one run; ``(out, outcome)``. Runs in a separate process with one torch thread."""
+    import torch
+
+    from hybrid_attention.apps.run_files import LOCK_NAME, DirectoryLocked, lock_directory, remove_stale_temporaries
+    from hybrid_attention.apps.train import TrainingDiverged, train
+
+    torch.set_num_threads(1)
+    d = Path(cfg.out)
+    if (d / "checkpoint.pt").is_file():
+        cfg = dataclasses.replace(cfg, resume=True)
+    elif d.is_dir() and {p.name for p in d.iterdir()} <= {"config.json", LOCK_NAME}:
+        try:  # killed before its first checkpoint: nothing computed, start afresh
+            with lock_directory(d):
+                remove_stale_temporaries(d)
+                (d / "config.json").unlink(missing_ok=True)
+        except DirectoryLocked:
+            return cfg.out, "locked"
+    try:
+        m = train(cfg)
+    except TrainingDiverged as exc:
+        return cfg.out, f"diverged ({exc.reason})"
+    except DirectoryLocked:
+        return cfg.out, "locked (another runner is training it)"
+    return cfg.out, f"finished at step {m['step']}, val_loss {m['val_loss']:.4f}"
+
+
+def run_plan(
+    studies: list[Study],
+    root: str | Path,
+    *,
+    workers: int = 2,
+    hours: float | None = None,
+    progress: bool = True,
+) -> dict[str, int]:
+    """Run every pending run of ``studies`` under ``root`` with ``workers`` processes; resumable (module docstring).
+
+    Args:
+        hours: stop starting new runs after this many hours (runs in progress finish; the rest waits for the next
+            call). ``None``: no limit.
+
+    Returns:
+        ``{"done": runs finished in this call, "pending": runs left (including main runs awaiting a sweep)}``.
+    """
+    import multiprocessing
+    import signal
+
+    from tqdm.auto import tqdm
+
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive int, got {workers!r}")
+    root = Path(root)
+    t0 = time.monotonic()
+    done, running = 0, {}
+    skip: set[str] = set()
+    bar = tqdm(desc="claims plan", unit="run", disable=not progress, dynamic_ncols=True)
+
+    def _stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    old = signal.signal(signal.SIGTERM, _stop)  # kill PID stops the workers too (their runs resume later)
+    pool = multiprocessing.get_context("spawn").Pool(workers, maxtasksperchild=1)
+    try:
+        while True:
+            runs, waiting = plan_runs(studies, root)
+            pending = [
+                r
+                for r in runs
+                if run_state(r.out) not in ("finished", "diverged") and str(r.out) not in skip | set(running)
+            ]
+            bar.total = done + len(pending) + len(running) + waiting
+            bar.refresh()
+            out_of_time = hours is not None and time.monotonic() - t0 > hours * 3600
+            while pending and len(running) < workers and not out_of_time:
+                r = pending.pop(0)
+                running[str(r.out)] = pool.apply_async(_train_one, (r.config,))
+            if not running:
+                break
+            while not any(f.ready() for f in running.values()):
+                time.sleep(0.5)
+            for key in [k for k, f in running.items() if f.ready()]:
+                out, outcome = running.pop(key).get()
+                if outcome.startswith("locked"):
+                    skip.add(out)
+                else:
+                    done += 1
+                    bar.update(1)
+                logger.info("%s: %s", out, outcome)
+                bar.set_postfix_str(f"{Path(out).name}: {outcome}")
+        pool.close()
+    except BaseException:
+        pool.terminate()  # runs in progress stop; they resume from their last checkpoint next time
+        raise
+    finally:
+        pool.join()
+        signal.signal(signal.SIGTERM, old)
+        bar.close()
+    runs, waiting = plan_runs(studies, root)
+    left = sum(run_state(r.out) not in ("finished", "diverged") for r in runs) + waiting
+    return {"done": done, "pending": left}

@@ -1,0 +1,90 @@
+"""The experiment plan of issue #13 (settling the paper's claims): studies, step budgets, learning-rate sweeps.
+
+Run it with ``python experiments/claims/run.py --plan main`` (resumable; see run.py). The runs go to
+``results/claims/<study>/{sweep,runs}/``; ``hybrid-attention claims`` turns them into ``results/claims/claims.md``.
+
+Choices (stated once, here):
+
+* one layer, one head, width 64 (the paper's isolating set-up), batch 64, AdamW, warmup then cosine decay to 10 %;
+* every mode trains with its own learning rate, the best of ``LRS`` on a sweep (same budget per mode) at one block
+  size with seeds 100 and 101, which are not among the reported seeds 0-5;
+* a fixed step budget with early stopping (``patience`` evaluations without a 0.1 % drop of the validation loss);
+  the pilot (``--plan pilot``) checks that the bracket budget plateaus;
+* the bracket studies use the harder variant ``HARD``: two bracket types, 20 % filler tokens, held-out strings
+  disjoint from the training strings (the classic task saturates at 99.97 % for every mode but J-only);
+* modes: the paper's four plus the control ``bias`` (softmax with a learned positional bias of J's shape); every
+  ``hj`` and ``bias`` run is also evaluated with its couplings set to 0 (``j0_val_*`` in metrics.json).
+"""
+
+from __future__ import annotations
+
+from hybrid_attention.apps.claims.runner import LRSweep, Study
+
+ROOT = "results/claims"
+MODES = ("softmax", "hj", "h", "j", "bias")
+SEEDS = (0, 1, 2, 3, 4, 5)
+LRS = (1e-3, 3e-3, 1e-2)
+COMMON = {"n_layer": 1, "n_head": 1, "n_embd": 64, "batch_size": 64, "eval_interval": 100, "warmup": 100}
+HARD = {"task": "brackets", "bracket_types": 2, "filler": 0.2, "disjoint": True}
+
+STUDIES = {
+    "pilot_brackets": Study(
+        "pilot_brackets",
+        {**COMMON, **HARD, "steps": 2000, "lr": 3e-3, "patience": 0},
+        MODES,
+        (16,),
+        (0, 1),
+        label="PILOT: harder bracket variant at T = 16, 2000 steps without early stopping (separation and plateau)",
+    ),
+    "pilot_pointer": Study(
+        "pilot_pointer",
+        {**COMMON, **HARD, "pointer": "attention", "steps": 1500, "lr": 3e-3, "patience": 0},
+        MODES,
+        (16,),
+        (0, 1),
+        label="PILOT: harder variant where the attention weights themselves point (no linear pointer head)",
+    ),
+    "shakespeare": Study(
+        "shakespeare",
+        {**COMMON, "task": "shakespeare", "steps": 4000, "patience": 5},
+        MODES,
+        (4, 8, 12, 16),
+        SEEDS,
+        LRSweep(LRS, 12),
+        label="Tiny Shakespeare, with FFN",
+    ),
+    "brackets": Study(
+        "brackets",
+        {**COMMON, **HARD, "steps": 2000, "patience": 5},
+        MODES,
+        (8, 12, 16, 20),
+        SEEDS,
+        LRSweep(LRS, 16),
+        label="brackets (harder variant), with FFN",
+    ),
+    "brackets_noffn": Study(
+        "brackets_noffn",
+        {**COMMON, **HARD, "ffn": False, "steps": 2000, "patience": 5},
+        MODES,
+        (8, 12, 16, 20),
+        SEEDS,
+        LRSweep(LRS, 16),
+        label="brackets (harder variant), no FFN",
+    ),
+    "brackets_depth": Study(
+        "brackets_depth",
+        {**COMMON, **HARD, "train_max_depth": 3, "steps": 2000, "patience": 5},
+        MODES,
+        (16,),
+        SEEDS,
+        LRSweep(LRS, 16),
+        label="brackets (harder variant) trained at depth <= 3, tested at every depth",
+    ),
+}
+
+#: plans: the studies each runs, in order
+PLANS = {
+    "pilot": ("pilot_brackets", "pilot_pointer"),
+    "main": ("brackets", "brackets_noffn", "shakespeare"),
+    "extra": ("brackets_depth",),
+}

@@ -1,0 +1,302 @@
+"""apps/claims: statistics against scipy and closed forms, the verdicts on planted effects, the resumable plan runner,
+the training features it relies on (early stopping, J = 0 evaluation, bracket variants), the claims command."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats as sst
+
+from hybrid_attention.apps import cli
+from hybrid_attention.apps import train as tr
+from hybrid_attention.apps.claims import report as rp
+from hybrid_attention.apps.claims import runner as rn
+from hybrid_attention.apps.claims import stats as st
+from hybrid_attention.tasks.brackets import BracketTask
+
+TINY = dict(n_embd=8, batch_size=8, warmup=2, progress=False)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)  # train() sets the thread count
+
+
+# ---------------------------------------------------------------------- statistics
+@pytest.mark.parametrize("seed", range(4))
+def test_paired_ci_matches_scipy(seed):
+    d = np.random.default_rng(seed).normal(0.3, 1.0, size=3 + seed)
+    r = st.paired_ci(d)
+    lo, hi = sst.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=sst.sem(d))
+    assert r.mean == pytest.approx(d.mean()) and r.sd == pytest.approx(d.std(ddof=1))
+    assert (r.lo, r.hi) == pytest.approx((lo, hi))
+    assert r.p == pytest.approx(sst.ttest_1samp(d, 0.0).pvalue)
+    r90 = st.paired_ci(d, level=0.9)
+    assert r.lo < r90.lo < r90.hi < r.hi
+
+
+def test_paired_ci_edge_cases():
+    assert math.isnan(st.paired_ci([1.5]).lo) and st.paired_ci([1.5]).mean == 1.5
+    r = st.paired_ci([2.0, 2.0, 2.0])
+    assert r.lo == r.hi == 2.0 and r.p == 0.0
+    assert math.isnan(st.paired_ci([0.0, 0.0]).p)
+    for bad, match in (([], "at least one"), ([1.0, math.nan], "finite")):
+        with pytest.raises(ValueError, match=match):
+            st.paired_ci(bad)
+    with pytest.raises(ValueError, match="level"):
+        st.paired_ci([1.0, 2.0], level=1.5)
+
+
+def test_holm_known_example_and_definition():
+    assert st.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    p = list(np.random.default_rng(0).uniform(0, 0.2, size=7))
+    adj = st.holm(p)
+    order = np.argsort(p)
+    m = len(p)
+    for k, i in enumerate(order):  # definition: max over j <= k of min(1, (m - j) p_(j))
+        assert adj[i] == pytest.approx(max(min(1, (m - j) * p[order[j]]) for j in range(k + 1)))
+    assert all(a >= b for a, b in zip(adj, p))
+    out = st.holm([0.01, math.nan, 0.02])
+    assert math.isnan(out[1]) and out[0] == pytest.approx(0.02) and out[2] == pytest.approx(0.02)
+
+
+def test_trend_recovers_a_planted_slope_and_tests_the_seeds():
+    rng = np.random.default_rng(1)
+    Ts = [8, 12, 16, 20]
+    per = {s: {T: 0.25 * T + s + rng.normal(0, 0.1) for T in Ts} for s in range(6)}
+    r = st.trend(per)
+    slopes = [np.polyfit(Ts, [per[s][T] for T in Ts], 1)[0] for s in per]
+    assert r.slope == pytest.approx(np.mean(slopes)) and r.p == pytest.approx(sst.ttest_1samp(slopes, 0).pvalue)
+    assert r.lo < 0.25 < r.hi and r.n == 6
+    with pytest.raises(ValueError, match="two seeds"):
+        st.trend({0: {8: 1.0, 12: 2.0}, 1: {8: 1.0}})
+
+
+def test_seeds_needed_against_normal_approximation_and_simulation():
+    n = st.seeds_needed(1.0, 1.0)
+    z = (sst.norm.ppf(0.975) + sst.norm.ppf(0.8)) ** 2  # 7.85: the t test needs a little more
+    assert z < n <= z + 3
+    rng = np.random.default_rng(0)
+    reps = 20_000
+    rates = {}
+    for k in (n - 1, n):
+        d = rng.normal(1.0, 1.0, size=(reps, k))
+        p = sst.ttest_1samp(d, 0.0, axis=1).pvalue
+        rates[k] = float((p < 0.05).mean())
+    se = math.sqrt(0.8 * 0.2 / reps)
+    assert rates[n] > 0.8 - 5 * se and rates[n - 1] < 0.8 + 5 * se
+    assert st.seeds_needed(0.5, 1.0) > n and st.seeds_needed(-1.0, 1.0) == n
+    with pytest.raises(ValueError, match="sd"):
+        st.seeds_needed(1.0, 0.0)
+
+
+# ---------------------------------------------------------------------- report on planted effects
+def _fake_run(root, study, mode, T, seed, metric, *, task, j0=None, J=None, lr=3e-3, ffn=True):
+    d = root / study / "runs" / f"{mode}_T{T}_lr{lr:g}_s{seed}"
+    d.mkdir(parents=True)
+    key = "val_perplexity" if task == "shakespeare" else "val_accuracy"
+    m = {key: metric, "val_loss": 1.0, "finished": True, "step": 100, "elapsed_s": 2.0, "evals": []}
+    if j0 is not None:
+        m[f"j0_{key}"] = j0
+    (d / "metrics.json").write_text(json.dumps(m))
+    cfg = {"attention": mode, "block_size": T, "seed": seed, "lr": lr, "task": task, "ffn": ffn}
+    (d / "config.json").write_text(json.dumps({"run": cfg}))
+    (d / "couplings.json").write_text(json.dumps({"J": [J]}))
+
+
+def _plant(root):
+    rng = np.random.default_rng(0)
+    for seed in range(6):
+        for T in (4, 8, 12, 16):
+            base = 10.0 - 0.1 * T + rng.normal(0, 0.05)
+            noise = lambda s=0.0005: rng.normal(0, s)  # noqa: E731
+            gain = {4: 0.0, 8: 0.0, 12: 0.0108, 16: 0.0}[T]
+            prof = [
+                [
+                    0.0
+                    if j == k
+                    else (0.3 if 2 <= abs(j - k) <= 4 else (-0.3 if abs(j - k) >= 6 else 0.0))
+                    + rng.normal(0, 0.01) * (j != k)
+                    for k in range(T)
+                ]
+                for j in range(T)
+            ]
+            prof = [[(prof[j][k] + prof[k][j]) / 2 for k in range(T)] for j in range(T)]
+            _fake_run(root, "shakespeare", "softmax", T, seed, base, task="shakespeare")
+            _fake_run(
+                root,
+                "shakespeare",
+                "hj",
+                T,
+                seed,
+                base * (1 - gain + noise()),
+                task="shakespeare",
+                j0=base * 1.05,
+                J=[prof],
+            )
+            _fake_run(root, "shakespeare", "h", T, seed, base * (1.02 + noise()), task="shakespeare")
+            _fake_run(root, "shakespeare", "j", T, seed, base * (1.2 + noise()), task="shakespeare", J=[prof])
+        for study, gap in (("brackets", 2.89), ("brackets_noffn", 1.0)):
+            for T in (8, 12, 16, 20):
+                acc = 90.0 + rng.normal(0, 0.5)
+                g = gap * T / 16
+                _fake_run(root, study, "softmax", T, seed, acc / 100, task="brackets")
+                _fake_run(root, study, "hj", T, seed, (acc + g + rng.normal(0, 0.05)) / 100, task="brackets")
+
+
+def test_findings_on_planted_effects(tmp_path):
+    _plant(tmp_path)
+    f = {x["n"]: x for x in rp.findings(tmp_path)}
+    assert f[1]["verdict"] == "reproduced"  # hj == softmax at T = 4 within ±0.5 %
+    assert f[2]["verdict"] == "reproduced"  # planted 1.08 % gain
+    assert f[3]["verdict"] == "reproduced" and f[4]["verdict"] == "reproduced"  # h, j worse everywhere
+    assert f[5]["verdict"] == "reproduced"  # planted sign pattern
+    assert f[6]["verdict"] == "reproduced" and "grows" in f[6]["why"]
+    assert f[7]["verdict"] == "reproduced in direction, smaller"  # planted gap 1.0 < 4.53, significant
+    assert "1.00" in f[7]["ours"]
+    assert f[8]["verdict"] == "not tested here"
+    path = rp.write_report(tmp_path, tmp_path / "out")
+    text = path.read_text()
+    assert "| 2 |" in text and "Holm" in text and "Verdict rules" in text
+    for s in ("shakespeare", "brackets", "brackets_noffn"):
+        assert (tmp_path / "out" / s / "summary.md").is_file() and (tmp_path / "out" / s / "comparisons.csv").is_file()
+    pytest.importorskip("matplotlib")
+    assert (tmp_path / "out" / "shakespeare" / "metric_vs_T.png").is_file()
+    assert (tmp_path / "out" / "shakespeare" / "couplings_by_distance.png").is_file()
+
+
+def test_verdict_rules_inconclusive_and_smaller():
+    def cell(d):
+        r = st.paired_ci(d)
+        return {"res": r, "p_holm": r.p}
+
+    v, why = rp._verdict_gain(cell([0.5, -0.4, 1.5, -1.0]), 1.08)
+    assert v == "inconclusive" and "seeds for 80 % power" in why
+    assert rp._verdict_gain(cell([0.30, 0.31, 0.29, 0.30]), 1.08)[0] == "reproduced in direction, smaller"
+    assert rp._verdict_gain(cell([-0.30, -0.31, -0.29, -0.30]), 1.08)[0] == "refuted"
+    assert rp._verdict_comparable(cell([0.1, -0.1, 0.2, 0.0, 0.05]))[0] == "reproduced"
+    assert rp._verdict_comparable(cell([2.0, 2.1, 1.9]))[0] == "refuted"
+
+
+# ---------------------------------------------------------------------- plan runner
+def _study(sweep=True, seeds=(0,)):
+    base = {"task": "brackets", "steps": 4, "eval_interval": 2, "eval_size": 8, **TINY}
+    base.pop("progress")
+    return rn.Study("s", base, ("softmax", "hj"), (4,), seeds, rn.LRSweep((1e-3, 1e-2), 4, (100,)) if sweep else None)
+
+
+def test_plan_waits_for_the_sweep_then_takes_each_modes_best_rate(tmp_path):
+    study = _study()
+    runs, waiting = rn.plan_runs([study], tmp_path)
+    assert [r.kind for r in runs] == ["sweep"] * 4 and waiting == 2
+    assert all(r.config.threads == 1 and r.config.lr in (1e-3, 1e-2) for r in runs)
+    assert len({r.out for r in runs}) == 4  # disjoint directories
+    losses = {("softmax", 1e-3): 0.5, ("softmax", 1e-2): 0.4, ("hj", 1e-3): 0.3, ("hj", 1e-2): None}
+    for r in runs:
+        v = losses[(r.config.attention, r.config.lr)]
+        r.out.mkdir(parents=True)
+        m = {"finished": True, "val_loss": v} if v is not None else {"finished": False, "diverged": {"step": 1}}
+        (r.out / "metrics.json").write_text(json.dumps(m))
+    assert rn.chosen_lr(study, "softmax", tmp_path) == 1e-2 and rn.chosen_lr(study, "hj", tmp_path) == 1e-3
+    runs, waiting = rn.plan_runs([study], tmp_path)
+    mains = [r for r in runs if r.kind == "main"]
+    assert waiting == 0 and {(r.config.attention, r.config.lr) for r in mains} == {("softmax", 1e-2), ("hj", 1e-3)}
+    assert rn.estimate_seconds(mains[0], {(mains[0].config.attention, 4, True): 10.0}) == pytest.approx(0.04)
+
+
+@pytest.mark.slow  # two spawned workers each import torch: about 15 s on an idle machine
+def test_run_plan_two_workers_resumable(tmp_path):
+    study = _study(sweep=False, seeds=(0,))
+    res = rn.run_plan([study], tmp_path, workers=2, progress=False)
+    assert res == {"done": 2, "pending": 0}
+    runs, _ = rn.plan_runs([study], tmp_path)
+    assert all(rn.run_state(r.out) == "finished" for r in runs)
+    first = [(r.out / "metrics.json").read_text() for r in runs]
+    assert rn.run_plan([study], tmp_path, workers=2, progress=False) == {"done": 0, "pending": 0}  # nothing redone
+    assert first == [(r.out / "metrics.json").read_text() for r in runs]
+    with pytest.raises(ValueError, match="workers"):
+        rn.run_plan([study], tmp_path, workers=0)
+
+
+# ---------------------------------------------------------------------- training features the plan relies on
+def test_early_stopping_j0_and_accuracy_by_depth(tmp_path):
+    cfg = tr.TrainConfig(
+        task="brackets",
+        attention="hj",
+        block_size=8,
+        steps=400,
+        eval_interval=2,
+        patience=1,
+        lr=1e-6,
+        bracket_types=2,
+        filler=0.2,
+        out=str(tmp_path / "r"),
+        **TINY,
+    )
+    m = tr.train(cfg)
+    assert m["finished"] and m["stopped_early"] and m["step"] < 400  # lr 1e-6: no progress, stops at once
+    assert tr.loop.plateaued([e["val_loss"] for e in m["evals"]], 1)
+    assert {"j0_val_loss", "j0_val_accuracy"} <= set(m)
+    total = sum(n for _, n in m["val_accuracy_by_depth"].values())
+    assert total == sum(n for _, n in m["val_accuracy_by_distance"].values())
+    right = sum(r for r, _ in m["val_accuracy_by_depth"].values())
+    assert right / total == pytest.approx(m["val_accuracy"])
+    again = tr.train(cfg, resume=True)  # resuming a run that stopped early does nothing
+    assert again["step"] == m["step"] and again["stopped_early"]
+
+
+def test_classic_bracket_task_unchanged_and_variant_flags(tmp_path):
+    task, _ = tr.load_task(tr.TrainConfig(task="brackets", block_size=8, out="x"))
+    ref = BracketTask(8)
+    assert type(task) is BracketTask and all(torch.equal(a, b) for a, b in zip(task.val, ref.val))
+    rc = cli.main(
+        [
+            "train",
+            "--task",
+            "brackets",
+            "--attention",
+            "bias",
+            "--block-size",
+            "8",
+            "--steps",
+            "2",
+            "--out",
+            str(tmp_path / "b"),
+            "--bracket-types",
+            "2",
+            "--filler",
+            "0.2",
+            "--disjoint",
+            "--pointer",
+            "attention",
+            "--n-embd",
+            "8",
+            "--batch-size",
+            "8",
+            "--no-progress",
+        ]
+    )
+    assert rc == 0
+    saved = json.loads((tmp_path / "b" / "config.json").read_text())
+    assert (
+        saved["run"]["bracket_types"] == 2
+        and saved["model"]["head"] == "attention"
+        and saved["model"]["vocab_size"] == 5
+    )
+    for bad in (["--j-field", "0.5"], ["--task", "shakespeare", "--filler", "0.2"], ["--patience", "-1"]):
+        args = ["train", "--task", "brackets", "--block-size", "8", "--steps", "2", "--out", str(tmp_path / "x")]
+        assert cli.main(args + bad) == 2
+    assert not (tmp_path / "x").exists()
+
+
+def test_claims_command(tmp_path, capsys):
+    _plant(tmp_path)
+    assert cli.main(["claims", "--root", str(tmp_path)]) == 0
+    assert "The paper's findings" in capsys.readouterr().out
+    assert cli.main(["claims", "--root", str(tmp_path / "missing")]) == 2
