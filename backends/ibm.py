@@ -64,11 +64,11 @@ _MODES = ("auto", "job", "batch", "session")
 
 
 class IBMJobError(RuntimeError):
-    """A runtime job failed or was cancelled.
+    """A runtime job failed or was cancelled, or a chunk could not be submitted.
 
     Attributes:
-        job_id: the failed job's id.
-        status: its final status string.
+        job_id: the failed job's id (``None``: the submission itself was refused).
+        status: its final status string (``"NOT_SUBMITTED"`` for a refused submission).
         completed: ``{chunk_start: bits (C, shots, n)}`` of the chunks that finished (kept so a caller can resume
             without paying for them again; in a batch this includes chunks submitted after the failed one).
         job_ids: ids of all jobs submitted in this call.
@@ -415,14 +415,18 @@ class IBMSampler(CircuitSampler):
         done: dict[int, np.ndarray] = {}
         job_ids: list[str] = self._last["job_ids"]
         pending: list[tuple[int, Any]] = []
-        failure: tuple[str, str, Exception | None] | None = None
+        failure: tuple[str | None, str, Exception | None] | None = None
         todo = list(zip(starts, seeds))
         bar = _progress(range(len(starts)), len(starts), self.name)
         for _ in bar:
             while todo and len(pending) < ahead and failure is None:
                 st, sd = todo.pop(0)
                 chunk = values[st : st + self.chunk_size]
-                job = self._primitive(sd, ctx).run([(isa, chunk)], shots=shots)
+                try:
+                    job = self._primitive(sd, ctx).run([(isa, chunk)], shots=shots)
+                except Exception as e:  # refused at submission: keep what the jobs already submitted return
+                    failure = (None, "NOT_SUBMITTED", e)
+                    break
                 job_ids.append(job.job_id())
                 logger.info("ibm: submitted chunk %d (%d problems) as job %s", st, len(chunk), job_ids[-1])
                 pending.append((st, job))
@@ -442,9 +446,9 @@ class IBMSampler(CircuitSampler):
         if failure is not None:
             jid, status, exc = failure
             why = f" ({exc})" if exc is not None else ""
+            what = f"job {jid} ended with status {status}" if jid is not None else "a chunk could not be submitted"
             raise IBMJobError(
-                f"ibm: job {jid} ended with status {status}{why}; {len(done)} completed chunk(s) kept on this "
-                "exception's .completed",
+                f"ibm: {what}{why}; {len(done)} completed chunk(s) kept on this exception's .completed",
                 job_id=jid,
                 status=status,
                 completed=done,

@@ -317,6 +317,23 @@ def test_failed_job_in_a_device_batch_keeps_every_other_chunk(manila):
     s.close()
 
 
+def test_a_refused_submission_keeps_the_chunks_already_done(manila):
+    s = get_sampler("ibm", backend=manila, schedule=DQASchedule(tau=1.0, steps=2), chunk_size=2, mode="job")
+    real, calls = s._primitive, []
+
+    def primitive(seed, ctx=None):
+        calls.append(seed)
+        if len(calls) == 2:
+            raise ConnectionError("service unavailable")
+        return real(seed, ctx)
+
+    s._primitive = primitive
+    with pytest.raises(ibm.IBMJobError, match="could not be submitted.*service unavailable") as exc:
+        s.sample(problems(n=2, batch=5), num_reads=64, seed=0)
+    assert exc.value.status == "NOT_SUBMITTED" and exc.value.job_id is None and list(exc.value.completed) == [0]
+    assert len(exc.value.job_ids) == 1 and len(calls) == 2
+
+
 # ---------------------------------------------------------------------- limits and the hardware opt-in
 def test_problem_larger_than_device(manila):
     s = get_sampler("ibm", backend=manila, schedule=SCHED)
