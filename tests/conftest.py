@@ -74,3 +74,17 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="session")
+def dask_cluster():
+    """``(LocalCluster, Client)``: 2 single-threaded worker processes shared by the Dask tests (started on first
+    use, skipped without ``distributed``); tests must not kill or rescale its workers."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40
+    )
+    client = distributed.Client(cluster)
+    yield cluster, client
+    client.close()
+    cluster.close()

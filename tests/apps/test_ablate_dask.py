@@ -33,9 +33,10 @@ def keep_threads():
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def own_cluster():
+    """A cluster of this module's own: the kill test kills one of its workers."""
     c = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40
     )
     client = distributed.Client(c)
     yield c, client
@@ -46,14 +47,14 @@ def cluster():
 @pytest.fixture(scope="module")
 def serial(tmp_path_factory):
     out = tmp_path_factory.mktemp("serial")
-    ablate(TrainConfig(steps=12, eval_interval=4, out=str(out), **TINY), out, *GRID, progress=False)
+    ablate(TrainConfig(steps=8, eval_interval=4, out=str(out), **TINY), out, *GRID, progress=False)
     return out
 
 
-def test_distributed_grid_gives_the_serial_summaries(cluster, serial, tmp_path):
+def test_distributed_grid_gives_the_serial_summaries(dask_cluster, serial, tmp_path):
     out = tmp_path / "dist"
-    base = TrainConfig(steps=12, eval_interval=4, out=str(out), **TINY)
-    rows = ablate(base, out, *GRID, progress=False, scheduler=cluster[0].scheduler_address)
+    base = TrainConfig(steps=8, eval_interval=4, out=str(out), **TINY)
+    rows = ablate(base, out, *GRID, progress=False, scheduler=dask_cluster[0].scheduler_address)
     assert len(rows) == 4
     for name in ("summary.csv", "summary.md", "couplings_by_distance.csv"):
         assert (out / name).read_bytes() == (serial / name).read_bytes(), name
@@ -68,7 +69,7 @@ def test_distributed_grid_gives_the_serial_summaries(cluster, serial, tmp_path):
 def test_cli_workers_flag_runs_a_local_cluster(serial, tmp_path, capsys):
     out = tmp_path / "cli"
     args = ["ablate", "--task", "brackets", "--modes", "softmax", "hj", "--block-sizes", "4", "--seeds", "0", "1"]
-    args += ["--steps", "12", "--eval-interval", "4", "--n-embd", "8", "--batch-size", "8", "--warmup", "2"]
+    args += ["--steps", "8", "--eval-interval", "4", "--n-embd", "8", "--batch-size", "8", "--warmup", "2"]
     args += ["--eval-size", "64", "--no-progress", "--out", str(out), "--workers", "2"]
     assert cli.main(args) == 0
     assert (out / "summary.md").read_bytes() == (serial / "summary.md").read_bytes()
@@ -76,8 +77,8 @@ def test_cli_workers_flag_runs_a_local_cluster(serial, tmp_path, capsys):
 
 
 @pytest.mark.slow  # six runs long enough to be killed in the middle (~30-60 s on a shared machine)
-def test_killed_worker_loses_no_finished_run_and_the_grid_completes(cluster, serial, tmp_path):
-    c, client = cluster
+def test_killed_worker_loses_no_finished_run_and_the_grid_completes(own_cluster, tmp_path):
+    c, client = own_cluster
     out = tmp_path / "kill"
     out.mkdir()
     base = TrainConfig(steps=40, eval_interval=4, out=str(out), **TINY)

@@ -18,13 +18,9 @@ CFG = dict(
 )
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    c = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
-    )
-    yield c
-    c.close()
+@pytest.fixture
+def cluster(dask_cluster):
+    return dask_cluster[0]
 
 
 def _numbers(report):

@@ -33,15 +33,9 @@ class CountingExecutor(ThreadPoolExecutor):
         return super().submit(*args, **kw)
 
 
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
-    )
-    c = distributed.Client(cluster)
-    yield c
-    c.close()
-    cluster.close()
+@pytest.fixture
+def client(dask_cluster):
+    return dask_cluster[1]
 
 
 def problems(B=7, n=3, seed=0):

@@ -15,20 +15,16 @@ from hybrid_attention.checks import spawn_seeds
 distributed = pytest.importorskip("distributed")
 
 
-def _cluster(n):
-    cluster = distributed.LocalCluster(
-        n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
-    )
-    return cluster, distributed.Client(cluster)
-
-
 @pytest.fixture(scope="module")
-def clients():
-    made = [_cluster(1), _cluster(2)]
-    yield {1: made[0][1], 2: made[1][1]}
-    for cluster, client in made:
-        client.close()
-        cluster.close()
+def clients(dask_cluster):
+    """``{workers: Client}``: the shared 2-worker cluster and a 1-worker cluster of this module."""
+    one = distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40
+    )
+    client = distributed.Client(one)
+    yield {1: client, 2: dask_cluster[1]}
+    client.close()
+    one.close()
 
 
 def problems(batch=(3, 4), n=4, seed=0):
@@ -45,7 +41,11 @@ def same(a, b):
     assert np.array_equal(a.spins, b.spins) and np.array_equal(a.weights, b.weights) and a.exact == b.exact
 
 
-@pytest.mark.parametrize(("inner", "options"), [("gibbs", {}), ("exact", {}), ("anneal", {"num_sweeps": 20})])
+# the torch kernel: workers need not compile numba kernels first (the result is bitwise the same for a given kernel)
+@pytest.mark.parametrize(
+    ("inner", "options"),
+    [("gibbs", {"kernel": "torch"}), ("exact", {}), ("anneal", {"num_sweeps": 20, "kernel": "torch"})],
+)
 def test_bitwise_identical_for_one_and_two_workers_and_any_shard_size(clients, inner, options):
     p = problems()
     ref = get_sampler("sharded", sampler=inner, sampler_options=options, shard_size=12).sample(p, num_reads=50, seed=11)
@@ -61,8 +61,10 @@ def test_bitwise_identical_for_one_and_two_workers_and_any_shard_size(clients, i
 def test_equals_the_unsharded_sampler_one_problem_per_seed(clients):
     """Problem i of the flattened batch is sampled alone with seed spawn_seeds(seed, B)[i]."""
     p = problems()
-    ss = get_sampler("sharded", sampler="gibbs", client=clients[2], shard_size=5).sample(p, num_reads=40, seed=3)
-    inner = get_sampler("gibbs")
+    opts = {"kernel": "torch"}
+    s = get_sampler("sharded", sampler="gibbs", sampler_options=opts, client=clients[2], shard_size=5)
+    ss = s.sample(p, num_reads=40, seed=3)
+    inner = get_sampler("gibbs", **opts)
     flat, seeds = p.flatten(), spawn_seeds(3, 12)
     stacked = np.concatenate([inner.sample(flat[i : i + 1], num_reads=40, seed=seeds[i]).spins for i in range(12)])
     assert np.array_equal(ss.spins.reshape(12, 40, 4), stacked)
