@@ -34,7 +34,7 @@ from hybrid_attention.circuits.proposal import (
 from hybrid_attention.ising import IsingProblem
 
 from .base import state_bits
-from .statevector import _apply_driver, _groups, _phase, _rx_block, configuration_energies
+from .statevector import _apply_driver, _apply_driver_into, _groups, _phase, _rx_block, configuration_energies
 
 __all__ = [
     "evolve_proposal",
@@ -56,28 +56,44 @@ Runner = Callable[[Any, np.ndarray, int], np.ndarray]
 
 
 def evolve_proposal(
-    psi: torch.Tensor, E: torch.Tensor, a: float, b: float, steps: int, *, group: int = 4
+    psi: torch.Tensor, E: torch.Tensor, a: float, b: float, steps: int, *, group: int = 4, cache_limit: int = 2 << 20
 ) -> torch.Tensor:
     """``U psi`` for the palindromic product ``[D(a/2) P(b) D(a/2)]^steps`` (docs/theory.md section 6).
 
     Args:
-        psi: ``(R, 2**n)`` complex states, one row per execution.
+        psi: ``(R, 2**n)`` complex states, one row per execution (overwritten on CPU without autograd).
         E: ``(R, 2**n)`` real: each row's ``alpha E(z)`` (the proposal's problem term, energies of every basis state).
         a, b: driver and problem phases of one slice (:meth:`ProposalParams.phases`).
         steps: Trotter steps.
         group: qubits per Kronecker block of a driver layer.
+        cache_limit: on CPU without autograd, rows are run through every layer in sub-chunks of about this many bytes
+            of state (so a sub-chunk stays in cache), in place on preallocated buffers (as the ``statevector``
+            sampler does: fresh multi-MiB tensors per layer cost page faults).
 
     Returns:
         ``(R, 2**n)`` evolved states.
     """
     n = int(psi.shape[-1]).bit_length() - 1
     groups = _groups(n, group)
-    ph = _phase((-b) * E).to(psi.dtype)
-    for kind, val in proposal_layers(a, b, steps):
-        if kind == "P":
-            psi = psi * ph
-        else:
-            psi = _apply_driver(psi, [(lo, g, _rx_block(g, val, psi.dtype, psi.device)) for lo, g in groups], n)
+    blocks = {val: [(lo, g, _rx_block(g, val, psi.dtype, psi.device)) for lo, g in groups] for val in (a / 2, a)}
+    layers = proposal_layers(a, b, steps)
+    if torch.is_grad_enabled() and (psi.requires_grad or E.requires_grad) or psi.device.type != "cpu":
+        ph = _phase((-b) * E).to(psi.dtype)
+        for kind, val in layers:
+            psi = psi * ph if kind == "P" else _apply_driver(psi, blocks[val], n)
+        return psi
+    psi = psi.contiguous()
+    rows = max(1, cache_limit // (psi.shape[-1] * psi.element_size() * 3))
+    for r0 in range(0, psi.shape[0], rows):
+        sub = psi[r0 : r0 + rows]
+        cur, buf = sub.clone(), torch.empty_like(sub)
+        ph = _phase((-b) * E[r0 : r0 + rows]).to(psi.dtype)
+        for kind, val in layers:
+            if kind == "P":
+                cur.mul_(ph)
+            else:
+                cur, buf = _apply_driver_into(cur, buf, blocks[val])
+        sub.copy_(cur)
     return psi
 
 
@@ -175,8 +191,10 @@ class StatevectorEngine:
         psi = torch.zeros(N * C, size, dtype=dt)
         psi[torch.arange(N * C), torch.from_numpy(cur.reshape(-1))] = 1.0
         psi = evolve_proposal(psi, self.PE.repeat_interleave(C, dim=0), a, b, K, group=g)
-        p = (psi.real**2 + psi.imag**2).to(torch.float64).numpy()
-        return _draw_one(np.cumsum(p, axis=-1), rng).reshape(N, C)
+        cdf = torch.cumsum((psi.real**2 + psi.imag**2).to(torch.float64), dim=-1)
+        u = torch.from_numpy(rng.random(N * C)) * cdf[:, -1]
+        idx = torch.searchsorted(cdf, u[:, None]).clamp_(max=size - 1)
+        return idx.numpy().reshape(N, C)
 
 
 class CircuitEngine:

@@ -1,0 +1,97 @@
+"""A training step with ``qemcmc`` persistent chains against the exact step (and the DQA-shots step), side by side.
+
+Same model (one layer, one head, ``hj``), batch and optimiser for every row; interleaved repetitions so machine load
+hits all rows alike; medians and ratios to the exact step. The ``qemcmc`` step runs the statevector proposal engine
+with persistent chains (:class:`hybrid_attention.bridge.PersistentChains`): every (row, head, prefix) problem
+continues its ``--chains`` chains for ``--moves`` moves and records ``--records`` states per chain (the reads of the
+covariance backward). The table also reports the circuit executions (= shots: one measured proposal each) per
+optimiser step. Target (issue #12): qemcmc within 20x of the exact step at T = 12.
+
+    nice -n 5 python -m bench.qemcmc --out results/bench/qemcmc.md
+    python -m bench.qemcmc --block-sizes 8 --reps 3 --chains 8 --moves 2 --trotter-steps 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from bench.train_step import make_step
+from hybrid_attention.backends import get_sampler
+from hybrid_attention.bridge import PersistentChains, ReadsOnly
+from hybrid_attention.circuits import DQASchedule
+from hybrid_attention.circuits.proposal import ProposalParams
+
+
+def _timed(step, n: int) -> float:
+    t = time.perf_counter()
+    for _ in range(n):
+        step()
+    return (time.perf_counter() - t) / n
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--block-sizes", type=int, nargs="+", default=[8, 12])
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--chains", type=int, default=8, help="persistent chains per problem")
+    p.add_argument("--moves", type=int, default=2, help="moves per chain before the first record of a step")
+    p.add_argument("--records", type=int, default=2, help="recorded states per chain per step (thinning 1)")
+    p.add_argument("--trotter-steps", type=int, default=4, help="Trotter steps of the proposal circuit")
+    p.add_argument("--shots", type=int, default=256, help="DQA shots per problem of the dqa-shots row")
+    p.add_argument("--reps", type=int, default=7)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", type=Path, default=None, help="also write the table (markdown) here")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    shape = argparse.Namespace(n_embd=64, n_head=1, n_layer=1, batch_size=args.batch_size)
+    reads = args.chains * args.records
+    per_call_moves = args.moves + args.records - 1
+    lines = [
+        f"Command: `python -m bench.qemcmc {' '.join(argv if argv is not None else sys.argv[1:])}`",
+        "",
+        f"hj, 1 layer, 1 head, n_embd 64, batch {args.batch_size}, {args.threads} thread(s), torch {torch.__version__};"
+        f" qemcmc: {args.chains} persistent chains x ({args.moves} moves + {args.records} records) per problem,"
+        f" {args.trotter_steps} Trotter steps, Layden's random gamma and t; dqa-shots: statevector DQA"
+        f" (tau 1, 20 steps), {args.shots} shots + covariance backward; median of {args.reps} interleaved reps",
+        "",
+        "| T | exact ms/step | qemcmc ms/step | qemcmc / exact | dqa-shots ms/step | dqa-shots / exact |"
+        " qemcmc circuit executions (= shots) per step |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    print("\n".join(lines), flush=True)
+    for T in args.block_sizes:
+        chains = PersistentChains(num_chains=args.chains, seed=0)
+        qs = get_sampler("qemcmc", params=ProposalParams(steps=args.trotter_steps), burn_in=args.moves)
+        sv = get_sampler("statevector", schedule=DQASchedule(tau=1.0, steps=20))
+        steps = {
+            "exact": make_step("hj", T, shape),
+            "qemcmc": make_step("hj", T, shape, chains.bind(qs, key="layer0"), reads),
+            "dqa-shots": make_step("hj", T, shape, ReadsOnly(sv), args.shots),
+        }
+        for f in steps.values():
+            f()  # warm-up (the qemcmc chains also make their first moves from random states)
+        times: dict[str, list[float]] = {k: [] for k in steps}
+        for _ in range(args.reps):
+            for k, f in steps.items():
+                times[k].append(_timed(f, 1))
+        med = {k: statistics.median(v) for k, v in times.items()}
+        executions = args.batch_size * 1 * T * args.chains * per_call_moves  # rows x heads x prefixes x chains x moves
+        row = (
+            f"| {T} | {1e3 * med['exact']:.1f} | {1e3 * med['qemcmc']:.1f} | {med['qemcmc'] / med['exact']:.1f}x | "
+            f"{1e3 * med['dqa-shots']:.1f} | {med['dqa-shots'] / med['exact']:.1f}x | {executions:,} |"
+        )
+        lines.append(row)
+        print(row, flush=True)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text("# qemcmc training step vs exact\n\n" + "\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
