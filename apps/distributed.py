@@ -4,7 +4,8 @@ Owns what the commands that distribute their work share:
 
 * :func:`add_cluster_arguments`: the flags ``--scheduler ADDRESS`` (an existing Dask scheduler, e.g. one started
   with ``dask scheduler`` and ``dask worker ADDRESS`` on several machines, or by dask-jobqueue) and ``--workers N``
-  (a ``LocalCluster`` of ``N`` single-threaded worker processes on this machine). Neither: the serial path.
+  (a ``LocalCluster`` of ``N`` single-threaded worker processes on this machine, its dashboard on a free port).
+  Neither: the serial path.
 * :func:`check_cluster` (validation before any work) and :func:`dask_client` (a context manager yielding a
   ``distributed.Client``, or ``None`` for the serial path; a local cluster is shut down on exit).
 * :func:`run_tasks`: submit one task per item with ``retries``, yield ``(item, result)`` as tasks finish, with a
@@ -76,7 +77,7 @@ def check_cluster(scheduler: str | None, workers: int | None) -> None:
 @contextlib.contextmanager
 def dask_client(scheduler: str | None = None, workers: int | None = None, *, timeout: float = 30.0) -> Iterator[Any]:
     """A ``distributed.Client`` for ``scheduler`` (an address) or for a new ``LocalCluster`` of ``workers``
-    single-threaded processes (no dashboard, a free port); ``None`` when both are ``None`` (the serial path).
+    single-threaded processes (scheduler and dashboard on free ports); ``None`` when both are ``None`` (the serial path).
 
     The client is closed on exit, and so is a cluster this function started (an external scheduler is left
     running). ``timeout``: seconds to wait for the scheduler to answer.
@@ -109,12 +110,13 @@ def _local_client(LocalCluster: Any, Client: Any, workers: int, timeout: float) 
         n_workers=workers,
         threads_per_worker=1,
         processes=True,
-        dashboard_address=None,
+        dashboard_address=":0",
         scheduler_port=0,
         silence_logs=logging.ERROR,
     )
     try:
         client = Client(cluster, timeout=timeout)
+        logger.info("local Dask cluster of %d workers, dashboard %s", workers, cluster.dashboard_link)
         try:
             yield client
         finally:
