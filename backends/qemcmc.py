@@ -100,6 +100,8 @@ class QEMCMCSampler(Sampler):
         group: statevector engine: qubits per Kronecker block.
         memory_limit: bytes of simulator state per chunk of problems (default 64 MiB).
         max_spins: largest ``n`` (default 16 for the statevector engine, 20 for aer, the device's qubits for ibm).
+        gamma, time, trotter_steps: the fields of ``params`` given as numbers (or ``(low, high)`` pairs) instead,
+            e.g. from a command line; not together with ``params``.
         noise_backend, options, backend_options: aer engine: a (fake) IBM backend for noise and ISA transpilation,
             :class:`~hybrid_attention.circuits.program.CircuitOptions`, extra ``AerSimulator`` options.
         backend, ibm_options: ibm engine: the backend (a fake-backend name such as ``"fake_torino"``, a BackendV2,
@@ -139,6 +141,9 @@ class QEMCMCSampler(Sampler):
         backend_options: dict[str, Any] | None = None,
         backend: Any = None,
         ibm_options: dict[str, Any] | None = None,
+        gamma: Any = None,
+        time: Any = None,
+        trotter_steps: int | None = None,
     ) -> None:
         super().__init__()
         if engine not in _ENGINES:
@@ -148,6 +153,12 @@ class QEMCMCSampler(Sampler):
         if dtype not in _REAL:
             raise ValueError(f"qemcmc: dtype must be torch.complex64 or torch.complex128, got {dtype}")
         self.params = self._check_params(ProposalParams() if params is None else params)
+        given = {k: v for k, v in (("gamma", gamma), ("time", time), ("steps", trotter_steps)) if v is not None}
+        if given:  # number-valued spellings of params (for command lines: --sampler-option gamma=0.4)
+            if params is not None:
+                raise ValueError("qemcmc: give either params= or gamma=/time=/trotter_steps=, not both")
+            given = {k: tuple(v) if isinstance(v, (list, tuple)) else v for k, v in given.items()}
+            self.params = dataclasses.replace(self.params, **given)
         self.engine, self.mode, self.dtype = engine, mode, dtype
         self.burn_in = check_positive_int(burn_in, "burn_in", minimum=0)
         self.thinning = check_positive_int(thinning, "thinning")

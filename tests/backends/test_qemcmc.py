@@ -234,6 +234,12 @@ def test_constructor_and_option_validation():
         QEMCMCSampler().sample(random_problem(2, 0), num_reads=4, burn_in=-1)
     with pytest.raises(ValueError, match="above this backend's limit"):
         QEMCMCSampler(max_spins=4).sample(random_problem(5, 0), num_reads=4)
+    s = QEMCMCSampler(gamma=0.3, time=[1.0, 4.0], trotter_steps=5)  # number spellings (command lines)
+    assert s.params == ProposalParams(gamma=0.3, time=(1.0, 4.0), steps=5)
+    with pytest.raises(ValueError, match="not both"):
+        QEMCMCSampler(params=FIXED, gamma=0.3)
+    with pytest.raises(ValueError, match="gamma must lie in"):
+        QEMCMCSampler(gamma=2.0)
 
 
 def test_seeds_reproduce():
