@@ -12,7 +12,8 @@ energies are ``+`` where ours are ``-``), the same number of sweeps and reads, t
 of its update rules: ``Metropolis`` (its default) and ``Gibbs`` (heat bath, the rule ours uses). Repetitions are
 interleaved (ours, dwave Metropolis, dwave Gibbs, ours, ...; each repetition of a call shorter than 0.1 s times
 enough back-to-back calls to last about 0.1 s) and the tables report medians per call and ratios of medians
-(``dwave / ours``: above 1 means ours is faster).
+(``dwave / ours``: above 1 means ours is faster). ``ours`` is the default kernel (compiled with numba when installed,
+named in the header); ``ours, torch kernel`` is the pure-torch fallback on the same calls.
 
 * (a) one problem of ``n = 10`` spins per call (h ~ N(0, 1), SK couplings J ~ N(0, 1/n), beta = 1) at several
   sweep counts; dwave is called once per problem, as a user would loop.
@@ -134,18 +135,21 @@ def bench_single(args: argparse.Namespace, sa: Any) -> list[str]:
     lines = [
         f"### (a) one problem of n = {args.n} spins per call, {args.reads} reads, beta = {args.beta}",
         "",
-        "| sweeps | ours ms | dwave Metropolis ms | dwave Gibbs ms | Metropolis / ours | Gibbs / ours |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| sweeps | ours ms | ours, torch kernel ms | dwave Metropolis ms | dwave Gibbs ms | Metropolis / ours "
+        "| Gibbs / ours | Metropolis / ours torch |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for sweeps in args.sweeps:
-        g = GibbsSampler(burn_in=sweeps, ramp=0.0)
-        fns = {"ours": lambda g=g: g.sample(prob, num_reads=args.reads, seed=1)}
+        fns = {}
+        for name, kernel in (("ours", "auto"), ("torch", "torch")):
+            g = GibbsSampler(burn_in=sweeps, ramp=0.0, kernel=kernel)
+            fns[name] = lambda g=g: g.sample(prob, num_reads=args.reads, seed=1)
         for rule in CRITERIA:
             fns[rule] = lambda sw=sweeps, r=rule: dwave_marginals(sa, [(h[0], J[0])], args.beta, sw, args.reads, 1, r)
         t = _interleaved(fns, args.reps)
         lines.append(
-            f"| {sweeps} | {_ms(t['ours'])} | {_ms(t['Metropolis'])} | {_ms(t['Gibbs'])} | "
-            f"{t['Metropolis'] / t['ours']:.2f}x | {t['Gibbs'] / t['ours']:.2f}x |"
+            f"| {sweeps} | {_ms(t['ours'])} | {_ms(t['torch'])} | {_ms(t['Metropolis'])} | {_ms(t['Gibbs'])} | "
+            f"{t['Metropolis'] / t['ours']:.2f}x | {t['Gibbs'] / t['ours']:.2f}x | {t['Metropolis'] / t['torch']:.2f}x |"
         )
     return lines + [""]
 
@@ -162,9 +166,9 @@ def bench_bridge(args: argparse.Namespace, sa: Any) -> tuple[list[str], list[str
         f"### (b) the bridge's workload: one head, B = {args.batch} sequences of length T, "
         f"{args.bridge_sweeps} sweeps, {args.reads} reads, beta = {args.beta}",
         "",
-        "| T | problems | ours ms | dwave Metropolis ms | dwave Gibbs ms | dwave union (Metropolis) ms "
-        "| Metropolis / ours | Gibbs / ours | union / ours |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| T | problems | ours ms | ours, torch kernel ms | dwave Metropolis ms | dwave Gibbs ms "
+        "| dwave union (Metropolis) ms | Metropolis / ours | Gibbs / ours | union / ours | Metropolis / ours torch |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     acc: list[str] = []
     for T in args.T:
@@ -173,19 +177,21 @@ def bench_bridge(args: argparse.Namespace, sa: Any) -> tuple[list[str], list[str
         J = sk(rng, T, 1)[1]
         ht, Jt = torch.tensor(h), torch.tensor(J)
         g = GibbsSampler(burn_in=args.bridge_sweeps, ramp=0.0)
+        gt = GibbsSampler(burn_in=args.bridge_sweeps, ramp=0.0, kernel="torch")
         probs = prefix_problems(h[:, 0], J[0])
         sw, rd = args.bridge_sweeps, args.reads
         fns = {
             "ours": lambda g=g, ht=ht, Jt=Jt: attention_marginals(ht, Jt, args.beta, sampler=g, num_reads=rd, seed=1),
+            "torch": lambda ht=ht, Jt=Jt: attention_marginals(ht, Jt, args.beta, sampler=gt, num_reads=rd, seed=1),
             "Metropolis": lambda p=probs: dwave_marginals(sa, p, args.beta, sw, rd, 1, "Metropolis"),
             "Gibbs": lambda p=probs: dwave_marginals(sa, p, args.beta, sw, rd, 1, "Gibbs"),
             "union": lambda p=probs: dwave_union_marginals(sa, p, args.beta, sw, rd, 1, "Metropolis"),
         }
         t = _interleaved(fns, args.reps)
         rows.append(
-            f"| {T} | {len(probs)} | {_ms(t['ours'])} | {_ms(t['Metropolis'])} | {_ms(t['Gibbs'])} | "
-            f"{_ms(t['union'])} | {t['Metropolis'] / t['ours']:.2f}x | {t['Gibbs'] / t['ours']:.2f}x | "
-            f"{t['union'] / t['ours']:.2f}x |"
+            f"| {T} | {len(probs)} | {_ms(t['ours'])} | {_ms(t['torch'])} | {_ms(t['Metropolis'])} | "
+            f"{_ms(t['Gibbs'])} | {_ms(t['union'])} | {t['Metropolis'] / t['ours']:.2f}x | "
+            f"{t['Gibbs'] / t['ours']:.2f}x | {t['union'] / t['ours']:.2f}x | {t['Metropolis'] / t['torch']:.2f}x |"
         )
         if T <= 16:  # accuracy of the same workload against exact causal marginals
             ref = kernels.causal_marginals(ht, Jt, torch.tensor([args.beta], dtype=torch.float64)).numpy()[:, 0]
@@ -232,7 +238,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--beta", type=float, default=1.0)
     p.add_argument("--T", type=int, nargs="+", default=[16, 64], help="sequence lengths of (b)")
     p.add_argument("--batch", type=int, default=4, help="sequences B of (b) (B x T problems)")
-    p.add_argument("--bridge-sweeps", type=int, default=256, help="sweeps of (b) (the gibbs default burn-in)")
+    p.add_argument("--bridge-sweeps", type=int, default=128, help="sweeps of (b)")
     p.add_argument("--accuracy-sweeps", type=int, default=256)
     p.add_argument("--accuracy-problems", type=int, default=8)
     p.add_argument("--reps", type=int, default=5, help="interleaved repetitions (medians reported)")
