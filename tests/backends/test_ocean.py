@@ -69,6 +69,27 @@ def test_bqm_energies_equal_ours_on_every_configuration(vartype):
     np.testing.assert_allclose(theirs, ours + 0.75, atol=1e-12)
 
 
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("vartype", ["SPIN", "BINARY"])
+def test_to_bqm_from_bqm_round_trip_with_labels_and_masks(seed, vartype):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 6))
+    mask = torch.from_numpy(rng.random(n) < 0.7)
+    mask[int(rng.integers(n))] = True  # at least one active spin
+    p = random_problem(n, seed=seed, mask=mask)
+    labels = [("t", j) if j % 2 else f"v{j}" for j in rng.permutation(n).tolist()]
+    offset = float(rng.normal())
+    back, off = IsingProblem.from_bqm(
+        to_bqm(p, labels=labels, vartype=vartype, offset=offset), labels=labels, return_offset=True
+    )
+    assert back.n == n and (back.mask is None) == (p.mask is None)
+    if p.mask is not None:
+        assert back.mask.tolist() == p.mask.tolist()
+    for a, b in zip(back.dropped(), p.dropped()):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+    assert off == pytest.approx(offset, abs=1e-12)
+
+
 def test_converted_problems_have_the_same_boltzmann_marginals():
     """Our exact marginals of p equal the Boltzmann marginals of to_bqm(p) enumerated by dimod, and back."""
     mask = torch.tensor([True, True, False, True, True])
