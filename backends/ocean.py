@@ -106,7 +106,12 @@ def dimod_sampler(name: str, *, allow_hardware: bool = False) -> dimod.Sampler:
                 "dimod: submitting to a D-Wave QPU needs the explicit opt-in allow_hardware=True (QPU time is billed); "
                 "use a classical sampler such as 'simulated_annealing' or 'tree_decomposition' to run offline"
             )
-        from dwave.system import DWaveSampler, EmbeddingComposite  # dwave-system: only on this path
+        try:
+            from dwave.system import DWaveSampler, EmbeddingComposite  # dwave-system: only on this path
+        except ImportError as exc:
+            raise ImportError(
+                "dimod: a D-Wave QPU needs dwave-system (pip install dwave-system) and Leap credentials"
+            ) from exc
 
         return EmbeddingComposite(DWaveSampler())
     if name not in NAMED:

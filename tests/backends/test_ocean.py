@@ -4,6 +4,7 @@ tolerances are z = 5 standard errors of the number of reads. No network: ``dwave
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import sys
 import unittest
@@ -234,6 +235,9 @@ def test_hardware_needs_the_explicit_opt_in_and_is_never_imported():
     with pytest.raises(ValueError, match="allow_hardware=True"):
         DimodSampler(dimod.TrackingComposite(_RemoteLike()))  # found behind a composite too
     assert "dwave.system" not in sys.modules
+    if importlib.util.find_spec("dwave.system") is None:  # never constructed when installed: it contacts Leap
+        with pytest.raises(ImportError, match="pip install dwave-system"):
+            dimod_sampler("dwave", allow_hardware=True)
     s = DimodSampler(_RemoteLike(), allow_hardware=True)
     assert s.hardware and s.beta_mode == "scale"
     assert s.sample(IsingProblem(torch.zeros(3)), num_reads=5).spins.shape == (5, 3)
