@@ -14,7 +14,9 @@ continue from their checkpoint. It then writes
   key distance ``|j - k|`` (and over heads, layers and seeds), per T;
 * ``DIR/ablation.json``: the settings (a later call with different settings into the same DIR is refused).
 
-``--report-only`` rebuilds the tables and plots from the runs present. ``DIR`` is locked while the command runs
+``--report-only`` rebuilds the tables and plots from the runs present. ``--workers N`` (a local Dask cluster) or
+``--scheduler ADDRESS`` (an existing one) runs each run as a Dask task; the summaries are the same as serially
+(``docs/scale_out.md``). ``DIR`` is locked while the command runs
 (:func:`hybrid_attention.apps.run_files.lock_directory`; so is each run directory, by
 :func:`hybrid_attention.apps.train.train`):
 a second ``ablate`` on the same ``DIR`` is refused. A run that diverges is recorded as such in its
@@ -22,7 +24,8 @@ a second ``ablate`` on the same ``DIR`` is refused. A run that diverges is recor
 
 Modules: ``grid`` (:func:`ablate`: runs the grid), ``report`` (reading the runs, :func:`collect_runs`,
 :func:`summarise`, :func:`coupling_profile`, the tables), ``plots`` (the figures; matplotlib imported there only when
-drawing), ``command`` (the subcommand, whose training flags are :mod:`hybrid_attention.apps.train.flags`).
+drawing), ``cluster`` (the grid on a Dask cluster, :func:`~hybrid_attention.apps.ablate.cluster.run_grid`),
+``command`` (the subcommand, whose training flags are :mod:`hybrid_attention.apps.train.flags`).
 """
 
 from __future__ import annotations
