@@ -9,6 +9,7 @@ the applications. The typed interface the samplers implement lives in the core a
 * ``dqa``: the DQA base (schedule, effective beta, exact reference output); ``statevector``: the native simulator;
   ``circuit``: the circuit machinery (templates, chunks, transpilation) of ``aer``, ``pennylane`` and ``ibm``;
 * ``classical``: ``gibbs`` (samplers) on ``gibbs_kernel`` (sweeps) and ``meanfield``, both on ``grouped`` batches;
+* ``sharded``: any registered sampler with its batch sharded across Dask workers, one spawned seed per problem;
 * ``testing``: :func:`~hybrid_attention.backends.testing.assert_sampler_conforms`, for any sampler, third-party ones too;
 * ``base``: basis-state helpers shared by the backends.
 
