@@ -19,8 +19,10 @@ Torch implementation. The chain state is kept as ``s (G, n, R, C)`` (coupling gr
 conditionally independent, so a checkerboard split would not leave the Boltzmann distribution invariant. One sweep
 costs ``O(B C n**2)``. Causally nested masks are swept on their active problems only (:func:`_active_rows`).
 
-:func:`run_chains` is the entry point of the samplers of :mod:`.gibbs` (Gibbs chains and simulated annealing differ
-only in their beta per sweep).
+:func:`run_chains` and :func:`run_chains_compiled` are the entry points of the samplers of :mod:`.gibbs` (Gibbs
+chains and simulated annealing differ only in their beta per sweep). Speed against dwave-samplers' simulated annealing
+and between the two kernels: ``python -m bench.classical`` (``results/bench/classical.md``): the compiled kernel is
+about 10x faster than the torch one on single small problems and 1.1-1.3x on the bridge's causal prefix batches.
 """
 
 from __future__ import annotations
