@@ -177,9 +177,10 @@ class PersistentChains:
 
     Storage, per key: an int8 ±1 tensor ``(B, H, Tq, num_chains, T)``: for batch row ``b``, head ``hd``, query
     ``i`` (causal: the prefix of ``i + 1`` keys) the states of its chains over the keys (columns beyond the prefix
-    are masked, free spins). New keys start uniformly at random from ``seed``. A call with another batch size
-    ``B'`` reuses the stored rows cyclically (row ``b`` continues stored row ``b % B``) and keeps ``B'`` rows; a
-    call with another ``H``, ``Tq``, ``T`` under the same key raises ``ValueError``.
+    are masked, free spins). New keys start uniformly at random from ``seed``. A call with a smaller batch ``B' < B``
+    continues the first ``B'`` rows and leaves the others as they are; a larger one grows the store by reusing the
+    stored rows cyclically (new row ``b`` starts from stored row ``b % B``); a call with another ``H``, ``Tq``, ``T``
+    under the same key raises ``ValueError``.
 
     :meth:`state_dict` / :meth:`load_state_dict` export and restore every key as tensors (for checkpoints).
 
@@ -226,7 +227,9 @@ class PersistentChains:
                 f"persistent chains {key!r} hold states of shape (B, H, Tq, chains, T) = {tuple(st.shape)}, "
                 f"a call needs (B, {H}, {Tq}, {C}, {T}); use another key for another layer"
             )
-        elif st.shape[0] != B:
+        elif st.shape[0] > B:  # a smaller batch continues the first B rows; the others are kept as they are
+            return st[:B]
+        elif st.shape[0] < B:
             st = st[torch.arange(B) % st.shape[0]].clone()
         self._states[key] = st
         return st

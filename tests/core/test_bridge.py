@@ -339,11 +339,15 @@ def test_persistent_chains_state_dict_round_trip_and_batch_resize(layer):
     b = attention_marginals(h, sym(raw), beta, sampler=other.bind(_qemcmc(burn_in=2), "layer0"), num_reads=8, seed=5)
     assert torch.equal(a, b)  # restored chains continue exactly like the originals
     st = chains.state("layer0").clone()
-    attention_marginals(h[:1].detach(), sym(raw), beta, sampler=chains.bind(_qemcmc(burn_in=0), "layer0"), num_reads=4)
-    assert torch.equal(chains.state("layer0"), st[:1])  # a smaller batch keeps its rows
+    attention_marginals(
+        h[:1].detach(), sym(raw), beta, sampler=chains.bind(_qemcmc(burn_in=3), "layer0"), num_reads=4, seed=0
+    )
+    after = chains.state("layer0")
+    assert after.shape == st.shape and torch.equal(after[1:], st[1:])  # a smaller batch moves its rows only
+    assert not torch.equal(after[:1], st[:1])
     h3 = torch.cat([h[:1], h[:1], h[:1]]).detach()
     attention_marginals(h3, sym(raw), beta, sampler=chains.bind(_qemcmc(burn_in=0), "layer0"), num_reads=4)
-    assert torch.equal(chains.state("layer0"), st[[0, 0, 0]])  # a larger one reuses them cyclically
+    assert torch.equal(chains.state("layer0"), after[[0, 1, 0]])  # a larger one reuses the rows cyclically
 
 
 def test_persistent_chains_bad_input(layer):
