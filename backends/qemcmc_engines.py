@@ -63,7 +63,7 @@ def evolve_proposal(
     Args:
         psi: ``(R, 2**n)`` complex states, one row per execution (overwritten on CPU without autograd).
         E: ``(R, 2**n)`` real: each row's ``alpha E(z)`` (the proposal's problem term, energies of every basis state).
-        a, b: driver and problem phases of one slice (:meth:`ProposalParams.phases`).
+        a, b: driver and problem phases per slice, ``(steps,)`` (:meth:`ProposalParams.slices`), or numbers.
         steps: Trotter steps.
         group: qubits per Kronecker block of a driver layer.
         cache_limit: on CPU without autograd, rows are run through every layer in sub-chunks of about this many bytes
@@ -75,22 +75,26 @@ def evolve_proposal(
     """
     n = int(psi.shape[-1]).bit_length() - 1
     groups = _groups(n, group)
-    blocks = {val: [(lo, g, _rx_block(g, val, psi.dtype, psi.device)) for lo, g in groups] for val in (a / 2, a)}
     layers = proposal_layers(a, b, steps)
+    blocks = {v: [(lo, g, _rx_block(g, v, psi.dtype, psi.device)) for lo, g in groups] for k, v in layers if k == "D"}
+
+    def phases(Ei: torch.Tensor) -> dict[float, torch.Tensor]:  # exp(-i b_k E) per distinct problem phase
+        return {v: _phase((-v) * Ei).to(psi.dtype) for v in {v for k, v in layers if k == "P"}}
+
     if torch.is_grad_enabled() and (psi.requires_grad or E.requires_grad) or psi.device.type != "cpu":
-        ph = _phase((-b) * E).to(psi.dtype)
+        ph = phases(E)
         for kind, val in layers:
-            psi = psi * ph if kind == "P" else _apply_driver(psi, blocks[val], n)
+            psi = psi * ph[val] if kind == "P" else _apply_driver(psi, blocks[val], n)
         return psi
     psi = psi.contiguous()
     rows = max(1, cache_limit // (psi.shape[-1] * psi.element_size() * 3))
     for r0 in range(0, psi.shape[0], rows):
         sub = psi[r0 : r0 + rows]
         cur, buf = sub.clone(), torch.empty_like(sub)
-        ph = _phase((-b) * E[r0 : r0 + rows]).to(psi.dtype)
+        ph = phases(E[r0 : r0 + rows])
         for kind, val in layers:
             if kind == "P":
-                cur.mul_(ph)
+                cur.mul_(ph[val])
             else:
                 cur, buf = _apply_driver_into(cur, buf, blocks[val])
         sub.copy_(cur)
@@ -98,7 +102,7 @@ def evolve_proposal(
 
 
 def proposal_rows(
-    E: torch.Tensor, a: float, b: float, steps: int, *, dtype: torch.dtype = torch.complex128, group: int = 4
+    E: torch.Tensor, a: Any, b: Any, steps: int, *, dtype: torch.dtype = torch.complex128, group: int = 4
 ) -> torch.Tensor:
     """The whole proposal matrix of a batch: ``Q[r, s, s'] = |<s'|U_r|s>|^2``, ``(R, 2**n, 2**n)`` real.
 
@@ -149,7 +153,7 @@ def transition_matrix(
     P = np.zeros((1 << flat.n, 1 << flat.n))
     for g, wg in gs:
         for t, wt in ts:
-            a, b = params.phases(g, t)
+            a, b = params.slices(g, t)
             Q = proposal_rows(alpha * E, a, b, params.steps, dtype=dtype)[0].to(torch.float64).numpy()
             P += wg * wt * metropolis_matrix(Q, E[0].numpy(), beta)
     return P
@@ -180,7 +184,7 @@ class StatevectorEngine:
 
     def propose(self, cur: np.ndarray, gamma: float, t: float, rng: np.random.Generator) -> np.ndarray:
         N, C = cur.shape
-        a, b = self.params.phases(gamma, t)
+        a, b = self.params.slices(gamma, t)
         K, g, dt = self.params.steps, self.group, self.dtype
         if self.mode == "unitary":
             if self._cdf is None or not self.params.fixed:
@@ -222,7 +226,7 @@ class CircuitEngine:
         n = h.shape[-1]
         nz = np.abs(J).reshape(-1, n, n).max(0) > 0
         edges = tuple((j, k) for j in range(n) for k in range(j + 1, n) if nz[j, k])
-        self.tmpl = proposal_template(n, edges, params.steps, options)
+        self.tmpl = proposal_template(n, edges, params.steps, options, params.shape)
         if len(self.tmpl.edges) < len(edges):  # couplings dropped by the device graph (on_missing="drop")
             keep = np.zeros((n, n), dtype=bool)
             for j, k in self.tmpl.edges:

@@ -24,7 +24,9 @@ asymmetric ``Q`` unless it is followed by its reverse; ``tests/circuits/test_pro
 This module owns, for the emitters and the simulators:
 
 * :class:`ProposalParams`: ``gamma``, evolution ``time`` (each fixed or a range drawn uniformly at every chain
-  step, independently of the state), Trotter ``steps``, ``alpha`` (``None``: Layden's normalisation);
+  step, independently of the state), Trotter ``steps``, ``alpha`` (``None``: Layden's normalisation), ``shape``
+  (``"constant"``, or ``"reverse"``: a reverse-anneal segment whose mixer weight rises to ``gamma`` mid-segment and
+  falls back, symmetric in time, the annealing variant of the proposal);
 * :func:`proposal_layers`: the ordered layers ``[("D", a/2), ("P", b), ("D", a), ..., ("P", b), ("D", a/2)]``
   (adjacent driver halves merged; ``merge_drivers=False`` keeps them apart);
 * :func:`alpha_of` and :func:`proposal_values`: the per-problem scale and the physical values
@@ -59,6 +61,8 @@ from .reference import _apply_driver, problem_energies
 __all__ = [
     "ProposalParams",
     "proposal_layers",
+    "slice_phases",
+    "SHAPES",
     "alpha_of",
     "proposal_values",
     "ProposalTemplate",
@@ -68,6 +72,8 @@ __all__ = [
 ]
 
 Range = float | tuple[float, float]
+#: proposal shapes: a fixed Hamiltonian, or a reverse-anneal segment symmetric in time
+SHAPES = ("constant", "reverse")
 
 
 def _range(value: Any, name: str, lo: float, hi: float, *, closed_hi: bool = True) -> tuple[float, float]:
@@ -98,6 +104,10 @@ class ProposalParams:
         steps: Trotter steps ``K`` of the palindromic product (default 12).
         alpha: scale of ``H_P`` against ``H_mix``; ``None`` (default) is Layden's
             ``sqrt(n) / ||(h, J)||`` per problem (:func:`alpha_of`).
+        shape: ``"constant"`` (default): the mixer weight is ``gamma`` in every slice (time evolution under a fixed
+            Hamiltonian); ``"reverse"``: a reverse-anneal segment, weight ``gamma_k = gamma (1 - |2 (k + 1/2)/K - 1|)``
+            rising from ~0 (the classical problem) to ``gamma`` mid-segment and back, symmetric in time so the product
+            stays palindromic (:meth:`slices`).
 
     Random parameters are drawn independently of the chain's state, so each step's proposal is a mixture of
     symmetric proposals, itself symmetric.
@@ -111,6 +121,7 @@ class ProposalParams:
     time: Range = (2.0, 20.0)
     steps: int = 12
     alpha: float | None = None
+    shape: str = "constant"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gamma", _pair_or_value(_range(self.gamma, "gamma", 0.0, 1.0)))
@@ -123,6 +134,8 @@ class ProposalParams:
             if isinstance(a, bool) or not isinstance(a, (int, float, np.floating)) or not (math.isfinite(a) and a >= 0):
                 raise ValueError(f"ProposalParams.alpha must be a finite number >= 0 or None, got {a!r}")
             object.__setattr__(self, "alpha", float(a))
+        if self.shape not in SHAPES:
+            raise ValueError(f"ProposalParams.shape must be one of {SHAPES}, got {self.shape!r}")
 
     @property
     def fixed(self) -> bool:
@@ -143,25 +156,45 @@ class ProposalParams:
         return g, t
 
     def phases(self, gamma: float, time: float) -> tuple[float, float]:
-        """``(a, b) = (gamma dt, (1 - gamma) dt)`` with ``dt = time / steps``: driver and problem phases of one slice."""
+        """``(a, b) = (gamma dt, (1 - gamma) dt)`` with ``dt = time / steps``: driver and problem phases of one slice
+        of the constant shape."""
         dt = float(time) / self.steps
         return float(gamma) * dt, (1.0 - float(gamma)) * dt
+
+    def slices(self, gamma: Any, time: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Per-slice phases ``(a (..., K), b (..., K))``: ``a_k = gamma_k dt``, ``b_k = (1 - gamma_k) dt`` with
+        ``gamma_k`` of :attr:`shape` (``gamma`` and ``time`` scalars or arrays of one shape); ``a_k = a_{K-1-k}``."""
+        return slice_phases(self.shape, gamma, time, self.steps)
+
+
+def slice_phases(shape: str, gamma: Any, time: Any, steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`ProposalParams.slices` for a ``shape``, ``gamma`` and ``time`` (scalars or arrays), ``steps`` slices."""
+    g = np.asarray(gamma, dtype=np.float64)[..., None]
+    dt = np.asarray(time, dtype=np.float64)[..., None] / steps
+    if shape == "reverse":
+        x = (np.arange(steps) + 0.5) / steps
+        g = g * (1.0 - np.abs(2.0 * x - 1.0))
+    g = np.broadcast_to(g, np.broadcast_shapes(g.shape, dt.shape[:-1] + (steps,)))
+    return g * dt, (1.0 - g) * dt
 
 
 def _pair_or_value(pair: tuple[float, float]) -> Range:
     return pair[0] if pair[0] == pair[1] else pair
 
 
-def proposal_layers(a: float, b: float, steps: int, *, merge_drivers: bool = True) -> list[tuple[str, float]]:
-    """The palindromic product ``[D(a/2) P(b) D(a/2)]^steps`` as ordered layers ``(kind, phase)``.
+def proposal_layers(a: Any, b: Any, steps: int, *, merge_drivers: bool = True) -> list[tuple[str, float]]:
+    """The palindromic product ``prod_k D(a_k/2) P(b_k) D(a_k/2)`` as ordered layers ``(kind, phase)``.
 
+    ``a``, ``b``: per-slice phases ``(steps,)`` (:meth:`ProposalParams.slices`) or numbers (the same in every slice).
     ``("D", x)`` is ``exp(-i x H_mix)`` (``RX(-2x)`` on every qubit), ``("P", x)`` is ``exp(-i x alpha H_P)``.
     With ``merge_drivers`` (default) adjacent halves are fused: ``D(a/2) P(b) D(a) P(b) ... D(a) P(b) D(a/2)``.
-    The sequence reads the same backwards.
+    The sequence reads the same backwards when ``a`` and ``b`` do.
     """
+    a_k = np.broadcast_to(np.asarray(a, dtype=np.float64), (int(steps),)).tolist()
+    b_k = np.broadcast_to(np.asarray(b, dtype=np.float64), (int(steps),)).tolist()
     seq: list[tuple[str, float]] = []
-    for _ in range(int(steps)):
-        seq += [("D", a / 2), ("P", b), ("D", a / 2)]
+    for ak, bk in zip(a_k, b_k):
+        seq += [("D", ak / 2), ("P", bk), ("D", ak / 2)]
     if not merge_drivers:
         return seq
     merged: list[tuple[str, float]] = []
@@ -205,25 +238,35 @@ def proposal_values(h: Any, J: Any, params: ProposalParams, edges: tuple[Edge, .
 
 
 class ProposalTemplate:
-    """Parametrised qiskit circuit of the proposal for one ``(n, edges, steps, options)``.
+    """Parametrised qiskit circuit of the proposal for one ``(n, edges, steps, options, shape)``.
 
-    Parameters (``ParameterVector("theta", num_parameters)``), all bound per circuit execution:
-    ``n`` preparation angles ``pi b_j`` (``RX(pi) = -iX`` flips bit ``j``; phases are irrelevant), ``n`` RZ angles
-    ``-2 b alpha h_j``, one RZZ angle ``-2 b alpha J_e`` per edge (two with ``options.fold_rzz``), the half and the
-    full driver angles ``-2 (a/2)`` and ``-2 a``. Every Trotter slice reuses the same parameters (the generator
-    does not depend on time), so the circuit is palindromic for any binding.
+    Parameters (``ParameterVector("theta", num_parameters)``), all bound per circuit execution: ``n`` preparation
+    angles ``pi b_j`` (``RX(pi) = -iX`` flips bit ``j``; phases are irrelevant), then the problem layers' RZ angles
+    ``-2 b_k alpha h_j`` and RZZ angles ``-2 b_k alpha J_e`` (two per edge with ``options.fold_rzz``), then the driver
+    angles ``-2 x`` of the merged driver layers. With ``shape="constant"`` every slice reuses one set of problem
+    angles and two driver angles (``x = a/2`` at the ends, ``a`` inside); with ``shape="reverse"`` each slice has its
+    own (``K (n + E) + K + 1`` of them). Either way the circuit is palindromic for any binding of a symmetric schedule.
 
     Attributes:
-        n, edges, steps, options: what it was built for.
+        n, edges, steps, options, shape: what it was built for.
     """
 
-    def __init__(self, n: int, edges: tuple[Edge, ...], steps: int, options: CircuitOptions) -> None:
-        self.n, self.edges, self.steps, self.options = int(n), tuple(edges), int(steps), options
+    def __init__(
+        self, n: int, edges: tuple[Edge, ...], steps: int, options: CircuitOptions, shape: str = "constant"
+    ) -> None:
+        if shape not in SHAPES:
+            raise ValueError(f"shape must be one of {SHAPES}, got {shape!r}")
+        self.n, self.edges, self.steps, self.options, self.shape = int(n), tuple(edges), int(steps), options, shape
+        self._zz = len(self.edges) * (2 if options.fold_rzz else 1)  # RZZ angles per problem layer
+        self._slices = 1 if shape == "constant" else self.steps  # problem-angle sets
+        # driver angles: constant: a/2 (the end halves) and a (inner layers, none for one slice); reverse: one per layer
+        self._drivers = (2 if self.steps > 1 else 1) if shape == "constant" else self.steps + 1
 
     @property
     def num_parameters(self) -> int:
-        """``2 n + len(edges) * (2 if fold_rzz else 1) + 2``."""
-        return 2 * self.n + len(self.edges) * (2 if self.options.fold_rzz else 1) + 2
+        """``n + S (n + E') + D``: ``S`` problem-angle sets (1 or ``steps``), ``E'`` RZZ angles per set, ``D`` driver
+        angles (2, or 1 for one slice, or ``steps + 1``)."""
+        return self.n + self._slices * (self.n + self._zz) + self._drivers
 
     @functools.cached_property
     def params(self) -> Any:
@@ -236,42 +279,44 @@ class ProposalTemplate:
         """The parametrised ``QuantumCircuit`` (qubit ``j`` measured into clbit ``j`` of ``"meas"``)."""
         from qiskit import ClassicalRegister, QuantumCircuit, QuantumRegister
 
-        n, E = self.n, len(self.edges)
+        n, per = self.n, self.n + self._zz
         th = list(self.params)
-        prep, rz = th[:n], th[n : 2 * n]
-        zz = th[2 * n : 2 * n + E * (2 if self.options.fold_rzz else 1)]
-        half, full = th[-2], th[-1]
-        qc = QuantumCircuit(QuantumRegister(n, "q"), name=f"qemcmc_n{n}_K{self.steps}")
+        drv = th[self.n + self._slices * per :]
+        qc = QuantumCircuit(QuantumRegister(n, "q"), name=f"qemcmc_n{n}_K{self.steps}_{self.shape}")
         if self.options.measure:
             qc.add_register(ClassicalRegister(n, "meas"))
         for j in range(n):
-            qc.rx(prep[j], j)
+            qc.rx(th[j], j)
+        k = d = 0
         for kind, val in proposal_layers(1.0, 1.0, self.steps):
-            if kind == "D":
-                qc.rx(half if val == 0.5 else full, range(n))
+            if kind == "D":  # constant: the end halves (0.5) share one angle, the inner layers (1.0) another
+                qc.rx(drv[(0 if val == 0.5 else 1) if self.shape == "constant" else d], range(n))
+                d += 1
                 continue
+            base = self.n + (0 if self.shape == "constant" else k) * per
             for j in range(n):
-                qc.rz(rz[j], j)
-            for e, (j, k) in enumerate(self.edges):
+                qc.rz(th[base + j], j)
+            zz = th[base + n : base + per]
+            for e, (j, m) in enumerate(self.edges):
                 if self.options.fold_rzz:  # RZZ(theta) = RZZ((pi/2 + theta)/2) . X_j RZZ((pi/2 - theta)/2) X_j
                     qc.x(j)
-                    qc.rzz(zz[2 * e], j, k)
+                    qc.rzz(zz[2 * e], j, m)
                     qc.x(j)
-                    qc.rzz(zz[2 * e + 1], j, k)
+                    qc.rzz(zz[2 * e + 1], j, m)
                 else:
-                    qc.rzz(zz[e], j, k)
+                    qc.rzz(zz[e], j, m)
+            k += 1
         if self.options.measure:
             qc.measure(range(n), range(n))
         return qc
 
-    def bindings(self, bits: Any, values: Any, gamma: Any, time: Any, steps: int | None = None) -> np.ndarray:
+    def bindings(self, bits: Any, values: Any, gamma: Any, time: Any) -> np.ndarray:
         """Parameter values ``(rows, num_parameters)`` of a batch of executions.
 
         Args:
             bits: ``(rows, n)`` 0/1 (or bool) basis state to prepare (``b_j = 1`` is ``s_j = -1``).
             values: ``(rows, n + len(edges))`` from :func:`proposal_values`.
             gamma, time: scalars or ``(rows,)``.
-            steps: Trotter steps the phases are computed for (default: the template's).
 
         Raises:
             ValueError: wrong shapes; a folded RZZ angle ``|theta| > pi/2``.
@@ -284,32 +329,42 @@ class ProposalTemplate:
                 f"bits must be (rows, {self.n}) and values (rows, {self.n + len(self.edges)}), "
                 f"got {bits.shape} and {values.shape}"
             )
-        K = self.steps if steps is None else int(steps)
-        dt = np.broadcast_to(np.asarray(time, dtype=np.float64), (rows,)) / K
         g = np.broadcast_to(np.asarray(gamma, dtype=np.float64), (rows,))
-        a, b = g * dt, (1.0 - g) * dt
-        rz = -2.0 * b[:, None] * values[:, : self.n]
-        theta = -2.0 * b[:, None] * values[:, self.n :]
+        t = np.broadcast_to(np.asarray(time, dtype=np.float64), (rows,))
+        a, b = slice_phases(self.shape, g, t, self.steps)  # (rows, K)
+        b = b[:, : self._slices]
+        rz = -2.0 * b[:, :, None] * values[:, None, : self.n]  # (rows, S, n)
+        theta = -2.0 * b[:, :, None] * values[:, None, self.n :]  # (rows, S, E)
         if self.options.fold_rzz:
             worst = float(np.max(np.abs(theta), initial=0.0))
             if worst > math.pi / 2 + 1e-12:
                 raise ValueError(f"fold_rzz needs |RZZ angle| <= pi/2, got {worst:.4g}; use more Trotter steps")
-            theta = np.stack([(math.pi / 2 - theta) / 2, (math.pi / 2 + theta) / 2], axis=-1).reshape(rows, -1)
-        drv = np.stack([-a, -2.0 * a], axis=-1)  # RX(-2 x) for x = a/2 and x = a
-        return np.concatenate([math.pi * bits, rz, theta, drv], axis=-1)
+            theta = np.stack([(math.pi / 2 - theta) / 2, (math.pi / 2 + theta) / 2], axis=-1).reshape(
+                rows, self._slices, -1
+            )
+        if self.shape == "constant":
+            drv = np.stack([-a[:, 0], -2.0 * a[:, 0]], axis=-1)[:, : self._drivers]  # RX(-2 x), x = a/2 and a
+        else:  # merged layers: a_0/2, (a_0 + a_1)/2, ..., a_{K-1}/2
+            x = np.concatenate([a[:, :1] / 2, (a[:, :-1] + a[:, 1:]) / 2, a[:, -1:] / 2], axis=-1)
+            drv = -2.0 * x
+        problem = np.concatenate([rz, theta], axis=-1).reshape(rows, -1)
+        return np.concatenate([math.pi * bits, problem, drv], axis=-1)
 
     def __repr__(self) -> str:
-        return f"ProposalTemplate(n={self.n}, edges={len(self.edges)}, steps={self.steps}, options={self.options})"
+        return (
+            f"ProposalTemplate(n={self.n}, edges={len(self.edges)}, steps={self.steps}, shape={self.shape!r}, "
+            f"options={self.options})"
+        )
 
 
 @functools.lru_cache(maxsize=64)
 def proposal_template(
-    n: int, edges: tuple[Edge, ...], steps: int, options: CircuitOptions = CircuitOptions()
+    n: int, edges: tuple[Edge, ...], steps: int, options: CircuitOptions = CircuitOptions(), shape: str = "constant"
 ) -> ProposalTemplate:
     """Cached :class:`ProposalTemplate`; ``edges`` are restricted to ``options.coupling_map`` (raise or drop)."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    return ProposalTemplate(n, restrict_edges(edges, n, options), steps, options)
+    return ProposalTemplate(n, restrict_edges(edges, n, options), steps, options, shape)
 
 
 def proposal_unitary(h: Any, J: Any, params: ProposalParams, gamma: float | None = None, time: float | None = None):
@@ -336,7 +391,7 @@ def proposal_unitary(h: Any, J: Any, params: ProposalParams, gamma: float | None
         gamma, time = g0, t0
     alpha = float(alpha_of(h, J)) if params.alpha is None else params.alpha
     E = alpha * problem_energies(h, J)
-    a, b = params.phases(gamma, time)
+    a, b = params.slices(gamma, time)
     psi = np.eye(1 << n, dtype=np.complex128)  # row s: the basis state |s>
     for kind, val in proposal_layers(a, b, params.steps):
         psi = _apply_driver(psi, val, n) if kind == "D" else psi * np.exp(-1j * val * E)

@@ -41,7 +41,11 @@ def test_simulated_proposal_matrix_equals_the_numpy_oracle():
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])
-@pytest.mark.parametrize("params", [FIXED, ProposalParams(steps=6)], ids=["fixed", "random"])
+@pytest.mark.parametrize(
+    "params",
+    [FIXED, ProposalParams(steps=6), ProposalParams(gamma=(0.4, 0.9), time=(1.0, 8.0), steps=5, shape="reverse")],
+    ids=["fixed", "random", "reverse-anneal"],
+)
 def test_detailed_balance_and_boltzmann_stationary_distribution(n, params):
     """P from the simulated unitary satisfies detailed balance; its stationary distribution is Boltzmann to 1e-10."""
     p = random_problem(n, seed=10 + n, beta=1.3, scale=1.5)
@@ -101,6 +105,13 @@ def test_independent_chains_sample_boltzmann(mode):
     ss = QEMCMCSampler(mode=mode, params=ProposalParams(steps=6)).sample(p, num_reads=1500, seed=1)
     assert ss.info["mode"] == mode and ss.info["num_chains"] == 1500 and ss.info["records_per_chain"] == 1
     np.testing.assert_array_equal(ss.info["ess_spins"], 1500)
+    check_marginals(ss, p, ess=1500)
+
+
+def test_reverse_anneal_proposals_sample_boltzmann():
+    p = random_problem(4, seed=9, batch=(2,))
+    params = ProposalParams(gamma=0.8, time=(2.0, 6.0), steps=4, shape="reverse")
+    ss = QEMCMCSampler(params=params, mode="columns").sample(p, num_reads=1500, seed=2)
     check_marginals(ss, p, ess=1500)
 
 

@@ -34,13 +34,16 @@ def test_layers_are_palindromic_and_merge_adjacent_drivers():
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 6])
 @pytest.mark.parametrize("gamma, time, steps", [(0.4, 3.0, 1), (0.25, 12.0, 7), (0.9, 0.5, 4), (0.0, 2.0, 2)])
-def test_unitary_is_unitary_and_symmetric(n, gamma, time, steps):
-    """Real symmetric generators in a palindromic product: U^T = U, so Q(s'|s) = Q(s|s') (docs/theory.md sec. 6)."""
+@pytest.mark.parametrize("shape", ["constant", "reverse"])
+def test_unitary_is_unitary_and_symmetric(n, gamma, time, steps, shape):
+    """Real symmetric generators in a palindromic product: U^T = U, so Q(s'|s) = Q(s|s') (docs/theory.md sec. 6).
+    The reverse-anneal segment changes the mixer weight from slice to slice, symmetrically in time."""
     h, J = random_problem(n, seed=n * 31 + steps)
-    U = proposal_unitary(h, J, ProposalParams(gamma=gamma, time=time, steps=steps))
+    params = ProposalParams(gamma=gamma, time=time, steps=steps, shape=shape)
+    U = proposal_unitary(h, J, params)
     np.testing.assert_allclose(U.conj().T @ U, np.eye(1 << n), atol=1e-12)
     np.testing.assert_allclose(U, U.T, atol=1e-12)
-    Q = proposal_matrix(h, J, ProposalParams(gamma=gamma, time=time, steps=steps))
+    Q = proposal_matrix(h, J, params)
     np.testing.assert_allclose(Q, Q.T, atol=1e-13)
     np.testing.assert_allclose(Q.sum(1), 1.0, atol=1e-12)
 
@@ -87,17 +90,38 @@ def test_alpha_is_laydens_normalisation():
     np.testing.assert_allclose(v, [6.0, 0.0, 8.0])
 
 
-@pytest.mark.parametrize("fold", [False, True])
-def test_qiskit_template_matches_the_oracle_on_every_basis_state(fold):
+def test_reverse_slices_are_symmetric_and_start_classical():
+    a, b = ProposalParams(gamma=0.6, time=4.0, steps=6, shape="reverse").slices(0.6, 4.0)
+    np.testing.assert_allclose(a, a[::-1], atol=1e-15)
+    np.testing.assert_allclose(a + b, 4.0 / 6)  # dt per slice
+    assert a[0] == pytest.approx(0.6 * (1 / 6) * 4.0 / 6) and a.max() == pytest.approx(0.6 * (5 / 6) * 4.0 / 6)
+    a2, b2 = ProposalParams(shape="reverse").slices(np.array([0.3, 0.5]), np.array([2.0, 3.0]))
+    assert a2.shape == b2.shape == (2, 12)
+    with pytest.raises(ValueError, match="shape must be one of"):
+        ProposalParams(shape="forward")
+
+
+@pytest.mark.parametrize(
+    "fold, shape, steps",
+    [
+        (False, "constant", 8),
+        (True, "constant", 8),
+        (False, "reverse", 5),
+        (True, "reverse", 5),
+        (False, "constant", 1),
+    ],
+)
+def test_qiskit_template_matches_the_oracle_on_every_basis_state(fold, shape, steps):
     """Statevector of the bound template (preparation of |s>, the product) = U|s> up to a global phase."""
     pytest.importorskip("qiskit")
     from qiskit.quantum_info import Statevector
 
     n, (h, J) = 3, random_problem(3, seed=9, scale=0.5)
-    params = ProposalParams(gamma=0.35, time=2.5, steps=8)
+    params = ProposalParams(gamma=0.35, time=2.5, steps=steps, shape=shape)
     U = proposal_unitary(h, J, params)
     edges = ((0, 1), (0, 2), (1, 2))
-    tmpl = proposal_template(n, edges, params.steps, CircuitOptions(measure=False, fold_rzz=fold))
+    tmpl = proposal_template(n, edges, params.steps, CircuitOptions(measure=False, fold_rzz=fold), shape)
+    assert tmpl.circuit.num_parameters == tmpl.num_parameters
     vals = proposal_values(h, J, params, tmpl.edges)
     bits = ((np.arange(1 << n)[:, None] >> np.arange(n)) & 1).astype(float)
     binds = tmpl.bindings(bits, np.repeat(vals[None], 1 << n, 0), 0.35, 2.5)
@@ -111,6 +135,7 @@ def test_template_is_cached_and_counts_parameters():
     t = proposal_template(4, ((0, 1), (2, 3)), 5)
     assert t is proposal_template(4, ((0, 1), (2, 3)), 5)
     assert t.num_parameters == 2 * 4 + 2 + 2
+    assert proposal_template(4, ((0, 1), (2, 3)), 5, shape="reverse").num_parameters == 4 + 5 * (4 + 2) + 6
     with pytest.raises(ValueError, match="bits must be"):
         t.bindings(np.zeros((2, 3)), np.zeros((2, 6)), 0.5, 1.0)
 
