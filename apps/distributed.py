@@ -91,7 +91,10 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, *, tim
     if scheduler is not None:
         client = Client(scheduler, timeout=timeout)
         try:
-            logger.info("connected to Dask scheduler %s (%d workers)", scheduler, len(client.nthreads()))
+            n = len(client.nthreads())
+            logger.info("connected to Dask scheduler %s (%d workers)", scheduler, n)
+            if not n:  # legal (workers may join later, e.g. queued batch jobs) but the tasks wait until then
+                logger.warning("the Dask scheduler %s has no workers yet: tasks wait until workers join", scheduler)
             yield client
         finally:
             client.close()
