@@ -80,7 +80,10 @@ class ShardedSampler(Sampler):
         sampler: registry name of the inner sampler (any registered one).
         sampler_options: its constructor options (picklable: they travel to the workers).
         client: a ``distributed.Client`` (or anything with ``submit(fn, *args) -> future`` and
-            ``gather(futures)``); ``None``: run the shards in this process.
+            ``gather(futures)``); or a scheduler address such as ``"tcp://host:8786"``, to which the sampler opens
+            a client of its own (closed by :meth:`close`; this is how a command line reaches a cluster, e.g.
+            ``hybrid-attention train --sampler sharded --sampler-option client=tcp://host:8786``); ``None``: run
+            the shards in this process.
         shard_size: problems per task.
 
     The capabilities (``exact_output``, ``max_spins``, ``dqa``), per-call ``parameters`` and ``default_num_reads``
@@ -108,7 +111,19 @@ class ShardedSampler(Sampler):
         self.inner_name = sampler
         self.inner = get_sampler(sampler, **opts)  # validates name and options here, before any task
         self.shard_size = check_positive_int(shard_size, "sharded: shard_size")
-        if client is not None and not (hasattr(client, "submit") and hasattr(client, "gather")):
+        self._own_client = isinstance(client, str)
+        if self._own_client:
+            if not client.strip():
+                raise ValueError("sharded: client must be a scheduler address such as 'tcp://host:8786', got ''")
+            try:
+                from distributed import Client
+            except ImportError as exc:
+                raise ImportError(
+                    "sharded: a scheduler address needs the 'distributed' package; run: "
+                    "pip install 'hybrid-attention[dask]'"
+                ) from exc
+            client = Client(client, timeout=30)
+        elif client is not None and not (hasattr(client, "submit") and hasattr(client, "gather")):
             raise TypeError(
                 f"sharded: client must be a distributed.Client (submit, gather), got {type(client).__name__}"
             )
@@ -176,7 +191,10 @@ class ShardedSampler(Sampler):
         )
 
     def close(self) -> None:
-        """Close the inner sampler (the client belongs to the caller and stays open)."""
+        """Close the inner sampler, and the client if this sampler opened it (a client passed in belongs to the caller
+        and stays open)."""
+        if self._own_client and self.client is not None:
+            self.client.close()
         self.inner.close()
         super().close()
 

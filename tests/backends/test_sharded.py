@@ -104,6 +104,17 @@ def test_dqa_inner_sampler_matches_its_reference_output(clients):
     assert np.all(np.abs(m - m_ref) <= tol)
 
 
+def test_a_scheduler_address_opens_a_client_of_its_own(dask_cluster):
+    """How a command line reaches a cluster (``--sampler-option client=tcp://...``); close() closes that client."""
+    p = problems()
+    with get_sampler("sharded", sampler="exact", client=dask_cluster[0].scheduler_address, shard_size=5) as s:
+        ss = s.sample(p, num_reads=30, seed=2)
+        assert ss.info["workers"] == 2
+    assert s.client.status == "closed" and dask_cluster[1].status == "running"
+    ref = get_sampler("sharded", sampler="exact", shard_size=12).sample(p, num_reads=30, seed=2)
+    same(ss, ref)
+
+
 def test_bad_settings_are_refused_before_any_task():
     with pytest.raises(TypeError, match="client must be a distributed.Client"):
         get_sampler("sharded", client=object())
