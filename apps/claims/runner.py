@@ -192,6 +192,8 @@ def _train_one(cfg: TrainConfig) -> tuple[str, str]:
         return cfg.out, f"diverged ({exc.reason})"
     except DirectoryLocked:
         return cfg.out, "locked (another runner is training it)"
+    except Exception as exc:  # one broken run must not stop the plan; it is reported and retried next call
+        return cfg.out, f"failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
     return cfg.out, f"finished at step {m['step']}, val_loss {m['val_loss']:.4f}"
 
 
@@ -210,7 +212,8 @@ def run_plan(
             call). ``None``: no limit.
 
     Returns:
-        ``{"done": runs finished in this call, "pending": runs left (including main runs awaiting a sweep)}``.
+        ``{"done": runs finished in this call, "pending": runs left (including main runs awaiting a sweep),
+        "failed": {run directory: error}}`` (a run that raised is reported, skipped in this call, retried in the next).
     """
     import multiprocessing
     import signal
@@ -223,6 +226,7 @@ def run_plan(
     t0 = time.monotonic()
     done, running = 0, {}
     skip: set[str] = set()
+    failed: dict[str, str] = {}
     bar = tqdm(desc="claims plan", unit="run", disable=not progress, dynamic_ncols=True)
 
     def _stop(signum: int, frame: Any) -> None:
@@ -250,8 +254,11 @@ def run_plan(
                 time.sleep(0.5)
             for key in [k for k, f in running.items() if f.ready()]:
                 out, outcome = running.pop(key).get()
-                if outcome.startswith("locked"):
+                if outcome.startswith(("locked", "failed")):
                     skip.add(out)
+                    if outcome.startswith("failed"):
+                        failed[out] = outcome
+                        logger.warning("%s: %s", out, outcome)
                 else:
                     done += 1
                     bar.update(1)
@@ -267,4 +274,4 @@ def run_plan(
         bar.close()
     runs, waiting = plan_runs(studies, root)
     left = sum(run_state(r.out) not in ("finished", "diverged") for r in runs) + waiting
-    return {"done": done, "pending": left}
+    return {"done": done, "pending": left, "failed": failed}

@@ -161,6 +161,11 @@ class TrainConfig:
             return
         if self.pointer not in POINTERS:
             raise ValueError(f"unknown pointer {self.pointer!r}; expected one of {POINTERS}")
+        if self.pointer == "attention" and self.attention == "j" and self.j_field == 0:
+            raise ValueError(
+                "--pointer attention with --attention j (h = 0) leaves nothing to learn: the attention is exactly "
+                "uniform whatever J is (docs/theory.md); add --j-field EPS or use another mode"
+            )
         if variant.is_classic:
             if self.block_size % 2:
                 raise ValueError(

@@ -39,10 +39,18 @@ STUDIES = {
     "pilot_pointer": Study(
         "pilot_pointer",
         {**COMMON, **HARD, "pointer": "attention", "steps": 1500, "lr": 3e-3, "patience": 0},
+        ("softmax", "hj", "h", "bias"),  # j: uniform attention cannot point, nothing would train
+        (16,),
+        (0,),
+        label="PILOT: harder variant where the attention weights themselves point (no linear pointer head)",
+    ),
+    "pilot_noffn": Study(
+        "pilot_noffn",
+        {**COMMON, **HARD, "ffn": False, "steps": 1500, "lr": 3e-3, "patience": 0},
         MODES,
         (16,),
         (0, 1),
-        label="PILOT: harder variant where the attention weights themselves point (no linear pointer head)",
+        label="PILOT: harder bracket variant without FFN at T = 16, 1500 steps without early stopping",
     ),
     "shakespeare": Study(
         "shakespeare",
@@ -64,7 +72,7 @@ STUDIES = {
     ),
     "brackets_noffn": Study(
         "brackets_noffn",
-        {**COMMON, **HARD, "ffn": False, "steps": 2000, "patience": 5},
+        {**COMMON, **HARD, "ffn": False, "steps": 6000, "patience": 5},  # the pilot: 1500 steps do not plateau
         MODES,
         (8, 12, 16, 20),
         SEEDS,
@@ -84,7 +92,7 @@ STUDIES = {
 
 #: plans: the studies each runs, in order
 PLANS = {
-    "pilot": ("pilot_brackets", "pilot_pointer"),
+    "pilot": ("pilot_brackets", "pilot_noffn", "pilot_pointer"),
     "main": ("brackets", "brackets_noffn", "shakespeare"),
     "extra": ("brackets_depth",),
 }

@@ -50,7 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     res = run_plan(studies, args.root, workers=args.workers, hours=args.hours, progress=args.progress)
     print(f"{res['done']} runs finished in this call; {res['pending']} left (call again to continue)")
-    return 0
+    for out, why in res["failed"].items():
+        print(f"FAILED {out}: {why}", file=sys.stderr)
+    return 1 if res["failed"] else 0
 
 
 if __name__ == "__main__":

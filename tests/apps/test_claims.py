@@ -214,11 +214,11 @@ def test_plan_waits_for_the_sweep_then_takes_each_modes_best_rate(tmp_path):
 def test_run_plan_two_workers_resumable(tmp_path):
     study = _study(sweep=False, seeds=(0,))
     res = rn.run_plan([study], tmp_path, workers=2, progress=False)
-    assert res == {"done": 2, "pending": 0}
+    assert res == {"done": 2, "pending": 0, "failed": {}}
     runs, _ = rn.plan_runs([study], tmp_path)
     assert all(rn.run_state(r.out) == "finished" for r in runs)
     first = [(r.out / "metrics.json").read_text() for r in runs]
-    assert rn.run_plan([study], tmp_path, workers=2, progress=False) == {"done": 0, "pending": 0}  # nothing redone
+    assert rn.run_plan([study], tmp_path, workers=2, progress=False) == {"done": 0, "pending": 0, "failed": {}}
     assert first == [(r.out / "metrics.json").read_text() for r in runs]
     with pytest.raises(ValueError, match="workers"):
         rn.run_plan([study], tmp_path, workers=0)
@@ -289,7 +289,13 @@ def test_classic_bracket_task_unchanged_and_variant_flags(tmp_path):
         and saved["model"]["head"] == "attention"
         and saved["model"]["vocab_size"] == 5
     )
-    for bad in (["--j-field", "0.5"], ["--task", "shakespeare", "--filler", "0.2"], ["--patience", "-1"]):
+    bad_flags = (
+        ["--j-field", "0.5"],
+        ["--task", "shakespeare", "--filler", "0.2"],
+        ["--patience", "-1"],
+        ["--attention", "j", "--pointer", "attention"],
+    )
+    for bad in bad_flags:
         args = ["train", "--task", "brackets", "--block-size", "8", "--steps", "2", "--out", str(tmp_path / "x")]
         assert cli.main(args + bad) == 2
     assert not (tmp_path / "x").exists()
@@ -300,3 +306,10 @@ def test_claims_command(tmp_path, capsys):
     assert cli.main(["claims", "--root", str(tmp_path)]) == 0
     assert "The paper's findings" in capsys.readouterr().out
     assert cli.main(["claims", "--root", str(tmp_path / "missing")]) == 2
+
+
+def test_a_failing_run_is_reported_not_raised(tmp_path):
+    cfg = tr.TrainConfig(task="shakespeare", steps=2, data=str(tmp_path / "missing.txt"), out=str(tmp_path / "r"))
+    out, outcome = rn._train_one(cfg)
+    assert out == cfg.out and outcome.startswith("failed: FileNotFoundError")
+    assert rn.run_state(tmp_path / "r") == "new"
