@@ -371,6 +371,14 @@ def _study_markdown(name: str, rows: list[dict[str, Any]], cells: list, comps: l
     return "\n".join(lines) + "\n"
 
 
+def _yerr(pts: list[dict[str, Any]]) -> list[list[float]]:
+    """Asymmetric error bars from ``mean``/``lo``/``hi`` (0 where the interval is undefined)."""
+    return [
+        [p["mean"] - p["lo"] if math.isfinite(p["lo"]) else 0.0 for p in pts],
+        [p["hi"] - p["mean"] if math.isfinite(p["hi"]) else 0.0 for p in pts],
+    ]
+
+
 def _plots(out: Path, name: str, rows: list, cells: list, comps: list, root: Path) -> None:
     try:
         import matplotlib
@@ -387,12 +395,21 @@ def _plots(out: Path, name: str, rows: list, cells: list, comps: list, root: Pat
         if not pts:
             continue
         x = [c["block_size"] for c in pts]
-        ax.plot(x, [c["mean"] for c in pts], marker="o", color=f"C{i}", label=mode)
+        ax.errorbar(x, [c["mean"] for c in pts], yerr=_yerr(pts), marker="o", capsize=3, color=f"C{i}", label=mode)
         ax.fill_between(x, [c["lo"] for c in pts], [c["hi"] for c in pts], color=f"C{i}", alpha=0.2)
         cs = [c for c in comps if c["mode"] == mode and c["ref"] == "softmax"]
         if cs:
             x = [c["block_size"] for c in cs]
-            ax2.plot(x, [c["res"].mean for c in cs], marker="o", color=f"C{i}", label=f"{mode} vs softmax")
+            pts2 = [{"mean": c["res"].mean, "lo": c["res"].lo, "hi": c["res"].hi} for c in cs]
+            ax2.errorbar(
+                x,
+                [p["mean"] for p in pts2],
+                yerr=_yerr(pts2),
+                marker="o",
+                capsize=3,
+                color=f"C{i}",
+                label=f"{mode} vs softmax",
+            )
             ax2.fill_between(x, [c["res"].lo for c in cs], [c["res"].hi for c in cs], color=f"C{i}", alpha=0.2)
     ax.set_xlabel("block size T")
     ax.set_ylabel("validation perplexity" if shakespeare else "per-bracket accuracy (%)")
@@ -433,7 +450,7 @@ def _plots(out: Path, name: str, rows: list, cells: list, comps: list, root: Pat
         axes[0][0].set_ylabel("mean learned value (95 % CI)")
         if axes[0][0].get_legend_handles_labels()[0]:
             axes[0][0].legend(fontsize=8)
-        fig.suptitle(f"{name}: learned couplings and the control's positional bias by distance", fontsize=10)
+        fig.suptitle(f"{name}: learned couplings J (hj)\nand the control's positional bias B, by distance", fontsize=9)
         fig.tight_layout()
         fig.savefig(out / "couplings_by_distance.png", dpi=110)
         plt.close(fig)
