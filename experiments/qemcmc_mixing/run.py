@@ -7,6 +7,8 @@ spectral gap ``1 - |lambda_2|`` (larger mixes faster; one step = one proposal):
   [2, 20], 12 palindromic Trotter steps; the average over the parameters by a Gauss-Legendre rule,
   ``--nodes`` per parameter, checked against twice as many nodes), from the simulated proposal unitary;
 * ``qemcmc-fixed``: the same circuit with fixed gamma = 0.45, t = 6;
+* ``qemcmc-reverse``: the annealing variant, a reverse-anneal segment (``shape="reverse"``) peaking at gamma in
+  [0.25, 0.6] with t in [2, 20] (random, the same quadrature);
 * ``local``: Metropolis with single-spin-flip proposals; ``gibbs``: random-scan heat bath (one spin per step);
 * ``uniform``: Metropolis with uniformly random proposals.
 
@@ -15,7 +17,7 @@ J ~ N(0, 1/(n-1)), beta = 1: the scale of the tests and of attention problems). 
 detailed balance and stationarity (= Boltzmann) and, with ``--marginals``, samples a few problems up to n = 16 with the
 sampler and reports the marginal errors in units of their shot-derived standard error.
 
-Run (about 10 minutes on 2 cores, most of it the n = 16 sampling):
+Run (about 15 minutes on a busy 2-core machine):
 
     nice -n 5 python experiments/qemcmc_mixing/run.py --marginals --out results/quantum_training/mixing
 """
@@ -39,7 +41,7 @@ from hybrid_attention.backends.qemcmc import QEMCMCSampler, transition_matrix
 from hybrid_attention.circuits.proposal import ProposalParams
 from hybrid_attention.exact import enumerate_states
 
-METHODS = ("qemcmc", "qemcmc-fixed", "local", "gibbs", "uniform")
+METHODS = ("qemcmc", "qemcmc-fixed", "qemcmc-reverse", "local", "gibbs", "uniform")
 FIXED = ProposalParams(gamma=0.45, time=6.0, steps=12)
 
 
@@ -56,6 +58,7 @@ def matrices(p: IsingProblem, nodes: int) -> dict[str, np.ndarray]:
     return {
         "qemcmc": transition_matrix(p, ProposalParams(), nodes=nodes),
         "qemcmc-fixed": transition_matrix(p, FIXED),
+        "qemcmc-reverse": transition_matrix(p, ProposalParams(shape="reverse"), nodes=nodes),
         "local": mcmc.metropolis_matrix(mcmc.local_proposal(p.n), E, beta),
         "gibbs": mcmc.heat_bath_matrix(E, beta, p.n),
         "uniform": mcmc.metropolis_matrix(mcmc.uniform_proposal(p.n), E, beta),
@@ -80,7 +83,7 @@ def gaps(args: argparse.Namespace) -> tuple[list[dict], dict]:
                 checks["stationary_vs_boltzmann"] = max(checks["stationary_vs_boltzmann"], dev)
         if i == 0:  # the quadrature of the random parameters, against twice as many nodes
             fine = mcmc.spectral_gap(transition_matrix(p, ProposalParams(), nodes=2 * args.nodes), pi)
-            checks["quadrature"] = max(checks["quadrature"], abs(fine - rows[-5]["gap"]))
+            checks["quadrature"] = max(checks["quadrature"], abs(fine - rows[-len(METHODS)]["gap"]))
     return rows, checks
 
 
