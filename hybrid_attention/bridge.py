@@ -260,7 +260,7 @@ class PersistentChains:
         return f"PersistentChains(num_chains={self.num_chains}, keys={self.keys()})"
 
 
-class ChainBoundSampler:
+class ChainBoundSampler(ReadsOnly):
     """A sampler bound to :class:`PersistentChains` under a key (:meth:`PersistentChains.bind`).
 
     Given to :func:`attention_marginals` (directly or as an attention layer's ``sampler``), every problem's chains
@@ -282,14 +282,7 @@ class ChainBoundSampler:
         self.sampler, self.chains, self.key = sampler, chains, key
         self.name = f"{getattr(sampler, 'name', 'sampler')}+chains"
 
-    @property
-    def capabilities(self) -> SamplerCapabilities:
-        return dataclasses.replace(capabilities_of(self.sampler), differentiable=False)
-
-    def __getattr__(self, item: str) -> Any:
-        if item == "differentiable_marginals":
-            raise AttributeError(item)
-        return getattr(self.__dict__["sampler"], item)
+    # capabilities (differentiable=False) and attribute delegation come from ReadsOnly
 
     def __repr__(self) -> str:
         return f"ChainBoundSampler({self.sampler!r}, key={self.key!r})"
