@@ -25,7 +25,11 @@ Proposal engines (``engine=``):
 Engines live in :mod:`.qemcmc_engines`.
 
 Chains and reads: ``num_chains`` chains per problem (default one per read), ``burn_in`` moves, then a record every
-``thinning`` moves until ``num_reads`` states are recorded. ``initial_state`` (``(*batch, chains, n)`` ±1) starts the
+``thinning`` moves until ``num_reads`` states are recorded. Chains start uniformly at random (``start="random"``)
+or from independent draws of the fields-only distribution ``P(s_j = +1) = (1 + tanh(beta h_j)) / 2``, the exact
+Boltzmann distribution at ``J = 0`` (``start="fields"``): where the couplings are weak beside the fields, as in
+attention problems, the chains then start close to equilibrium and need a few moves instead of a long burn-in. The
+start changes only the burn-in, never the stationary distribution. ``initial_state`` (``(*batch, chains, n)`` ±1) starts the
 chains where earlier chains stopped (persistent chains); ``info["final_state"]`` is where they stopped.
 
 Diagnostics in ``SampleSet.info`` (arrays have the problem's batch shape): ``acceptance_rate`` (accepted moves /
@@ -80,6 +84,7 @@ logger = logging.getLogger(__name__)
 
 _ENGINES = ("statevector", "aer", "ibm")
 _MODES = ("auto", "unitary", "columns")
+_STARTS = ("random", "fields")
 _REAL = REAL
 
 
@@ -92,6 +97,8 @@ class QEMCMCSampler(Sampler):
             default: Layden's random ``gamma in [0.25, 0.6]``, ``t in [2, 20]``, 12 steps).
         engine: ``"statevector"`` (default), ``"aer"`` or ``"ibm"`` (module docstring).
         burn_in: moves before the first record (default 128).
+        start: where chains without ``initial_state`` start: ``"random"`` (uniform, default) or ``"fields"`` (the
+            fields-only distribution, module docstring).
         thinning: moves between records of one chain (default 1).
         num_chains: chains per problem (default ``None``: one per read, every read an independent chain's state).
         num_reads: reads per problem when ``sample(num_reads=None)`` (default 256).
@@ -109,7 +116,7 @@ class QEMCMCSampler(Sampler):
             (``allow_hardware=True`` for a real device, ``mode``, ``fold_rzz``, ``sampler_options``...): the IBM
             sampler resolves the backend, credentials, fractional gates, transpilation and the runtime primitive.
 
-    Per-call options (``sample(..., **options)``): ``burn_in``, ``thinning``, ``num_chains``, ``params``,
+    Per-call options (``sample(..., **options)``): ``burn_in``, ``thinning``, ``num_chains``, ``params``, ``start``,
     ``initial_state`` (``(*batch, chains, n)`` ±1 spins, or ``None``).
     """
 
@@ -119,6 +126,7 @@ class QEMCMCSampler(Sampler):
         "thinning": "moves between records of one chain",
         "num_chains": "chains per problem (default: one per read)",
         "params": "ProposalParams for this call",
+        "start": "'random' or 'fields': where chains without initial_state start",
         "initial_state": "(*batch, chains, n) ±1 starting configurations (persistent chains)",
     }
 
@@ -128,6 +136,7 @@ class QEMCMCSampler(Sampler):
         params: ProposalParams | None = None,
         engine: str = "statevector",
         burn_in: int = 128,
+        start: str = "random",
         thinning: int = 1,
         num_chains: int | None = None,
         num_reads: int = 256,
@@ -161,6 +170,7 @@ class QEMCMCSampler(Sampler):
             self.params = dataclasses.replace(self.params, **given)
         self.engine, self.mode, self.dtype = engine, mode, dtype
         self.burn_in = check_positive_int(burn_in, "burn_in", minimum=0)
+        self.start = self._check_start(start)
         self.thinning = check_positive_int(thinning, "thinning")
         self.num_chains = check_positive_int(num_chains, "num_chains", allow_none=True)
         self.default_num_reads = check_positive_int(num_reads, "num_reads")
@@ -226,6 +236,12 @@ class QEMCMCSampler(Sampler):
         return self._isa[tmpl]
 
     # ------------------------------------------------------------------ options
+    @staticmethod
+    def _check_start(start: Any) -> str:
+        if start not in _STARTS:
+            raise ValueError(f"qemcmc: start must be one of {_STARTS}, got {start!r}")
+        return start
+
     def _resolve(self, problem: IsingProblem, num_reads: int | None, options: dict[str, Any]) -> dict[str, Any]:
         """Per-call settings, checked (before any work)."""
         reads = self.default_num_reads if num_reads is None else int(num_reads)
@@ -252,6 +268,7 @@ class QEMCMCSampler(Sampler):
             "records": -(-reads // chains),
             "burn_in": check_positive_int(options.get("burn_in", self.burn_in), "burn_in", minimum=0),
             "thinning": check_positive_int(options.get("thinning", self.thinning), "thinning"),
+            "start": self._check_start(options.get("start", self.start)),
             "params": params,
             "initial_state": init,
         }
@@ -321,6 +338,7 @@ class QEMCMCSampler(Sampler):
             "num_chains": C,
             "records_per_chain": r,
             "burn_in": burn,
+            "start": "initial_state" if opts["initial_state"] is not None else opts["start"],
             "thinning": thin,
             "moves": moves,
             "circuit_executions": C * moves,
@@ -358,7 +376,13 @@ class QEMCMCSampler(Sampler):
             self._jobs.append(getattr(run, "job_ids", []))  # filled while the chains run
         En = E.numpy()
         bE = beta[:, None] * En  # (N, 2**n)
-        cur = rng.integers(0, 1 << n, size=(N, C)) if init is None else spins_to_index(init).astype(np.int64)
+        if init is not None:
+            cur = spins_to_index(init).astype(np.int64)
+        elif opts["start"] == "fields":  # independent spins, P(s_j = +1) = (1 + tanh(beta h_j)) / 2 (dropped: 1/2)
+            p_up = 0.5 * (1.0 + np.tanh(beta[:, None] * h.numpy()))  # (N, n)
+            cur = spins_to_index(np.where(rng.random((N, C, n)) < p_up[:, None, :], 1, -1).astype(np.int8))
+        else:
+            cur = rng.integers(0, 1 << n, size=(N, C))
         rows = np.arange(N)[:, None]
         accepted = np.zeros((N, C))
         trace = np.empty((N, C, moves + 1))

@@ -214,6 +214,32 @@ def test_initial_state_is_where_the_chains_start_and_final_state_where_they_stop
     np.testing.assert_array_equal(ss2.spins[:, 1::2], ss2.info["final_state"])  # chain-major: last record
 
 
+def test_fields_start_draws_the_exact_fields_only_distribution():
+    """With J = 0 and no move the reads are the start: independent spins with <s_j> = tanh(beta h_j) exactly."""
+    g = torch.Generator().manual_seed(21)
+    p = IsingProblem(
+        torch.randn(3, 5, generator=g, dtype=torch.float64), torch.zeros(5, 5, dtype=torch.float64), beta=0.8
+    )
+    ss = QEMCMCSampler(start="fields", burn_in=0).sample(p, num_reads=3000, seed=2)
+    assert ss.info["start"] == "fields" and ss.info["moves"] == 0
+    check_marginals(ss, p, ess=3000)
+    # per call, and masked (dropped) spins start free: uniform, <s> = 0
+    pm = IsingProblem(p.h, p.J, beta=0.8, mask=torch.tensor([True, True, False, True, True]))
+    ssm = QEMCMCSampler(burn_in=0).sample(pm, num_reads=3000, seed=3, start="fields")
+    assert abs(ssm.spins[..., 2].mean()) <= Z * np.sqrt(1 / (3 * 3000))
+
+
+def test_fields_start_keeps_the_boltzmann_stationary_distribution():
+    """Coupled problem: after the burn-in the chains sample exact Boltzmann marginals from either start."""
+    p = random_problem(5, seed=22, batch=(2,), beta=1.1)
+    ss = QEMCMCSampler(start="fields", burn_in=64, params=ProposalParams(steps=6)).sample(p, num_reads=1200, seed=4)
+    check_marginals(ss, p, ess=1200)
+    with pytest.raises(ValueError, match="start must be one of"):
+        QEMCMCSampler(start="zero")
+    with pytest.raises(ValueError, match="start must be one of"):
+        QEMCMCSampler().sample(p, num_reads=4, start="mean-field")
+
+
 @pytest.mark.parametrize(
     "init, match",
     [
