@@ -93,6 +93,7 @@ class TrainConfig:
     trotter_steps: int = 20
     sampler_options: dict[str, Any] = field(default_factory=dict)
     readout: str | None = None
+    persistent_chains: int = 0
     backend: str | None = None
     eval_exact: bool = False
     bracket_types: int = 1
@@ -191,6 +192,37 @@ class TrainConfig:
                 )
             check_sampler_options(self.sampler, self.sampler_options)
         self._check_readout_and_backend()
+        self._check_persistent_chains()
+
+    def _check_persistent_chains(self) -> None:
+        C = self.persistent_chains
+        if isinstance(C, bool) or not isinstance(C, int) or C < 0:
+            raise ValueError(f"persistent_chains must be a non-negative integer (0: off), got {C!r}")
+        if C == 0:
+            return
+        from hybrid_attention.backends.registry import sampler_class
+
+        try:
+            takes_state = self.sampler != "exact" and "initial_state" in getattr(
+                sampler_class(self.sampler), "parameters", {}
+            )
+        except ImportError:
+            takes_state = True  # the missing dependency is reported when the sampler is built
+        if not takes_state:
+            raise ValueError(
+                f"--persistent-chains needs a Markov-chain sampler that takes initial_state (qemcmc), "
+                f"got sampler {self.sampler!r}"
+            )
+        if self.shots < C:
+            raise ValueError(
+                f"--persistent-chains {C} needs --shots >= {C} (at least one read per chain), got {self.shots}"
+            )
+        chains = self.sampler_options.get("num_chains")
+        if chains is not None and chains != C:
+            raise ValueError(
+                f"--persistent-chains {C} sets the chains per problem; --sampler-option num_chains={chains!r} "
+                "contradicts it (drop the option)"
+            )
 
     def resolved_readout(self) -> str:
         """``readout``, or for ``None`` what training did before the setting existed: ``"exact"`` for the exact

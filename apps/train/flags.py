@@ -168,6 +168,13 @@ FLAGS: dict[str, Flag] = {
         "reads per call with covariance gradients (default: exact where the sampler offers it, else shots)",
         {"choices": READOUTS},
     ),
+    "persistent_chains": Flag(
+        "--persistent-chains",
+        "C Markov chains per (layer, head, query) kept between optimiser steps and in checkpoints (as in persistent "
+        "contrastive divergence): each step continues them for the sampler's burn_in moves (set it small, e.g. "
+        "--sampler-option burn_in=2) before recording --shots reads; samplers with initial_state (qemcmc); 0: off",
+        {"type": int, "metavar": "C"},
+    ),
     "backend": Flag(
         "--backend",
         "--sampler ibm: the backend, a fake one by name (fake_torino, fake_fractional, ...: offline) or a device "

@@ -27,8 +27,8 @@ from tqdm.auto import tqdm
 
 from hybrid_attention.apps.run_files import atomic_write, write_json
 from hybrid_attention.attention import COUPLED_MODES
-from hybrid_attention.backends.registry import make_sampler
-from hybrid_attention.bridge import ReadsOnly
+from hybrid_attention.backends.registry import is_dqa, make_sampler
+from hybrid_attention.bridge import PersistentChains, ReadsOnly
 from hybrid_attention.model import Transformer
 from hybrid_attention.sampler import capabilities_of
 
@@ -111,15 +111,11 @@ def build_sampler(cfg: TrainConfig) -> Any:
     options = dict(cfg.sampler_options)
     if cfg.backend is not None:
         options["backend"] = cfg.backend
+    # the anneal settings reach DQA samplers only: others may take a constructor option of the same name
+    # (qemcmc's trotter_steps: the proposal's Trotter steps)
+    anneal = {"tau": cfg.tau, "trotter_steps": cfg.trotter_steps} if is_dqa(cfg.sampler) else {}
     try:
-        sampler = make_sampler(
-            cfg.sampler,
-            shots=cfg.shots,
-            tau=cfg.tau,
-            trotter_steps=cfg.trotter_steps,
-            seed=cfg.seed,
-            **options,
-        )
+        sampler = make_sampler(cfg.sampler, shots=cfg.shots, seed=cfg.seed, **anneal, **options)
     except Exception as exc:
         ibm = any(c.__module__.startswith("qiskit_ibm_runtime") for c in type(exc).__mro__)
         if isinstance(exc, RuntimeError) or ibm:
@@ -161,11 +157,15 @@ class _Run:
         self.history: dict[str, Any] = {"train_loss": [], "evals": []}
         self.step, self.elapsed = 0, 0.0
         self.checkpoint_step: int | None = None  # the step of the checkpoint on disk
+        # persistent chains: one key per attention layer; the layers get the bound sampler at every step
+        self.chains = PersistentChains(cfg.persistent_chains, seed=cfg.seed) if cfg.persistent_chains else None
         if state is not None:
             try:
                 self.model.load_state_dict(state["model"])
                 self.opt.load_state_dict(state["optimizer"])
                 self.gen.set_state(state["generator"])
+                if self.chains is not None:
+                    self.chains.load_state_dict(state["persistent_chains"])
             except (RuntimeError, ValueError, KeyError, TypeError) as exc:
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 raise ValueError(
@@ -197,6 +197,8 @@ class _Run:
             model.set_sampler(
                 self.sampler, cfg.shots, int(np.random.SeedSequence([cfg.seed, self.step]).generate_state(1)[0])
             )
+            if self.chains is not None:
+                self._bind_chains(self.chains)
         try:
             _, loss = model(x, y)
         except ValueError as exc:
@@ -219,6 +221,20 @@ class _Run:
         self.history["train_loss"].append(round(value, 5))
         return value
 
+    def _bind_chains(self, chains: PersistentChains) -> None:
+        """Give every attention layer the sampler bound to ``chains`` under its own key (``layer<i>``)."""
+        for i, layer in enumerate(self.model.attention_layers):
+            layer.sampler = chains.bind(self.sampler, key=f"layer{i}")
+
+    def _eval_chains(self) -> None:
+        """Evaluation with persistent chains continues copies of the training chains (the validation batch reuses
+        them cyclically), so that evaluating neither starts cold nor moves the chains training continues."""
+        if self.chains is None or self.cfg.eval_exact or self.model.attention_layers[0].sampler is None:
+            return
+        copy = PersistentChains(self.chains.num_chains, seed=self.chains.seed)
+        copy.load_state_dict(self.chains.state_dict())
+        self._bind_chains(copy)
+
     def checkpoint(self, final: bool) -> dict[str, Any]:
         """Evaluate, then write checkpoint.pt, couplings.json and (last) metrics.json, each atomically. The run
         finishes here too when it has ``plateaued`` (``--patience``); a finished run with couplings is also
@@ -226,6 +242,7 @@ class _Run:
         cfg, model = self.cfg, self.model
         if cfg.eval_exact:
             model.set_sampler(None)
+        self._eval_chains()
         ev = evaluate(model, self.xv, self.yv, cfg.task, depth=self.val_depth)
         if not math.isfinite(ev["val_loss"]):
             raise self.diverged(self.step, f"validation loss {ev['val_loss']} after the step")
@@ -266,6 +283,8 @@ class _Run:
             "config": dataclasses.asdict(cfg),
             "data_sha256": self.data["sha256"],
         }
+        if self.chains is not None:
+            blob["persistent_chains"] = self.chains.state_dict()
         atomic_write(self.out / "checkpoint.pt", lambda f: torch.save(blob, f))
         self.checkpoint_step = self.step
         write_json(self.out / "couplings.json", _couplings(model))

@@ -1,0 +1,103 @@
+"""``train --persistent-chains C`` (qemcmc chains kept between optimiser steps): stored in checkpoints, restored on
+``--resume`` (a resumed run equals an uninterrupted one), untouched by evaluation, and refused where it cannot work."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from hybrid_attention.apps import cli
+from hybrid_attention.apps.run_files import load_checkpoint
+from hybrid_attention.apps.train import TrainConfig
+
+QEMCMC = ["--sampler", "qemcmc", "--shots", "4", "--persistent-chains", "2"]
+QEMCMC += ["--sampler-option", "burn_in=1", "--sampler-option", "trotter_steps=2"]
+
+
+def brackets(out, *extra, steps=2, eval_interval=2):
+    return [
+        "train", "--task", "brackets", "--attention", "hj", "--block-size", "4", "--steps", str(steps),
+        "--eval-interval", str(eval_interval), "--n-embd", "8", "--batch-size", "3", "--eval-size", "8",
+        "--warmup", "1", "--no-progress", *QEMCMC, *extra, "--out", str(out),
+    ]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _threads():
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)
+
+
+def _state(d):
+    blob = load_checkpoint(d / "checkpoint.pt")
+    return blob, blob["persistent_chains"]
+
+
+def test_chains_are_checkpointed_and_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
+    assert cli.main(brackets(tmp_path / "straight", steps=4)) == 0
+    assert cli.main(brackets(tmp_path / "resumed", steps=2)) == 0
+    blob2, chains2 = _state(tmp_path / "resumed")
+    assert blob2["config"]["persistent_chains"] == 2
+    assert sorted(chains2) == ["layer0"]
+    st = chains2["layer0"]
+    assert st.dtype == torch.int8 and tuple(st.shape) == (3, 1, 4, 2, 4)  # (batch, heads, queries, chains, keys)
+    assert set(st.unique().tolist()) <= {-1, 1}
+    assert cli.main(["train", "--resume", "--out", str(tmp_path / "resumed"), "--steps", "4", "--no-progress"]) == 0
+    a, ca = _state(tmp_path / "straight")
+    b, cb = _state(tmp_path / "resumed")
+    assert torch.equal(ca["layer0"], cb["layer0"])
+    for k, v in a["model"].items():
+        assert torch.equal(v, b["model"][k]), k
+
+
+def test_a_resume_that_lost_its_chains_would_differ(tmp_path):
+    """The check above can fail: chains restarted at random on resume give another trajectory."""
+    assert cli.main(brackets(tmp_path / "straight", steps=4)) == 0
+    assert cli.main(brackets(tmp_path / "cut", steps=2)) == 0
+    ckpt = tmp_path / "cut" / "checkpoint.pt"
+    blob = torch.load(ckpt, weights_only=True)
+    blob["persistent_chains"] = {"layer0": -blob["persistent_chains"]["layer0"]}  # other chain states
+    torch.save(blob, ckpt)
+    assert cli.main(["train", "--resume", "--out", str(tmp_path / "cut"), "--steps", "4", "--no-progress"]) == 0
+    assert not torch.equal(_state(tmp_path / "straight")[1]["layer0"], _state(tmp_path / "cut")[1]["layer0"])
+
+
+def test_evaluation_does_not_move_the_training_chains(tmp_path):
+    """Evaluating with the sampler (no --eval-exact) continues copies of the chains: evaluating every step or only
+    at the end leaves the same chains and weights."""
+    assert cli.main(brackets(tmp_path / "every", steps=3, eval_interval=1)) == 0
+    assert cli.main(brackets(tmp_path / "end", steps=3, eval_interval=3)) == 0
+    a, ca = _state(tmp_path / "every")
+    b, cb = _state(tmp_path / "end")
+    assert torch.equal(ca["layer0"], cb["layer0"])
+    assert all(torch.equal(v, b["model"][k]) for k, v in a["model"].items())
+
+
+def test_a_checkpoint_without_chains_is_refused_on_resume(tmp_path):
+    assert cli.main(brackets(tmp_path / "r", steps=2)) == 0
+    ckpt = tmp_path / "r" / "checkpoint.pt"
+    blob = torch.load(ckpt, weights_only=True)
+    del blob["persistent_chains"]
+    torch.save(blob, ckpt)
+    with pytest.raises(ValueError, match="does not fit this model.*persistent_chains"):
+        from hybrid_attention.apps.train import train
+
+        train(TrainConfig(**{**blob["config"], "resume": True, "steps": 4, "progress": False}))
+
+
+@pytest.mark.parametrize(
+    "changes, match",
+    [
+        ({"sampler": "gibbs"}, "needs a Markov-chain sampler that takes initial_state"),
+        ({"sampler": "exact"}, "needs a Markov-chain sampler"),
+        ({"shots": 2}, "needs --shots >= 4"),
+        ({"sampler_options": {"num_chains": 8}}, "contradicts it"),
+        ({"persistent_chains": -1}, "non-negative integer"),
+    ],
+)
+def test_bad_persistent_chain_settings_are_refused_before_any_work(tmp_path, changes, match):
+    base = {"sampler": "qemcmc", "shots": 8, "persistent_chains": 4, "out": str(tmp_path / "x")}
+    with pytest.raises(ValueError, match=match):
+        TrainConfig(task="brackets", block_size=4, **{**base, **changes}).validate()
+    assert not (tmp_path / "x").exists()
