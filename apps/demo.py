@@ -2,10 +2,12 @@
 
 1. The exact Boltzmann engine: closed-form checks and the causal attention kernel against a per-query loop.
 2. Bracket matching (generated locally): trains softmax attention, Boltzmann attention (``hj``, exact marginals)
-   and one Boltzmann model trained on DQA samples (the Trotterized anneal simulated by the ``statevector``
-   sampler, ``--shots`` measurements per attention row, covariance-identity gradients), with
-   :func:`hybrid_attention.apps.train.train`, and prints a comparison table (the DQA model is evaluated both with its own
-   sampler and with exact marginals).
+   and two Boltzmann models trained from samples only, with covariance-identity gradients: one on quantum-enhanced
+   MCMC samples (``qemcmc``: Metropolis chains whose proposals are measured from a simulated circuit, ``--mcmc-reads``
+   reads per attention row) and one on plain DQA measurements (the Trotterized anneal simulated by the
+   ``statevector`` sampler, ``--shots`` measurements per attention row, ``readout="shots"``), with
+   :func:`hybrid_attention.apps.train.train`, and prints a comparison table (the sample-trained models are evaluated
+   both with their own sampler and with exact marginals).
 3. Sampler fidelity on the Ising problems the trained ``hj`` layer actually solves: a small
    :func:`hybrid_attention.apps.fidelity.run_sweep` over the available samplers, with its table and plots.
 
@@ -46,6 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--block-size", type=int, default=None, help="bracket string length T, even (default: 8; --quick: 4)"
     )
     p.add_argument("--shots", type=int, default=128, help="DQA measurements per attention row while training")
+    p.add_argument(
+        "--mcmc-reads", type=int, default=8, help="qemcmc reads (one chain each) per attention row while training"
+    )
     p.add_argument("--tau", type=float, default=1.0, help="DQA anneal time of the sampler-trained model")
     p.add_argument("--trotter-steps", type=int, default=10, help="Trotter steps of that anneal")
     p.add_argument("--seed", type=int, default=0)
@@ -88,9 +93,19 @@ def exact_checks(B: int, T: int, seed: int) -> None:
 
 # ---------------------------------------------------------------------- 2. training
 def train_models(
-    out: Path, *, T: int, steps: int, shots: int, tau: float, trotter_steps: int, seed: int, quick: bool
+    out: Path,
+    *,
+    T: int,
+    steps: int,
+    shots: int,
+    mcmc_reads: int,
+    tau: float,
+    trotter_steps: int,
+    seed: int,
+    quick: bool,
 ) -> list[dict]:
-    """Train softmax, hj (exact) and hj (DQA samples) on brackets of length ``T``; returns the table rows."""
+    """Train softmax, hj (exact), hj (qemcmc samples) and hj (DQA samples) on brackets of length ``T``; returns the
+    table rows."""
     common = dict(
         task="brackets",
         block_size=T,
@@ -107,13 +122,26 @@ def train_models(
         ("softmax", dict(attention="softmax")),
         ("hj (exact)", dict(attention="hj")),
         (
+            "hj (qemcmc samples)",
+            # one chain per read, started from the fields-only distribution and moved twice (docs/theory.md §6)
+            dict(attention="hj", sampler="qemcmc", shots=mcmc_reads, sampler_options={"burn_in": 2, "start": "fields"}),
+        ),
+        (
             "hj (DQA samples)",
-            dict(attention="hj", sampler="statevector", shots=shots, tau=tau, trotter_steps=trotter_steps),
+            dict(
+                attention="hj",
+                sampler="statevector",
+                readout="shots",
+                shots=shots,
+                tau=tau,
+                trotter_steps=trotter_steps,
+            ),
         ),
     ]
+    dirs = {"softmax": "softmax", "hj (exact)": "hj", "hj (qemcmc samples)": "hj_qemcmc", "hj (DQA samples)": "hj_dqa"}
     rows = []
     for label, kw in runs:
-        d = out / label.split()[0].replace("(", "") if "DQA" not in label else out / "hj_dqa"
+        d = out / dirs[label]
         print(f"  training {label} on brackets T = {T} for {steps} steps ...", flush=True)
         t0 = time.perf_counter()
         m = train(TrainConfig(out=str(d), **common, **kw))
@@ -133,7 +161,9 @@ def train_models(
     return rows
 
 
-def print_table(rows: list[dict], T: int, steps: int, shots: int, tau: float, trotter_steps: int) -> None:
+def print_table(
+    rows: list[dict], T: int, steps: int, shots: int, mcmc_reads: int, tau: float, trotter_steps: int
+) -> None:
     print(
         f"\n| model (brackets, T = {T}, {steps} steps) | val accuracy | whole-string accuracy | "
         "accuracy with exact marginals | train + eval time |"
@@ -145,9 +175,14 @@ def print_table(rows: list[dict], T: int, steps: int, shots: int, tau: float, tr
             f"| {r['model']} | {100 * r['acc']:.1f} % | {100 * r['string_acc']:.1f} % | {ex} | {r['seconds']:.0f} s |"
         )
     print(
-        f"\nDQA samples: statevector simulation of the Trotterized anneal (tau = {tau}, K = {trotter_steps}), {shots} shots per "
-        "attention row, Boltzmann-surrogate gradients at the sampler's effective temperature (docs/theory.md sections 3-4);\n"
-        "its own accuracy is measured with the same sampler, the next column with exact beta = 1 marginals."
+        f"\nqemcmc samples: {mcmc_reads} reads per attention row, each the state of a Metropolis chain started from the "
+        "fields-only distribution after 2 moves proposed by a simulated circuit: close to Boltzmann at beta = 1 (exactly "
+        "Boltzmann in the chains' stationary limit), so the covariance gradients are nearly unbiased "
+        "(docs/theory.md section 6).\n"
+        f"DQA samples: statevector simulation of the Trotterized anneal (tau = {tau}, K = {trotter_steps}), {shots} "
+        "shots per attention row, Boltzmann-surrogate gradients at the sampler's effective temperature (docs/theory.md "
+        "sections 3-4): DQA output is not Boltzmann, so these gradients are biased.\n"
+        "Own accuracy is measured with the training sampler, the next column with exact beta = 1 marginals."
     )
 
 
@@ -180,7 +215,12 @@ def fidelity_on_model(out: Path, checkpoint: Path, *, T: int, seed: int, quick: 
 def run(args: argparse.Namespace) -> int:
     T = args.block_size if args.block_size is not None else (4 if args.quick else 8)
     steps = args.steps if args.steps is not None else (6 if args.quick else 150)
-    for name, v in (("--steps", steps), ("--shots", args.shots), ("--trotter-steps", args.trotter_steps)):
+    for name, v in (
+        ("--steps", steps),
+        ("--shots", args.shots),
+        ("--mcmc-reads", args.mcmc_reads),
+        ("--trotter-steps", args.trotter_steps),
+    ):
         if v < 1:
             raise ValueError(f"{name} must be >= 1, got {v}")
     if T < 2 or T % 2:
@@ -205,12 +245,13 @@ def run(args: argparse.Namespace) -> int:
             T=T,
             steps=steps,
             shots=args.shots,
+            mcmc_reads=args.mcmc_reads,
             tau=args.tau,
             trotter_steps=args.trotter_steps,
             seed=args.seed,
             quick=args.quick,
         )
-        print_table(rows, T, steps, args.shots, args.tau, args.trotter_steps)
+        print_table(rows, T, steps, args.shots, args.mcmc_reads, args.tau, args.trotter_steps)
         print("\n3. sampler fidelity on the Ising problems of the trained hj layer (against exact enumeration)\n")
         fidelity_on_model(out, rows[1]["dir"], T=T, seed=args.seed, quick=args.quick)
     print(f"\ndone in {time.perf_counter() - t_start:.0f} s; everything is in {out}")

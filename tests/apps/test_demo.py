@@ -12,12 +12,15 @@ def test_demo_quick_end_to_end(tmp_path, capsys):
     assert cli.main(["demo", "--quick", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "tanh(1.5) = 0.905148" in text and "<s0 s1> = 0.905148" in text
-    for label in ("| softmax |", "| hj (exact) |", "| hj (DQA samples) |"):
+    for label in ("| softmax |", "| hj (exact) |", "| hj (qemcmc samples) |", "| hj (DQA samples) |"):
         assert label in text
-    for d in ("softmax", "hj", "hj_dqa"):
+    for d in ("softmax", "hj", "hj_qemcmc", "hj_dqa"):
         m = json.loads((out / d / "metrics.json").read_text())
         assert m["finished"] and 0 <= m["val_accuracy"] <= 1
-    assert json.loads((out / "hj_dqa" / "config.json").read_text())["run"]["sampler"] == "statevector"
+    dqa = json.loads((out / "hj_dqa" / "config.json").read_text())["run"]
+    assert dqa["sampler"] == "statevector" and dqa["readout"] == "shots"  # trained on its shots, as the table says
+    qm = json.loads((out / "hj_qemcmc" / "config.json").read_text())["run"]
+    assert qm["sampler"] == "qemcmc" and qm["readout"] == "shots" and qm["sampler_options"]["start"] == "fields"
     rep = json.loads((out / "fidelity" / "report.json").read_text())
     assert rep["config"]["ensemble"] == "model" and rep["plots"]
     assert all((out / "fidelity" / f).stat().st_size > 1000 for f in rep["plots"])
@@ -34,4 +37,5 @@ def test_demo_exact_checks_only_and_bad_args(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
     assert cli.main(["demo", "--quick", "--block-size", "5", "--out", str(tmp_path / "y")]) == 2
     assert cli.main(["demo", "--quick", "--shots", "0", "--out", str(tmp_path / "y")]) == 2
+    assert cli.main(["demo", "--quick", "--mcmc-reads", "0", "--out", str(tmp_path / "y")]) == 2
     assert not (tmp_path / "y").exists()
