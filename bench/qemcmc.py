@@ -1,11 +1,16 @@
-"""A training step with ``qemcmc`` persistent chains against the exact step (and the DQA-shots step), side by side.
+"""A ``qemcmc`` training step against the exact step (and the DQA-shots step), side by side.
 
 Same model (one layer, one head, ``hj``), batch and optimiser for every row; interleaved repetitions so machine load
-hits all rows alike; medians and ratios to the exact step. The ``qemcmc`` step runs the statevector proposal engine
-with persistent chains (:class:`hybrid_attention.bridge.PersistentChains`): every (row, head, prefix) problem
-continues its ``--chains`` chains for ``--moves`` moves and records ``--records`` states per chain (the reads of the
-covariance backward). The table also reports the circuit executions (= shots: one measured proposal each) per
-optimiser step. Target (issue #12): qemcmc within 20x of the exact step at T = 12.
+hits all rows alike; medians and ratios to the exact step. Two ``qemcmc`` steps, both on the statevector proposal
+engine with ``--trotter-steps`` Trotter steps:
+
+* ``qemcmc``, the setting that trains (``experiments/quantum_training``): ``--fresh-reads`` chains per problem, one
+  read each, started from the fields-only distribution (``start="fields"``) and moved ``--fresh-moves`` times;
+* ``qemcmc-persistent``: persistent chains (:class:`hybrid_attention.bridge.PersistentChains`): every (row, head,
+  prefix) problem continues its ``--chains`` chains for ``--moves`` moves and records ``--records`` states per chain.
+
+The table also reports the circuit executions (= shots: one measured proposal each) per optimiser step. Target
+(issue #12): qemcmc within 20x of the exact step at T = 12.
 
     nice -n 5 python -m bench.qemcmc --out results/bench/qemcmc.md
     python -m bench.qemcmc --block-sizes 8 --reps 3 --chains 8 --moves 2 --trotter-steps 4
@@ -42,7 +47,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--chains", type=int, default=8, help="persistent chains per problem")
     p.add_argument("--moves", type=int, default=2, help="moves per chain before the first record of a step")
     p.add_argument("--records", type=int, default=2, help="recorded states per chain per step (thinning 1)")
-    p.add_argument("--trotter-steps", type=int, default=4, help="Trotter steps of the proposal circuit")
+    p.add_argument("--fresh-reads", type=int, default=8, help="qemcmc: chains (= reads) per problem")
+    p.add_argument("--fresh-moves", type=int, default=2, help="qemcmc: moves of each chain from its fields start")
+    p.add_argument("--trotter-steps", type=int, default=2, help="Trotter steps of the proposal circuit")
     p.add_argument("--shots", type=int, default=256, help="DQA shots per problem of the dqa-shots row")
     p.add_argument("--reps", type=int, default=7)
     p.add_argument("--threads", type=int, default=1)
@@ -56,22 +63,26 @@ def main(argv: list[str] | None = None) -> None:
         f"Command: `python -m bench.qemcmc {' '.join(argv if argv is not None else sys.argv[1:])}`",
         "",
         f"hj, 1 layer, 1 head, n_embd 64, batch {args.batch_size}, {args.threads} thread(s), torch {torch.__version__};"
-        f" qemcmc: {args.chains} persistent chains x ({args.moves} moves + {args.records} records) per problem,"
-        f" {args.trotter_steps} Trotter steps, Layden's random gamma and t; dqa-shots: statevector DQA"
+        f" {args.trotter_steps} Trotter steps, Layden's random gamma and t; qemcmc: {args.fresh_reads} chains x 1 read"
+        f" after {args.fresh_moves} moves from the fields start; qemcmc-persistent:"
+        f" {args.chains} persistent chains x ({args.moves} moves + {args.records} records); dqa-shots: statevector DQA"
         f" (tau 1, 20 steps), {args.shots} shots + covariance backward; median of {args.reps} interleaved reps",
         "",
-        "| T | exact ms/step | qemcmc ms/step | qemcmc / exact | dqa-shots ms/step | dqa-shots / exact |"
-        " qemcmc circuit executions (= shots) per step |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| T | exact ms/step | qemcmc ms/step | qemcmc / exact | qemcmc-persistent / exact | dqa-shots / exact |"
+        " qemcmc circuits (= shots) per step | qemcmc-persistent circuits per step |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     print("\n".join(lines), flush=True)
     for T in args.block_sizes:
         chains = PersistentChains(num_chains=args.chains, seed=0)
-        qs = get_sampler("qemcmc", params=ProposalParams(steps=args.trotter_steps), burn_in=args.moves)
+        params = ProposalParams(steps=args.trotter_steps)
+        qs = get_sampler("qemcmc", params=params, burn_in=args.moves)
+        fresh = get_sampler("qemcmc", params=params, burn_in=args.fresh_moves, start="fields")
         sv = get_sampler("statevector", schedule=DQASchedule(tau=1.0, steps=20))
         steps = {
             "exact": make_step("hj", T, shape),
-            "qemcmc": make_step("hj", T, shape, chains.bind(qs, key="layer0"), reads),
+            "qemcmc": make_step("hj", T, shape, fresh, args.fresh_reads),
+            "qemcmc-persistent": make_step("hj", T, shape, chains.bind(qs, key="layer0"), reads),
             "dqa-shots": make_step("hj", T, shape, ReadsOnly(sv), args.shots),
         }
         for f in steps.values():
@@ -81,10 +92,13 @@ def main(argv: list[str] | None = None) -> None:
             for k, f in steps.items():
                 times[k].append(_timed(f, 1))
         med = {k: statistics.median(v) for k, v in times.items()}
-        executions = args.batch_size * 1 * T * args.chains * per_call_moves  # rows x heads x prefixes x chains x moves
+        problems = args.batch_size * 1 * T  # rows x heads x prefixes
+        executions = problems * args.fresh_reads * args.fresh_moves  # chains x moves per problem
+        persistent = problems * args.chains * per_call_moves
+        r = {k: med[k] / med["exact"] for k in med}
         row = (
-            f"| {T} | {1e3 * med['exact']:.1f} | {1e3 * med['qemcmc']:.1f} | {med['qemcmc'] / med['exact']:.1f}x | "
-            f"{1e3 * med['dqa-shots']:.1f} | {med['dqa-shots'] / med['exact']:.1f}x | {executions:,} |"
+            f"| {T} | {1e3 * med['exact']:.1f} | {1e3 * med['qemcmc']:.1f} | {r['qemcmc']:.1f}x | "
+            f"{r['qemcmc-persistent']:.1f}x | {r['dqa-shots']:.1f}x | {executions:,} | {persistent:,} |"
         )
         lines.append(row)
         print(row, flush=True)
