@@ -1,4 +1,5 @@
-"""The four-way ablation (``hybrid-attention ablate``): attention modes x block sizes x seeds, tabulated and plotted.
+"""The four-way ablation (``hybrid-attention ablate``): attention modes x block sizes (x learning rates) x seeds,
+tabulated and plotted.
 
 Runs go to ``DIR/runs/<mode>_T<T>_s<seed>/`` (ordinary :mod:`hybrid_attention.apps.train` run directories). The
 command is resumable: finished runs (``metrics.json`` with ``finished: true``) are skipped, interrupted ones
@@ -12,7 +13,17 @@ continue from their checkpoint. It then writes
 * ``DIR/metric_vs_T.png``: the metric against T per mode (mean ± std);
 * ``DIR/couplings_by_distance.csv`` / ``.png``: the learned ``J`` of the ``hj`` runs averaged over pairs with the same
   key distance ``|j - k|`` (and over heads, layers and seeds), per T;
-* ``DIR/ablation.json``: the settings (a later call with different settings into the same DIR is refused).
+* ``DIR/ablation.json``: the settings (a later call with different settings into the same DIR is refused; a
+  setting added to the flags after the marker was written counts as its default) and the union of the grids.
+
+``--lrs LR [LR ...]`` adds a learning-rate axis (the small per-mode learning-rate sweep that gives every mode the
+same budget): runs at a learning rate other than the directory's own go to ``DIR/runs/<mode>_T<T>_lr<tag>_s<seed>/``
+(:func:`~hybrid_attention.apps.ablate.grid.lr_tag`, e.g. ``lr3e-03``), ``runs.csv`` gains an ``lr`` column,
+``summary.csv`` (and ``metric_vs_T.png``, the coupling profile) give each (mode, T) at its best learning rate
+(:func:`summarise_best_lr`), ``summary_by_lr.csv`` the table per learning rate, ``summary.md`` both, and
+``metric_vs_lr.png`` the metric against the learning rate. A directory made with one learning rate continues with
+``--lrs`` that include it, reusing its runs; without ``--lrs`` (or with a single one) everything is as before the
+axis existed. The rule is in :mod:`hybrid_attention.apps.ablate.grid`.
 
 ``--report-only`` rebuilds the tables and plots from the runs present. ``--workers N`` (a local Dask cluster) or
 ``--scheduler ADDRESS`` (an existing one) runs each run as a Dask task; the summaries are the same as serially
@@ -31,6 +42,6 @@ drawing), ``cluster`` (the grid on a Dask cluster, :func:`~hybrid_attention.apps
 from __future__ import annotations
 
 from .grid import ablate
-from .report import collect_runs, coupling_profile, diverged_runs, report, summarise
+from .report import collect_runs, coupling_profile, diverged_runs, report, summarise, summarise_best_lr
 
-__all__ = ["ablate", "report", "collect_runs", "diverged_runs", "summarise", "coupling_profile"]
+__all__ = ["ablate", "report", "collect_runs", "diverged_runs", "summarise", "summarise_best_lr", "coupling_profile"]

@@ -1,4 +1,4 @@
-"""The ablation grid on a Dask cluster: one task per (mode, T, seed) run.
+"""The ablation grid on a Dask cluster: one task per (mode, T, lr, seed) run.
 
 :func:`run_grid` submits each run that is not finished yet as a task running
 :func:`hybrid_attention.apps.ablate.grid.run_one` (the serial path's own function) in a worker process, and waits for

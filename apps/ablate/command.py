@@ -19,6 +19,7 @@ from .report import diverged_runs, report
 __all__ = ["add_arguments", "run"]
 
 _MODEL_FLAGS = (*MODEL_FLAGS, "data", "threads")
+_LR = _MODEL_FLAGS.index("lr")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,9 +30,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--modes", nargs="+", choices=MODES, default=list(MODES), help="attention modes")
     a("--block-sizes", type=int, nargs="+", default=[4, 8, 12, 16], metavar="T")
     a("--seeds", type=int, nargs="+", default=[0, 1, 2], metavar="S")
+    a(
+        "--lrs",
+        type=float,
+        nargs="+",
+        metavar="LR",
+        help="a learning-rate axis: one run per (mode, T, lr, seed), and the best lr per (mode, T) in the summaries "
+        "(default: the single --lr; a directory made with one lr can be continued with --lrs that include it)",
+    )
     add_train_flags(parser, ["steps"], defaults="config", help={"steps": ""})  # train's text is about --resume
     a("--out", required=True, metavar="DIR", help="ablation directory (resumable)")
-    add_train_flags(parser, _MODEL_FLAGS, defaults="config")
+    add_train_flags(parser, _MODEL_FLAGS[:_LR], defaults="config")
+    add_train_flags(parser, ["lr"], defaults="given")  # None when not given: --lr and --lrs must agree
+    add_train_flags(parser, _MODEL_FLAGS[_LR + 1 :], defaults="config")
     a("--report-only", action="store_true", help="only rebuild tables and plots from the finished runs")
     add_cluster_arguments(parser)
     add_train_flags(parser, ["progress"], defaults="config")
@@ -47,15 +58,22 @@ def run(args: argparse.Namespace) -> int:
             report(out, args.task)
     else:
         names = {f.name for f in dataclasses.fields(TrainConfig)}
-        base = TrainConfig(
-            **{k: v for k, v in vars(args).items() if k in names and k not in ("out", "progress")}, out=str(out)
-        )
+        given = {k: v for k, v in vars(args).items() if k in names and k not in ("out", "progress")}
+        if args.lr is None:
+            del given["lr"]  # the TrainConfig default
+        elif args.lrs is not None and set(args.lrs) != {args.lr}:
+            raise ValueError(
+                f"--lr {args.lr:g} and --lrs {' '.join(f'{x:g}' for x in args.lrs)} disagree: give all the learning "
+                "rates with --lrs and drop --lr (--lr X alone is the same as --lrs X)"
+            )
+        base = TrainConfig(**given, out=str(out))
         ablate(
             base,
             out,
             list(dict.fromkeys(args.modes)),
             list(dict.fromkeys(args.block_sizes)),
             list(dict.fromkeys(args.seeds)),
+            lrs=args.lrs,
             progress=args.progress,
             scheduler=args.scheduler,
             workers=args.workers,

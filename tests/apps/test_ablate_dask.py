@@ -1,9 +1,10 @@
 """The ablation grid on a Dask LocalCluster (2 single-threaded worker processes): the same summaries as the serial
-grid, byte for byte; a worker killed mid-grid loses no finished run and the grid completes; bad cluster flags are
+grid, byte for byte (a grid with a learning-rate axis); a worker killed mid-grid loses no finished run and the grid completes; bad cluster flags are
 refused before any run."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -23,6 +24,7 @@ distributed = pytest.importorskip("distributed")
 
 TINY = dict(task="brackets", n_embd=8, batch_size=8, warmup=2, eval_size=64, threads=1, progress=False)
 GRID = (["softmax", "hj"], [4], [0, 1])  # modes, block sizes, seeds
+LRS = [3e-3, 1e-2]  # the learning-rate axis of the serial-vs-distributed grid
 
 
 @pytest.fixture(autouse=True)
@@ -47,22 +49,23 @@ def own_cluster():
 @pytest.fixture(scope="module")
 def serial(tmp_path_factory):
     out = tmp_path_factory.mktemp("serial")
-    ablate(TrainConfig(steps=8, eval_interval=4, out=str(out), **TINY), out, *GRID, progress=False)
+    ablate(TrainConfig(steps=8, eval_interval=4, out=str(out), **TINY), out, *GRID, lrs=LRS, progress=False)
     return out
 
 
 def test_distributed_grid_gives_the_serial_summaries(dask_cluster, serial, tmp_path):
     out = tmp_path / "dist"
     base = TrainConfig(steps=8, eval_interval=4, out=str(out), **TINY)
-    rows = ablate(base, out, *GRID, progress=False, scheduler=dask_cluster[0].scheduler_address)
-    assert len(rows) == 4
-    for name in ("summary.csv", "summary.md", "couplings_by_distance.csv"):
+    rows = ablate(base, out, *GRID, lrs=LRS, progress=False, scheduler=dask_cluster[0].scheduler_address)
+    assert len(rows) == 8
+    for name in ("summary.csv", "summary_by_lr.csv", "summary.md", "couplings_by_distance.csv"):
         assert (out / name).read_bytes() == (serial / name).read_bytes(), name
-    for mode in GRID[0]:  # every run trained the same numbers (timings aside)
-        for seed in GRID[2]:
-            a, b = (d / "runs" / f"{mode}_T4_s{seed}" / "metrics.json" for d in (out, serial))
-            ja, jb = (__import__("json").loads(x.read_text()) for x in (a, b))
-            assert ja["train_loss"] == jb["train_loss"] and ja["val_loss"] == jb["val_loss"]
+    names = sorted(p.name for p in (serial / "runs").iterdir())
+    assert names == sorted(run_dir(serial, m, 4, s, lr).name for m in GRID[0] for s in GRID[2] for lr in LRS)
+    assert sorted(p.name for p in (out / "runs").iterdir()) == names
+    for name in names:  # every run trained the same numbers (timings aside)
+        ja, jb = (json.loads((d / "runs" / name / "metrics.json").read_text()) for d in (out, serial))
+        assert ja["train_loss"] == jb["train_loss"] and ja["val_loss"] == jb["val_loss"]
 
 
 @pytest.mark.slow  # starts a second cluster of its own (~10-20 s on a shared machine)
@@ -70,7 +73,7 @@ def test_cli_workers_flag_runs_a_local_cluster(serial, tmp_path, capsys):
     out = tmp_path / "cli"
     args = ["ablate", "--task", "brackets", "--modes", "softmax", "hj", "--block-sizes", "4", "--seeds", "0", "1"]
     args += ["--steps", "8", "--eval-interval", "4", "--n-embd", "8", "--batch-size", "8", "--warmup", "2"]
-    args += ["--eval-size", "64", "--no-progress", "--out", str(out), "--workers", "2"]
+    args += ["--eval-size", "64", "--no-progress", "--out", str(out), "--workers", "2", "--lrs", "0.003", "0.01"]
     assert cli.main(args) == 0
     assert (out / "summary.md").read_bytes() == (serial / "summary.md").read_bytes()
     assert "| 4 | hj |" in capsys.readouterr().out
