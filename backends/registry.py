@@ -174,12 +174,20 @@ def get_sampler(name: str, **options: Any) -> Sampler:
 
 
 def make_sampler(
-    name: str, *, shots: int | None = None, tau: float = 1.0, trotter_steps: int = 20, seed: Any = None, **options: Any
+    name: str,
+    *,
+    shots: int | None = None,
+    tau: float | None = None,
+    trotter_steps: int | None = None,
+    seed: Any = None,
+    **options: Any,
 ) -> Sampler:
     """:func:`get_sampler` with the anneal given as numbers, as training and the CLI configure it.
 
-    DQA samplers (:func:`is_dqa`) get ``schedule=DQASchedule(tau=tau, steps=trotter_steps)`` unless ``schedule`` is
-    among ``options``; the others ignore ``tau`` and ``trotter_steps``. ``shots`` and ``seed`` are per-call options
+    DQA samplers (:func:`is_dqa`) get ``schedule=DQASchedule(tau=tau, steps=trotter_steps)`` (defaults 1.0 and 20)
+    unless ``schedule`` is among ``options``. Other samplers get ``tau`` / ``trotter_steps`` as constructor options
+    when they are given and the constructor takes an option of that name (``qemcmc``: the proposal's Trotter steps),
+    and ignore them otherwise. ``shots`` and ``seed`` are per-call options
     (``sample(num_reads=shots, seed=...)``); they are accepted here so callers can keep them together, and
     ``shots`` is validated. The remaining ``options`` go to the constructor.
 
@@ -188,8 +196,16 @@ def make_sampler(
     """
     if shots is not None and (isinstance(shots, bool) or not isinstance(shots, int) or shots < 1):
         raise ValueError(f"shots must be a positive integer, got {shots!r}")
-    if is_dqa(name) and "schedule" not in options:
-        options["schedule"] = DQASchedule(tau=float(tau), steps=int(trotter_steps))
+    if is_dqa(name):
+        if "schedule" not in options:
+            options["schedule"] = DQASchedule(
+                tau=1.0 if tau is None else float(tau), steps=20 if trotter_steps is None else int(trotter_steps)
+            )
+    else:
+        accepted = sampler_options(name)  # None: the constructor takes any keyword
+        for key, value in (("tau", tau), ("trotter_steps", trotter_steps)):
+            if value is not None and (accepted is None or key in accepted):
+                options[key] = value
     return get_sampler(name, **options)
 
 

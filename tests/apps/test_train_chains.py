@@ -86,6 +86,18 @@ def test_a_checkpoint_without_chains_is_refused_on_resume(tmp_path):
         train(TrainConfig(**{**blob["config"], "resume": True, "steps": 4, "progress": False}))
 
 
+def test_sampler_options_named_like_the_anneal_flags_reach_the_sampler():
+    """qemcmc's own trotter_steps (the proposal's) arrives through --sampler-option; --trotter-steps (DQA) does not
+    touch it."""
+    from hybrid_attention.apps.train import build_sampler
+
+    s = build_sampler(TrainConfig(sampler="qemcmc", sampler_options={"trotter_steps": 3}, trotter_steps=7))
+    assert s.params.steps == 3
+    assert build_sampler(TrainConfig(sampler="qemcmc", trotter_steps=7)).params.steps == 12  # its own default
+    dqa = build_sampler(TrainConfig(sampler="statevector", tau=2.0, trotter_steps=7))
+    assert (dqa.schedule.tau, dqa.schedule.steps) == (2.0, 7)
+
+
 @pytest.mark.parametrize(
     "changes, match",
     [
