@@ -22,6 +22,7 @@ _AFTER_OUT = (
     "trotter_steps",
     "sampler_options",
     "readout",
+    "estimator",
     "persistent_chains",
     "backend",
     "eval_exact",

@@ -17,7 +17,7 @@ from hybrid_attention.exact import MAX_SPINS
 from hybrid_attention.model import TransformerConfig
 from hybrid_attention.tasks.bracket_variants import BracketVariant
 
-__all__ = ["TASKS", "POINTERS", "READOUTS", "TrainConfig", "RESUME_FREE", "default_readout"]
+__all__ = ["TASKS", "POINTERS", "READOUTS", "ESTIMATORS", "TrainConfig", "RESUME_FREE", "default_readout"]
 
 TASKS = ("shakespeare", "brackets")
 #: how the bracket model points: a linear head over positions, or the last layer's attention weights
@@ -26,6 +26,8 @@ POINTERS = ("linear", "attention")
 RESUME_FREE = {"steps", "out", "resume", "progress", "threads", "data"}
 #: how a sampler's output reaches the attention layers: its exact output (differentiable) or its reads
 READOUTS = ("exact", "shots")
+#: how reads become marginals: the spin average, or the average of the conditional means (Rao-Blackwellised)
+ESTIMATORS = ("reads", "conditional")
 
 
 def default_readout(sampler: str) -> str:
@@ -94,6 +96,7 @@ class TrainConfig:
     sampler_options: dict[str, Any] = field(default_factory=dict)
     readout: str | None = None
     persistent_chains: int = 0
+    estimator: str = "reads"
     backend: str | None = None
     eval_exact: bool = False
     bracket_types: int = 1
@@ -193,6 +196,13 @@ class TrainConfig:
             check_sampler_options(self.sampler, self.sampler_options)
         self._check_readout_and_backend()
         self._check_persistent_chains()
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"unknown estimator {self.estimator!r}; expected one of {ESTIMATORS}")
+        if self.estimator == "conditional" and (self.sampler == "exact" or self.resolved_readout() != "shots"):
+            raise ValueError(
+                "--estimator conditional turns a sampler's reads into marginals: it needs --sampler NAME with reads "
+                f"(readout shots), got sampler {self.sampler!r} with readout {self.resolved_readout()!r}"
+            )
 
     def _check_persistent_chains(self) -> None:
         C = self.persistent_chains

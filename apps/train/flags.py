@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from hybrid_attention.attention import ALL_MODES
 
-from .config import POINTERS, READOUTS, RESUME_FREE, TASKS, TrainConfig, default_readout
+from .config import ESTIMATORS, POINTERS, READOUTS, RESUME_FREE, TASKS, TrainConfig, default_readout
 from .resume import saved_settings
 
 __all__ = ["Flag", "FLAGS", "MODEL_FLAGS", "add_train_flags", "parse_sampler_option", "config_from_args"]
@@ -167,6 +167,13 @@ FLAGS: dict[str, Flag] = {
         "exact: train on the sampler's exact output (differentiable; statevector, meanfield); shots: on --shots "
         "reads per call with covariance gradients (default: exact where the sampler offers it, else shots)",
         {"choices": READOUTS},
+    ),
+    "estimator": Flag(
+        "--estimator",
+        "readout shots: marginals from the spin average of the reads, or from the average of each spin's conditional "
+        "mean tanh(beta (h_j + sum_k J_jk s_k)) over the reads (Rao-Blackwellised: unbiased for Boltzmann reads, "
+        "lower variance; exact at J = 0)",
+        {"choices": ESTIMATORS},
     ),
     "persistent_chains": Flag(
         "--persistent-chains",

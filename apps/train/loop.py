@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 from hybrid_attention.apps.run_files import atomic_write, write_json
 from hybrid_attention.attention import COUPLED_MODES
 from hybrid_attention.backends.registry import is_dqa, make_sampler
-from hybrid_attention.bridge import PersistentChains, ReadsOnly
+from hybrid_attention.bridge import PersistentChains, RaoBlackwell, ReadsOnly
 from hybrid_attention.model import Transformer
 from hybrid_attention.sampler import capabilities_of
 
@@ -132,6 +132,8 @@ def build_sampler(cfg: TrainConfig) -> Any:
             cfg.shots,
             cfg.sampler,
         )
+    if cfg.estimator == "conditional":
+        return RaoBlackwell(sampler)
     return ReadsOnly(sampler) if readout == "shots" and differentiable else sampler
 
 

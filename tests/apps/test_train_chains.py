@@ -98,6 +98,26 @@ def test_sampler_options_named_like_the_anneal_flags_reach_the_sampler():
     assert (dqa.schedule.tau, dqa.schedule.steps) == (2.0, 7)
 
 
+def test_conditional_estimator_is_built_recorded_and_carried_by_the_chains(tmp_path):
+    from hybrid_attention.apps.train import build_sampler
+    from hybrid_attention.bridge import RaoBlackwell
+
+    assert isinstance(build_sampler(TrainConfig(sampler="gibbs", estimator="conditional")), RaoBlackwell)
+    sv = build_sampler(TrainConfig(sampler="statevector", readout="shots", estimator="conditional"))
+    assert isinstance(sv, RaoBlackwell) and not sv.capabilities.differentiable
+    assert cli.main(brackets(tmp_path / "rb", "--estimator", "conditional")) == 0
+    blob, chains = _state(tmp_path / "rb")
+    assert blob["config"]["estimator"] == "conditional" and blob["config"]["persistent_chains"] == 2
+    assert chains["layer0"].shape == (3, 1, 4, 2, 4)
+    for bad, match in (
+        ({"estimator": "mean"}, "unknown estimator"),
+        ({"estimator": "conditional", "sampler": "exact"}, "needs --sampler NAME with reads"),
+        ({"estimator": "conditional", "sampler": "statevector"}, "readout 'exact'"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            TrainConfig(task="brackets", block_size=4, out=str(tmp_path / "x"), **bad).validate()
+
+
 @pytest.mark.parametrize(
     "changes, match",
     [

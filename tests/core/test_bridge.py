@@ -124,7 +124,7 @@ def test_dqa_sampler_through_bridge_is_surrogate_at_effective_beta():
     )
     s = ss.spins[0] if ss.spins.ndim == 3 else ss.spins
     s = s.astype(float)
-    cov = (s[:, 0:1] * s).mean(0) - s[:, 0].mean() * s.mean(0)
+    cov = ((s[:, 0:1] * s).mean(0) - s[:, 0].mean() * s.mean(0)) * N / (N - 1)  # the unbiased sample covariance
     assert np.allclose(gh[0, 0, 2].numpy(), bh * cov, atol=1e-12)
 
 
