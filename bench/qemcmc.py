@@ -5,7 +5,8 @@ hits all rows alike; medians and ratios to the exact step. Two ``qemcmc`` steps,
 engine with ``--trotter-steps`` Trotter steps:
 
 * ``qemcmc``, the setting that trains (``experiments/quantum_training``): ``--fresh-reads`` chains per problem, one
-  read each, started from the fields-only distribution (``start="fields"``) and moved ``--fresh-moves`` times;
+  read each, started from the fields-only distribution (``start="fields"``) and moved ``--fresh-moves`` times,
+  marginals by the Rao-Blackwellised estimator (:class:`hybrid_attention.bridge.RaoBlackwell`);
 * ``qemcmc-persistent``: persistent chains (:class:`hybrid_attention.bridge.PersistentChains`): every (row, head,
   prefix) problem continues its ``--chains`` chains for ``--moves`` moves and records ``--records`` states per chain.
 
@@ -28,7 +29,7 @@ import torch
 
 from bench.train_step import make_step
 from hybrid_attention.backends import get_sampler
-from hybrid_attention.bridge import PersistentChains, ReadsOnly
+from hybrid_attention.bridge import PersistentChains, RaoBlackwell, ReadsOnly
 from hybrid_attention.circuits import DQASchedule
 from hybrid_attention.circuits.proposal import ProposalParams
 
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         "",
         f"hj, 1 layer, 1 head, n_embd 64, batch {args.batch_size}, {args.threads} thread(s), torch {torch.__version__};"
         f" {args.trotter_steps} Trotter steps, Layden's random gamma and t; qemcmc: {args.fresh_reads} chains x 1 read"
-        f" after {args.fresh_moves} moves from the fields start; qemcmc-persistent:"
+        f" after {args.fresh_moves} moves from the fields start, Rao-Blackwellised; qemcmc-persistent:"
         f" {args.chains} persistent chains x ({args.moves} moves + {args.records} records); dqa-shots: statevector DQA"
         f" (tau 1, 20 steps), {args.shots} shots + covariance backward; median of {args.reps} interleaved reps",
         "",
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> None:
         sv = get_sampler("statevector", schedule=DQASchedule(tau=1.0, steps=20))
         steps = {
             "exact": make_step("hj", T, shape),
-            "qemcmc": make_step("hj", T, shape, fresh, args.fresh_reads),
+            "qemcmc": make_step("hj", T, shape, RaoBlackwell(fresh), args.fresh_reads),
             "qemcmc-persistent": make_step("hj", T, shape, chains.bind(qs, key="layer0"), reads),
             "dqa-shots": make_step("hj", T, shape, ReadsOnly(sv), args.shots),
         }
