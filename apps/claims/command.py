@@ -20,6 +20,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--root", default="results/claims", metavar="DIR", help="the plan's directory (studies with runs/)"
     )
     parser.add_argument("--out", default=None, metavar="DIR", help="where the report goes (default: --root)")
+    parser.add_argument(
+        "--quantum-training",
+        default=None,
+        metavar="FILE",
+        help="finding 8's sampler-trained runs (experiments/quantum_training/run.py's summary.json; "
+        "default: --root/../quantum_training/summary.json)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else root
     out.mkdir(parents=True, exist_ok=True)
     with lock_directory(out):
-        path = write_report(root, out)
+        path = write_report(root, out, quantum_training=args.quantum_training)
     print(path.read_text())
     print(f"report in {path}", file=sys.stderr)
     return 0

@@ -23,6 +23,17 @@ intervals of the paired mean:
 * couplings (finding 5): per key distance the mean learned J over seeds with its interval; *reproduced* when every
   distance 2-4 is significantly positive and every distance >= 6 significantly negative, *refuted* when any is
   significantly of the other sign, otherwise inconclusive.
+* "competitive" (finding 8): sampler-trained models against exact training, from the quantum-training experiment's
+  ``summary.json`` (every model evaluated with exact marginals): per (task, T) and variant, the gain over ``exact``
+  paired by seed (``_gain`` semantics: % perplexity or accuracy points, positive: the variant better) with its
+  unadjusted 95 % t interval. A cell is *competitive* when the interval lies above ``-margin`` (not worse than exact
+  by more than the margin: :data:`PERPLEXITY_MARGIN` % perplexity, :data:`ACCURACY_MARGIN` accuracy point, issue
+  #12's targets), *not competitive* when it lies entirely below ``-margin``, otherwise (one seed: always)
+  *inconclusive*, with the seeds that would show it within the margin with 80 % power if it were as good as exact.
+  The finding's verdict is that of ``dqa-shots`` (training on DQA measurement shots, as the paper did):
+  *reproduced* when every cell is competitive and both tasks were run, *refuted* when any cell is not competitive,
+  otherwise inconclusive. ``qemcmc`` (quantum-enhanced MCMC reads, Rao-Blackwellised) and ``gibbs`` (classical
+  samples, same estimator) are reported beside it, not in the verdict.
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ import csv
 import json
 import logging
 import math
+import os
 import statistics
 from pathlib import Path
 from typing import Any
@@ -50,6 +62,10 @@ __all__ = [
     "write_report",
     "EQUIVALENCE_MARGIN",
     "ALPHA",
+    "PERPLEXITY_MARGIN",
+    "ACCURACY_MARGIN",
+    "load_sampler_training",
+    "sampler_training_cells",
 ]
 
 logger = logging.getLogger(__name__)
@@ -57,6 +73,10 @@ logger = logging.getLogger(__name__)
 ALPHA = 0.05
 #: finding 1 ("comparable"): relative perplexity difference within ± this many % counts as comparable
 EQUIVALENCE_MARGIN = 0.5
+#: finding 8 ("competitive"): a sampler-trained model may be worse than exact training by at most this many % in
+#: perplexity (relative) or accuracy points (issue #12's targets)
+PERPLEXITY_MARGIN = 2.0
+ACCURACY_MARGIN = 1.0
 PAPER = {
     1: "Tiny Shakespeare, T = 4: hj and softmax comparable",
     2: "Tiny Shakespeare, T = 12: hj beats softmax by 1.08 % in perplexity",
@@ -260,9 +280,221 @@ def _find(comps: list[dict[str, Any]], mode: str, ref: str, T: int) -> dict[str,
     return next((c for c in comps if c["mode"] == mode and c["ref"] == ref and c["block_size"] == T), None)
 
 
-def findings(root: str | Path) -> list[dict[str, Any]]:
-    """Per finding of the paper (1-8): ``{"n", "paper", "ours", "verdict", "why"}`` from the studies under ``root``."""
-    root = Path(root)
+# ---------------------------------------------------------------------- finding 8: sampler-trained against exact
+#: what each variant of the quantum-training experiment trained on (the finding's verdict is ``dqa-shots``'s)
+VARIANT_LABELS = {
+    "dqa-shots": "DQA measurement shots (the paper's setting)",
+    "qemcmc": "quantum-enhanced MCMC reads, Rao-Blackwellised",
+    "qemcmc-reads": "quantum-enhanced MCMC reads, plain spin averages",
+    "qemcmc-persistent": "quantum-enhanced MCMC, persistent chains, Rao-Blackwellised",
+    "gibbs": "classical Gibbs samples, Rao-Blackwellised",
+    "softmax": "softmax attention (no sampler; reference, not sampler-trained)",
+}
+#: reported beside ``dqa-shots`` in the findings table
+BESIDE = ("qemcmc", "gibbs")
+_QT_TASKS = {"brackets": ("val_accuracy", 100.0), "shakespeare": ("val_perplexity", 1.0)}
+_QT_COMMAND = (
+    "nice -n 5 python experiments/quantum_training/run.py --task brackets --block-size 8 12 --seeds 0 1 2 "
+    "(and --task shakespeare)"
+)
+
+
+def _sampler_training_path(root: str | Path, quantum_training: str | Path | None) -> Path:
+    """``quantum_training``, or by default ``<root>/../quantum_training/summary.json`` (normalised; may be absent).
+
+    Raises:
+        FileNotFoundError: ``quantum_training`` given but not a file.
+    """
+    if quantum_training is not None:
+        if not Path(quantum_training).is_file():
+            raise FileNotFoundError(f"quantum_training: expected a summary.json file, got {str(quantum_training)!r}")
+        return Path(quantum_training)
+    return Path(os.path.normpath(Path(root) / ".." / "quantum_training" / "summary.json"))
+
+
+def load_sampler_training(path: str | Path) -> list[dict[str, Any]] | None:
+    """The rows of the quantum-training ``summary.json`` (``experiments/quantum_training/run.py``), validated, with
+    ``metric`` added (perplexity, or accuracy in %); ``None`` when the file does not exist.
+
+    Raises:
+        ValueError: not JSON, not a list of rows, a row without ``task`` (brackets | shakespeare), ``block_size``,
+            ``variant``, ``seed`` or a finite value of its task's metric, or two rows for one (task, T, variant,
+            seed).
+    """
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        rows = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{str(path)!r} is not valid JSON ({exc}); if it is being written, run again") from exc
+    if not isinstance(rows, list):
+        raise ValueError(f"{str(path)!r}: expected a list of rows, got {type(rows).__name__}")
+    out, seen = [], set()
+    for i, r in enumerate(rows):
+        where = f"{str(path)!r} row {i}"
+        if not isinstance(r, dict) or r.get("task") not in _QT_TASKS:
+            got = r.get("task") if isinstance(r, dict) else r
+            raise ValueError(f"{where}: expected a row with task in {sorted(_QT_TASKS)}, got {got!r}")
+        key, scale = _QT_TASKS[r["task"]]
+        for k, typ in (("block_size", int), ("seed", int), ("variant", str)):
+            if not isinstance(r.get(k), typ) or isinstance(r.get(k), bool):
+                raise ValueError(f"{where}: expected {k} of type {typ.__name__}, got {r.get(k)!r}")
+        v = r.get(key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"{where} ({r['task']}): expected a finite {key}, got {v!r}")
+        ident = (r["task"], r["block_size"], r["variant"], r["seed"])
+        if ident in seen:
+            raise ValueError(f"{where}: a second row for task, T, variant, seed = {ident}")
+        seen.add(ident)
+        out.append({**r, "metric": scale * float(v)})
+    return out
+
+
+def _settings(rows: list[dict[str, Any]]) -> str:
+    flat = []
+    for r in rows:
+        s = dict(r.get("settings") or {})
+        s.update(s.pop("sampler_options", None) or {})
+        flat.append(", ".join(f"{k} {v}" for k, v in sorted(s.items())) or "(none)")
+    return flat[0] if len(set(flat)) == 1 else "settings differ between seeds: " + " / ".join(sorted(set(flat)))
+
+
+def _verdict_competitive(res: PairedResult | None, margin: float, unit: str) -> tuple[str, str]:
+    if res is None:
+        return "not paired", "no seed of exact to pair with"
+    if res.n >= 2 and res.lo >= -margin:
+        return "competitive", f"the interval lies above -{margin:g} {unit}"
+    if res.n >= 2 and res.hi < -margin:
+        return "not competitive", f"the interval lies below -{margin:g} {unit}"
+    if res.n < 2 or not (math.isfinite(res.sd) and res.sd > 0):
+        return "inconclusive", "one seed: no interval" if res.n < 2 else "zero spread"
+    n = seeds_needed(margin, res.sd)
+    return "inconclusive", (
+        f"the interval crosses -{margin:g} {unit}; about {n} seeds would show it within the margin with 80 % power "
+        f"if it were as good as exact (sd {res.sd:.3g})"
+    )
+
+
+def sampler_training_cells(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (task, T) and variant other than ``exact``: ``{"task", "block_size", "variant", "n" (paired seeds),
+    "unpaired" (the variant's seeds without an exact run), "res" (the paired gain over exact, a
+    :class:`PairedResult`, or None), "verdict", "why", "settings"}`` (module docstring: the "competitive" rule)."""
+    order = {v: i for i, v in enumerate(VARIANT_LABELS)}
+    cells = []
+    for task, T in sorted({(r["task"], r["block_size"]) for r in rows}):
+        sel = [r for r in rows if r["task"] == task and r["block_size"] == T]
+        ref = {r["seed"]: r["metric"] for r in sel if r["variant"] == "exact"}
+        shakespeare = task == "shakespeare"
+        margin, unit = (PERPLEXITY_MARGIN, "%") if shakespeare else (ACCURACY_MARGIN, "points")
+        for v in sorted({r["variant"] for r in sel} - {"exact"}, key=lambda v: (order.get(v, len(order)), v)):
+            rs = sorted((r for r in sel if r["variant"] == v), key=lambda r: r["seed"])
+            d = [_gain(r["metric"], ref[r["seed"]], shakespeare) for r in rs if r["seed"] in ref]
+            res = paired_ci(d) if d else None
+            verdict, why = _verdict_competitive(res, margin, unit)
+            cells.append(
+                {
+                    "task": task,
+                    "block_size": T,
+                    "variant": v,
+                    "n": len(d),
+                    "unpaired": len(rs) - len(d),
+                    "res": res,
+                    "unit": unit,
+                    "verdict": verdict,
+                    "why": why,
+                    "settings": _settings([r for r in rs if r["seed"] in ref] or rs),  # the seeds used
+                }
+            )
+    return cells
+
+
+def _tally(cells: list[dict[str, Any]], short: bool = False) -> str:
+    k = {v: sum(c["verdict"] == v for c in cells) for v in ("competitive", "not competitive", "inconclusive")}
+    if short:
+        return f"{k['competitive']}/{len(cells)} cells competitive, {k['not competitive']} not"
+    return (
+        f"competitive in {k['competitive']} of {len(cells)} (task, T) cells, not competitive in "
+        f"{k['not competitive']}, inconclusive in {k['inconclusive']}"
+    )
+
+
+def _gain_text(c: dict[str, Any]) -> str:
+    r = c["res"]
+    return f"{_fmt(r.mean)} {c['unit']} (n = 1)" if r.n < 2 else f"{_ci(r)} {c['unit']}"
+
+
+def _finding8(path: Path, rows: list[dict[str, Any]] | None) -> tuple[str, tuple[str, str]]:
+    """Finding 8's ``ours`` text and ``(verdict, why)``."""
+    if rows is None:
+        return f"no sampler-trained runs ({path} does not exist; made by {_QT_COMMAND})", ("not tested here", "")
+    cells = sampler_training_cells(rows)
+    dqa = [c for c in cells if c["variant"] == "dqa-shots" and c["res"] is not None]
+    if not dqa:
+        return f"no dqa-shots run paired with an exact run in {path}", ("not run", "no paired dqa-shots runs")
+    ours = "dqa-shots gain over exact: " + "; ".join(f"{c['task']} T = {c['block_size']}: {_gain_text(c)}" for c in dqa)
+    beside = []
+    for v, what in zip(BESIDE, ("quantum MCMC", "classical")):
+        cs = [c for c in cells if c["variant"] == v and c["res"] is not None]
+        if cs:
+            beside.append(f"{v} ({what}) {_tally(cs, short=True)}")
+    if beside:
+        ours += ". Beside it, not in the verdict: " + "; ".join(beside)
+    ours += " (every cell: the finding-8 table)"
+    why = f"dqa-shots {_tally(dqa)} (margins {PERPLEXITY_MARGIN:g} % perplexity, {ACCURACY_MARGIN:g} accuracy point)"
+    missing = sorted(set(_QT_TASKS) - {c["task"] for c in dqa})
+    if any(c["verdict"] == "not competitive" for c in dqa):
+        return ours, ("refuted", why)
+    if all(c["verdict"] == "competitive" for c in dqa) and not missing:
+        return ours, ("reproduced", why)
+    return ours, ("inconclusive", why + (f"; no {' or '.join(missing)} run yet" if missing else ""))
+
+
+def _sampler_training_markdown(path: Path, rows: list[dict[str, Any]] | None) -> str:
+    ours, (verdict, why) = _finding8(path, rows)
+    lines = [
+        "## Finding 8: sampler-trained against exact training",
+        "",
+        f"{PAPER[8]}. Verdict: **{verdict}**" + (f" ({why})." if why else "."),
+        "",
+    ]
+    if rows is None:
+        return "\n".join(lines + [f"{path} does not exist (made by {_QT_COMMAND}).", ""]) + "\n"
+    lines += [
+        f"From {path}: the gain of each variant over exact training, paired by seed (positive: the variant better; "
+        f"Shakespeare: relative perplexity in %, brackets: accuracy points), every model evaluated with exact "
+        f"marginals; 95 % t interval, no multiplicity adjustment; margins {PERPLEXITY_MARGIN:g} % and "
+        f"{ACCURACY_MARGIN:g} point. The finding's verdict is dqa-shots'; the other rows show whether training on "
+        "samples can be competitive at all.",
+        "",
+        "| task | T | variant | trained on | paired seeds | gain vs exact [95 % CI] | verdict | why | settings |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for c in sampler_training_cells(rows):
+        r = c["res"]
+        gain = f"{_fmt(r.mean, 3)} [{_fmt(r.lo, 3)}, {_fmt(r.hi, 3)}] {c['unit']}" if r is not None else "-"
+        why = c["why"] + (f"; {c['unpaired']} seed(s) without an exact run, not used" if c["unpaired"] else "")
+        lines.append(
+            f"| {c['task']} | {c['block_size']} | {c['variant']} | {VARIANT_LABELS.get(c['variant'], '')} | {c['n']} "
+            f"| {gain} | {c['verdict']} | {why} | {c['settings'] or '-'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def findings(root: str | Path, quantum_training: str | Path | None = None) -> list[dict[str, Any]]:
+    """Per finding of the paper (1-8): ``{"n", "paper", "ours", "verdict", "why"}`` from the studies under ``root``;
+    finding 8 from the quantum-training ``summary.json`` at ``quantum_training`` (default
+    ``<root>/../quantum_training/summary.json``; absent there: not tested).
+
+    Raises:
+        FileNotFoundError: ``quantum_training`` given but not a file.
+        ValueError: a malformed ``summary.json`` (:func:`load_sampler_training`).
+    """
+    path = _sampler_training_path(root, quantum_training)
+    return _findings(Path(root), path, load_sampler_training(path))
+
+
+def _findings(root: Path, qt_path: Path, qt_rows: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
     tabs = {s: study_table(collect(root, s)) for s in ("shakespeare", "brackets", "brackets_noffn")}
     sh, br, nf = (tabs[s][1] for s in ("shakespeare", "brackets", "brackets_noffn"))
     out = []
@@ -288,7 +520,8 @@ def findings(root: str | Path) -> list[dict[str, Any]]:
     add(6, (f"gain at T = 16: {_ci(c['res'])} points; " if c else "") + tr[0], (v[0], v[1] + "; trend: " + tr[1]))
     c = _find(nf, "hj", "softmax", 16)
     add(7, f"gain at T = 16 without FFN: {_ci(c['res'])} points" if c else "n/a", _verdict_gain(c, 4.53))
-    add(8, "not part of this plan (sampler-trained runs: results/dqa_vs_exact)", ("not tested here", ""))
+    ours, v = _finding8(qt_path, qt_rows)
+    add(8, ours, v)
     return out
 
 
@@ -456,14 +689,20 @@ def _plots(out: Path, name: str, rows: list, cells: list, comps: list, root: Pat
         plt.close(fig)
 
 
-def write_report(root: str | Path, out: str | Path | None = None) -> Path:
-    """Write ``claims.md`` (findings, verdict rules, per-study tables), per study ``<study>/summary.md``,
-    ``summary.csv``, ``comparisons.csv`` and the plots, ``pilot.md`` for pilot studies, and ``costs.md`` / ``costs.csv``
-    to ``out`` (default ``root``). Returns the path of ``claims.md``.
+def write_report(
+    root: str | Path, out: str | Path | None = None, *, quantum_training: str | Path | None = None
+) -> Path:
+    """Write ``claims.md`` (findings, verdict rules, the finding-8 table, per-study tables), per study
+    ``<study>/summary.md``, ``summary.csv``, ``comparisons.csv`` and the plots, ``pilot.md`` for pilot studies, and
+    ``costs.md`` / ``costs.csv`` to ``out`` (default ``root``). Finding 8 reads the quantum-training ``summary.json``
+    at ``quantum_training`` (default ``<root>/../quantum_training/summary.json``). Returns the path of ``claims.md``.
 
     Raises:
-        FileNotFoundError: ``root`` holds no finished run.
+        FileNotFoundError: ``root`` holds no finished run, or ``quantum_training`` given but not a file.
+        ValueError: a malformed quantum-training ``summary.json`` (checked before anything is written).
     """
+    qt_path = _sampler_training_path(root, quantum_training)
+    qt_rows = load_sampler_training(qt_path)
     root = Path(root)
     out = Path(out) if out is not None else root
     studies = sorted(p.parent.name for p in root.glob("*/runs") if p.is_dir())
@@ -507,11 +746,12 @@ def write_report(root: str | Path, out: str | Path | None = None) -> Path:
     lines = ["# The paper's findings against our runs", ""]
     if main:
         lines += ["| # | paper | ours (95 % CI, seeds) | verdict | why |", "| --- | --- | --- | --- | --- |"]
-        for f in findings(root):
+        for f in _findings(root, qt_path, qt_rows):
             lines.append(f"| {f['n']} | {f['paper']} | {f['ours']} | **{f['verdict']}** | {f['why']} |")
         lines += ["", "Verdict rules:", "", *(_rules()), ""]
     else:
         lines += ["No main study has finished runs yet: only pilot tables below (no verdicts from pilots).", ""]
+    lines += [_sampler_training_markdown(qt_path, qt_rows)]
     lines += sections
     path = out / "claims.md"
     path.write_text("\n".join(lines) + "\n")

@@ -313,3 +313,142 @@ def test_a_failing_run_is_reported_not_raised(tmp_path):
     out, outcome = rn._train_one(cfg)
     assert out == cfg.out and outcome.startswith("failed: FileNotFoundError")
     assert rn.run_state(tmp_path / "r") == "new"
+
+
+# ---------------------------------------------------------------------- finding 8: sampler-trained against exact
+#: per (task, T) and variant: per-seed metric of exact and the planted per-seed gains over it (perplexity: relative %,
+#: positive = lower perplexity; brackets: accuracy points)
+EXACT = {
+    ("brackets", 8): [0.95, 0.96, 0.94, 0.955],
+    ("shakespeare", 8): [8.8, 8.9, 8.7, 8.85],
+    ("shakespeare", 12): [8.0],
+}
+PLANTED = {
+    ("brackets", 8, "dqa-shots"): [0.1, -0.2, 0.0, 0.15],  # competitive: interval above -1
+    ("brackets", 8, "gibbs"): [-5.0, -6.0, -5.5, -5.2],  # not competitive: interval below -1
+    ("brackets", 8, "qemcmc"): [0.5, -3.0, 1.0, -2.5],  # inconclusive: crosses -1
+    ("shakespeare", 8, "dqa-shots"): [0.3, -0.4, 0.1, 0.0],  # competitive: interval above -2 %
+    ("shakespeare", 8, "gibbs"): [-10.0, -12.0, -11.0, -10.5],  # not competitive
+    ("shakespeare", 8, "qemcmc"): [1.0, -6.0, 2.0, -4.0],  # inconclusive
+    ("shakespeare", 12, "dqa-shots"): [0.5],  # one seed
+}
+
+
+def _qt_rows(planted=PLANTED, extra_seed=True):
+    rows = []
+    for (task, T), vals in EXACT.items():
+        key = "val_accuracy" if task == "brackets" else "val_perplexity"
+        for seed, e in enumerate(vals):
+            rows.append({"task": task, "block_size": T, "variant": "exact", "seed": seed, key: e, "val_loss": 1.0})
+    for (task, T, v), gains in planted.items():
+        key = "val_accuracy" if task == "brackets" else "val_perplexity"
+        for seed, g in enumerate(gains):
+            e = EXACT[(task, T)][seed]
+            m = e + g / 100 if task == "brackets" else e * (1 - g / 100)  # inverts the gain definitions
+            row = {"task": task, "block_size": T, "variant": v, "seed": seed, key: m, "val_loss": 1.0}
+            rows.append({**row, "settings": {"sampler": v, "shots": 8, "sampler_options": {"burn_in": 2}}})
+    if extra_seed:  # a variant seed without an exact run: reported, not paired
+        rows.append({"task": "brackets", "block_size": 8, "variant": "gibbs", "seed": 9, "val_accuracy": 0.1})
+    return rows
+
+
+def _write_qt(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rows, indent=1))
+    return path
+
+
+def test_sampler_training_cells_verdicts_and_numbers(tmp_path):
+    rows = rp.load_sampler_training(_write_qt(tmp_path / "summary.json", _qt_rows()))
+    cells = {(c["task"], c["block_size"], c["variant"]): c for c in rp.sampler_training_cells(rows)}
+    assert set(cells) == set(PLANTED)
+    expected = {"dqa-shots": "competitive", "gibbs": "not competitive", "qemcmc": "inconclusive"}
+    for key, gains in PLANTED.items():
+        c = cells[key]
+        assert c["n"] == len(gains) and c["res"].mean == pytest.approx(np.mean(gains), abs=1e-9)
+        if len(gains) > 1:
+            lo, hi = sst.t.interval(0.95, len(gains) - 1, loc=np.mean(gains), scale=sst.sem(gains))
+            assert (c["res"].lo, c["res"].hi) == pytest.approx((lo, hi), abs=1e-9)
+            assert c["verdict"] == expected[key[2]], (key, c)
+        else:
+            assert c["verdict"] == "inconclusive" and c["why"] == "one seed: no interval" and math.isnan(c["res"].lo)
+    q = cells[("brackets", 8, "qemcmc")]
+    n = st.seeds_needed(rp.ACCURACY_MARGIN, float(np.std(PLANTED[("brackets", 8, "qemcmc")], ddof=1)))
+    assert f"about {n} seeds" in q["why"]
+    assert cells[("brackets", 8, "gibbs")]["unpaired"] == 1 and cells[("brackets", 8, "gibbs")]["n"] == 4
+    assert cells[("brackets", 8, "dqa-shots")]["settings"] == "burn_in 2, sampler dqa-shots, shots 8"
+    assert cells[("brackets", 8, "gibbs")]["settings"] == "burn_in 2, sampler gibbs, shots 8"  # the paired seeds'
+    bare = {**rows[-1], "seed": 3}  # seed 3 of brackets gibbs, paired, now without settings
+    rows = [r for r in rows if (r["task"], r["variant"], r["seed"]) != ("brackets", "gibbs", 3)] + [bare]
+    gibbs = next(c for c in rp.sampler_training_cells(rows) if c["variant"] == "gibbs" and c["task"] == "brackets")
+    assert gibbs["settings"].startswith("settings differ between seeds: (none) / burn_in 2")
+
+
+def _finding8(tmp_path, rows):
+    root = tmp_path / "claims"
+    root.mkdir(exist_ok=True)
+    _write_qt(tmp_path / "quantum_training" / "summary.json", rows)  # the default place: <root>/../quantum_training
+    return rp.findings(root)[7]
+
+
+def test_finding8_verdicts(tmp_path):
+    f = _finding8(tmp_path, _qt_rows())  # competitive at T = 8 on both tasks, one seed at shakespeare T = 12
+    assert f["n"] == 8 and f["verdict"] == "inconclusive"
+    assert "competitive in 2 of 3 (task, T) cells, not competitive in 0, inconclusive in 1" in f["why"]
+    assert "shakespeare T = 12: 0.50 % (n = 1)" in f["ours"]
+    assert "qemcmc (quantum MCMC) 0/2 cells competitive, 0 not" in f["ours"]
+    assert "gibbs (classical) 0/2 cells competitive, 2 not" in f["ours"]
+    ok = {k: v for k, v in PLANTED.items() if k[1] == 8}
+    assert _finding8(tmp_path, _qt_rows(ok))["verdict"] == "reproduced"
+    bad = {**ok, ("shakespeare", 8, "dqa-shots"): PLANTED[("shakespeare", 8, "gibbs")]}
+    assert _finding8(tmp_path, _qt_rows(bad))["verdict"] == "refuted"
+    one_task = {k: v for k, v in ok.items() if k[0] == "brackets"}
+    f = _finding8(tmp_path, _qt_rows(one_task))
+    assert f["verdict"] == "inconclusive" and "no shakespeare run yet" in f["why"]
+    no_dqa = {k: v for k, v in ok.items() if k[2] != "dqa-shots"}
+    assert _finding8(tmp_path, _qt_rows(no_dqa))["verdict"] == "not run"
+
+
+def test_finding8_missing_and_malformed_summary(tmp_path):
+    root = tmp_path / "claims"
+    root.mkdir()
+    f = rp.findings(root)[7]  # the default place, absent: not tested
+    assert f["verdict"] == "not tested here" and "quantum_training/summary.json does not exist" in f["ours"]
+    assert "experiments/quantum_training/run.py" in f["ours"]
+    with pytest.raises(FileNotFoundError, match="none.json"):  # a file named by the user must exist
+        rp.findings(root, quantum_training=tmp_path / "none.json")
+    good = _qt_rows()
+    bad_rows = (
+        ({"rows": good}, "list of rows"),
+        (good + [{**good[0]}], "second row"),
+        ([{**good[0], "task": "mnist"}], "task in"),
+        ([{k: v for k, v in good[0].items() if k != "val_accuracy"}], "finite val_accuracy"),
+        ([{**good[0], "seed": "0"}], "seed of type int"),
+    )
+    for bad, match in bad_rows:
+        with pytest.raises(ValueError, match=match):
+            rp.findings(root, quantum_training=_write_qt(tmp_path / "bad.json", bad))
+    (tmp_path / "half.json").write_text(json.dumps(good)[:50])
+    with pytest.raises(ValueError, match="not valid JSON"):
+        rp.load_sampler_training(tmp_path / "half.json")
+    _plant(root)  # the report checks the file before it writes anything
+    with pytest.raises(ValueError, match="second row"):
+        rp.write_report(root, tmp_path / "out", quantum_training=_write_qt(tmp_path / "bad.json", good + [good[0]]))
+    assert not (tmp_path / "out").exists()
+
+
+def test_report_has_the_finding8_table(tmp_path):
+    root = tmp_path / "claims"
+    _plant(root)
+    qt = _write_qt(tmp_path / "elsewhere.json", _qt_rows())
+    assert cli.main(["claims", "--root", str(root), "--out", str(tmp_path / "out"), "--quantum-training", str(qt)]) == 0
+    text = (tmp_path / "out" / "claims.md").read_text()
+    assert "| 8 | DQA-trained vs exact" in text and "**inconclusive**" in text
+    assert "## Finding 8: sampler-trained against exact training" in text and '"competitive" (finding 8)' in text
+    r = st.paired_ci(PLANTED[("brackets", 8, "gibbs")])
+    row = next(line for line in text.splitlines() if line.startswith("| brackets | 8 | gibbs |"))
+    assert f"| 4 | {r.mean:.3f} [{r.lo:.3f}, {r.hi:.3f}] points | not competitive |" in row
+    assert "1 seed(s) without an exact run, not used" in row
+    assert "| shakespeare | 12 | dqa-shots |" in text and "one seed: no interval" in text
+    qt.write_text("[{")  # a malformed file: a clear error, exit code 2
+    assert cli.main(["claims", "--root", str(root), "--quantum-training", str(qt)]) == 2
