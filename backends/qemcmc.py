@@ -33,7 +33,8 @@ start changes only the burn-in, never the stationary distribution. ``initial_sta
 chains where earlier chains stopped (persistent chains); ``info["final_state"]`` is where they stopped.
 
 Diagnostics in ``SampleSet.info`` (arrays have the problem's batch shape): ``acceptance_rate`` (accepted moves /
-moves, per problem), ``iat`` (integrated autocorrelation time of the energy in moves, Sokal's window over the
+moves, per problem; a proposal of the current configuration counts as accepted), ``move_rate`` (moves that change
+the configuration / moves: how much the chains actually move), ``iat`` (integrated autocorrelation time of the energy in moves, Sokal's window over the
 moves after half the burn-in; NaN for fewer than 8 such moves), ``ess`` (:func:`.mcmc.effective_sample_size`),
 ``iat_spins`` / ``ess_spins`` (the same for each spin over its recorded reads, in records; ``(*batch, n)``; with one
 record per chain ``iat_spins = 1`` and ``ess_spins = num_chains``, the chains being independent),
@@ -323,7 +324,7 @@ class QEMCMCSampler(Sampler):
             )
             for s, sd in zip(starts, seeds)
         ]
-        rec, final, acc, energies = (np.concatenate([o[i] for o in out]) for i in range(4))
+        rec, final, acc, energies, changed = (np.concatenate([o[i] for o in out]) for i in range(5))
         spins = 1 - 2 * state_bits(rec, n).astype(np.int8)  # (N, C * r, n), chain-major
         bs = tuple(problem.batch_shape)
         start = burn // 2
@@ -346,6 +347,7 @@ class QEMCMCSampler(Sampler):
             "seed": describe_seed(seed),
             "chunk_seeds": seeds,
             "acceptance_rate": (acc / max(moves, 1)).mean(-1).reshape(bs),
+            "move_rate": (changed / max(moves, 1)).mean(-1).reshape(bs),
             "iat": iat.reshape(bs),
             "ess": np.minimum(effective_sample_size(C, r, iat, thin), opts["reads"]).reshape(bs),
             "iat_spins": iat_s.reshape(*bs, n),
@@ -360,7 +362,7 @@ class QEMCMCSampler(Sampler):
 
     def _run_chunk(self, h, J, beta, alpha, mask, init, opts, mode, rng):  # noqa: ANN001, ANN202 (internal)
         """Chains of one chunk of problems: ``(records (N, C * r), final (N, C), accepted (N, C), energies
-        (N, C, moves + 1))``."""
+        (N, C, moves + 1), changed (N, C))`` (``changed``: accepted moves to another configuration)."""
         N, n = h.shape
         C, r, burn, thin, params = opts["chains"], opts["records"], opts["burn_in"], opts["thinning"], opts["params"]
         moves = burn + (r - 1) * thin
@@ -384,7 +386,7 @@ class QEMCMCSampler(Sampler):
         else:
             cur = rng.integers(0, 1 << n, size=(N, C))
         rows = np.arange(N)[:, None]
-        accepted = np.zeros((N, C))
+        accepted, changed = np.zeros((N, C)), np.zeros((N, C))
         trace = np.empty((N, C, moves + 1))
         trace[:, :, 0] = En[rows, cur]
         records = []
@@ -395,12 +397,13 @@ class QEMCMCSampler(Sampler):
             new = engine.propose(cur, float(g[0]), float(tm[0]), rng)
             dE = bE[rows, new] - bE[rows, cur]
             acc = np.log(rng.random((N, C))) < -dE
+            changed += acc & (new != cur)
             cur = np.where(acc, new, cur)
             accepted += acc
             trace[:, :, t] = En[rows, cur]
             if t >= burn and (t - burn) % thin == 0:
                 records.append(cur.copy())
-        return np.stack(records, axis=-1).reshape(N, C * r), cur, accepted, trace
+        return np.stack(records, axis=-1).reshape(N, C * r), cur, accepted, trace, changed
 
 
 def _progress(iterable: Any, total: int, work: int) -> Any:

@@ -155,6 +155,11 @@ def test_acceptance_rate_matches_the_exact_stationary_rate():
     acc = float((pi[:, None] * Q * np.minimum(1, np.exp(-1.5 * (E[None, :] - E[:, None])))).sum())
     rate = float(ss.info["acceptance_rate"])
     assert abs(rate - acc) <= Z * np.sqrt(acc * (1 - acc) / C)  # each chain's mean has variance <= p (1 - p)
+    # moves that change the configuration: the same sum without the proposals of the current state
+    A = pi[:, None] * Q * np.minimum(1, np.exp(-1.5 * (E[None, :] - E[:, None])))
+    move = float(A.sum() - np.trace(A))
+    assert move < acc - 0.01  # the identity proposal is frequent enough here for the two rates to differ
+    assert abs(float(ss.info["move_rate"]) - move) <= Z * np.sqrt(move * (1 - move) / C)
 
 
 def test_integrated_time_matches_the_exact_value():
