@@ -148,8 +148,7 @@ def attention_weights(
         h = torch.full_like(h, j_field)  # a constant field breaks the spin-flip symmetry; the scores stay unused
         if sampler is None:
             exact.check_size(T)
-            m = kernels._causal_marginals(h, J, b) if causal else kernels._bidirectional_marginals(h, J, b)
-            return kernels.normalised_weights(m, vis)
+            return kernels._exact_weights(h, J, b, causal=causal)
     if sampler is None:
         if mode == "h":
             # independent spins: (1 + tanh(beta h)) / 2 = sigmoid(2 beta h); normalise in log space so the
@@ -161,8 +160,9 @@ def attention_weights(
             w = vis.to(h.dtype).expand(B, H, Tq, T)
             return w / w.sum(-1, keepdim=True)
         exact.check_size(T)
-        # J and beta were validated above: the unvalidated kernels keep the training hot path lean
-        m = kernels._causal_marginals(h, J, b) if causal else kernels._bidirectional_marginals(h, J, b)
+        # J and beta were validated above: the unvalidated kernel keeps the training hot path lean. Rows whose
+        # alpha = (1 + m) / 2 underflows are redone from log alpha (kernels._exact_weights), the others are unchanged.
+        return kernels._exact_weights(h, J, b, causal=causal)
     else:
         from .bridge import attention_marginals  # written by the quantum-bridge issue; imported on use
 

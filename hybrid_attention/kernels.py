@@ -8,7 +8,10 @@ Owns the layer-shaped kernels built on the exact oracle's factorised core (:mod:
 * :func:`bidirectional_marginals`: ``h (B, H, Tq, T)``, every query sees all keys;
 * :func:`shared_marginals`: ``h (R, H, n)``, many rows per head sharing one coupling matrix;
 * :func:`causal_marginals_loop`: the slow, obviously correct reference (one enumeration per query);
-* :func:`normalised_weights`: the layer's normalisation ``a_j = alpha_j / sum_k alpha_k``, ``alpha = (1 + m)/2``.
+* :func:`normalised_weights`: the layer's normalisation ``a_j = alpha_j / sum_k alpha_k``, ``alpha = (1 + m)/2``;
+* ``_exact_weights``: the exact layer's weights (unvalidated, called by the attention layer), which redo in log
+  space the rows where ``alpha = (1 + m) / 2`` has underflowed (``log alpha_j = log p(s_j = +1)`` by log-sum-exp,
+  ``_log_alpha``).
 
 Public kernels validate their raw tensors and call the unvalidated ``_``-kernels, which the attention layer calls
 directly after validating once per forward (the training hot path).
@@ -247,3 +250,118 @@ def normalised_weights(m: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
     floor = torch.finfo(alpha.dtype).tiny ** 0.5
     alpha = alpha.clamp_min(floor) * visible.to(alpha.dtype)
     return alpha / alpha.sum(-1, keepdim=True)
+
+
+# A row's weights are recomputed in log space when a visible alpha = (1 + m) / 2 is below the clamp floor of
+# normalised_weights (1 + m rounded to 0 or below: in float32 from p(s_j = +1) < 3e-8, scores below about -9), or
+# when every visible alpha is below sqrt(eps) (3.5e-4 in float32: 1 + m has lost at least half its digits, so the
+# ratios alpha_j / sum alpha would be off by up to 1e-4 relative and more). Rows with one visible key are left
+# alone: their weight is exactly 1 either way. The other rows keep today's formula bit for bit.
+def _underflow_rows(m: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+    """Boolean ``(*batch,)`` mask of the rows of ``m (*batch, T)`` whose weights take the log-space path."""
+    md, fi = m.detach(), torch.finfo(m.dtype)
+    # (1 + m) / 2 is monotone in m (also after rounding): reduce m first, transform only the extremes
+    amin = (1.0 + md.masked_fill(~visible, 1.0).amin(-1)) / 2.0
+    amax = (1.0 + md.masked_fill(~visible, -1.0).amax(-1)) / 2.0
+    return (visible.sum(-1) >= 2) & ((amin < fi.tiny**0.5) | (amax < fi.eps**0.5))
+
+
+# p(s_j = +1) Z' below this (float64, Z' the partition function in units of the factors' maxima) means the
+# factorised products may have lost configurations with s_j = +1 to float64's exponent range (it ends near 1e-308):
+# such rows take one log-sum-exp per spin over the materialised energies instead.
+_DEEP = 1e-280
+
+
+def _log_alpha(h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+    """``log alpha_j = log p(s_j = +1)`` for rows sharing one coupling matrix, exact for any finite fields.
+
+    Args:
+        h: fields ``(R, n)``, finite.
+        J: couplings ``(n, n)``, symmetric (diagonal ignored).
+        beta: inverse temperature, a 0-dim tensor.
+
+    Returns:
+        ``(R, n)`` float64: ``log p(s_j = +1) = log sum_{s: s_j = +1} exp L(s) - log sum_s exp L(s)`` with
+        ``L(s) = beta (h . s + sum_{j<k} J_jk s_j s_k)``; finite where ``(1 + m) / 2`` would be 0 (e.g.
+        ``-2 beta |h_j|`` for a free spin pinned by a field ``h_j << 0``), differentiable by autograd.
+
+    The factorised product of the exact core (:mod:`hybrid_attention.exact`) in float64, summing the positive
+    terms with ``s_j = +1`` directly instead of forming ``1 + m`` (which cancels): float64 holds them down to about
+    ``exp(-700)`` of the largest factors. Rows beyond that (fields of several hundred) take one log-sum-exp per spin
+    over the materialised energies. The fallback for the rows :func:`_exact_weights` redoes, not the hot path.
+
+    Example:
+        >>> import torch
+        >>> la = _log_alpha(torch.tensor([[-60.0, 0.0]]), torch.zeros(2, 2), torch.tensor(1.0))
+        >>> [round(v, 3) for v in la[0].tolist()]  # log sigmoid(2 h)
+        [-120.0, -0.693]
+    """
+    R, n = h.shape
+    a = n // 2
+    h64, b64, J64 = h.double(), beta.double(), J.double()
+    SA = exact.enumerate_states(a, dtype=torch.float64, device=h.device)
+    SB = exact.enumerate_states(n - a, dtype=torch.float64, device=h.device)
+    C = exact._coupling_table(J64, a)  # (2^b, 2^a)
+    K = torch.exp(b64 * (C - C.detach().max()))
+    xA, xB, _ = exact._field_factors(h64, b64.expand(R), a)  # (R, 2^a), (R, 2^b), each with largest entry 1
+    pA, pB = xA * (xB @ K), xB * (xA @ K.T)  # unnormalised marginal weights of the two halves' configurations
+    up = torch.cat([pA @ (SA > 0).double(), pB @ (SB > 0).double()], dim=-1)  # (R, n): p(s_j = +1) Z'
+    deep = (up.detach() < _DEEP).any(-1)
+    up = torch.where(deep[:, None], 1.0, up)  # safe input for the log on rows redone below (no inf in backward)
+    la = torch.log(up) - torch.log(pA.sum(-1, keepdim=True).clamp_min(_DEEP))
+    for idx in deep.nonzero().squeeze(1).split(max(1, exact.CHUNK_ELEMENTS >> n)):
+        fA, fB = h64[idx, :a] @ SA.T, h64[idx, a:] @ SB.T
+        L = (b64 * (fA[:, None, :] + fB[:, :, None] + C)).reshape(len(idx), 1 << n)  # c = cA + 2^a cB
+        # bit j of c is spin j and splits c = (high, bit, low); the configurations with s_j = +1 are bit = 0
+        lse = [torch.logsumexp(L.view(-1, 1 << (n - 1 - j), 2, 1 << j)[:, :, 0, :], dim=(1, 2)) for j in range(n)]
+        la = la.index_put((idx,), torch.stack(lse, dim=-1) - torch.logsumexp(L, dim=-1, keepdim=True))
+    return la
+
+
+def _log_weights(h: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor, rows: torch.Tensor, causal: bool):
+    """Weights ``(len(rows), T)`` of the rows ``rows = (b, head, query)`` (a ``(R, 3)`` index tensor) of a layer
+    with scores ``h (B, H, Tq, T)``, from :func:`_log_alpha`: ``softmax_j(log alpha_j)`` over the visible keys
+    (in float64, then cast to ``h``'s dtype). Rows are grouped by head and by prefix length (causal: query ``i`` is
+    the Ising system of keys ``0..i``), so each group shares one coupling table."""
+    T = h.shape[-1]
+    out = h.new_zeros(rows.shape[0], T)
+    sizes = rows[:, 2] + 1 if causal else torch.full_like(rows[:, 2], T)
+    for hd in rows[:, 1].unique().tolist():
+        for n in sizes[rows[:, 1] == hd].unique().tolist():
+            sel = ((sizes == n) & (rows[:, 1] == hd)).nonzero().squeeze(1)
+            b, q = rows[sel, 0], rows[sel, 2]
+            la = _log_alpha(h[b, hd, q, :n], J[hd, :n, :n], beta_h[hd])
+            w = torch.softmax(la, dim=-1).to(h.dtype)
+            out = out.index_put((sel,), torch.nn.functional.pad(w, (0, T - n)))
+    return out
+
+
+def _exact_weights(h: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor, *, causal: bool = True) -> torch.Tensor:
+    """The exact layer's attention weights (unvalidated: the attention layer validates once per forward).
+
+    Computes the marginals with :func:`causal_marginals` / :func:`bidirectional_marginals` and the weights with
+    :func:`normalised_weights`; the rows where ``alpha = (1 + m) / 2`` has underflowed (a visible ``alpha`` rounded
+    to 0, or every visible ``alpha`` below ``sqrt(eps)`` of the dtype, so ``1 + m`` has lost at least half its
+    digits) are recomputed from ``log alpha`` (:func:`_log_alpha`), so weights and gradients stay finite and exact
+    for any scores. All other rows are bitwise what :func:`normalised_weights` gives (and so are their gradients).
+
+    Args:
+        h: scores ``(B, H, Tq, T)`` (causal: ``Tq == T``, entries above the diagonal ignored); finite where visible.
+        J: couplings ``(H, T', T')``, ``T' >= T``, symmetric, in ``h``'s dtype.
+        beta_h: ``(H,)`` inverse temperatures.
+        causal: query ``i`` sees keys ``0..i`` (dropped, not pinned, beyond).
+
+    Returns:
+        ``(B, H, Tq, T)`` weights, zero on masked keys, rows summing to 1.
+    """
+    B, H, Tq, T = h.shape
+    vis = torch.ones(Tq, T, dtype=torch.bool, device=h.device)
+    if causal:
+        vis = vis.tril()
+    m = _causal_marginals(h, J, beta_h) if causal else _bidirectional_marginals(h, J, beta_h)
+    w = normalised_weights(m, vis)
+    bad = _underflow_rows(m, vis)
+    if bool(bad.any()):
+        rows = bad.nonzero()  # (R, 3): (b, head, query)
+        w = w.index_put(tuple(rows.unbind(1)), _log_weights(h, J, beta_h, rows, causal))
+    return w
