@@ -208,3 +208,23 @@ def test_saturated_attention_trains(one_thread):
         loss.backward()
         opt.step()
     assert float(loss_fn().detach()) < first - 0.2
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_log_path_gradcheck(causal, one_thread):
+    """torch.autograd.gradcheck (float64) of the log-space rows w.r.t. scores, couplings and a per-head beta."""
+    gen = torch.Generator().manual_seed(6)
+    B, H, T = 1, 2, 4
+    h = (-40.0 + torch.randn(B, H, T, T, generator=gen, dtype=torch.float64)).requires_grad_()
+    J = _couplings(H, T, 1.0, gen, torch.float64).requires_grad_()
+    beta = torch.tensor([1.0, 0.6], dtype=torch.float64, requires_grad=True)
+    w = attention_weights(h, J, mode="hj", causal=causal, beta=beta)
+    m = kernels._causal_marginals(h, J, beta) if causal else kernels._bidirectional_marginals(h, J, beta)
+    vis = torch.ones(T, T, dtype=torch.bool)
+    assert bool(kernels._underflow_rows(m, vis.tril() if causal else vis)[..., 1:].all())  # the log path is tested
+    assert torch.isfinite(w).all()
+
+    def f(h, J, beta):
+        return attention_weights(h, (J + J.transpose(-1, -2)) / 2, mode="hj", causal=causal, beta=beta)
+
+    assert torch.autograd.gradcheck(f, (h, J, beta), eps=1e-6, atol=1e-7, rtol=1e-4)
