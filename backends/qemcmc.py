@@ -27,9 +27,11 @@ Engines live in :mod:`.qemcmc_engines`.
 Chains and reads: ``num_chains`` chains per problem (default one per read), ``burn_in`` moves, then a record every
 ``thinning`` moves until ``num_reads`` states are recorded. Chains start uniformly at random (``start="random"``)
 or from independent draws of the fields-only distribution ``P(s_j = +1) = (1 + tanh(beta h_j)) / 2``, the exact
-Boltzmann distribution at ``J = 0`` (``start="fields"``): where the couplings are weak beside the fields, as in
-attention problems, the chains then start close to equilibrium and need a few moves instead of a long burn-in. The
-start changes only the burn-in, never the stationary distribution. ``initial_state`` (``(*batch, chains, n)`` ±1) starts the
+Boltzmann distribution at ``J = 0`` (``start="fields"``), or of independent spins with the naive mean-field
+magnetisations ``m = tanh(beta (h + J m))`` (``start="meanfield"``, which also carries the couplings' first-order
+effect on the marginals): where the couplings are weak beside the fields, as in attention problems, the chains then
+start close to equilibrium and need a few moves instead of a long burn-in. The start changes only the burn-in, never
+the stationary distribution. ``initial_state`` (``(*batch, chains, n)`` ±1) starts the
 chains where earlier chains stopped (persistent chains); ``info["final_state"]`` is where they stopped.
 
 Diagnostics in ``SampleSet.info`` (arrays have the problem's batch shape): ``acceptance_rate`` (accepted moves /
@@ -85,8 +87,27 @@ logger = logging.getLogger(__name__)
 
 _ENGINES = ("statevector", "aer", "ibm")
 _MODES = ("auto", "unitary", "columns")
-_STARTS = ("random", "fields")
+_STARTS = ("random", "fields", "meanfield")
 _REAL = REAL
+
+
+def _start_magnetisations(h: torch.Tensor, J: torch.Tensor, beta: np.ndarray, mask: Any, start: str) -> np.ndarray:
+    """``(N, n)`` magnetisations of the independent-spin start: ``tanh(beta h)`` (``"fields"``) or the naive mean-field
+    solution (``"meanfield"``). ``h (N, n)``, ``J (N, n, n)`` float64 with dropped spins decoupled; ``beta (N,)``."""
+    b = torch.from_numpy(np.asarray(beta, dtype=np.float64))
+    if start == "fields":
+        return torch.tanh(b[:, None] * h).numpy()
+    from .meanfield import mean_field  # same floor; imported on use
+
+    mk = None if mask is None else torch.as_tensor(mask)[:, None, :].to(torch.float64)
+    log = logging.getLogger(mean_field.__module__)
+    level, log.level = log.level, logging.ERROR  # an unconverged start law is still a valid start: no warning
+    try:
+        with torch.no_grad():
+            m, _ = mean_field(h[:, None, :], J, b[:, None], mk, method="naive", max_iter=200, tol=1e-6)
+    finally:
+        log.level = level
+    return m[:, 0, :].numpy()
 
 
 # ---------------------------------------------------------------------- the sampler
@@ -98,8 +119,9 @@ class QEMCMCSampler(Sampler):
             default: Layden's random ``gamma in [0.25, 0.6]``, ``t in [2, 20]``, 12 steps).
         engine: ``"statevector"`` (default), ``"aer"`` or ``"ibm"`` (module docstring).
         burn_in: moves before the first record (default 128).
-        start: where chains without ``initial_state`` start: ``"random"`` (uniform, default) or ``"fields"`` (the
-            fields-only distribution, module docstring).
+        start: where chains without ``initial_state`` start: ``"random"`` (uniform, default), ``"fields"`` (the
+            fields-only distribution) or ``"meanfield"`` (independent spins at the mean-field magnetisations; module
+            docstring).
         thinning: moves between records of one chain (default 1).
         num_chains: chains per problem (default ``None``: one per read, every read an independent chain's state).
         num_reads: reads per problem when ``sample(num_reads=None)`` (default 256).
@@ -127,7 +149,7 @@ class QEMCMCSampler(Sampler):
         "thinning": "moves between records of one chain",
         "num_chains": "chains per problem (default: one per read)",
         "params": "ProposalParams for this call",
-        "start": "'random' or 'fields': where chains without initial_state start",
+        "start": "'random', 'fields' or 'meanfield': where chains without initial_state start",
         "initial_state": "(*batch, chains, n) ±1 starting configurations (persistent chains)",
     }
 
@@ -380,8 +402,9 @@ class QEMCMCSampler(Sampler):
         bE = beta[:, None] * En  # (N, 2**n)
         if init is not None:
             cur = spins_to_index(init).astype(np.int64)
-        elif opts["start"] == "fields":  # independent spins, P(s_j = +1) = (1 + tanh(beta h_j)) / 2 (dropped: 1/2)
-            p_up = 0.5 * (1.0 + np.tanh(beta[:, None] * h.numpy()))  # (N, n)
+        elif opts["start"] in ("fields", "meanfield"):  # independent spins, P(s_j = +1) = (1 + m_j) / 2
+            m0 = _start_magnetisations(h, J, beta, mask, opts["start"])  # (N, n); dropped spins: 0
+            p_up = 0.5 * (1.0 + m0)
             cur = spins_to_index(np.where(rng.random((N, C, n)) < p_up[:, None, :], 1, -1).astype(np.int8))
         else:
             cur = rng.integers(0, 1 << n, size=(N, C))

@@ -234,6 +234,25 @@ def test_fields_start_draws_the_exact_fields_only_distribution():
     assert abs(ssm.spins[..., 2].mean()) <= Z * np.sqrt(1 / (3 * 3000))
 
 
+def test_meanfield_start_is_closer_than_the_fields_start_and_keeps_the_stationary_law():
+    """No move: the reads are independent spins at the mean-field magnetisations, which carry the couplings' first-order
+    effect (errors against exact, compared with a margin of Z standard errors of the reads); after a burn-in the
+    chains sample the exact marginals."""
+    p = random_problem(6, seed=23, batch=(4,), beta=1.0, scale=0.8)
+    m_ref = exact.marginals(p).numpy()
+    R = 4000
+    err = {
+        st: np.sqrt(
+            ((QEMCMCSampler(start=st, burn_in=0).sample(p, num_reads=R, seed=5).marginals() - m_ref) ** 2).mean()
+        )
+        for st in ("fields", "meanfield")
+    }
+    assert err["meanfield"] + Z / np.sqrt(R) < err["fields"], err
+    ss = QEMCMCSampler(start="meanfield", burn_in=64, params=ProposalParams(steps=6)).sample(p, num_reads=1200, seed=6)
+    assert ss.info["start"] == "meanfield"
+    check_marginals(ss, p, ess=1200)
+
+
 def test_fields_start_keeps_the_boltzmann_stationary_distribution():
     """Coupled problem: after the burn-in the chains sample exact Boltzmann marginals from either start."""
     p = random_problem(5, seed=22, batch=(2,), beta=1.1)
