@@ -1,0 +1,311 @@
+"""Training from samples only (issue #12): qemcmc-trained Boltzmann attention against exact training.
+
+Same model (one layer, one head, ``hj`` attention, width 64, FFN, batch 64), same data and seeds per cell; only the
+source of the attention marginals during training differs, and every run is evaluated with exact marginals
+(``eval_exact``), so the table compares the trained weights:
+
+* ``exact``: exact marginals and gradients by enumeration (the reference);
+* ``qemcmc``: quantum-enhanced MCMC (``qemcmc`` sampler, statevector engine: the proposal circuit is simulated, only
+  its measured proposals are used), one chain per read, each started from the fields-only distribution
+  (``start="fields"``, exact at ``J = 0``) and moved ``--burn-in`` times by proposals of ``--proposal-steps`` Trotter
+  steps (Layden's random gamma and time); reads only, marginals by the Rao-Blackwellised estimator
+  (``--estimator conditional``: each read contributes ``tanh(beta (h_j + sum_k J_jk s_k))``), covariance gradients in
+  the bridge;
+* ``qemcmc-reads``: the same reads with the plain spin average as marginals (``--estimator reads``);
+* ``qemcmc-long``: the ``qemcmc`` row with chains started at the mean-field magnetisations (``start="meanfield"``)
+  and moved ``--long-burn-in`` times (for larger T, where two moves leave a bias);
+* ``qemcmc-persistent``: the ``qemcmc`` row with persistent chains (``--persistent-chains``, as in persistent
+  contrastive divergence) instead of fresh ones: each step continues the previous step's chains (same batch row, head
+  and query: another sequence) for ``--persistent-burn-in`` moves;
+* ``gibbs``: classical Gibbs sampling with the same reads per problem and the same estimator (fresh chains each step,
+  the sampler's default burn-in of 256 sweeps): the classical sample-based baseline;
+* ``dqa-shots``: measurement shots of the DQA circuit (``statevector`` sampler, ``--readout shots``), spin averages
+  and covariance gradients: what training on plain annealing samples gives;
+* ``softmax``: softmax attention (no sampler), the usual baseline.
+
+Circuit executions per optimiser step: ``problems = batch x T`` (one problem per query of the causal prefix, one
+layer and head); ``qemcmc`` runs ``chains x moves`` single-shot proposal circuits per problem, ``moves = burn_in +
+(ceil(shots / chains) - 1) x thinning``; ``dqa-shots`` runs one circuit per problem with ``shots`` shots.
+
+Run (repository root; resumable: finished runs are skipped, interrupted ones resume from their checkpoint; the run
+directories under ``--runs`` hold the checkpoints and are not committed):
+
+    nice -n 5 python experiments/quantum_training/run.py --task brackets --block-size 8 12 --seeds 0 1 2
+    nice -n 5 python experiments/quantum_training/run.py --task shakespeare --block-size 8 12 --seeds 0 1 2
+    python experiments/quantum_training/run.py --table      # README.md and table from summary.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = ROOT / "results" / "quantum_training"
+DATA = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
+VARIANTS = ("exact", "qemcmc", "qemcmc-reads", "qemcmc-long", "qemcmc-persistent", "gibbs", "dqa-shots", "softmax")
+#: the harder bracket variant of the claims study (issue #13): two bracket types, 20 % filler, disjoint held-out set
+HARD = {"bracket_types": 2, "filler": 0.2, "disjoint": True}
+COMMON = {"n_layer": 1, "n_head": 1, "n_embd": 64, "batch_size": 64, "lr": 3e-3, "warmup": 50}
+
+
+def variant_settings(variant: str, args: argparse.Namespace) -> dict:
+    """The TrainConfig fields of one variant (on top of the common settings)."""
+    if variant == "exact":
+        return {}
+    if variant == "softmax":
+        return {"attention": "softmax"}
+    if variant in ("qemcmc", "qemcmc-reads"):
+        return {
+            "sampler": "qemcmc",
+            "shots": args.qemcmc_shots,
+            "estimator": "conditional" if variant == "qemcmc" else "reads",
+            "sampler_options": {"burn_in": args.burn_in, "start": "fields", "trotter_steps": args.proposal_steps},
+            "eval_exact": True,
+        }
+    if variant == "qemcmc-long":
+        return {
+            "sampler": "qemcmc",
+            "shots": args.qemcmc_shots,
+            "estimator": "conditional",
+            "sampler_options": {
+                "burn_in": args.long_burn_in,
+                "start": "meanfield",
+                "trotter_steps": args.proposal_steps,
+            },
+            "eval_exact": True,
+        }
+    if variant == "qemcmc-persistent":
+        return {
+            "sampler": "qemcmc",
+            "shots": args.qemcmc_shots,
+            "persistent_chains": args.chains,
+            "estimator": "conditional",
+            "sampler_options": {"burn_in": args.persistent_burn_in, "trotter_steps": args.proposal_steps},
+            "eval_exact": True,
+        }
+    if variant == "gibbs":
+        return {"sampler": "gibbs", "shots": args.qemcmc_shots, "estimator": "conditional", "eval_exact": True}
+    if variant == "dqa-shots":
+        return {
+            "sampler": "statevector",
+            "readout": "shots",
+            "shots": args.dqa_shots,
+            "tau": args.tau,
+            "trotter_steps": args.trotter_steps,
+            "eval_exact": True,
+        }
+    raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
+
+
+def executions_per_step(variant: str, T: int, args: argparse.Namespace) -> tuple[int, int]:
+    """(circuit executions, measurement shots) per optimiser step (batch x T problems, one layer and head)."""
+    problems = COMMON["batch_size"] * T
+    if variant.startswith("qemcmc"):  # chains x moves single-shot proposal circuits per problem
+        fresh = variant != "qemcmc-persistent"
+        chains = args.qemcmc_shots if fresh else args.chains
+        burn = {"qemcmc-long": args.long_burn_in, "qemcmc-persistent": args.persistent_burn_in}.get(
+            variant, args.burn_in
+        )
+        moves = burn + (math.ceil(args.qemcmc_shots / chains) - 1)
+        return problems * chains * moves, problems * chains * moves
+    if variant == "dqa-shots":
+        return problems, problems * args.dqa_shots
+    return 0, 0
+
+
+def run_one(task: str, T: int, variant: str, seed: int, args: argparse.Namespace) -> dict:
+    from hybrid_attention.apps.train import TrainConfig, train
+
+    out = Path(args.runs) / f"{task}_T{T}_{variant}_s{seed}"
+    settings = {"attention": "hj", **COMMON, **(HARD if task == "brackets" else {}), **variant_settings(variant, args)}
+    cfg = TrainConfig(
+        task=task,
+        block_size=T,
+        steps=args.steps,
+        seed=seed,
+        out=str(out),
+        eval_interval=args.eval_interval,
+        eval_size=args.eval_size,
+        data=str(DATA) if task == "shakespeare" else None,
+        progress=False,
+        threads=1,
+        **settings,
+    )
+    resume = (out / "checkpoint.pt").is_file()
+    if not resume and out.is_dir() and {p.name for p in out.iterdir()} <= {"config.json", ".lock"}:
+        shutil.rmtree(out)  # killed before its first checkpoint: nothing computed, start afresh
+    t0 = time.perf_counter()
+    metrics = train(cfg, resume=resume)
+    circuits, shots = executions_per_step(variant, T, args)
+    return {
+        "task": task,
+        "block_size": T,
+        "variant": variant,
+        "seed": seed,
+        "steps": metrics["step"],
+        "train_s": round(metrics["elapsed_s"], 1),
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "circuits_per_step": circuits,
+        "shots_per_step": shots,
+        "settings": {k: v for k, v in variant_settings(variant, args).items() if k != "eval_exact"},
+        **{k: v for k, v in metrics.items() if k in ("val_loss", "val_accuracy", "val_perplexity")},
+    }
+
+
+def _mean_ci(xs: list[float]) -> str:
+    if len(xs) == 1:
+        return f"{xs[0]:.4f}"
+    m, sd = statistics.mean(xs), statistics.stdev(xs)
+    t = {2: 12.71, 3: 4.30, 4: 3.18, 5: 2.78, 6: 2.57}.get(len(xs), 2.0)
+    return f"{m:.4f} ± {t * sd / math.sqrt(len(xs)):.4f}"
+
+
+def table(rows: list[dict]) -> str:
+    """Markdown tables: per (task, T) and variant the metric (mean ± 95 % CI over seeds), the paired difference
+    against ``exact`` (relative for perplexity, points for accuracy) and the cost per step."""
+    out = []
+    for task in ("brackets", "shakespeare"):
+        metric = "val_accuracy" if task == "brackets" else "val_perplexity"
+        for T in sorted({r["block_size"] for r in rows if r["task"] == task}):
+            sel = [r for r in rows if r["task"] == task and r["block_size"] == T]
+            ref = {r["seed"]: r[metric] for r in sel if r["variant"] == "exact"}
+            out += [
+                f"### {task}, T = {T} ({metric.removeprefix('val_')} with exact marginals; mean ± 95 % CI over seeds)",
+                "",
+                f"| variant | seeds | {metric.removeprefix('val_')} | vs exact (paired) | circuits / step "
+                "| shots / step | train s / run |",
+                "| --- | --- | --- | --- | --- | --- | --- |",
+            ]
+            for v in VARIANTS:
+                rs = sorted((r for r in sel if r["variant"] == v), key=lambda r: r["seed"])
+                if not rs:
+                    continue
+                vals = [r[metric] for r in rs]
+                if v == "exact" or not any(r["seed"] in ref for r in rs):
+                    diff = "-"
+                elif task == "brackets":
+                    diff = _mean_ci([100 * (r[metric] - ref[r["seed"]]) for r in rs if r["seed"] in ref]) + " pt"
+                else:
+                    diff = _mean_ci([100 * (r[metric] / ref[r["seed"]] - 1) for r in rs if r["seed"] in ref]) + " %"
+                out.append(
+                    f"| {v} | {len(rs)} | {_mean_ci(vals)} | {diff} | {rs[0]['circuits_per_step']:,} "
+                    f"| {rs[0]['shots_per_step']:,} | {statistics.mean(r['train_s'] for r in rs):.0f} |"
+                )
+            out.append("")
+    out += targets(rows)
+    return "\n".join(out)
+
+
+def targets(rows: list[dict]) -> list[str]:
+    """Issue #12's targets per (task, T) for the sample-trained rows: the mean paired difference against ``exact``
+    within 2 % perplexity (Shakespeare) or 1 accuracy point (brackets)."""
+    out = [
+        "### Targets (issue #12: within 2 % of exact perplexity, within 1 point of exact accuracy; mean over seeds)",
+        "",
+        "| task | T | variant | seeds | mean vs exact | target met |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for task in ("brackets", "shakespeare"):
+        metric = "val_accuracy" if task == "brackets" else "val_perplexity"
+        for T in sorted({r["block_size"] for r in rows if r["task"] == task}):
+            sel = [r for r in rows if r["task"] == task and r["block_size"] == T]
+            ref = {r["seed"]: r[metric] for r in sel if r["variant"] == "exact"}
+            for v in ("qemcmc", "qemcmc-long", "gibbs"):
+                rs = [r for r in sel if r["variant"] == v and r["seed"] in ref]
+                if not rs:
+                    continue
+                if task == "brackets":
+                    d = statistics.mean(100 * (r[metric] - ref[r["seed"]]) for r in rs)
+                    text, met = f"{d:+.2f} pt", d >= -1.0
+                else:
+                    d = statistics.mean(100 * (r[metric] / ref[r["seed"]] - 1) for r in rs)
+                    text, met = f"{d:+.2f} %", d <= 2.0
+                out.append(f"| {task} | {T} | {v} | {len(rs)} | {text} | {'yes' if met else 'no'} |")
+    return out + [""]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--task", choices=["brackets", "shakespeare"])
+    p.add_argument("--block-size", type=int, nargs="+", default=[8, 12])
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--steps", type=int, default=600)
+    p.add_argument("--eval-interval", type=int, default=100)
+    p.add_argument("--eval-size", type=int, default=1024)
+    p.add_argument("--burn-in", type=int, default=2, help="qemcmc: moves of each fresh chain before its read")
+    p.add_argument(
+        "--proposal-steps", type=int, default=2, help="qemcmc: Trotter steps of the proposal circuit (bench/qemcmc.py)"
+    )
+    p.add_argument("--long-burn-in", type=int, default=32, help="qemcmc-long: moves of each fresh chain")
+    p.add_argument("--chains", type=int, default=4, help="qemcmc-persistent: persistent chains per problem")
+    p.add_argument("--persistent-burn-in", type=int, default=4, help="qemcmc-persistent: moves per step")
+    p.add_argument("--qemcmc-shots", type=int, default=8, help="qemcmc and gibbs: reads per problem and step")
+    p.add_argument("--dqa-shots", type=int, default=256)
+    p.add_argument("--tau", type=float, default=2.0)
+    p.add_argument("--trotter-steps", type=int, default=20)
+    p.add_argument("--runs", default="/tmp/quantum_training_runs", help="run directories (checkpoints; not committed)")
+    p.add_argument("--table", action="store_true", help="only rebuild README.md's tables from summary.json")
+    args = p.parse_args(argv)
+    summary = HERE / "summary.json"
+    HERE.mkdir(parents=True, exist_ok=True)
+    if not args.table:
+        if args.task is None:
+            p.error("--task is required unless --table")
+        for T in args.block_size:
+            for seed in args.seeds:
+                for v in args.variants:
+                    row = run_one(args.task, T, v, seed, args)
+                    print(json.dumps(row), flush=True)
+                    rows = json.loads(summary.read_text()) if summary.exists() else []  # another task may run too
+                    key = (row["task"], T, v, seed)
+                    rows = [r for r in rows if (r["task"], r["block_size"], r["variant"], r["seed"]) != key] + [row]
+                    summary.write_text(json.dumps(rows, indent=1) + "\n")
+    rows = json.loads(summary.read_text()) if summary.exists() else []
+    text = table(rows)
+    print(text)
+    if args.table:
+        (HERE / "README.md").write_text(README.format(table=text))
+    return 0
+
+
+README = """# Training from samples only: qemcmc against exact training
+
+Regenerate (repository root; each task in its own background process, resumable; checkpoints under `--runs`):
+
+    nice -n 5 python experiments/quantum_training/run.py --task brackets --block-size 8 --seeds 0 1 2
+    nice -n 5 python experiments/quantum_training/run.py --task brackets --block-size 12 --seeds 0 1 2 \\
+        --variants exact qemcmc gibbs dqa-shots softmax
+    (the same two for --task shakespeare; qemcmc-long, qemcmc-reads and qemcmc-persistent by --variants)
+    python experiments/quantum_training/run.py --table
+
+Settings: one layer, one head, width 64, FFN, batch 64, lr 3e-3 (warmup 50, cosine decay), 600 steps, `hj`
+attention; brackets: the harder variant (two bracket types, 20 % filler tokens, held-out strings disjoint from
+training); Shakespeare: 1024 validation windows. Every model is evaluated with exact marginals, so the tables compare
+trained weights. Sample-based rows use 8 reads per attention row and step. The variants, their sampler settings and
+the circuit count are described in `experiments/quantum_training/run.py`; each row of `summary.json` records its
+settings. `vs exact (paired)`: per seed, variant minus exact (accuracy points) or variant / exact - 1 (perplexity),
+mean ± 95 % CI (t distribution) over the seeds. `circuits / step`: single-shot proposal circuits (qemcmc) or DQA
+circuits (dqa-shots) per optimiser step. `train s / run` was measured on a shared 2-core machine under varying
+load (other experiments ran beside it).
+
+How to read the rows: `gibbs` draws classical Boltzmann reads with a long burn-in (256 sweeps), the same number of
+reads and the same estimator as `qemcmc`, so it separates the cost of training on 8 reads (gibbs vs exact) from the
+bias of few-move quantum chains (qemcmc vs gibbs). `qemcmc-reads` shows the Rao-Blackwellised estimator's share,
+`qemcmc-persistent` what continuing chains across batches gives, `dqa-shots` what plain annealing samples give. The
+bias of two moves grows with T: `burn_in.md` measures it on trained models' problems (T = 8 and 12).
+
+{table}
+Raw rows: `summary.json`. Burn-in of the chains: `burn_in.md`. Spectral gaps and mixing of the proposals: `mixing/`.
+"""
+
+
+if __name__ == "__main__":
+    sys.exit(main())
