@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--proposal-steps", type=int, default=2, help="qemcmc: Trotter steps of the proposal circuit (bench/qemcmc.py)"
     )
-    p.add_argument("--long-burn-in", type=int, default=32, help="qemcmc-long: moves of each fresh chain")
+    p.add_argument("--long-burn-in", type=int, default=8, help="qemcmc-long: moves of each fresh chain")
     p.add_argument("--chains", type=int, default=4, help="qemcmc-persistent: persistent chains per problem")
     p.add_argument("--persistent-burn-in", type=int, default=4, help="qemcmc-persistent: moves per step")
     p.add_argument("--qemcmc-shots", type=int, default=8, help="qemcmc and gibbs: reads per problem and step")
