@@ -124,7 +124,13 @@ def train_models(
         (
             "hj (qemcmc samples)",
             # one chain per read, started from the fields-only distribution and moved twice (docs/theory.md §6)
-            dict(attention="hj", sampler="qemcmc", shots=mcmc_reads, sampler_options={"burn_in": 2, "start": "fields"}),
+            dict(
+                attention="hj",
+                sampler="qemcmc",
+                shots=mcmc_reads,
+                estimator="conditional",  # Rao-Blackwellised marginals from the reads
+                sampler_options={"burn_in": 2, "start": "fields", "trotter_steps": 2},
+            ),
         ),
         (
             "hj (DQA samples)",
@@ -176,9 +182,9 @@ def print_table(
         )
     print(
         f"\nqemcmc samples: {mcmc_reads} reads per attention row, each the state of a Metropolis chain started from the "
-        "fields-only distribution after 2 moves proposed by a simulated circuit: close to Boltzmann at beta = 1 (exactly "
-        "Boltzmann in the chains' stationary limit), so the covariance gradients are nearly unbiased "
-        "(docs/theory.md section 6).\n"
+        "fields-only distribution after 2 moves proposed by a simulated circuit (2 Trotter steps): close to Boltzmann at "
+        "beta = 1 (exactly Boltzmann in the chains' stationary limit), so the covariance gradients are nearly unbiased; "
+        "marginals from the reads' conditional means (Rao-Blackwellised; docs/theory.md section 6).\n"
         f"DQA samples: statevector simulation of the Trotterized anneal (tau = {tau}, K = {trotter_steps}), {shots} "
         "shots per attention row, Boltzmann-surrogate gradients at the sampler's effective temperature (docs/theory.md "
         "sections 3-4): DQA output is not Boltzmann, so these gradients are biased.\n"
