@@ -111,8 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "# Sample-based gradients against the exact gradient",
         "",
-        f"Command: `python experiments/quantum_training/gradient_check.py {' '.join(argv or sys.argv[1:])}`".rstrip()
-        + " (see the script's docstring).",
+        "Command: `"
+        + " ".join(["python experiments/quantum_training/gradient_check.py", *(argv or sys.argv[1:])])
+        + "` (see the script's docstring).",
         "",
         f"Model: `hj`, trained with exact marginals ({args.task}, T = {args.block_size}, 600 steps, seed {args.seed}; "
         f"run directory `{run}`, not committed). One training batch of 64 windows; 8 reads per attention row, "
