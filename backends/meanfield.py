@@ -62,6 +62,7 @@ def mean_field(
     max_iter: int = 500,
     tol: float = 1e-7,
     grad: str = "implicit",
+    warn: bool = True,
 ) -> tuple[torch.Tensor, dict[str, Any]]:
     """Solve the mean-field equations for a batch grouped by coupling matrix (see :class:`~.grouped.Grouped`).
 
@@ -72,6 +73,8 @@ def mean_field(
         damping: step ``d`` in ``(0, 1]`` of the damped iteration.
         max_iter, tol: stop when ``max |m_new - m| < tol`` or after ``max_iter`` iterations.
         grad: ``"implicit"`` or ``"unroll"`` (only matters when autograd is on).
+        warn: log a warning when the iteration does not converge (off for callers that use any approximate
+            solution, such as a Markov chain's starting law).
 
     Returns:
         ``(m (G, R, n), info)`` with ``info = {"iterations", "converged", "residual"}``; ``m`` is differentiable
@@ -95,7 +98,7 @@ def mean_field(
                 break
             m = m + damping * step
     info = {"iterations": it, "converged": res < tol, "residual": res}
-    if not info["converged"]:
+    if warn and not info["converged"]:
         logger.warning(
             "mean field (%s) did not converge in %d iterations (residual %.2e); strong couplings?", method, it, res
         )

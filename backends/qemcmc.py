@@ -100,13 +100,8 @@ def _start_magnetisations(h: torch.Tensor, J: torch.Tensor, beta: np.ndarray, ma
     from .meanfield import mean_field  # same floor; imported on use
 
     mk = None if mask is None else torch.as_tensor(mask)[:, None, :].to(torch.float64)
-    log = logging.getLogger(mean_field.__module__)
-    level, log.level = log.level, logging.ERROR  # an unconverged start law is still a valid start: no warning
-    try:
-        with torch.no_grad():
-            m, _ = mean_field(h[:, None, :], J, b[:, None], mk, method="naive", max_iter=200, tol=1e-6)
-    finally:
-        log.level = level
+    with torch.no_grad():  # an unconverged solution is still a valid starting law: no warning
+        m, _ = mean_field(h[:, None, :], J, b[:, None], mk, method="naive", max_iter=200, tol=1e-6, warn=False)
     return m[:, 0, :].numpy()
 
 
