@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -22,6 +23,10 @@ from plan import PLANS, ROOT, STUDIES  # noqa: E402
 
 from hybrid_attention.apps.claims.costs import cost_table, measured_costs  # noqa: E402
 from hybrid_attention.apps.claims.runner import estimate_seconds, plan_runs, run_plan, run_state  # noqa: E402
+from hybrid_attention.tasks.shakespeare import ENV_VAR  # noqa: E402
+
+#: the corpus beside the repository (the workplace layout); ``--data`` or ``$HYBRID_ATTENTION_DATA`` override it
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "tinyshakespeare.txt"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,10 +36,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2, help="worker processes, one torch thread each (default: 2)")
     p.add_argument("--hours", type=float, default=None, help="start no new run after this many hours")
     p.add_argument("--dry-run", action="store_true", help="list what is left and its estimated cost; train nothing")
+    p.add_argument(
+        "--data",
+        default=os.environ.get(ENV_VAR) or str(SHARED_DATA),
+        help=f"Tiny Shakespeare text for the Shakespeare studies (default: ${ENV_VAR}, else {SHARED_DATA})",
+    )
     p.add_argument("--no-progress", dest="progress", action="store_false")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     studies = [STUDIES[n] for n in PLANS[args.plan]]
+    if any(st.base.get("task") == "shakespeare" for st in studies) and not args.dry_run:
+        if not Path(args.data).is_file():  # before any run starts: the workers would each fail on a download
+            p.error(f"--data: the plan {args.plan!r} trains on Tiny Shakespeare; no corpus at {args.data!r}")
+        os.environ[ENV_VAR] = str(Path(args.data).resolve())  # inherited by the spawned workers
     if args.dry_run:
         runs, waiting = plan_runs(studies, args.root)
         left = [r for r in runs if run_state(r.out) not in ("finished", "diverged")]
