@@ -41,7 +41,7 @@ import numpy as np
 import qiskit_ibm_runtime
 from qiskit_ibm_runtime import Batch, QiskitRuntimeService, Session
 
-from hybrid_attention.circuits.program import CircuitOptions, resolve_coupling_map
+from hybrid_attention.circuits.program import CircuitOptions, DQAProgram, resolve_coupling_map
 from hybrid_attention.circuits.qiskit_dqa import DQATemplate
 from hybrid_attention.circuits.schedule import DQASchedule
 
@@ -367,9 +367,27 @@ class IBMSampler(CircuitSampler):
         return props
 
     # ------------------------------------------------------------------ compile and submit
-    def isa_circuit(self, tmpl: DQATemplate) -> Any:
-        """The template transpiled to the backend's ISA (once per template)."""
+    def isa_circuit(self, tmpl: DQAProgram) -> Any:
+        """The template (a DQA circuit or a qemcmc proposal) transpiled to the backend's ISA (once per template)."""
         return self._transpiled(tmpl, self.backend, self.optimization_level)
+
+    def run_isa(self, isa: Any, values: np.ndarray, *, shots: int, seed: int) -> tuple[np.ndarray, str]:
+        """Run one ISA circuit (from :meth:`isa_circuit`) for a block of parameter values as one job: the device's
+        RZZ angle bounds are checked first (fractional-gate backends), the job runs in this sampler's Batch/Session
+        when ``mode`` is ``"batch"`` or ``"session"`` (else on its own), with its runtime Sampler and options.
+
+        Args:
+            isa: the transpiled circuit; values: ``(B, P)`` parameter values, one row per bound circuit.
+            shots: measurements per bound circuit; seed: the simulator seed (local/fake backends).
+
+        Returns:
+            ``(bits, job_id)``: ``(B, shots, Q)`` bools (qubit ``k`` at index ``k``) and the runtime job's id.
+        """
+        if self.fractional:
+            _check_rzz_angles(isa, values, self.backend)
+        ctx = self._context(2)[0] if self.mode in ("batch", "session") else None
+        job = self._primitive(seed, ctx).run([(isa, values)], shots=int(shots))
+        return job.result()[0].data.meas.to_bool_array(order="little"), job.job_id()
 
     def _context(self, chunks: int) -> tuple[Any, bool]:
         """``(Batch/Session or None, opened for this call only)`` for a call of ``chunks`` chunks."""

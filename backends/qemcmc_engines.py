@@ -264,18 +264,10 @@ def ibm_runner(ibm: Any) -> tuple[Callable[[Any], Any], Runner]:
     collected on ``run.job_ids``."""
     job_ids: list[str] = []
 
-    def circuit_for(tmpl: Any) -> Any:
-        return ibm._transpiled(tmpl, ibm.backend, ibm.optimization_level)
-
     def run(circuit: Any, binds: np.ndarray, seed: int) -> np.ndarray:
-        if ibm.fractional:  # the device's RZZ angle bounds, before submission
-            from .ibm import _check_rzz_angles
-
-            _check_rzz_angles(circuit, binds, ibm.backend)
-        ctx = ibm._context(2)[0] if ibm.mode in ("batch", "session") else None  # the sampler's own Batch/Session
-        job = ibm._primitive(seed, ctx).run([(circuit, binds)], shots=1)
-        job_ids.append(job.job_id())
-        return job.result()[0].data.meas.to_bool_array(order="little")[:, 0, :]
+        bits, job_id = ibm.run_isa(circuit, binds, shots=1, seed=seed)
+        job_ids.append(job_id)
+        return bits[:, 0, :]
 
     run.job_ids = job_ids  # type: ignore[attr-defined]
-    return circuit_for, run
+    return ibm.isa_circuit, run
