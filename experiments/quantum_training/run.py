@@ -14,11 +14,16 @@ source of the attention marginals during training differs, and every run is eval
 * ``qemcmc-reads``: the same reads with the plain spin average as marginals (``--estimator reads``);
 * ``qemcmc-long``: the ``qemcmc`` row with chains started at the mean-field magnetisations (``start="meanfield"``)
   and moved ``--long-burn-in`` times (for larger T, where two moves leave a bias);
+* ``qemcmc-chain``: the ``qemcmc-long`` start and burn-in, then every chain keeps moving and records a read after
+  each further move: ``--chain-chains`` chains give ``--chain-reads`` reads (8 chains x 4 reads = 32 by default, at
+  1.4x the circuits of ``qemcmc-long``), the usual MCMC estimate from correlated states of a chain past burn-in;
 * ``qemcmc-persistent``: the ``qemcmc`` row with persistent chains (``--persistent-chains``, as in persistent
   contrastive divergence) instead of fresh ones: each step continues the previous step's chains (same batch row, head
   and query: another sequence) for ``--persistent-burn-in`` moves;
 * ``gibbs``: classical Gibbs sampling with the same reads per problem and the same estimator (fresh chains each step,
   the sampler's default burn-in of 256 sweeps): the classical sample-based baseline;
+* ``gibbs-chain``: ``gibbs`` with ``--chain-reads`` independent reads (the floor that ``qemcmc-chain``'s read count
+  allows: with Boltzmann reads only the variance of the estimate remains);
 * ``dqa-shots``: measurement shots of the DQA circuit (``statevector`` sampler, ``--readout shots``), spin averages
   and covariance gradients: what training on plain annealing samples gives;
 * ``softmax``: softmax attention (no sampler), the usual baseline.
@@ -49,7 +54,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 HERE = ROOT / "results" / "quantum_training"
 DATA = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
-VARIANTS = ("exact", "qemcmc", "qemcmc-reads", "qemcmc-long", "qemcmc-persistent", "gibbs", "dqa-shots", "softmax")
+VARIANTS = (
+    "exact",
+    "qemcmc",
+    "qemcmc-reads",
+    "qemcmc-long",
+    "qemcmc-chain",
+    "qemcmc-persistent",
+    "gibbs",
+    "gibbs-chain",
+    "dqa-shots",
+    "softmax",
+)
 #: the harder bracket variant of the claims study (issue #13): two bracket types, 20 % filler, disjoint held-out set
 HARD = {"bracket_types": 2, "filler": 0.2, "disjoint": True}
 COMMON = {"n_layer": 1, "n_head": 1, "n_embd": 64, "batch_size": 64, "lr": 3e-3, "warmup": 50}
@@ -81,6 +97,20 @@ def variant_settings(variant: str, args: argparse.Namespace) -> dict:
             },
             "eval_exact": True,
         }
+    if variant == "qemcmc-chain":
+        return {
+            "sampler": "qemcmc",
+            "shots": args.chain_reads,
+            "estimator": "conditional",
+            "sampler_options": {
+                "burn_in": args.long_burn_in,
+                "num_chains": args.chain_chains,
+                "thinning": 1,
+                "start": "meanfield",
+                "trotter_steps": args.proposal_steps,
+            },
+            "eval_exact": True,
+        }
     if variant == "qemcmc-persistent":
         return {
             "sampler": "qemcmc",
@@ -90,8 +120,9 @@ def variant_settings(variant: str, args: argparse.Namespace) -> dict:
             "sampler_options": {"burn_in": args.persistent_burn_in, "trotter_steps": args.proposal_steps},
             "eval_exact": True,
         }
-    if variant == "gibbs":
-        return {"sampler": "gibbs", "shots": args.qemcmc_shots, "estimator": "conditional", "eval_exact": True}
+    if variant in ("gibbs", "gibbs-chain"):
+        reads = args.chain_reads if variant == "gibbs-chain" else args.qemcmc_shots
+        return {"sampler": "gibbs", "shots": reads, "estimator": "conditional", "eval_exact": True}
     if variant == "dqa-shots":
         return {
             "sampler": "statevector",
@@ -108,12 +139,14 @@ def executions_per_step(variant: str, T: int, args: argparse.Namespace) -> tuple
     """(circuit executions, measurement shots) per optimiser step (batch x T problems, one layer and head)."""
     problems = COMMON["batch_size"] * T
     if variant.startswith("qemcmc"):  # chains x moves single-shot proposal circuits per problem
-        fresh = variant != "qemcmc-persistent"
-        chains = args.qemcmc_shots if fresh else args.chains
-        burn = {"qemcmc-long": args.long_burn_in, "qemcmc-persistent": args.persistent_burn_in}.get(
-            variant, args.burn_in
-        )
-        moves = burn + (math.ceil(args.qemcmc_shots / chains) - 1)
+        reads = args.chain_reads if variant == "qemcmc-chain" else args.qemcmc_shots
+        chains = {"qemcmc-persistent": args.chains, "qemcmc-chain": args.chain_chains}.get(variant, reads)
+        burn = {
+            "qemcmc-long": args.long_burn_in,
+            "qemcmc-chain": args.long_burn_in,
+            "qemcmc-persistent": args.persistent_burn_in,
+        }.get(variant, args.burn_in)
+        moves = burn + (math.ceil(reads / chains) - 1)
         return problems * chains * moves, problems * chains * moves
     if variant == "dqa-shots":
         return problems, problems * args.dqa_shots
@@ -217,7 +250,7 @@ def targets(rows: list[dict]) -> list[str]:
         for T in sorted({r["block_size"] for r in rows if r["task"] == task}):
             sel = [r for r in rows if r["task"] == task and r["block_size"] == T]
             ref = {r["seed"]: r[metric] for r in sel if r["variant"] == "exact"}
-            for v in ("qemcmc", "qemcmc-long", "gibbs"):
+            for v in ("qemcmc", "qemcmc-long", "qemcmc-chain", "gibbs", "gibbs-chain"):
                 rs = [r for r in sel if r["variant"] == v and r["seed"] in ref]
                 if not rs:
                     continue
@@ -246,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--long-burn-in", type=int, default=8, help="qemcmc-long: moves of each fresh chain")
     p.add_argument("--chains", type=int, default=4, help="qemcmc-persistent: persistent chains per problem")
+    p.add_argument("--chain-chains", type=int, default=8, help="qemcmc-chain: chains per problem")
+    p.add_argument("--chain-reads", type=int, default=32, help="qemcmc-chain and gibbs-chain: reads per problem")
     p.add_argument("--persistent-burn-in", type=int, default=4, help="qemcmc-persistent: moves per step")
     p.add_argument("--qemcmc-shots", type=int, default=8, help="qemcmc and gibbs: reads per problem and step")
     p.add_argument("--dqa-shots", type=int, default=256)
