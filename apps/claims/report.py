@@ -286,8 +286,11 @@ VARIANT_LABELS = {
     "dqa-shots": "DQA measurement shots (the paper's setting)",
     "qemcmc": "quantum-enhanced MCMC reads, Rao-Blackwellised",
     "qemcmc-reads": "quantum-enhanced MCMC reads, plain spin averages",
+    "qemcmc-long": "quantum-enhanced MCMC, mean-field start, 8 moves, Rao-Blackwellised",
+    "qemcmc-chain": "quantum-enhanced MCMC, mean-field start, 8 chains x 4 reads past burn-in, Rao-Blackwellised",
     "qemcmc-persistent": "quantum-enhanced MCMC, persistent chains, Rao-Blackwellised",
     "gibbs": "classical Gibbs samples, Rao-Blackwellised",
+    "gibbs-chain": "classical Gibbs samples, 32 reads, Rao-Blackwellised",
     "softmax": "softmax attention (no sampler; reference, not sampler-trained)",
 }
 #: reported beside ``dqa-shots`` in the findings table
@@ -545,8 +548,10 @@ def _trend(rows: list[dict[str, Any]]) -> tuple[str, str]:
 
 def plateau(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (mode, T): the mean over seeds of the validation-loss change over the last quarter of the evaluations
-    (relative, %; near 0: plateaued) and of the metric's change over the same stretch."""
-    groups: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    (relative, %; near 0: plateaued) and of the metric's change over the same stretch, with the runs stopped early by
+    ``patience`` (``stopped``) and the mean of the last step (``steps``). Runs with fewer than 4 evaluations are
+    left out."""
+    groups: dict[tuple[str, int], list[tuple[float, float, bool, int]]] = {}
     for r in rows:
         ev = r["evals"]
         if len(ev) < 4:
@@ -556,18 +561,46 @@ def plateau(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         key = "val_perplexity" if "val_perplexity" in b else "val_accuracy"
         scale = 1.0 if key == "val_perplexity" else 100.0
         groups.setdefault((r["mode"], r["block_size"]), []).append(
-            (100 * (b["val_loss"] - a["val_loss"]) / a["val_loss"], scale * (b[key] - a[key]))
+            (
+                100 * (b["val_loss"] - a["val_loss"]) / a["val_loss"],
+                scale * (b[key] - a[key]),
+                bool(r.get("stopped_early")),
+                int(r.get("steps", 0)),
+            )
         )
     return [
         {
             "mode": mode,
             "block_size": T,
             "n": len(v),
-            "loss_change_pct": statistics.fmean(x for x, _ in v),
-            "metric_change": statistics.fmean(y for _, y in v),
+            "loss_change_pct": statistics.fmean(x[0] for x in v),
+            "metric_change": statistics.fmean(x[1] for x in v),
+            "stopped": sum(x[2] for x in v),
+            "steps": statistics.fmean(x[3] for x in v),
         }
         for (mode, T), v in sorted(groups.items(), key=lambda kv: (kv[0][1], ALL_MODES.index(kv[0][0])))
     ]
+
+
+def _budget_markdown(rows: list[dict[str, Any]]) -> str:
+    """Whether a main study's step budget plateaus: per (T, mode), the runs that early stopping ended before the
+    budget, their mean last step, and the change over the last quarter of the evaluations."""
+    budget = max(r["steps"] for r in rows)
+    lines = [
+        "",
+        f"Training budget (up to {budget} steps, early stopping on the validation loss): runs stopped early, the mean "
+        "last step, and the change over the last quarter of the evaluations (mean over seeds; validation loss "
+        "relative in %, the metric in its unit); near 0 means the run had plateaued.",
+        "",
+        "| T | mode | seeds | stopped early | mean last step | val loss change | metric change |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for p in plateau(rows):
+        lines.append(
+            f"| {p['block_size']} | {p['mode']} | {p['n']} | {p['stopped']} | {p['steps']:.0f} | "
+            f"{_fmt(p['loss_change_pct'])} % | {_fmt(p['metric_change'], 3)} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def _study_markdown(name: str, rows: list[dict[str, Any]], cells: list, comps: list) -> str:
@@ -717,8 +750,7 @@ def write_report(
         d = out / s
         d.mkdir(parents=True, exist_ok=True)
         md = _study_markdown(s, rows, cells, comps)
-        if s.startswith("pilot"):
-            md += _pilot_markdown(rows)
+        md += _pilot_markdown(rows) if s.startswith("pilot") else _budget_markdown(rows)
         (d / "summary.md").write_text(md)
         with open(d / "summary.csv", "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=["block_size", "mode", "n", "mean", "lo", "hi", "lr"])

@@ -452,3 +452,22 @@ def test_report_has_the_finding8_table(tmp_path):
     assert "| shakespeare | 12 | dqa-shots |" in text and "one seed: no interval" in text
     qt.write_text("[{")  # a malformed file: a clear error, exit code 2
     assert cli.main(["claims", "--root", str(root), "--quantum-training", str(qt)]) == 2
+
+
+def test_budget_table_reports_plateau_and_early_stops(tmp_path):
+    """Main studies get a budget table: runs stopped early, mean last step, last-quarter change (planted curves)."""
+    flat = [{"step": 100 * (i + 1), "val_loss": 2.0, "val_perplexity": 7.4} for i in range(8)]
+    falling = [{"step": 100 * (i + 1), "val_loss": 2.0 - 0.1 * i, "val_perplexity": 8.0 - i / 10} for i in range(8)]
+    for seed, (evals, early, step) in enumerate(((flat, True, 800), (falling, False, 4000))):
+        _fake_run(tmp_path, "shakespeare", "softmax", 8, seed, 7.4, task="shakespeare")
+        m = json.loads((tmp_path / "shakespeare/runs" / f"softmax_T8_lr0.003_s{seed}/metrics.json").read_text())
+        m.update(evals=evals, stopped_early=early, step=step)
+        (tmp_path / "shakespeare/runs" / f"softmax_T8_lr0.003_s{seed}/metrics.json").write_text(json.dumps(m))
+    (p,) = rp.plateau(rp.collect(tmp_path, "shakespeare"))
+    assert (p["n"], p["stopped"], p["steps"]) == (2, 1, 2400)
+    # the last quarter of 8 evaluations spans evals 5 -> 7: flat 0 %, falling (1.3 - 1.5) / 1.5 = -13.33 %
+    assert p["loss_change_pct"] == pytest.approx((0 + 100 * (1.3 - 1.5) / 1.5) / 2)
+    assert p["metric_change"] == pytest.approx((0 - 0.2) / 2)
+    rp.write_report(tmp_path, tmp_path / "out")
+    md = (tmp_path / "out/shakespeare/summary.md").read_text()
+    assert "Training budget (up to 4000 steps" in md and "| 8 | softmax | 2 | 1 | 2400 | " in md
