@@ -3,6 +3,7 @@
     python experiments/claims/run.py --plan pilot                 # the pilot (about 15 min with two workers)
     python experiments/claims/run.py --plan main --hours 2.5      # one session's share; call again to go on
     python experiments/claims/run.py --plan main --dry-run        # what is left and its estimated cost
+    python experiments/claims/run.py --plan main --studies shakespeare brackets   # a subset, in this order
     hybrid-attention claims --root results/claims                 # tables, verdicts and plots
 
 Every call resumes where the last one stopped (finished runs are skipped, interrupted runs resume from their
@@ -41,10 +42,22 @@ def main(argv: list[str] | None = None) -> int:
         default=os.environ.get(ENV_VAR) or str(SHARED_DATA),
         help=f"Tiny Shakespeare text for the Shakespeare studies (default: ${ENV_VAR}, else {SHARED_DATA})",
     )
+    p.add_argument(
+        "--studies",
+        nargs="+",
+        metavar="STUDY",
+        help="only these studies of the plan, in this order (default: the plan's studies and order)",
+    )
     p.add_argument("--no-progress", dest="progress", action="store_false")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    studies = [STUDIES[n] for n in PLANS[args.plan]]
+    names = list(PLANS[args.plan])
+    if args.studies:
+        unknown = [n for n in args.studies if n not in names]
+        if unknown:
+            p.error(f"--studies: {unknown} not in the plan {args.plan!r}; expected some of {names}")
+        names = list(dict.fromkeys(args.studies))
+    studies = [STUDIES[n] for n in names]
     if any(st.base.get("task") == "shakespeare" for st in studies) and not args.dry_run:
         if not Path(args.data).is_file():  # before any run starts: the workers would each fail on a download
             p.error(f"--data: the plan {args.plan!r} trains on Tiny Shakespeare; no corpus at {args.data!r}")
