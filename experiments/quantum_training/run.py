@@ -17,6 +17,8 @@ source of the attention marginals during training differs, and every run is eval
 * ``qemcmc-chain``: the ``qemcmc-long`` start and burn-in, then every chain keeps moving and records a read after
   each further move: ``--chain-chains`` chains give ``--chain-reads`` reads (8 chains x 4 reads = 32 by default, at
   1.4x the circuits of ``qemcmc-long``), the usual MCMC estimate from correlated states of a chain past burn-in;
+* ``qemcmc-wide``: ``--chain-reads`` independent chains (one read each) from the mean-field start, ``--burn-in``
+  moves each (32 x 2 = 64 circuits per problem, the cost of ``qemcmc-long``): more reads instead of more moves;
 * ``qemcmc-persistent``: the ``qemcmc`` row with persistent chains (``--persistent-chains``, as in persistent
   contrastive divergence) instead of fresh ones: each step continues the previous step's chains (same batch row, head
   and query: another sequence) for ``--persistent-burn-in`` moves;
@@ -60,6 +62,7 @@ VARIANTS = (
     "qemcmc-reads",
     "qemcmc-long",
     "qemcmc-chain",
+    "qemcmc-wide",
     "qemcmc-persistent",
     "gibbs",
     "gibbs-chain",
@@ -111,6 +114,14 @@ def variant_settings(variant: str, args: argparse.Namespace) -> dict:
             },
             "eval_exact": True,
         }
+    if variant == "qemcmc-wide":
+        return {
+            "sampler": "qemcmc",
+            "shots": args.chain_reads,
+            "estimator": "conditional",
+            "sampler_options": {"burn_in": args.burn_in, "start": "meanfield", "trotter_steps": args.proposal_steps},
+            "eval_exact": True,
+        }
     if variant == "qemcmc-persistent":
         return {
             "sampler": "qemcmc",
@@ -139,7 +150,7 @@ def executions_per_step(variant: str, T: int, args: argparse.Namespace) -> tuple
     """(circuit executions, measurement shots) per optimiser step (batch x T problems, one layer and head)."""
     problems = COMMON["batch_size"] * T
     if variant.startswith("qemcmc"):  # chains x moves single-shot proposal circuits per problem
-        reads = args.chain_reads if variant == "qemcmc-chain" else args.qemcmc_shots
+        reads = args.chain_reads if variant in ("qemcmc-chain", "qemcmc-wide") else args.qemcmc_shots
         chains = {"qemcmc-persistent": args.chains, "qemcmc-chain": args.chain_chains}.get(variant, reads)
         burn = {
             "qemcmc-long": args.long_burn_in,
@@ -250,7 +261,7 @@ def targets(rows: list[dict]) -> list[str]:
         for T in sorted({r["block_size"] for r in rows if r["task"] == task}):
             sel = [r for r in rows if r["task"] == task and r["block_size"] == T]
             ref = {r["seed"]: r[metric] for r in sel if r["variant"] == "exact"}
-            for v in ("qemcmc", "qemcmc-long", "qemcmc-chain", "gibbs", "gibbs-chain"):
+            for v in ("qemcmc", "qemcmc-long", "qemcmc-chain", "qemcmc-wide", "gibbs", "gibbs-chain"):
                 rs = [r for r in sel if r["variant"] == v and r["seed"] in ref]
                 if not rs:
                     continue
@@ -280,7 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--long-burn-in", type=int, default=8, help="qemcmc-long: moves of each fresh chain")
     p.add_argument("--chains", type=int, default=4, help="qemcmc-persistent: persistent chains per problem")
     p.add_argument("--chain-chains", type=int, default=8, help="qemcmc-chain: chains per problem")
-    p.add_argument("--chain-reads", type=int, default=32, help="qemcmc-chain and gibbs-chain: reads per problem")
+    p.add_argument(
+        "--chain-reads", type=int, default=32, help="qemcmc-chain, qemcmc-wide and gibbs-chain: reads per problem"
+    )
     p.add_argument("--persistent-burn-in", type=int, default=4, help="qemcmc-persistent: moves per step")
     p.add_argument("--qemcmc-shots", type=int, default=8, help="qemcmc and gibbs: reads per problem and step")
     p.add_argument("--dqa-shots", type=int, default=256)
