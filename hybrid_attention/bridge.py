@@ -92,10 +92,10 @@ class SampledMarginals(torch.autograd.Function):
 
     With a :class:`RaoBlackwell` sampler (``marginal_estimator == "conditional"``) the forward averages the
     conditional means ``phi_j = tanh(beta_h h_j + beta_J sum_k J_jk s_k) = E[s_j | s_-j]`` over the reads instead of
-    the spins, and the field gradient uses the matching covariance estimate ``Cov(s_i, s_j) = (E[s_i phi_j] +
-    E[phi_i s_j]) / 2 - m_i m_j`` (``i != j``), ``Var(s_j) = 1 - m_j^2``; the coupling and beta gradients stay the
-    spin-read estimates. Both estimators are unbiased for Boltzmann reads; the conditional one has lower variance,
-    down to none at ``J = 0``.
+    the spins, and the field gradient uses the matching covariance estimate ``Cov(s_i, s_j) = (Cov(s_i, phi_j) +
+    Cov(phi_i, s_j)) / 2`` (``i != j``; sample covariances of the reads, exact at ``J = 0`` where ``phi`` does not vary
+    between reads), ``Var(s_j) = 1 - m_j^2``; the coupling and beta gradients stay the spin-read estimates. Both
+    estimators are unbiased for Boltzmann reads; the conditional one has lower variance, down to none at ``J = 0``.
     """
 
     @staticmethod
@@ -147,14 +147,21 @@ class SampledMarginals(torch.autograd.Function):
             wu = wu * (R / (R - 1.0))
         if ctx.needs_input_grad[0] and ctx.conditional:
             phi, mk = ctx.saved_tensors[6:]
-            A = torch.einsum("nr,nri,nrj->nij", w, s, phi)  # E[s_i phi_j]
-            mm = m[:, :, None] * m[:, None, :]
-            if R is not None:  # m_i m_j without the reads' own products (a U-statistic: unbiased)
-                mm = (R * mm - torch.einsum("nr,nri,nrj->nij", w, phi, phi)) / (R - 1.0)
-            var = 1.0 - torch.diagonal(mm, dim1=-2, dim2=-1)
+            # Cov(s_i, s_j) = Cov(s_i, phi_j) for i != j (s_i is a function of s_-j), estimated as the sample
+            # covariance of the reads' s_i and phi_j, each centred on its own mean (Bessel-corrected: unbiased).
+            # Centring phi_j on its mean instead of subtracting m_i m_j removes the noise of the spin average of s_i:
+            # at J = 0 phi_j is the same at every read and the estimate is exactly 0, as is the true covariance.
+            s_c = s - torch.einsum("nr,nrj->nj", w, s)[:, None, :]
+            X = torch.einsum("nr,nri,nrj->nij", w, s_c, phi - m[:, None, :])  # Cov(s_i, phi_j)
+            if R is not None:
+                X = X * (R / (R - 1.0))
+            mm2 = m * m
+            if R is not None:  # m_j^2 without the reads' own products (a U-statistic: unbiased)
+                mm2 = (R * mm2 - torch.einsum("nr,nrj->nj", w, phi * phi)) / (R - 1.0)
+            var = 1.0 - mm2  # Var(s_j) = 1 - m_j^2
             if mk is not None:
                 var = var * mk
-            C = 0.5 * (A + A.transpose(-1, -2)) - mm
+            C = 0.5 * (X + X.transpose(-1, -2))
             C = C - torch.diag_embed(torch.diagonal(C, dim1=-2, dim2=-1)) + torch.diag_embed(var)
             gh = bh.reshape(-1, 1) * torch.einsum("nij,nj->ni", C, g)
         elif ctx.needs_input_grad[0]:

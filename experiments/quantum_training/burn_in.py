@@ -160,7 +160,7 @@ def load_model(run: Path):  # noqa: ANN201 (a Transformer; imported lazily)
 def layer_problem(model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:  # noqa: ANN001
     """Fields ``h (B, T, T)``, couplings ``J (T, T)`` (float64) and ``beta`` of the model's single attention layer
     (one head) on inputs ``x (B, T)``, recomputed from the layer's weights and checked against its own weights."""
-    from hybrid_attention import kernels
+    from hybrid_attention.attention import attention_weights
 
     layer = model.attention_layers[0]
     if len(model.attention_layers) != 1 or layer.n_head != 1 or layer.mode != "hj":
@@ -177,9 +177,8 @@ def layer_problem(model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, f
     q, k, _ = layer.c_attn(got["x"]).split(layer.n_embd, dim=2)
     h = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])  # (B, T, T), one head
     J, beta = layer.J[0], float(layer.beta[0])
-    T = x.shape[1]
-    vis = torch.ones(T, T, dtype=torch.bool).tril()
-    a = kernels.normalised_weights(kernels.causal_marginals(h[:, None], J[None], beta), vis)
+    # the layer's own weight function (exact kernel, its log-domain path for rows whose alpha underflows)
+    a = attention_weights(h[:, None], layer.J, mode="hj", causal=True, beta=layer.beta, j_field=layer.j_field)
     diff = float((a - layer.last_weights).abs().max())
     if diff > 1e-5:
         raise RuntimeError(f"recomputed attention weights differ from the layer's by {diff:.2e}")
