@@ -6,14 +6,14 @@ source of the attention marginals during training differs, and every run is eval
 
 * ``exact``: exact marginals and gradients by enumeration (the reference);
 * ``qemcmc``: quantum-enhanced MCMC (``qemcmc`` sampler, statevector engine: the proposal circuit is simulated, only
-  its measured proposals are used), one chain per read, each started from the fields-only distribution
-  (``start="fields"``, exact at ``J = 0``) and moved ``--burn-in`` times by proposals of ``--proposal-steps`` Trotter
-  steps (Layden's random gamma and time); reads only, marginals by the Rao-Blackwellised estimator
-  (``--estimator conditional``: each read contributes ``tanh(beta (h_j + sum_k J_jk s_k))``), covariance gradients in
-  the bridge;
+  its measured proposals are used), one chain per read, each started from independent spins at the naive mean-field
+  magnetisations (``start="meanfield"``, exact at ``J = 0``; ``proposal_tuning.md`` shows this start is already
+  close to Boltzmann on trained attention problems) and moved ``--burn-in`` times by proposals of
+  ``--proposal-steps`` Trotter steps (Layden's random gamma and time); reads only, marginals by the Rao-Blackwellised
+  estimator (``--estimator conditional``: each read contributes ``tanh(beta (h_j + sum_k J_jk s_k))``, and the field
+  gradient the matching centred covariance), covariance gradients in the bridge;
 * ``qemcmc-reads``: the same reads with the plain spin average as marginals (``--estimator reads``);
-* ``qemcmc-long``: the ``qemcmc`` row with chains started at the mean-field magnetisations (``start="meanfield"``)
-  and moved ``--long-burn-in`` times (for larger T, where two moves leave a bias);
+* ``qemcmc-long``: the ``qemcmc`` row with ``--long-burn-in`` moves per chain;
 * ``qemcmc-chain``: the ``qemcmc-long`` start and burn-in, then every chain keeps moving and records a read after
   each further move: ``--chain-chains`` chains give ``--chain-reads`` reads (8 chains x 4 reads = 32 by default, at
   1.4x the circuits of ``qemcmc-long``), the usual MCMC estimate from correlated states of a chain past burn-in;
@@ -85,7 +85,7 @@ def variant_settings(variant: str, args: argparse.Namespace) -> dict:
             "sampler": "qemcmc",
             "shots": args.qemcmc_shots,
             "estimator": "conditional" if variant == "qemcmc" else "reads",
-            "sampler_options": {"burn_in": args.burn_in, "start": "fields", "trotter_steps": args.proposal_steps},
+            "sampler_options": {"burn_in": args.burn_in, "start": "meanfield", "trotter_steps": args.proposal_steps},
             "eval_exact": True,
         }
     if variant == "qemcmc-long":
