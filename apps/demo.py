@@ -123,13 +123,13 @@ def train_models(
         ("hj (exact)", dict(attention="hj")),
         (
             "hj (qemcmc samples)",
-            # one chain per read, started from the fields-only distribution and moved twice (docs/theory.md §6)
+            # one chain per read, started at the mean-field magnetisations and moved twice (docs/theory.md §6)
             dict(
                 attention="hj",
                 sampler="qemcmc",
                 shots=mcmc_reads,
                 estimator="conditional",  # Rao-Blackwellised marginals from the reads
-                sampler_options={"burn_in": 2, "start": "fields", "trotter_steps": 2},
+                sampler_options={"burn_in": 2, "start": "meanfield", "trotter_steps": 2},
             ),
         ),
         (

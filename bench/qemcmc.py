@@ -5,7 +5,8 @@ hits all rows alike; medians and ratios to the exact step. Two ``qemcmc`` steps,
 engine with ``--trotter-steps`` Trotter steps:
 
 * ``qemcmc``, the setting that trains (``experiments/quantum_training``): ``--fresh-reads`` chains per problem, one
-  read each, started from the fields-only distribution (``start="fields"``) and moved ``--fresh-moves`` times,
+  read each, started from independent spins at the mean-field magnetisations (``start="meanfield"``) and moved
+  ``--fresh-moves`` times,
   marginals by the Rao-Blackwellised estimator (:class:`hybrid_attention.bridge.RaoBlackwell`);
 * ``qemcmc-persistent``: persistent chains (:class:`hybrid_attention.bridge.PersistentChains`): every (row, head,
   prefix) problem continues its ``--chains`` chains for ``--moves`` moves and records ``--records`` states per chain.
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--moves", type=int, default=2, help="moves per chain before the first record of a step")
     p.add_argument("--records", type=int, default=2, help="recorded states per chain per step (thinning 1)")
     p.add_argument("--fresh-reads", type=int, default=8, help="qemcmc: chains (= reads) per problem")
-    p.add_argument("--fresh-moves", type=int, default=2, help="qemcmc: moves of each chain from its fields start")
+    p.add_argument("--fresh-moves", type=int, default=2, help="qemcmc: moves of each chain from its mean-field start")
     p.add_argument("--trotter-steps", type=int, default=2, help="Trotter steps of the proposal circuit")
     p.add_argument("--shots", type=int, default=256, help="DQA shots per problem of the dqa-shots row")
     p.add_argument("--reps", type=int, default=7)
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
         "",
         f"hj, 1 layer, 1 head, n_embd 64, batch {args.batch_size}, {args.threads} thread(s), torch {torch.__version__};"
         f" {args.trotter_steps} Trotter steps, Layden's random gamma and t; qemcmc: {args.fresh_reads} chains x 1 read"
-        f" after {args.fresh_moves} moves from the fields start, Rao-Blackwellised; qemcmc-persistent:"
+        f" after {args.fresh_moves} moves from the mean-field start, Rao-Blackwellised; qemcmc-persistent:"
         f" {args.chains} persistent chains x ({args.moves} moves + {args.records} records); dqa-shots: statevector DQA"
         f" (tau 1, 20 steps), {args.shots} shots + covariance backward; median of {args.reps} interleaved reps",
         "",
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
         chains = PersistentChains(num_chains=args.chains, seed=0)
         params = ProposalParams(steps=args.trotter_steps)
         qs = get_sampler("qemcmc", params=params, burn_in=args.moves)
-        fresh = get_sampler("qemcmc", params=params, burn_in=args.fresh_moves, start="fields")
+        fresh = get_sampler("qemcmc", params=params, burn_in=args.fresh_moves, start="meanfield")
         sv = get_sampler("statevector", schedule=DQASchedule(tau=1.0, steps=20))
         steps = {
             "exact": make_step("hj", T, shape),

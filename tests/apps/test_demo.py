@@ -20,7 +20,7 @@ def test_demo_quick_end_to_end(tmp_path, capsys):
     dqa = json.loads((out / "hj_dqa" / "config.json").read_text())["run"]
     assert dqa["sampler"] == "statevector" and dqa["readout"] == "shots"  # trained on its shots, as the table says
     qm = json.loads((out / "hj_qemcmc" / "config.json").read_text())["run"]
-    assert qm["sampler"] == "qemcmc" and qm["readout"] == "shots" and qm["sampler_options"]["start"] == "fields"
+    assert qm["sampler"] == "qemcmc" and qm["readout"] == "shots" and qm["sampler_options"]["start"] == "meanfield"
     assert qm["estimator"] == "conditional"
     rep = json.loads((out / "fidelity" / "report.json").read_text())
     assert rep["config"]["ensemble"] == "model" and rep["plots"]
