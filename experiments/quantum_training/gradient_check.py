@@ -6,7 +6,8 @@ computed with exact marginals and, for several samplers, from 8 reads per attent
 estimator (``RaoBlackwell``), once per seed. Reported per sampler: the cosine between the mean of the per-seed
 gradients and the exact gradient (1 for an unbiased estimator as seeds grow; the mean's remaining noise lowers it
 equally for every sampler with the same spread), and the median and largest per-step gradient norm (the exact one
-beside them). Exact Boltzmann reads (``exact`` sampler, 8 reads) are the reference for what 8 perfect reads give.
+beside them). Exact Boltzmann reads (``exact`` sampler, 8 reads) are the reference for what 8 perfect reads give;
+the first row gives the same reads with spin averages and spin covariances (``ReadsOnly``) instead.
 
     nice -n 5 python experiments/quantum_training/gradient_check.py          # writes gradient_check.md beside it
 
@@ -30,11 +31,12 @@ PARAMS = ("blocks.0.attn.c_attn.weight", "blocks.0.attn.J_raw")
 
 def samplers() -> dict:
     from hybrid_attention.backends import get_sampler
-    from hybrid_attention.bridge import RaoBlackwell
+    from hybrid_attention.bridge import RaoBlackwell, ReadsOnly
     from hybrid_attention.circuits.proposal import ProposalParams
 
     P = ProposalParams(steps=2)
     return {
+        "exact Boltzmann reads, spin covariances (no Rao-Blackwellisation)": lambda: ReadsOnly(get_sampler("exact")),
         "exact Boltzmann reads": lambda: RaoBlackwell(get_sampler("exact")),
         "gibbs (256 sweeps)": lambda: RaoBlackwell(get_sampler("gibbs")),
         "qemcmc, fields start, 2 moves": lambda: RaoBlackwell(
@@ -117,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Model: `hj`, trained with exact marginals ({args.task}, T = {args.block_size}, 600 steps, seed {args.seed}; "
         f"run directory `{run}`, not committed). One training batch of 64 windows; 8 reads per attention row, "
-        f"Rao-Blackwellised; {args.seeds} sampler seeds per row. Parameters: the query/key/value projection "
+        f"Rao-Blackwellised unless stated; {args.seeds} sampler seeds per row. Parameters: the query/key/value projection "
         "`c_attn.weight` (W) and the couplings `J_raw` (J). Exact gradient norms: "
         + ", ".join(f"{n.split('.')[-1]} {float(ref[n].norm()):.3f}" for n in PARAMS)
         + ".",
