@@ -32,8 +32,8 @@ intervals of the paired mean:
   *inconclusive*, with the seeds that would show it within the margin with 80 % power if it were as good as exact.
   The finding's verdict is that of ``dqa-shots`` (training on DQA measurement shots, as the paper did):
   *reproduced* when every cell is competitive and both tasks were run, *refuted* when any cell is not competitive,
-  otherwise inconclusive. ``qemcmc`` (quantum-enhanced MCMC reads, Rao-Blackwellised) and ``gibbs`` (classical
-  samples, same estimator) are reported beside it, not in the verdict.
+  otherwise inconclusive. ``qemcmc`` (quantum-enhanced MCMC reads, Rao-Blackwellised), ``gibbs`` (classical
+  samples, same estimator) and ``dqa-rb`` (DQA shots, same estimator) are reported beside it, not in the verdict.
 """
 
 from __future__ import annotations
@@ -284,6 +284,7 @@ def _find(comps: list[dict[str, Any]], mode: str, ref: str, T: int) -> dict[str,
 #: what each variant of the quantum-training experiment trained on (the finding's verdict is ``dqa-shots``'s)
 VARIANT_LABELS = {
     "dqa-shots": "DQA measurement shots (the paper's setting)",
+    "dqa-rb": "8 DQA measurement shots, Rao-Blackwellised",
     "qemcmc": "quantum-enhanced MCMC reads, Rao-Blackwellised",
     "qemcmc-reads": "quantum-enhanced MCMC reads, plain spin averages",
     "qemcmc-long": "quantum-enhanced MCMC, mean-field start, 8 moves, Rao-Blackwellised",
@@ -294,7 +295,7 @@ VARIANT_LABELS = {
     "softmax": "softmax attention (no sampler; reference, not sampler-trained)",
 }
 #: reported beside ``dqa-shots`` in the findings table
-BESIDE = ("qemcmc", "gibbs")
+BESIDE = ("qemcmc", "gibbs", "dqa-rb")
 _QT_TASKS = {"brackets": ("val_accuracy", 100.0), "shakespeare": ("val_perplexity", 1.0)}
 _QT_COMMAND = (
     "nice -n 5 python experiments/quantum_training/run.py --task brackets --block-size 8 12 --seeds 0 1 2 "
@@ -437,7 +438,7 @@ def _finding8(path: Path, rows: list[dict[str, Any]] | None) -> tuple[str, tuple
         return f"no dqa-shots run paired with an exact run in {path}", ("not run", "no paired dqa-shots runs")
     ours = "dqa-shots gain over exact: " + "; ".join(f"{c['task']} T = {c['block_size']}: {_gain_text(c)}" for c in dqa)
     beside = []
-    for v, what in zip(BESIDE, ("quantum MCMC", "classical")):
+    for v, what in zip(BESIDE, ("quantum MCMC", "classical", "DQA shots, Rao-Blackwellised")):
         cs = [c for c in cells if c["variant"] == v and c["res"] is not None]
         if cs:
             beside.append(f"{v} ({what}) {_tally(cs, short=True)}")
