@@ -364,7 +364,11 @@ load (other experiments ran beside it).
 How to read the rows: `gibbs` draws classical Boltzmann reads with a long burn-in (256 sweeps), the same number of
 reads and the same estimator as `qemcmc`, so it separates the cost of training on 8 reads (gibbs vs exact) from the
 bias of few-move quantum chains (qemcmc vs gibbs). `qemcmc-reads` shows the Rao-Blackwellised estimator's share,
-`qemcmc-persistent` what continuing chains across batches gives, `dqa-shots` what plain annealing samples give.
+`qemcmc-persistent` what continuing chains across batches gives, `dqa-shots` what plain annealing samples give, and
+`dqa-rb` what the same 8 annealing shots give through the estimator of `qemcmc`: whether the reads must be Boltzmann
+(they must: DQA shots at beta = 1 are far from it). `gradient_check.md` compares one step's gradients with the exact
+ones: with this estimator the field (query/key) gradient from 8 reads is within a cosine of 0.997-1.000 of exact for
+every sampler of Boltzmann reads; the coupling gradient keeps the noisier spin-read covariances.
 
 History (the rows below replace them): before commit 0bf828e the Rao-Blackwellised field gradient estimated
 `Cov(s_i, s_j)` as `E[s_i phi_j] - m_i m_j`, which carries the noise of the spin average, and the `qemcmc` row started
@@ -377,7 +381,9 @@ the Rao-Blackwellised marginals within 5e-4 of Boltzmann's), and the gradient's 
 here was trained with it.
 
 {table}
-Raw rows: `summary.json`. Burn-in of the chains: `burn_in.md`. Spectral gaps and mixing of the proposals: `mixing/`.
+Raw rows: `summary.json`. Burn-in of the chains: `burn_in.md`. Exact bias after k moves on trained problems, per
+proposal setting: `proposal_tuning.md`. Gradients against exact: `gradient_check.md`. Spectral gaps and mixing of
+the proposals: `mixing/`.
 """
 
 
