@@ -38,6 +38,7 @@ from .statevector import _apply_driver, _apply_driver_into, _groups, _phase, _rx
 
 __all__ = [
     "evolve_proposal",
+    "evolve_basis_states",
     "proposal_rows",
     "transition_matrix",
     "StatevectorEngine",
@@ -99,6 +100,64 @@ def evolve_proposal(
                 cur, buf = _apply_driver_into(cur, buf, blocks[val])
         sub.copy_(cur)
     return psi
+
+
+def evolve_basis_states(
+    idx: torch.Tensor,
+    E: torch.Tensor,
+    a: Any,
+    b: Any,
+    steps: int,
+    *,
+    dtype: torch.dtype = torch.complex64,
+    group: int = 4,
+    cache_limit: int = 2 << 20,
+) -> torch.Tensor:
+    """``U |idx_r>`` for the proposal of :func:`evolve_proposal`, from basis states, without autograd, on CPU.
+
+    Equal to ``evolve_proposal(onehot(idx), E.repeat_interleave(C, 0), ...)`` but cheaper: the first layer is a
+    driver ``exp(i x sum_j X_j)``, which takes a basis state to a product state (each qubit
+    ``cos(x) |b> + i sin(x) |1 - b>``), written directly as a Kronecker product instead of simulated; and the problem phases ``exp(-i b alpha E)`` are computed once per problem, not once per chain.
+
+    Args:
+        idx: ``(N, C)`` int64 basis states, ``C`` chains per problem; E: ``(N, 2**n)`` real, each problem's
+            ``alpha E(z)``; a, b, steps: as :func:`evolve_proposal`; dtype: complex dtype of the state.
+
+    Returns:
+        ``(N * C, 2**n)`` evolved states, row ``p * C + c`` for chain ``c`` of problem ``p``.
+    """
+    N, C = idx.shape
+    size = E.shape[-1]
+    n = int(size).bit_length() - 1
+    layers = proposal_layers(a, b, steps)
+    (kind0, x0), rest = layers[0], layers[1:]
+    if kind0 != "D":
+        raise ValueError(f"evolve_basis_states: the proposal must start with a driver layer, got {kind0!r}")
+    c, s = float(np.cos(x0)), float(np.sin(x0))
+    pair = torch.tensor([[c, 1j * s], [1j * s, c]], dtype=dtype)  # exp(i x X)|b> over b' = 0, 1, for b = 0, 1
+    shifts = torch.arange(n)
+    groups = _groups(n, group)
+    blocks = {v: [(lo, g, _rx_block(g, v, dtype, E.device)) for lo, g in groups] for kd, v in rest if kd == "D"}
+    pvals = sorted({v for kd, v in rest if kd == "P"})
+    out = torch.empty(N * C, size, dtype=dtype)
+    per = max(1, cache_limit // (size * out.element_size() * 3) // C)  # problems per sub-chunk
+    flat = idx.reshape(-1)
+    for p0 in range(0, N, per):
+        p1 = min(N, p0 + per)
+        rows = slice(p0 * C, p1 * C)
+        V = pair[(flat[rows, None] >> shifts) & 1]  # (rows, n, 2): qubit q's state after the first driver layer
+        cur = V[:, n - 1]
+        for q in range(n - 2, -1, -1):  # the product state, qubit n - 1 the most significant index bit
+            cur = (cur[:, :, None] * V[:, q, None, :]).reshape(cur.shape[0], -1)
+        buf = torch.empty_like(cur)
+        ph = {v: _phase((-v) * E[p0:p1]).to(dtype)[:, None, :] for v in pvals}  # (problems, 1, 2**n)
+        for kd, val in rest:
+            if kd == "P":
+                cur.view(p1 - p0, C, size).mul_(ph[val])
+            else:
+                cur, buf = _apply_driver_into(cur, buf, blocks[val])
+        out[rows] = cur
+    return out
 
 
 def proposal_rows(
@@ -192,9 +251,7 @@ class StatevectorEngine:
                 self._cdf = np.cumsum(Q, axis=-1)
             return _draw_one(self._cdf[np.arange(N)[:, None], cur], rng)
         size = self.PE.shape[-1]
-        psi = torch.zeros(N * C, size, dtype=dt)
-        psi[torch.arange(N * C), torch.from_numpy(cur.reshape(-1))] = 1.0
-        psi = evolve_proposal(psi, self.PE.repeat_interleave(C, dim=0), a, b, K, group=g)
+        psi = evolve_basis_states(torch.from_numpy(cur).long(), self.PE, a, b, K, dtype=dt, group=g)
         cdf = torch.cumsum((psi.real**2 + psi.imag**2).to(torch.float64), dim=-1)
         u = torch.from_numpy(rng.random(N * C)) * cdf[:, -1]
         idx = torch.searchsorted(cdf, u[:, None]).clamp_(max=size - 1)

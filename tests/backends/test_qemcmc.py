@@ -350,3 +350,21 @@ def test_ibm_engine_runs_a_fake_device_by_name():
         QEMCMCSampler(engine="ibm", backend="ibm_torino")
     with pytest.raises(ValueError, match="for engine='ibm'"):
         QEMCMCSampler(backend="fake_manila")
+
+
+@pytest.mark.parametrize("shape", ["constant", "reverse"])
+@pytest.mark.parametrize("n, problems, chains", [(1, 2, 3), (5, 3, 4), (9, 7, 8)])
+def test_evolving_basis_states_equals_the_simulated_first_layer(shape, n, problems, chains):
+    """The engine's shortcut (first driver layer written as a product state, problem phases shared by a problem's
+    chains, sub-chunks of whole problems) against simulating every layer from one-hot states."""
+    from hybrid_attention.backends.qemcmc_engines import evolve_basis_states, evolve_proposal
+
+    g = torch.Generator().manual_seed(n)
+    E = torch.randn(problems, 1 << n, generator=g, dtype=torch.float64)
+    idx = torch.randint(0, 1 << n, (problems, chains), generator=g)
+    a, b = ProposalParams(gamma=0.45, time=7.0, steps=3, shape=shape).slices(0.45, 7.0)
+    onehot = torch.zeros(problems * chains, 1 << n, dtype=torch.complex128)
+    onehot[torch.arange(problems * chains), idx.reshape(-1)] = 1.0
+    want = evolve_proposal(onehot, E.repeat_interleave(chains, dim=0), a, b, 3)
+    got = evolve_basis_states(idx, E, a, b, 3, dtype=torch.complex128, cache_limit=1 << 12)  # several sub-chunks
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
