@@ -181,10 +181,10 @@ def print_table(
             f"| {r['model']} | {100 * r['acc']:.1f} % | {100 * r['string_acc']:.1f} % | {ex} | {r['seconds']:.0f} s |"
         )
     print(
-        f"\nqemcmc samples: {mcmc_reads} reads per attention row, each the state of a Metropolis chain started from the "
-        "fields-only distribution after 2 moves proposed by a simulated circuit (2 Trotter steps): close to Boltzmann at "
-        "beta = 1 (exactly Boltzmann in the chains' stationary limit), so the covariance gradients are nearly unbiased; "
-        "marginals from the reads' conditional means (Rao-Blackwellised; docs/theory.md section 6).\n"
+        f"\nqemcmc samples: {mcmc_reads} reads per attention row, each the state of a Metropolis chain started at the "
+        "mean-field magnetisations after 2 moves proposed by a simulated circuit (2 Trotter steps): close to Boltzmann "
+        "at beta = 1 (exactly Boltzmann in the chains' stationary limit); marginals from the reads' conditional means "
+        "and field gradients from their centred covariances (Rao-Blackwellised; docs/theory.md section 6).\n"
         f"DQA samples: statevector simulation of the Trotterized anneal (tau = {tau}, K = {trotter_steps}), {shots} "
         "shots per attention row, Boltzmann-surrogate gradients at the sampler's effective temperature (docs/theory.md "
         "sections 3-4): DQA output is not Boltzmann, so these gradients are biased.\n"
