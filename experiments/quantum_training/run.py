@@ -78,6 +78,17 @@ HARD = {"bracket_types": 2, "filler": 0.2, "disjoint": True}
 COMMON = {"n_layer": 1, "n_head": 1, "n_embd": 64, "batch_size": 64, "lr": 3e-3, "warmup": 50}
 
 
+def _qemcmc(args: argparse.Namespace, reads: int, burn_in: int, estimator: str = "conditional", **options) -> dict:
+    """TrainConfig fields of a qemcmc row: ``reads`` per problem, ``burn_in`` moves, sampler ``options``."""
+    return {
+        "sampler": "qemcmc",
+        "shots": reads,
+        "estimator": estimator,
+        "sampler_options": {"burn_in": burn_in, **options, "trotter_steps": args.proposal_steps},
+        "eval_exact": True,
+    }
+
+
 def variant_settings(variant: str, args: argparse.Namespace) -> dict:
     """The TrainConfig fields of one variant (on top of the common settings)."""
     if variant == "exact":
@@ -85,56 +96,18 @@ def variant_settings(variant: str, args: argparse.Namespace) -> dict:
     if variant == "softmax":
         return {"attention": "softmax"}
     if variant in ("qemcmc", "qemcmc-reads"):
-        return {
-            "sampler": "qemcmc",
-            "shots": args.qemcmc_shots,
-            "estimator": "conditional" if variant == "qemcmc" else "reads",
-            "sampler_options": {"burn_in": args.burn_in, "start": "meanfield", "trotter_steps": args.proposal_steps},
-            "eval_exact": True,
-        }
+        est = "conditional" if variant == "qemcmc" else "reads"
+        return _qemcmc(args, args.qemcmc_shots, args.burn_in, estimator=est, start="meanfield")
     if variant == "qemcmc-long":
-        return {
-            "sampler": "qemcmc",
-            "shots": args.qemcmc_shots,
-            "estimator": "conditional",
-            "sampler_options": {
-                "burn_in": args.long_burn_in,
-                "start": "meanfield",
-                "trotter_steps": args.proposal_steps,
-            },
-            "eval_exact": True,
-        }
+        return _qemcmc(args, args.qemcmc_shots, args.long_burn_in, start="meanfield")
     if variant == "qemcmc-chain":
-        return {
-            "sampler": "qemcmc",
-            "shots": args.chain_reads,
-            "estimator": "conditional",
-            "sampler_options": {
-                "burn_in": args.long_burn_in,
-                "num_chains": args.chain_chains,
-                "thinning": 1,
-                "start": "meanfield",
-                "trotter_steps": args.proposal_steps,
-            },
-            "eval_exact": True,
-        }
+        return _qemcmc(
+            args, args.chain_reads, args.long_burn_in, num_chains=args.chain_chains, thinning=1, start="meanfield"
+        )
     if variant == "qemcmc-wide":
-        return {
-            "sampler": "qemcmc",
-            "shots": args.chain_reads,
-            "estimator": "conditional",
-            "sampler_options": {"burn_in": args.burn_in, "start": "meanfield", "trotter_steps": args.proposal_steps},
-            "eval_exact": True,
-        }
+        return _qemcmc(args, args.chain_reads, args.burn_in, start="meanfield")
     if variant == "qemcmc-persistent":
-        return {
-            "sampler": "qemcmc",
-            "shots": args.qemcmc_shots,
-            "persistent_chains": args.chains,
-            "estimator": "conditional",
-            "sampler_options": {"burn_in": args.persistent_burn_in, "trotter_steps": args.proposal_steps},
-            "eval_exact": True,
-        }
+        return {**_qemcmc(args, args.qemcmc_shots, args.persistent_burn_in), "persistent_chains": args.chains}
     if variant in ("gibbs", "gibbs-chain"):
         reads = args.chain_reads if variant == "gibbs-chain" else args.qemcmc_shots
         return {"sampler": "gibbs", "shots": reads, "estimator": "conditional", "eval_exact": True}
