@@ -117,7 +117,8 @@ def evolve_basis_states(
 
     Equal to ``evolve_proposal(onehot(idx), E.repeat_interleave(C, 0), ...)`` but cheaper: the first layer is a
     driver ``exp(i x sum_j X_j)``, which takes a basis state to a product state (each qubit
-    ``cos(x) |b> + i sin(x) |1 - b>``), written directly as a Kronecker product instead of simulated; and the problem phases ``exp(-i b alpha E)`` are computed once per problem, not once per chain.
+    ``cos(x) |b> + i sin(x) |1 - b>``), written directly as a Kronecker product instead of simulated; and the
+    problem phases ``exp(-i b alpha E)`` are computed once per problem, not once per chain.
 
     Args:
         idx: ``(N, C)`` int64 basis states, ``C`` chains per problem; E: ``(N, 2**n)`` real, each problem's
