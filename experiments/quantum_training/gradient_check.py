@@ -23,9 +23,9 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
-HERE = ROOT / "results" / "quantum_training"
-DATA = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run import COMMON, DATA, HARD, HERE  # noqa: E402  (run.py's exact model: the same run directory)
+
 PARAMS = ("blocks.0.attn.c_attn.weight", "blocks.0.attn.J_raw")
 
 
@@ -65,18 +65,13 @@ def model_and_batch(args: argparse.Namespace):
         steps=600,
         seed=args.seed,
         out=str(out),
-        n_layer=1,
-        n_head=1,
-        n_embd=64,
-        batch_size=64,
-        lr=3e-3,
-        warmup=50,
         eval_interval=100,
         eval_size=1024,
         data=str(DATA) if args.task == "shakespeare" else None,
-        **({"bracket_types": 2, "filler": 0.2, "disjoint": True} if args.task == "brackets" else {}),
         progress=False,
         threads=1,
+        **COMMON,
+        **(HARD if args.task == "brackets" else {}),
     )
     if not (out / "metrics.json").is_file():
         train(cfg, resume=(out / "checkpoint.pt").is_file())
