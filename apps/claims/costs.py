@@ -6,9 +6,22 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-__all__ = ["measured_costs", "cost_table", "cost_rows"]
+__all__ = ["measured_costs", "cost_table", "cost_rows", "mode_label", "FIELD_MODE"]
+
+#: the label of J-only runs with a symmetry-breaking field (``attention = "j"``, ``j_field != 0``): J learns there, and
+#: they cost what ``hj`` costs (exact enumeration), unlike the closed-form uniform J-only mode ``j``
+FIELD_MODE = "j+field"
+
+
+def mode_label(run: Any) -> str:
+    """The mode a run is reported and costed under: its ``attention``, or :data:`FIELD_MODE` for J-only with a
+    field. ``run``: a run's ``config.json["run"]`` mapping or a ``TrainConfig``."""
+    get = run.get if isinstance(run, Mapping) else lambda k, d=None: getattr(run, k, d)
+    return FIELD_MODE if get("attention") == "j" and get("j_field", 0.0) else get("attention")
 
 
 def cost_rows(root: Path) -> list[dict]:
@@ -29,7 +42,7 @@ def cost_rows(root: Path) -> list[dict]:
                 "kind": d.parent.name,
                 "run": d.name,
                 "task": c["task"],
-                "mode": c["attention"],
+                "mode": mode_label(c),
                 "block_size": c["block_size"],
                 "ffn": c["ffn"],
                 "steps": met["step"],

@@ -3,7 +3,9 @@ the paper, its number, ours with CI and seeds, and a verdict; the plots; the cos
 
 Input: the run directories of a plan (:mod:`hybrid_attention.apps.claims.runner`), ``ROOT/<study>/runs/*``. Studies
 are recognised by name: ``shakespeare``, ``brackets``, ``brackets_noffn`` (findings), ``pilot_*`` (pilot tables),
-any other (tables only).
+``<study>_jfield*`` (J-only with a symmetry-breaking field, reported against ``<study>``'s softmax and uniform J-only
+runs of the same seeds; ``shakespeare_jfield*`` goes beside finding 4), any other (tables only). J-only runs with a
+field (``j_field != 0``) are reported as the mode ``j+field``, apart from the uniform J-only mode ``j``.
 
 Metrics: Shakespeare compares validation perplexity as the relative difference ``100 (A - B) / B`` in % (below 0: A
 better); brackets compare per-closing-bracket accuracy in points (above 0: A better). "Gain" is the difference
@@ -19,7 +21,9 @@ intervals of the paired mean:
 * "comparable" (finding 1): *reproduced* when the interval lies inside ``±`` :data:`EQUIVALENCE_MARGIN`, *refuted*
   when significant and outside it, otherwise inconclusive.
 * "worse" (findings 3, 4): per block size, significantly worse (Holm) or not; *reproduced* when every cell is,
-  *refuted* when any cell is significantly better, otherwise inconclusive.
+  *refuted* when any cell is significantly better, otherwise inconclusive. Finding 4's verdict is that of the paper's
+  J-only (``h = 0``: exactly uniform attention, J never trains); J-only with a symmetry-breaking field (J learns) gets
+  the same rule beside it.
 * couplings (finding 5): per key distance the mean learned J over seeds with its interval; *reproduced* when every
   distance 2-4 is significantly positive and every distance >= 6 significantly negative, *refuted* when any is
   significantly of the other sign, otherwise inconclusive.
@@ -49,7 +53,7 @@ from typing import Any
 
 from hybrid_attention.attention import ALL_MODES
 
-from .costs import cost_rows, cost_table, measured_costs
+from .costs import FIELD_MODE, cost_rows, cost_table, measured_costs, mode_label
 from .stats import PairedResult, holm, paired_ci, seeds_needed, trend
 
 __all__ = [
@@ -69,6 +73,11 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: the modes of the report, in table order: the attention modes and J-only with a field
+REPORT_MODES = (*ALL_MODES, FIELD_MODE)
+#: the suffix of studies of J-only with a symmetry-breaking field, compared with their base study's runs
+FIELD_STUDY = "_jfield"
 
 ALPHA = 0.05
 #: finding 1 ("comparable"): relative perplexity difference within ± this many % counts as comparable
@@ -111,7 +120,8 @@ def collect(root: str | Path, study: str) -> list[dict[str, Any]]:
         rows.append(
             {
                 "run": d.name,
-                "mode": c["attention"],
+                "mode": mode_label(c),
+                "j_field": float(c.get("j_field", 0.0)),
                 "block_size": c["block_size"],
                 "seed": c["seed"],
                 "lr": c["lr"],
@@ -149,7 +159,16 @@ def compare(rows: list[dict[str, Any]], mode: str, ref: str, T: int) -> PairedRe
 
 
 #: the comparisons of a study's table: (mode, reference)
-COMPARISONS = (("hj", "softmax"), ("h", "softmax"), ("j", "softmax"), ("bias", "softmax"), ("hj", "bias"), ("hj", "j0"))
+COMPARISONS = (
+    ("hj", "softmax"),
+    ("h", "softmax"),
+    ("j", "softmax"),
+    ("bias", "softmax"),
+    ("hj", "bias"),
+    ("hj", "j0"),
+    (FIELD_MODE, "softmax"),
+    (FIELD_MODE, "j"),
+)
 
 
 def study_table(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -158,7 +177,7 @@ def study_table(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[
     Ts = sorted({r["block_size"] for r in rows})
     cells = []
     for T in Ts:
-        for mode in ALL_MODES:
+        for mode in REPORT_MODES:
             v = [r["metric"] for r in rows if r["mode"] == mode and r["block_size"] == T]
             if v:
                 ci = paired_ci(v)
@@ -175,6 +194,24 @@ def study_table(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[
     for c, p in zip(comps, holm([c["res"].p for c in comps])):
         c["p_holm"] = p
     return cells, comps
+
+
+def _field_base(study: str) -> str | None:
+    """The base study of a ``<base>_jfield*`` study, else ``None``."""
+    return study.split(FIELD_STUDY)[0] if FIELD_STUDY in study else None
+
+
+def with_references(study: str, rows: list[dict[str, Any]], base_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` of a ``<base>_jfield*`` study together with the softmax and uniform J-only runs of its base study
+    (``base_rows``), so that its table pairs J-only with a field against them by seed; other studies unchanged."""
+    if _field_base(study) is None:
+        return rows
+    return [r for r in base_rows if r["mode"] in ("softmax", "j")] + rows
+
+
+def field_studies(root: str | Path, base: str) -> list[str]:
+    """The ``<base>_jfield*`` studies under ``root`` that have a ``runs`` directory, sorted."""
+    return sorted(p.parent.name for p in Path(root).glob(f"{base}{FIELD_STUDY}*/runs") if p.is_dir())
 
 
 def coupling_by_distance(root: str | Path, study: str, mode: str, T: int) -> list[dict[str, Any]]:
@@ -513,7 +550,26 @@ def _findings(root: Path, qt_path: Path, qt_rows: list[dict[str, Any]] | None) -
     cs = [c for c in sh if c["mode"] == "h" and c["ref"] == "softmax" and c["block_size"] >= 8]
     add(3, "; ".join(f"T = {c['block_size']}: {_ci(c['res'])} %" for c in cs) or "n/a", _verdict_worse(cs))
     cs = [c for c in sh if c["mode"] == "j" and c["ref"] == "softmax"]
-    add(4, "; ".join(f"T = {c['block_size']}: {_ci(c['res'])} %" for c in cs) or "n/a", _verdict_worse(cs))
+    ours = "; ".join(f"T = {c['block_size']}: {_ci(c['res'])} %" for c in cs) or "n/a"
+    verdict, why = _verdict_worse(cs)
+    sh_rows = collect(root, "shakespeare")
+    for fs in field_studies(root, "shakespeare"):
+        own = collect(root, fs)
+        if not own:
+            continue
+        eps = ", ".join(f"{e:g}" for e in sorted({r["j_field"] for r in own}))
+        fcs = [
+            c
+            for c in study_table(with_references(fs, own, sh_rows))[1]
+            if c["mode"] == FIELD_MODE and c["ref"] == "softmax"
+        ]
+        if fcs:
+            ours += f". Beside it, not in the verdict: J-only with a field ε = {eps} (J learns): " + "; ".join(
+                f"T = {c['block_size']}: {_ci(c['res'])} %" for c in fcs
+            )
+            fv = _verdict_worse(fcs)
+            why += f"; with a field ε = {eps}: {fv[0]} ({fv[1]})"
+    add(4, ours, (verdict, why))
     Ts = sorted({c["block_size"] for c in sh if c["mode"] == "hj"})
     prof = coupling_by_distance(root, "shakespeare", "hj", Ts[-1]) if Ts else []
     ours = ", ".join(f"d={p['distance']}: {_fmt(p['mean'], 3)}" for p in prof) or "n/a"
@@ -579,7 +635,7 @@ def plateau(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "stopped": sum(x[2] for x in v),
             "steps": statistics.fmean(x[3] for x in v),
         }
-        for (mode, T), v in sorted(groups.items(), key=lambda kv: (kv[0][1], ALL_MODES.index(kv[0][0])))
+        for (mode, T), v in sorted(groups.items(), key=lambda kv: (kv[0][1], REPORT_MODES.index(kv[0][0])))
     ]
 
 
@@ -657,7 +713,7 @@ def _plots(out: Path, name: str, rows: list, cells: list, comps: list, root: Pat
         return
     shakespeare = rows[0]["task"] == "shakespeare"
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    for i, mode in enumerate(ALL_MODES):
+    for i, mode in enumerate(REPORT_MODES):
         pts = [c for c in cells if c["mode"] == mode]
         if not pts:
             continue
@@ -746,12 +802,16 @@ def write_report(
         raise FileNotFoundError(f"no finished runs under {str(root)!r}/<study>/runs")
     out.mkdir(parents=True, exist_ok=True)
     sections = []
-    for s, rows in data.items():
+    for s, own in data.items():
+        base = _field_base(s)
+        rows = with_references(s, own, data.get(base, []) if base else [])
         cells, comps = study_table(rows)
         d = out / s
         d.mkdir(parents=True, exist_ok=True)
         md = _study_markdown(s, rows, cells, comps)
-        md += _pilot_markdown(rows) if s.startswith("pilot") else _budget_markdown(rows)
+        if len(rows) > len(own):
+            md += f"\nsoftmax and j (uniform J-only): the runs of the study `{base}` with the same block sizes and seeds.\n"
+        md += _pilot_markdown(own) if s.startswith("pilot") else _budget_markdown(own)
         (d / "summary.md").write_text(md)
         with open(d / "summary.csv", "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=["block_size", "mode", "n", "mean", "lo", "hi", "lr"])
@@ -815,7 +875,7 @@ def _pilot_markdown(rows: list[dict[str, Any]]) -> str:
         ds = sorted({int(k) for r in depth for k in r["by_depth"]})
         lines += ["| T | mode | " + " | ".join(f"d={d}" for d in ds) + " |", "| --- | --- |" + " --- |" * len(ds)]
         for T in sorted({r["block_size"] for r in depth}):
-            for mode in ALL_MODES:
+            for mode in REPORT_MODES:
                 rs = [r for r in depth if r["mode"] == mode and r["block_size"] == T]
                 if not rs:
                     continue

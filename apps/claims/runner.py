@@ -33,6 +33,8 @@ from typing import Any
 
 from hybrid_attention.apps.train import TrainConfig
 
+from .costs import FIELD_MODE, mode_label
+
 __all__ = ["LRSweep", "Study", "RunSpec", "plan_runs", "chosen_lr", "run_plan", "run_state", "estimate_seconds"]
 
 logger = logging.getLogger(__name__)
@@ -162,9 +164,13 @@ def plan_runs(studies: Iterable[Study], root: str | Path) -> tuple[list[RunSpec]
 
 def estimate_seconds(spec: RunSpec, ms_per_step: dict[tuple[str, int, bool], float]) -> float | None:
     """Training seconds of a run at the full step budget from a cost table ``{(mode, T, ffn): ms per step}`` (for
-    the run's task); ``None`` when the table has no entry."""
+    the run's task; modes as :func:`~hybrid_attention.apps.claims.costs.mode_label` names them, J-only with a field
+    falling back to ``hj``); ``None`` when the table has no entry."""
     c = spec.config
-    ms = ms_per_step.get((c.attention, c.block_size, c.ffn))
+    mode = mode_label(c)
+    ms = ms_per_step.get((mode, c.block_size, c.ffn))
+    if ms is None and mode == FIELD_MODE:  # not measured yet: the same exact enumeration as hj
+        ms = ms_per_step.get(("hj", c.block_size, c.ffn))
     return None if ms is None else ms * c.steps / 1000
 
 

@@ -3,6 +3,7 @@ the training features it relies on (early stopping, J = 0 evaluation, bracket va
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -97,7 +98,7 @@ def test_seeds_needed_against_normal_approximation_and_simulation():
 
 
 # ---------------------------------------------------------------------- report on planted effects
-def _fake_run(root, study, mode, T, seed, metric, *, task, j0=None, J=None, lr=3e-3, ffn=True):
+def _fake_run(root, study, mode, T, seed, metric, *, task, j0=None, J=None, lr=3e-3, ffn=True, j_field=0.0):
     d = root / study / "runs" / f"{mode}_T{T}_lr{lr:g}_s{seed}"
     d.mkdir(parents=True)
     key = "val_perplexity" if task == "shakespeare" else "val_accuracy"
@@ -105,7 +106,7 @@ def _fake_run(root, study, mode, T, seed, metric, *, task, j0=None, J=None, lr=3
     if j0 is not None:
         m[f"j0_{key}"] = j0
     (d / "metrics.json").write_text(json.dumps(m))
-    cfg = {"attention": mode, "block_size": T, "seed": seed, "lr": lr, "task": task, "ffn": ffn}
+    cfg = {"attention": mode, "block_size": T, "seed": seed, "lr": lr, "task": task, "ffn": ffn, "j_field": j_field}
     (d / "config.json").write_text(json.dumps({"run": cfg}))
     (d / "couplings.json").write_text(json.dumps({"J": [J]}))
 
@@ -171,6 +172,41 @@ def test_findings_on_planted_effects(tmp_path):
     assert (tmp_path / "out" / "shakespeare" / "couplings_by_distance.png").is_file()
 
 
+def test_j_only_with_a_field_is_reported_beside_finding_4(tmp_path):
+    """A ``shakespeare_jfield_*`` study is paired by seed with the base study's softmax and uniform J-only runs."""
+    _plant(tmp_path)  # softmax at ``base``, uniform J-only 20 % worse
+    rng = np.random.default_rng(3)
+    for seed in range(6):
+        for T in (4, 8, 12, 16):
+            sm = rp.collect(tmp_path, "shakespeare")
+            base = next(
+                r["metric"] for r in sm if r["mode"] == "softmax" and r["block_size"] == T and r["seed"] == seed
+            )
+            ratio = 1.05 + rng.normal(0, 0.002)  # J learns: 5 % worse than softmax, better than uniform
+            _fake_run(tmp_path, "shakespeare_jfield_e1", "j", T, seed, base * ratio, task="shakespeare", j_field=1.0)
+            m = tmp_path / f"shakespeare_jfield_e1/runs/j_T{T}_lr0.003_s{seed}/metrics.json"
+            evals = [{"step": 100 * i, "val_loss": 2.0, "val_perplexity": base * ratio} for i in range(1, 5)]
+            m.write_text(json.dumps({**json.loads(m.read_text()), "evals": evals}))
+    rows = rp.collect(tmp_path, "shakespeare_jfield_e1")
+    assert {r["mode"] for r in rows} == {"j+field"} and {r["j_field"] for r in rows} == {1.0}
+    assert rp.field_studies(tmp_path, "shakespeare") == ["shakespeare_jfield_e1"]
+    f4 = {x["n"]: x for x in rp.findings(tmp_path)}[4]
+    assert f4["verdict"] == "reproduced"  # the paper's (uniform) J-only decides the verdict
+    field = f4["ours"].split("J-only with a field ε = 1 (J learns): ")[1]
+    gains = [float(x.split(":")[1].split()[0]) for x in field.split("; ")]
+    assert len(gains) == 4 and all(g == pytest.approx(-5.0, abs=0.3) for g in gains)  # planted: 5 % worse
+    assert "with a field ε = 1: reproduced" in f4["why"]
+    rp.write_report(tmp_path, tmp_path / "out")
+    md = (tmp_path / "out/shakespeare_jfield_e1/summary.md").read_text()
+    assert "the runs of the study `shakespeare`" in md
+    line = next(x for x in md.splitlines() if x.startswith("| 16 | j+field vs j |"))
+    assert float(line.split("|")[3].split()[0]) == pytest.approx(100 * (1.2 - 1.05) / 1.2, abs=0.3)  # planted
+    assert "| 16 | j+field vs softmax |" in md and "| 16 | j+field |" in md and "| 16 | softmax |" in md
+    # the field study's own runs make its budget table, not the reference runs
+    budget = md.split("Training budget")[1]
+    assert "| j+field |" in budget and "| softmax |" not in budget
+
+
 def test_verdict_rules_inconclusive_and_smaller():
     def cell(d):
         r = st.paired_ci(d)
@@ -208,6 +244,11 @@ def test_plan_waits_for_the_sweep_then_takes_each_modes_best_rate(tmp_path):
     mains = [r for r in runs if r.kind == "main"]
     assert waiting == 0 and {(r.config.attention, r.config.lr) for r in mains} == {("softmax", 1e-2), ("hj", 1e-3)}
     assert rn.estimate_seconds(mains[0], {(mains[0].config.attention, 4, True): 10.0}) == pytest.approx(0.04)
+    # J-only with a field is costed apart from uniform J-only, and like hj until it has been measured
+    field = dataclasses.replace(mains[0], config=dataclasses.replace(mains[0].config, attention="j", j_field=0.5))
+    assert rp.mode_label(field.config) == "j+field" and rp.mode_label({"attention": "j", "j_field": 0.0}) == "j"
+    assert rn.estimate_seconds(field, {("j", 4, True): 1.0, ("hj", 4, True): 10.0}) == pytest.approx(0.04)
+    assert rn.estimate_seconds(field, {("j+field", 4, True): 20.0, ("hj", 4, True): 10.0}) == pytest.approx(0.08)
 
 
 @pytest.mark.slow  # two spawned workers each import torch: about 15 s on an idle machine
@@ -471,3 +512,23 @@ def test_budget_table_reports_plateau_and_early_stops(tmp_path):
     rp.write_report(tmp_path, tmp_path / "out")
     md = (tmp_path / "out/shakespeare/summary.md").read_text()
     assert "Training budget (up to 4000 steps" in md and "| 8 | softmax | 2 | 1 | 2400 | " in md
+
+
+def test_the_committed_plan_is_valid(tmp_path):
+    """experiments/claims/plan.py: every plan names known studies and every run configuration validates."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "experiments" / "claims" / "plan.py"
+    spec = importlib.util.spec_from_file_location("claims_plan", path)
+    plan = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plan)
+    assert all(name in plan.STUDIES for names in plan.PLANS.values() for name in names)
+    for study in plan.STUDIES.values():
+        for mode in study.modes:
+            for T in study.block_sizes:
+                cfg = study.config(mode, T, study.seeds[0], 1e-3, tmp_path / "run")  # raises on an invalid run
+                assert cfg.threads == 1
+    field = {n: st for n, st in plan.STUDIES.items() if rp.FIELD_STUDY in n}
+    assert field and all(f.modes == ("j",) and f.base["j_field"] in plan.JFIELDS for f in field.values())
+    assert {f.base["j_field"] for f in field.values()} == set(plan.JFIELDS)
