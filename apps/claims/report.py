@@ -63,6 +63,7 @@ __all__ = [
     "coupling_by_distance",
     "findings",
     "plateau",
+    "breakdown",
     "write_report",
     "EQUIVALENCE_MARGIN",
     "ALPHA",
@@ -106,7 +107,7 @@ def _load(p: Path) -> Any:
 def collect(root: str | Path, study: str) -> list[dict[str, Any]]:
     """One row per finished main run of ``ROOT/<study>/runs``: mode, block_size, seed, lr, task, ffn, metric (the
     task's: perplexity, or accuracy in %), val_loss, j0_metric (runs with couplings), steps, stopped_early,
-    elapsed_s, by_depth (brackets variants: ``{depth: [right, count]}``)."""
+    elapsed_s, by_depth and by_distance (brackets variants: ``{depth or match distance: [right, count]}``)."""
     rows = []
     for d in sorted((Path(root) / study / "runs").glob("*_T*_s*")):
         if not (d / "metrics.json").is_file() or not (d / "config.json").is_file():
@@ -134,6 +135,7 @@ def collect(root: str | Path, study: str) -> list[dict[str, Any]]:
                 "stopped_early": bool(m.get("stopped_early")),
                 "elapsed_s": m["elapsed_s"],
                 "by_depth": m.get("val_accuracy_by_depth"),
+                "by_distance": m.get("val_accuracy_by_distance"),
                 "evals": m.get("evals", []),
             }
         )
@@ -639,6 +641,102 @@ def plateau(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+#: the groups of the accuracy breakdowns: (first, last) inclusive, ``None``: no upper end
+BREAKDOWN_GROUPS = {
+    "by_distance": ((1, 1), (2, 3), (4, 7), (8, 15), (16, None)),
+    "by_depth": ((1, 1), (2, 2), (3, 3), (4, 5), (6, None)),
+}
+
+
+def _group_name(g: tuple[int, int | None]) -> str:
+    lo, hi = g
+    return str(lo) if hi == lo else (f"{lo}+" if hi is None else f"{lo}-{hi}")
+
+
+def breakdown(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """Bracket accuracy by match distance (``key = "by_distance"``) or nesting depth (``"by_depth"``), grouped by
+    :data:`BREAKDOWN_GROUPS`: per (T, mode, group) the mean over seeds of each seed's accuracy in the group (%), with
+    its interval, and the gain over softmax paired by seed (points; ``None`` for softmax or without pairs). Groups no
+    closing bracket falls into are left out."""
+    out = []
+    for T in sorted({r["block_size"] for r in rows if r.get(key)}):
+        per: dict[str, dict[int, dict[tuple, float]]] = {}
+        for r in rows:
+            if r["block_size"] != T or not r.get(key):
+                continue
+            accs = {}
+            for g in BREAKDOWN_GROUPS[key]:
+                right = n = 0
+                for k, (a, b) in r[key].items():
+                    if int(k) >= g[0] and (g[1] is None or int(k) <= g[1]):
+                        right, n = right + a, n + b
+                if n:
+                    accs[g] = 100.0 * right / n
+            per.setdefault(r["mode"], {})[r["seed"]] = accs
+        for mode in (m for m in REPORT_MODES if m in per):
+            for g in BREAKDOWN_GROUPS[key]:
+                v = [a[g] for a in per[mode].values() if g in a]
+                if not v:
+                    continue
+                ref = per.get("softmax", {})
+                d = [a[g] - ref[sd][g] for sd, a in per[mode].items() if g in a and g in ref.get(sd, {})]
+                gain = paired_ci(d) if d and mode != "softmax" else None
+                ci = paired_ci(v)
+                out.append(
+                    {"block_size": T, "mode": mode, "group": _group_name(g), "mean": ci.mean, "n": ci.n, "gain": gain}
+                )
+    return out
+
+
+def _seeds(rows: list[dict[str, Any]]) -> str:
+    n = sorted(
+        {
+            sum(1 for r in rows if (r["mode"], r["block_size"]) == k)
+            for k in {(r["mode"], r["block_size"]) for r in rows}
+        }
+    )
+    return str(n[0]) if len(n) == 1 else f"{n[0]}-{n[-1]}"
+
+
+def _ci_short(res: PairedResult) -> str:
+    return f"{_fmt(res.mean, 1)} [{_fmt(res.lo, 1)}, {_fmt(res.hi, 1)}]"
+
+
+def _breakdown_markdown(rows: list[dict[str, Any]]) -> str:
+    """Tables of :func:`breakdown` by match distance and nesting depth (bracket studies)."""
+    lines = []
+    for key, what in (("by_distance", "match distance"), ("by_depth", "nesting depth of the pair")):
+        b = breakdown(rows, key)
+        if not b:
+            continue
+        groups = [_group_name(g) for g in BREAKDOWN_GROUPS[key] if any(x["group"] == _group_name(g) for x in b)]
+        lines += [
+            "",
+            f"Accuracy (%) by {what}: mean over seeds of each seed's accuracy in the group; below it, each mode's gain "
+            f"over softmax in points, paired by seed [95 % t interval, unadjusted] ({_seeds(rows)} seeds).",
+            "",
+            "| T | mode | " + " | ".join(groups) + " |",
+            "| --- | --- |" + " --- |" * len(groups),
+        ]
+        for T in sorted({x["block_size"] for x in b}):
+            for mode in (m for m in REPORT_MODES if any(x["mode"] == m and x["block_size"] == T for x in b)):
+                cell = {x["group"]: x for x in b if x["mode"] == mode and x["block_size"] == T}
+                lines.append(
+                    f"| {T} | {mode} | "
+                    + " | ".join(_fmt(cell[g]["mean"], 1) if g in cell else "" for g in groups)
+                    + " |"
+                )
+                if mode != "softmax" and any(cell[g]["gain"] for g in groups if g in cell):
+                    lines.append(
+                        f"| {T} | {mode} - softmax | "
+                        + " | ".join(
+                            _ci_short(cell[g]["gain"]) if g in cell and cell[g]["gain"] else "" for g in groups
+                        )
+                        + " |"
+                    )
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
 def _budget_markdown(rows: list[dict[str, Any]]) -> str:
     """Whether a main study's step budget plateaus: per (T, mode), the runs that early stopping ended before the
     budget, their mean last step, and the change over the last quarter of the evaluations."""
@@ -747,6 +845,27 @@ def _plots(out: Path, name: str, rows: list, cells: list, comps: list, root: Pat
     fig.tight_layout()
     fig.savefig(out / "metric_vs_T.png", dpi=110)
     plt.close(fig)
+    b = breakdown(rows, "by_distance")
+    if b:
+        Tb = sorted({x["block_size"] for x in b})
+        fig, axes = plt.subplots(1, len(Tb), figsize=(3.6 * len(Tb), 3.2), squeeze=False, sharey=True)
+        for ax, T in zip(axes[0], Tb):
+            groups = [_group_name(g) for g in BREAKDOWN_GROUPS["by_distance"]]
+            groups = [g for g in groups if any(x["group"] == g and x["block_size"] == T for x in b)]
+            for i, mode in enumerate(REPORT_MODES):
+                pts = {x["group"]: x["mean"] for x in b if x["mode"] == mode and x["block_size"] == T}
+                if pts:
+                    xs = [k for k, g in enumerate(groups) if g in pts]
+                    ax.plot(xs, [pts[groups[k]] for k in xs], marker="o", color=f"C{i}", label=mode)
+            ax.set_xticks(range(len(groups)), groups)
+            ax.set_title(f"T = {T}", fontsize=10)
+            ax.set_xlabel("match distance")
+        axes[0][0].set_ylabel("accuracy (%), mean over seeds")
+        axes[0][0].legend(fontsize=8)
+        fig.suptitle(f"{name}: accuracy by match distance (tables with intervals: summary.md)", fontsize=9)
+        fig.tight_layout()
+        fig.savefig(out / "accuracy_by_distance.png", dpi=110)
+        plt.close(fig)
     Ts = sorted({r["block_size"] for r in rows if r["mode"] in ("hj", "bias")})
     if Ts:
         fig, axes = plt.subplots(1, len(Ts), figsize=(3.6 * len(Ts), 3.2), squeeze=False)
@@ -811,7 +930,7 @@ def write_report(
         md = _study_markdown(s, rows, cells, comps)
         if len(rows) > len(own):
             md += f"\nsoftmax and j (uniform J-only): the runs of the study `{base}` with the same block sizes and seeds.\n"
-        md += _pilot_markdown(own) if s.startswith("pilot") else _budget_markdown(own)
+        md += _pilot_markdown(own) if s.startswith("pilot") else _budget_markdown(own) + _breakdown_markdown(own)
         (d / "summary.md").write_text(md)
         with open(d / "summary.csv", "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=["block_size", "mode", "n", "mean", "lo", "hi", "lr"])

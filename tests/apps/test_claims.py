@@ -532,3 +532,21 @@ def test_the_committed_plan_is_valid(tmp_path):
     field = {n: st for n, st in plan.STUDIES.items() if rp.FIELD_STUDY in n}
     assert field and all(f.modes == ("j",) and f.base["j_field"] in plan.JFIELDS for f in field.values())
     assert {f.base["j_field"] for f in field.values()} == set(plan.JFIELDS)
+
+
+def test_breakdown_by_distance_and_depth_on_planted_counts(tmp_path):
+    """Accuracy by match distance: per-seed group accuracies from the [right, count] pairs, paired gains."""
+    rows = []
+    for seed in range(3):
+        sm = {"1": [90, 100], "2": [40, 50], "3": [45, 50], "9": [5, 10]}  # group 2-3: 85 %, 8-15: 50 %
+        hj = {"1": [90, 100], "2": [50, 50], "3": [45 - seed, 50], "9": [8, 10]}  # 95 - seed %, 80 %
+        for mode, d in (("softmax", sm), ("hj", hj)):
+            rows.append({"mode": mode, "block_size": 16, "seed": seed, "by_distance": d, "by_depth": None})
+    b = {(x["mode"], x["group"]): x for x in rp.breakdown(rows, "by_distance")}
+    assert set(b) == {(m, g) for m in ("softmax", "hj") for g in ("1", "2-3", "8-15")}  # empty groups left out
+    assert b[("softmax", "2-3")]["mean"] == pytest.approx(85.0) and b[("softmax", "2-3")]["gain"] is None
+    assert b[("hj", "2-3")]["mean"] == pytest.approx(94.0) and b[("hj", "2-3")]["gain"].mean == pytest.approx(9.0)
+    assert b[("hj", "8-15")]["gain"].mean == pytest.approx(30.0) and b[("hj", "8-15")]["n"] == 3
+    assert rp.breakdown(rows, "by_depth") == []
+    md = rp._breakdown_markdown(rows)
+    assert "by match distance" in md and "| 16 | hj - softmax | 0.0 [" in md and "by nesting depth" not in md
