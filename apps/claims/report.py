@@ -205,10 +205,12 @@ def _field_base(study: str) -> str | None:
 
 def with_references(study: str, rows: list[dict[str, Any]], base_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``rows`` of a ``<base>_jfield*`` study together with the softmax and uniform J-only runs of its base study
-    (``base_rows``), so that its table pairs J-only with a field against them by seed; other studies unchanged."""
+    (``base_rows``) at the study's block sizes, so that its table pairs J-only with a field against them by seed;
+    other studies unchanged."""
     if _field_base(study) is None:
         return rows
-    return [r for r in base_rows if r["mode"] in ("softmax", "j")] + rows
+    Ts = {r["block_size"] for r in rows}
+    return [r for r in base_rows if r["mode"] in ("softmax", "j") and r["block_size"] in Ts] + rows
 
 
 def field_studies(root: str | Path, base: str) -> list[str]:

@@ -187,6 +187,7 @@ def test_j_only_with_a_field_is_reported_beside_finding_4(tmp_path):
             m = tmp_path / f"shakespeare_jfield_e1/runs/j_T{T}_lr0.003_s{seed}/metrics.json"
             evals = [{"step": 100 * i, "val_loss": 2.0, "val_perplexity": base * ratio} for i in range(1, 5)]
             m.write_text(json.dumps({**json.loads(m.read_text()), "evals": evals}))
+    _fake_run(tmp_path, "shakespeare", "softmax", 20, 0, 6.0, task="shakespeare")  # no field run at T = 20
     rows = rp.collect(tmp_path, "shakespeare_jfield_e1")
     assert {r["mode"] for r in rows} == {"j+field"} and {r["j_field"] for r in rows} == {1.0}
     assert rp.field_studies(tmp_path, "shakespeare") == ["shakespeare_jfield_e1"]
@@ -202,6 +203,7 @@ def test_j_only_with_a_field_is_reported_beside_finding_4(tmp_path):
     line = next(x for x in md.splitlines() if x.startswith("| 16 | j+field vs j |"))
     assert float(line.split("|")[3].split()[0]) == pytest.approx(100 * (1.2 - 1.05) / 1.2, abs=0.3)  # planted
     assert "| 16 | j+field vs softmax |" in md and "| 16 | j+field |" in md and "| 16 | softmax |" in md
+    assert "| 20 |" not in md  # reference runs only at the field study's block sizes
     # the field study's own runs make its budget table, not the reference runs
     budget = md.split("Training budget")[1]
     assert "| j+field |" in budget and "| softmax |" not in budget
