@@ -158,6 +158,7 @@ def test_findings_on_planted_effects(tmp_path):
     assert f[2]["verdict"] == "reproduced"  # planted 1.08 % gain
     assert f[3]["verdict"] == "reproduced" and f[4]["verdict"] == "reproduced"  # h, j worse everywhere
     assert f[5]["verdict"] == "reproduced"  # planted sign pattern
+    assert "by the same rule at T = 8: reproduced, T = 12: reproduced" in f[5]["why"]  # T = 16 decides
     assert f[6]["verdict"] == "reproduced" and "grows" in f[6]["why"]
     assert f[7]["verdict"] == "reproduced in direction, smaller"  # planted gap 1.0 < 4.53, significant
     assert "1.00" in f[7]["ours"]
