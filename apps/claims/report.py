@@ -662,9 +662,9 @@ def _group_name(g: tuple[int, int | None]) -> str:
 
 def breakdown(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
     """Bracket accuracy by match distance (``key = "by_distance"``) or nesting depth (``"by_depth"``), grouped by
-    :data:`BREAKDOWN_GROUPS`: per (T, mode, group) the mean over seeds of each seed's accuracy in the group (%), with
-    its interval, and the gain over softmax paired by seed (points; ``None`` for softmax or without pairs). Groups no
-    closing bracket falls into are left out."""
+    :data:`BREAKDOWN_GROUPS`: per (T, mode, group) the mean over seeds of each seed's accuracy in the group (%) and
+    the number of seeds ``n``, and the gain over softmax paired by seed (a ``PairedResult`` in points; ``None`` for
+    softmax or without pairs). Groups no closing bracket falls into are left out."""
     out = []
     for T in sorted({r["block_size"] for r in rows if r.get(key)}):
         per: dict[str, dict[int, dict[tuple, float]]] = {}
