@@ -49,6 +49,7 @@ import logging
 import math
 import os
 import statistics
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -537,11 +538,21 @@ def findings(root: str | Path, quantum_training: str | Path | None = None) -> li
         ValueError: a malformed ``summary.json`` (:func:`load_sampler_training`).
     """
     path = _sampler_training_path(root, quantum_training)
-    return _findings(Path(root), path, load_sampler_training(path))
+    return _findings(Path(root), _all_rows(root), path, load_sampler_training(path))
 
 
-def _findings(root: Path, qt_path: Path, qt_rows: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
-    tabs = {s: study_table(collect(root, s)) for s in ("shakespeare", "brackets", "brackets_noffn")}
+def _all_rows(root: str | Path) -> dict[str, list[dict[str, Any]]]:
+    """:func:`collect` of every study under ``root`` that has finished runs."""
+    studies = sorted(p.parent.name for p in Path(root).glob("*/runs") if p.is_dir())
+    data = {s: collect(root, s) for s in studies}
+    return {s: r for s, r in data.items() if r}
+
+
+def _findings(
+    root: Path, data: dict[str, list[dict[str, Any]]], qt_path: Path, qt_rows: list[dict[str, Any]] | None
+) -> list[dict[str, Any]]:
+    """The findings from ``data`` (:func:`_all_rows`; couplings are read from ``root``)."""
+    tabs = {s: study_table(data.get(s, [])) for s in ("shakespeare", "brackets", "brackets_noffn")}
     sh, br, nf = (tabs[s][1] for s in ("shakespeare", "brackets", "brackets_noffn"))
     out = []
 
@@ -557,9 +568,9 @@ def _findings(root: Path, qt_path: Path, qt_rows: list[dict[str, Any]] | None) -
     cs = [c for c in sh if c["mode"] == "j" and c["ref"] == "softmax"]
     ours = "; ".join(f"T = {c['block_size']}: {_ci(c['res'])} %" for c in cs) or "n/a"
     verdict, why = _verdict_worse(cs)
-    sh_rows = collect(root, "shakespeare")
+    sh_rows = data.get("shakespeare", [])
     for fs in field_studies(root, "shakespeare"):
-        own = collect(root, fs)
+        own = data.get(fs, [])
         if not own:
             continue
         eps = ", ".join(f"{e:g}" for e in sorted({r["j_field"] for r in own}))
@@ -585,7 +596,7 @@ def _findings(root: Path, qt_path: Path, qt_rows: list[dict[str, Any]] | None) -
     add(5, (f"T = {Ts[-1]}: " + ours) if Ts else ours, (verdict, why))
     c = _find(br, "hj", "softmax", 16)
     v = _verdict_gain(c, 2.89)
-    tr = _trend(collect(root, "brackets"))
+    tr = _trend(data.get("brackets", []))
     add(6, (f"gain at T = 16: {_ci(c['res'])} points; " if c else "") + tr[0], (v[0], v[1] + "; trend: " + tr[1]))
     c = _find(nf, "hj", "softmax", 16)
     add(7, f"gain at T = 16 without FFN: {_ci(c['res'])} points" if c else "n/a", _verdict_gain(c, 4.53))
@@ -696,12 +707,8 @@ def breakdown(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
 
 
 def _seeds(rows: list[dict[str, Any]]) -> str:
-    n = sorted(
-        {
-            sum(1 for r in rows if (r["mode"], r["block_size"]) == k)
-            for k in {(r["mode"], r["block_size"]) for r in rows}
-        }
-    )
+    """The number of seeds per (mode, T) cell: ``"6"``, or its range ``"4-6"``."""
+    n = sorted(set(Counter((r["mode"], r["block_size"]) for r in rows).values()))
     return str(n[0]) if len(n) == 1 else f"{n[0]}-{n[-1]}"
 
 
@@ -921,9 +928,7 @@ def write_report(
     qt_rows = load_sampler_training(qt_path)
     root = Path(root)
     out = Path(out) if out is not None else root
-    studies = sorted(p.parent.name for p in root.glob("*/runs") if p.is_dir())
-    data = {s: collect(root, s) for s in studies}
-    data = {s: r for s, r in data.items() if r}
+    data = _all_rows(root)
     if not data:
         raise FileNotFoundError(f"no finished runs under {str(root)!r}/<study>/runs")
     out.mkdir(parents=True, exist_ok=True)
@@ -965,7 +970,7 @@ def write_report(
     lines = ["# The paper's findings against our runs", ""]
     if main:
         lines += ["| # | paper | ours (95 % CI, seeds) | verdict | why |", "| --- | --- | --- | --- | --- |"]
-        for f in _findings(root, qt_path, qt_rows):
+        for f in _findings(root, data, qt_path, qt_rows):
             lines.append(f"| {f['n']} | {f['paper']} | {f['ours']} | **{f['verdict']}** | {f['why']} |")
         lines += ["", "Verdict rules:", "", *(_rules()), ""]
     else:
