@@ -19,20 +19,26 @@ import os
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from plan import LRS, STUDIES  # noqa: E402
+from run import SHARED_DATA as DATA  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 SWEEP = ROOT / "results" / "claims" / "shakespeare" / "sweep"
-DATA = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
+#: the sweep's block size and the rate it picked for the probed modes
+T = STUDIES["shakespeare"].sweep.block_size
+PICKED = max(LRS)
 
 
 def train_probe(mode: str, seed: int, lr: float, runs: Path) -> float:
-    """Final validation loss of the sweep run ``(mode, T = 12, seed)`` trained again at ``lr``."""
+    """Final validation loss of the sweep run ``(mode, T, seed)`` at the picked rate, trained again at ``lr``."""
     from hybrid_attention.apps.train import TrainConfig, train
 
-    out = runs / f"{mode}_T12_lr{lr:g}_s{seed}"
+    out = runs / f"{mode}_T{T}_lr{lr:g}_s{seed}"
     done = out / "metrics.json"
     if done.is_file() and json.loads(done.read_text()).get("finished"):
         return float(json.loads(done.read_text())["val_loss"])
-    src = SWEEP / f"{mode}_T12_lr0.01_s{seed}" / "config.json"
+    src = SWEEP / f"{mode}_T{T}_lr{PICKED:g}_s{seed}" / "config.json"
     if not src.is_file():
         raise FileNotFoundError(f"no sweep run {src.parent}: run experiments/claims/run.py --plan main first")
     run = json.loads(src.read_text())["run"]
@@ -43,7 +49,7 @@ def train_probe(mode: str, seed: int, lr: float, runs: Path) -> float:
 
 
 def sweep_loss(mode: str, seed: int, lr: float) -> float | None:
-    m = SWEEP / f"{mode}_T12_lr{lr:g}_s{seed}" / "metrics.json"
+    m = SWEEP / f"{mode}_T{T}_lr{lr:g}_s{seed}" / "metrics.json"
     return float(json.loads(m.read_text())["val_loss"]) if m.is_file() else None
 
 
@@ -57,16 +63,16 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not os.environ.get("HYBRID_ATTENTION_DATA") and DATA.is_file():
         os.environ["HYBRID_ATTENTION_DATA"] = str(DATA)
-    rates = (1e-3, 3e-3, 1e-2, args.lr)
+    rates = (*LRS, args.lr)
     lines = [
-        "# Learning rate beyond the sweep's grid (Tiny Shakespeare, T = 12)",
+        f"# Learning rate beyond the sweep's grid (Tiny Shakespeare, T = {T})",
         "",
         "Command: `python experiments/claims/lr_edge_probe.py"
         + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
         + "`",
         "",
         f"Final validation loss of the sweep runs (seeds {', '.join(map(str, args.seeds))}) and of the same runs at "
-        f"lr = {args.lr:g} (every other setting copied). The plan's sweep picked 1e-2 for these modes.",
+        f"lr = {args.lr:g} (every other setting copied). The plan's sweep picked {PICKED:g} for these modes.",
         "",
         "| mode | seed | " + " | ".join(f"lr {r:g}" for r in rates) + " |",
         "| --- | --- |" + " --- |" * len(rates),
