@@ -2,9 +2,10 @@
 
 A :class:`Study` is a grid (modes x block sizes x seeds) of :func:`hybrid_attention.apps.train.train` runs sharing one
 base :class:`~hybrid_attention.apps.train.TrainConfig`. With a :class:`LRSweep`, every mode first trains at each
-candidate learning rate on the sweep's block size and seeds (seeds kept apart from the main seeds, so that choosing the
-rate does not bias the reported runs); the main runs of a mode then use the rate with the lowest mean final validation
-loss (a diverged sweep run counts as infinitely bad). Every mode gets the same sweep budget.
+candidate learning rate on the sweep's block size (or on every block size of the study) and seeds (seeds kept apart
+from the main seeds, so that choosing the rate does not bias the reported runs); the main runs of a mode then use the
+rate with the lowest mean final validation loss (a diverged sweep run counts as infinitely bad). Every mode gets the
+same sweep budget; an extending sweep adds rates beyond an edge of its grid while the best rate sits on that edge.
 
 Directories (every run is an ordinary ``train`` run directory):
 
@@ -35,18 +36,53 @@ from hybrid_attention.apps.train import TrainConfig
 
 from .costs import FIELD_MODE, mode_label
 
-__all__ = ["LRSweep", "Study", "RunSpec", "plan_runs", "chosen_lr", "run_plan", "run_state", "estimate_seconds"]
+__all__ = [
+    "LRSweep",
+    "Study",
+    "RunSpec",
+    "plan_runs",
+    "chosen_lr",
+    "sweep_grid",
+    "lr_at_edge",
+    "run_plan",
+    "run_state",
+    "estimate_seconds",
+]
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class LRSweep:
-    """Candidate learning rates, tried per mode on ``block_size`` with ``seeds`` (full step budget)."""
+    """Candidate learning rates, tried per mode with ``seeds`` (full step budget).
+
+    Attributes:
+        lrs: the starting grid, ascending (at least 3 rates when ``extend``).
+        block_size: the one block size swept, whose rate every block size then uses; ``None``: a sweep at every
+            block size of the study, each block size using its own rate.
+        seeds: sweep seeds, kept apart from the reported seeds.
+        extend: when the best rate is at an edge of the grid, add the next rate beyond that edge (continuing the
+            grid's spacing: 1e-3, 3e-3, 1e-2 extends to 3e-4 below and 3e-2 above) and sweep it too, until the best
+            is interior or ``max_extend`` rates were added on that side; a rate chosen at an edge is then reported
+            as such (:func:`lr_at_edge`).
+        max_extend: rates that may be added per side.
+    """
 
     lrs: tuple[float, ...]
-    block_size: int
+    block_size: int | None
     seeds: tuple[int, ...] = (100, 101)
+    extend: bool = False
+    max_extend: int = 2
+
+    def __post_init__(self) -> None:
+        if list(self.lrs) != sorted(set(self.lrs)) or not self.lrs or min(self.lrs) <= 0:
+            raise ValueError(f"LRSweep.lrs must be distinct positive rates in ascending order, got {self.lrs!r}")
+        if self.extend and len(self.lrs) < 3:
+            raise ValueError(f"LRSweep(extend=True) needs at least 3 starting rates, got {self.lrs!r}")
+
+    def block_sizes(self, study_block_sizes: tuple[int, ...]) -> tuple[int, ...]:
+        """The block sizes swept for a study with ``study_block_sizes``."""
+        return study_block_sizes if self.block_size is None else (self.block_size,)
 
 
 @dataclass(frozen=True)
@@ -119,22 +155,67 @@ def _final_loss(d: Path) -> float:
     return float(json.loads((d / "metrics.json").read_text())["val_loss"])
 
 
-def chosen_lr(study: Study, mode: str, root: Path) -> float | None:
-    """The mode's learning rate: the sweep's best (lowest mean final validation loss over the sweep seeds; ties: the
-    smaller rate), ``None`` while any sweep run of the mode is unfinished; without a sweep the base rate."""
-    if study.sweep is None:
-        return float(study.base.get("lr", TrainConfig().lr))
+def _next_rate(a: float, b: float, c: float) -> float:
+    """The rate beyond ``c`` continuing the spacing of ``a, b, c`` (``b / a`` repeats: 1e-3, 3e-3, 1e-2 -> 3e-2)."""
+    return float(f"{c * b / a:.3g}")
+
+
+def _mean_losses(study: Study, mode: str, T: int, lrs: Iterable[float], root: Path) -> dict[float, float] | None:
+    """Mean final validation loss over the sweep seeds per rate; ``None`` while any of those runs is unfinished."""
     sw = study.sweep
-    scores = []
-    for lr in sw.lrs:
+    scores = {}
+    for lr in lrs:
         losses = []
         for seed in sw.seeds:
-            d = root / study.name / "sweep" / _name(mode, sw.block_size, lr, seed)
+            d = root / study.name / "sweep" / _name(mode, T, lr, seed)
             if run_state(d) not in ("finished", "diverged"):
                 return None
             losses.append(_final_loss(d))
-        scores.append((sum(losses) / len(losses), lr))
-    return min(scores)[1]
+        scores[lr] = sum(losses) / len(losses)
+    return scores
+
+
+def sweep_grid(study: Study, mode: str, T: int, root: str | Path) -> tuple[tuple[float, ...], float | None]:
+    """The rates of a mode's sweep at block size ``T`` so far, and the chosen rate (``None`` until it is known).
+
+    Without ``extend`` the grid is fixed. With it, the grid grows by one rate beyond an edge whenever the finished
+    sweep's best rate sits on that edge (at most ``max_extend`` per side): the rates returned are those to run now.
+    Ties go to the smaller rate; a diverged run counts as infinitely bad.
+    """
+    sw, root = study.sweep, Path(root)
+    grid = list(sw.lrs)
+    while True:
+        scores = _mean_losses(study, mode, T, grid, root)
+        if scores is None:
+            return tuple(grid), None
+        best = min(grid, key=lambda lr: (scores[lr], lr))
+        added_low = sum(lr < sw.lrs[0] for lr in grid)
+        added_high = sum(lr > sw.lrs[-1] for lr in grid)
+        if sw.extend and best == grid[0] and added_low < sw.max_extend:
+            grid.insert(0, _next_rate(grid[2], grid[1], grid[0]))
+        elif sw.extend and best == grid[-1] and added_high < sw.max_extend:
+            grid.append(_next_rate(grid[-3], grid[-2], grid[-1]))
+        else:
+            return tuple(grid), best
+
+
+def chosen_lr(study: Study, mode: str, root: Path, T: int | None = None) -> float | None:
+    """The mode's learning rate at block size ``T`` (any ``T`` when the sweep has one block size): the sweep's best
+    (lowest mean final validation loss over the sweep seeds; ties: the smaller rate; see :func:`sweep_grid`),
+    ``None`` while any sweep run it needs is unfinished; without a sweep the base rate."""
+    if study.sweep is None:
+        return float(study.base.get("lr", TrainConfig().lr))
+    if study.sweep.block_size is not None:
+        T = study.sweep.block_size
+    elif T is None:
+        raise ValueError(f"study {study.name!r} sweeps every block size: chosen_lr needs T")
+    return sweep_grid(study, mode, T, root)[1]
+
+
+def lr_at_edge(study: Study, mode: str, T: int, root: str | Path) -> bool:
+    """Whether the chosen rate lies on an edge of the swept grid (the optimum may lie beyond it)."""
+    grid, best = sweep_grid(study, mode, T, root) if study.sweep else ((), None)
+    return best is not None and best in (grid[0], grid[-1])
 
 
 def plan_runs(studies: Iterable[Study], root: str | Path) -> tuple[list[RunSpec], int]:
@@ -144,21 +225,29 @@ def plan_runs(studies: Iterable[Study], root: str | Path) -> tuple[list[RunSpec]
     root = Path(root)
     sweeps, mains, waiting = [], [], 0
     for st in studies:
+        lrs = {}
         if st.sweep is not None:
+            grids = {}
+            for T in st.sweep.block_sizes(st.block_sizes):
+                for mode in st.modes:
+                    grids[mode, T], lrs[mode, T] = sweep_grid(st, mode, T, root)
             for seed in st.sweep.seeds:
-                for lr in st.sweep.lrs:
-                    for mode in st.modes:
-                        out = root / st.name / "sweep" / _name(mode, st.sweep.block_size, lr, seed)
-                        sweeps.append(RunSpec(st.name, "sweep", st.config(mode, st.sweep.block_size, seed, lr, out)))
-        lrs = {mode: chosen_lr(st, mode, root) for mode in st.modes}
+                for (mode, T), grid in grids.items():
+                    for lr in grid:
+                        out = root / st.name / "sweep" / _name(mode, T, lr, seed)
+                        sweeps.append(RunSpec(st.name, "sweep", st.config(mode, T, seed, lr, out)))
         for seed in st.seeds:
             for T in st.block_sizes:
                 for mode in st.modes:
-                    if lrs[mode] is None:
+                    if st.sweep is None:
+                        lr = chosen_lr(st, mode, root)
+                    else:
+                        lr = lrs[mode, st.sweep.block_size or T]
+                    if lr is None:
                         waiting += 1
                         continue
-                    out = root / st.name / "runs" / _name(mode, T, lrs[mode], seed)
-                    mains.append(RunSpec(st.name, "main", st.config(mode, T, seed, lrs[mode], out)))
+                    out = root / st.name / "runs" / _name(mode, T, lr, seed)
+                    mains.append(RunSpec(st.name, "main", st.config(mode, T, seed, lr, out)))
     return sweeps + mains, waiting
 
 

@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         for (mode, T), cfg in tqdm(cfgs.items(), desc=name):
             ms, ev = measure(cfg, args.steps)
             run_s = ms * cfg.steps / 1000 + ev * cfg.steps / cfg.eval_interval
-            n = len(study.seeds) + (n_sweep if study.sweep and T == study.sweep.block_size else 0)
+            n = len(study.seeds) + (n_sweep if study.sweep and T in study.sweep.block_sizes(study.block_sizes) else 0)
             total += n * run_s
             lines.append(f"| {name} | {mode} | {T} | {ms:.0f} | {ev:.2f} | {n} | {run_s / 60:.1f} |")
         totals[name] = total

@@ -254,6 +254,47 @@ def test_plan_waits_for_the_sweep_then_takes_each_modes_best_rate(tmp_path):
     assert rn.estimate_seconds(field, {("j+field", 4, True): 20.0, ("hj", 4, True): 10.0}) == pytest.approx(0.08)
 
 
+def _finish(runs, loss):
+    """Mark sweep runs finished with ``loss(mode, T, lr)`` as their final validation loss (``None``: diverged)."""
+    for r in runs:
+        if r.kind != "sweep" or r.out.is_dir():
+            continue
+        v = loss(r.config.attention, r.config.block_size, r.config.lr)
+        r.out.mkdir(parents=True)
+        m = {"finished": True, "val_loss": v} if v is not None else {"finished": False, "diverged": {"step": 1}}
+        (r.out / "metrics.json").write_text(json.dumps(m))
+
+
+def test_per_block_size_sweep_extends_past_an_edge_until_the_best_rate_is_interior(tmp_path):
+    base = {"task": "brackets", "steps": 4, "eval_interval": 2, "eval_size": 8, **TINY}
+    base.pop("progress")
+    sweep = rn.LRSweep((1e-3, 3e-3, 1e-2), None, (100,), extend=True, max_extend=2)
+    study = rn.Study("s", base, ("softmax", "hj"), (4, 6), (0, 1), sweep)
+    # softmax: optimum 3e-3 at both T (interior at once); hj: loss falls with the rate up to 3e-2 at T = 4,
+    # and keeps falling at T = 6 (the cap stops the extension at 1e-1, chosen on the edge)
+    optimum = {("softmax", 4): 3e-3, ("softmax", 6): 3e-3, ("hj", 4): 3e-2, ("hj", 6): 1.0}
+    loss = lambda mode, T, lr: abs(math.log(lr / optimum[mode, T]))  # noqa: E731
+    for _ in range(4):
+        runs, waiting = rn.plan_runs([study], tmp_path)
+        _finish(runs, loss)
+    runs, waiting = rn.plan_runs([study], tmp_path)
+    assert waiting == 0
+    grid = {(m, T): rn.sweep_grid(study, m, T, tmp_path) for m in study.modes for T in study.block_sizes}
+    assert grid["softmax", 4] == ((1e-3, 3e-3, 1e-2), 3e-3)
+    assert grid["hj", 4] == ((1e-3, 3e-3, 1e-2, 3e-2, 1e-1), 3e-2)
+    assert grid["hj", 6] == ((1e-3, 3e-3, 1e-2, 3e-2, 1e-1), 1e-1)
+    assert not rn.lr_at_edge(study, "hj", 4, tmp_path) and rn.lr_at_edge(study, "hj", 6, tmp_path)
+    mains = {(r.config.attention, r.config.block_size, r.config.lr) for r in runs if r.kind == "main"}
+    assert mains == {("softmax", 4, 3e-3), ("softmax", 6, 3e-3), ("hj", 4, 3e-2), ("hj", 6, 1e-1)}
+    assert rn.chosen_lr(study, "hj", tmp_path, 4) == 3e-2
+    with pytest.raises(ValueError, match="needs T"):
+        rn.chosen_lr(study, "hj", tmp_path)
+    with pytest.raises(ValueError, match="at least 3"):
+        rn.LRSweep((1e-3, 1e-2), None, extend=True)
+    with pytest.raises(ValueError, match="ascending"):
+        rn.LRSweep((1e-2, 1e-3), 4)
+
+
 @pytest.mark.slow  # two spawned workers each import torch: about 15 s on an idle machine
 def test_run_plan_two_workers_resumable(tmp_path):
     study = _study(sweep=False, seeds=(0,))
