@@ -46,6 +46,8 @@ logger = logging.getLogger(__name__)
 class _ChainSampler(Sampler):
     """Shared machinery: chunking over problems, seeds, reads/chains bookkeeping, SampleSet assembly."""
 
+    capabilities = SamplerCapabilities(pad_with_mask=True)
+
     def __init__(
         self,
         *,
@@ -65,10 +67,6 @@ class _ChainSampler(Sampler):
         if kernel == "compiled" and not numba_available():
             raise ImportError("kernel='compiled' needs numba: pip install numba (or use kernel='torch')")
         self.kernel = ("compiled" if numba_available() else "torch") if kernel == "auto" else kernel
-
-    @property
-    def capabilities(self) -> SamplerCapabilities:
-        return SamplerCapabilities(pad_with_mask=True)
 
     @property
     def properties(self) -> dict[str, Any]:

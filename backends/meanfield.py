@@ -158,6 +158,7 @@ class MeanFieldSampler(Sampler):
     """
 
     name = "meanfield"
+    capabilities = SamplerCapabilities(differentiable=True, pad_with_mask=True, approximate=True)
     parameters: dict[str, str] = {}
 
     def __init__(
@@ -184,10 +185,6 @@ class MeanFieldSampler(Sampler):
         self.max_iter = check_positive_int(max_iter, "max_iter")
         self.default_num_reads = check_positive_int(num_reads, "num_reads")
         self.last_info: dict[str, Any] = {}
-
-    @property
-    def capabilities(self) -> SamplerCapabilities:
-        return SamplerCapabilities(differentiable=True, pad_with_mask=True)
 
     @property
     def properties(self) -> dict[str, Any]:
