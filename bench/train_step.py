@@ -26,7 +26,13 @@ def make_step(mode: str, T: int, args: argparse.Namespace, sampling: Sampling | 
     marginals come through it (every step with its seed)."""
     torch.manual_seed(0)
     cfg = TransformerConfig(
-        vocab_size=65, block_size=T, n_embd=args.n_embd, n_head=args.n_head, n_layer=args.n_layer, attention=mode
+        vocab_size=65,
+        block_size=T,
+        n_embd=args.n_embd,
+        n_head=args.n_head,
+        n_layer=args.n_layer,
+        attention=mode,
+        exact=sampling is None,
     )
     model = Transformer(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)

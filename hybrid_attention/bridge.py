@@ -61,6 +61,7 @@ import numpy as np
 import torch
 
 from . import checks
+from .grouping import Grouped
 from .ising import IsingProblem
 from .kernels import plan_groups
 from .sampling import Sampling, as_sampling
@@ -82,9 +83,15 @@ def _effective(sampler: Any, beta: torch.Tensor) -> tuple[torch.Tensor, torch.Te
 class SampledMarginals(torch.autograd.Function):
     """Marginals from a sampler's reads; backward by the covariance identities (module docstring).
 
-    ``forward(h (N, n), J (N, n, n), beta (N,), mask (N, n) bool or None, sampling, seed, chain)``, ``chain``:
-    ``(states, index)`` of persistent chains (the reads start from ``states[index]``, ``(N..., chains, n)``, and
-    their final states are written back) or ``None``.
+    Works on problems grouped by coupling matrix (:class:`~hybrid_attention.grouping.Grouped`): ``forward(h (G, R,
+    n), J (G, n, n), beta (G, R), problem, grouping, sampling, seed, chain)`` with ``problem`` the detached problem
+    the sampler sees, ``grouping`` its :class:`~hybrid_attention.grouping.Grouped` layout (masked spins held at 0),
+    and ``chain`` the ``(states, index)`` of persistent chains (the reads start from ``states[index]``, ``(*batch,
+    chains, n)``, and their final states are written back) or ``None``. Returns ``(G, R, n)``.
+
+    Every product with a shared ``J`` is one matrix product over all of its problems and reads, and no per-problem
+    ``(n, n)`` covariance is formed: the field gradient is a covariance times a vector, computed as sums over reads,
+    and the coupling gradient of a group is one ``(n, reads) x (reads, n)`` product.
 
     With ``sampling.estimator == "conditional"`` the forward averages the
     conditional means ``phi_j = tanh(beta_h h_j + beta_J sum_k J_jk s_k) = E[s_j | s_-j]`` over the reads instead of
@@ -100,79 +107,89 @@ class SampledMarginals(torch.autograd.Function):
         h: torch.Tensor,
         J: torch.Tensor,
         beta: torch.Tensor,
-        mask: Any,
+        problem: IsingProblem,
+        grouping: Grouped,
         sampling: Sampling,
         seed: Any,
         chain: Any,
     ) -> torch.Tensor:
-        problem = IsingProblem._derived(h.detach(), J.detach(), beta.detach(), mask)  # parts of a validated problem
         ss = _draw(sampling, problem, seed, chain)
-        s = torch.from_numpy(ss.spins.astype(np.float64)).to(h.dtype)  # (N, R, n)
+        G, R, n = h.shape
+        s = grouping.group(torch.from_numpy(ss.spins)).to(h.dtype)  # (G, R, reads, n)
+        mask = grouping.mask
         if mask is not None:
-            s = s * mask[:, None, :].to(h.dtype)
-        w = torch.from_numpy(ss.weights).to(h.dtype)  # (N, R)
+            s = s * mask[:, :, None, :]
+        w = grouping.group(torch.from_numpy(ss.weights)[..., None])[..., 0].to(h.dtype)  # (G, R, reads)
         # reads drawn at random: the mean-centred covariances get the finite-sample (Bessel) correction over the
-        # number of reads R (frequency weights count R shots); exact output probabilities need none
-        R = int(ss.info.get("num_reads") or s.shape[-2])
-        ctx.reads = None if ss.exact or R < 2 else R
-        ctx.betas = bh, bJ = _effective(sampling.sampler, beta)  # the reads' inverse temperatures (h, J)
+        # number of reads K (frequency weights count K shots); exact output probabilities need none
+        K = int(ss.info.get("num_reads") or s.shape[-2])
+        ctx.reads = None if ss.exact or K < 2 else K
+        ctx.betas = bh, bJ = _effective(sampling.sampler, beta)  # the reads' inverse temperatures (h, J): (G, R)
         ctx.conditional = sampling.estimator == "conditional"
-        if ctx.conditional:  # phi_j = E[s_j | s_-j] at each read (J has a zero diagonal)
-            field = bh.reshape(-1, 1, 1) * h[:, None, :] + bJ.reshape(-1, 1, 1) * torch.einsum("nrk,njk->nrj", s, J)
-            phi = torch.tanh(field)
+        if ctx.conditional:  # phi_j = E[s_j | s_-j] at each read (J symmetric with a zero diagonal)
+            local = torch.bmm(s.reshape(G, -1, n), J).reshape(s.shape)  # sum_k J_jk s_k, one product per group
+            phi = torch.tanh(bh[..., None, None] * h[:, :, None, :] + bJ[..., None, None] * local)
             if mask is not None:
-                phi = phi * mask[:, None, :].to(h.dtype)
-            m = torch.einsum("nr,nrj->nj", w, phi)
-            ctx.save_for_backward(s, w, m, h, J, beta, phi, None if mask is None else mask.to(h.dtype))
+                phi = phi * mask[:, :, None, :]
+            m = torch.einsum("grk,grkj->grj", w, phi)
+            ctx.save_for_backward(s, w, m, h, J, beta, phi)
         else:
-            m = torch.einsum("nr,nrj->nj", w, s)
+            m = torch.einsum("grk,grkj->grj", w, s)
             ctx.save_for_backward(s, w, m, h, J, beta)
+        ctx.mask = mask
         return m
 
     @staticmethod
     def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
         s, w, m, h, J, beta = ctx.saved_tensors[:6]
         bh, bJ = ctx.betas
-        u = torch.einsum("nj,nrj->nr", g, s)  # (N, R)
-        Eu = (w * u).sum(-1)  # (N,)
-        wu = w * (u - Eu[:, None])  # centred, weighted
+        G, R, K, n = s.shape
+        bessel = 1.0 if ctx.reads is None else ctx.reads / (ctx.reads - 1.0)  # E[sample covariance] = (K-1)/K cov
+        u = torch.einsum("grj,grkj->grk", g, s)  # (G, R, reads)
+        wu = w * (u - (w * u).sum(-1, keepdim=True)) * bessel  # centred, weighted
         gh = gJ = gb = None
-        R = ctx.reads
-        if R is not None:  # E[sample covariance] = (R - 1) / R covariance
-            wu = wu * (R / (R - 1.0))
         if ctx.needs_input_grad[0] and ctx.conditional:
-            phi, mk = ctx.saved_tensors[6:]
-            # Cov(s_i, s_j) = Cov(s_i, phi_j) for i != j (s_i is a function of s_-j), estimated as the sample
-            # covariance of the reads' s_i and phi_j, each centred on its own mean (Bessel-corrected: unbiased).
-            # Centring phi_j on its mean instead of subtracting m_i m_j removes the noise of the spin average of s_i:
-            # at J = 0 phi_j is the same at every read and the estimate is exactly 0, as is the true covariance.
-            s_c = s - torch.einsum("nr,nrj->nj", w, s)[:, None, :]
-            X = torch.einsum("nr,nri,nrj->nij", w, s_c, phi - m[:, None, :])  # Cov(s_i, phi_j)
-            if R is not None:
-                X = X * (R / (R - 1.0))
-            mm2 = m * m
-            if R is not None:  # m_j^2 without the reads' own products (a U-statistic: unbiased)
-                mm2 = (R * mm2 - torch.einsum("nr,nrj->nj", w, phi * phi)) / (R - 1.0)
-            var = 1.0 - mm2  # Var(s_j) = 1 - m_j^2
-            if mk is not None:
-                var = var * mk
-            C = 0.5 * (X + X.transpose(-1, -2))
-            C = C - torch.diag_embed(torch.diagonal(C, dim1=-2, dim2=-1)) + torch.diag_embed(var)
-            gh = bh.reshape(-1, 1) * torch.einsum("nij,nj->ni", C, g)
+            gh = bh[..., None] * _conditional_field_gradient(s, w, m, ctx.saved_tensors[6], g, ctx.mask, ctx.reads)
         elif ctx.needs_input_grad[0]:
-            gh = bh[:, None] * torch.einsum("nr,nrj->nj", wu, s)
-        cov_ss = None
-        if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
-            cov_ss = torch.einsum("nr,nrk,nrl->nkl", wu, s, s)
-            cov_ss = cov_ss - torch.diag_embed(torch.diagonal(cov_ss, dim1=-2, dim2=-1))
-        if ctx.needs_input_grad[1]:
-            gJ = 0.5 * bJ[:, None, None] * cov_ss
+            gh = bh[..., None] * torch.einsum("grk,grkj->grj", wu, s)
+        if ctx.needs_input_grad[1]:  # sum over a group's problems and reads of beta_J wu s_k s_l / 2 (k != l)
+            sw = (s * (bJ[..., None] * wu)[..., None]).reshape(G, -1, n)
+            gJ = 0.5 * torch.bmm(sw.transpose(1, 2), s.reshape(G, -1, n))
+            gJ = gJ - torch.diag_embed(torch.diagonal(gJ, dim1=-2, dim2=-1))
         if ctx.needs_input_grad[2]:
             # d<s>/dbeta with p ∝ exp(-beta e), e = (bh E_h + bJ E_J) / beta: -(Cov(u, e))
-            cov_h = (torch.einsum("nr,nrj->nj", wu, s) * h).sum(-1)  # Cov(u, h.s) = -Cov(u, E_h)
-            cov_J = 0.5 * (cov_ss * J).sum((-2, -1))  # Cov(u, sum_{k<l} J s s) = -Cov(u, E_J)
+            cov_h = (torch.einsum("grk,grkj->grj", wu, s) * h).sum(-1)  # Cov(u, h.s) = -Cov(u, E_h)
+            sJs = (torch.bmm(s.reshape(G, -1, n), J).reshape(s.shape) * s).sum(-1)  # 2 sum_{k<l} J_kl s_k s_l
+            cov_J = 0.5 * (wu * sJs).sum(-1)  # Cov(u, sum_{k<l} J s s) = -Cov(u, E_J)
             gb = (bh * cov_h + bJ * cov_J) / beta
-        return gh, gJ, gb, None, None, None, None
+        return gh, gJ, gb, None, None, None, None, None
+
+
+def _conditional_field_gradient(
+    s: torch.Tensor, w: torch.Tensor, m: torch.Tensor, phi: torch.Tensor, g: torch.Tensor, mask: Any, reads: Any
+) -> torch.Tensor:
+    """``C g`` per problem, ``(G, R, n)``, for the conditional estimator's covariance ``C`` (``SampledMarginals``):
+    ``C_ij = (X_ij + X_ji) / 2`` off the diagonal with ``X_ij = Cov(s_i, phi_j)`` (the reads' sample covariance, each
+    centred on its own mean: Bessel-corrected, unbiased), ``C_jj = 1 - m_j^2``. Computed as sums over reads,
+    without forming ``C``: ``(X g)_i = sum_r w_r sc_ri (d_r . g)``, ``(X^T g)_i = sum_r w_r d_ri (sc_r . g)``.
+
+    ``Cov(s_i, s_j) = Cov(s_i, phi_j)`` for ``i != j`` (``s_i`` is a function of ``s_-j``); centring ``phi_j`` on its
+    mean instead of subtracting ``m_i m_j`` removes the noise of the spin average of ``s_i``: at ``J = 0`` ``phi_j``
+    is the same at every read and the estimate is exactly 0, as is the true covariance.
+    """
+    bessel = 1.0 if reads is None else reads / (reads - 1.0)
+    sc = s - torch.einsum("grk,grkj->grj", w, s)[:, :, None, :]  # reads centred on their mean
+    d = phi - m[:, :, None, :]
+    Xg = torch.einsum("grk,grki->gri", w * torch.einsum("grkj,grj->grk", d, g), sc)
+    XTg = torch.einsum("grk,grki->gri", w * torch.einsum("grkj,grj->grk", sc, g), d)
+    Xdiag = torch.einsum("grk,grki->gri", w, sc * d)
+    mm2 = m * m
+    if reads is not None:  # m_j^2 without the reads' own products (a U-statistic: unbiased)
+        mm2 = (reads * mm2 - torch.einsum("grk,grkj->grj", w, phi * phi)) / (reads - 1.0)
+    var = 1.0 - mm2  # Var(s_j) = 1 - m_j^2
+    if mask is not None:
+        var = var * mask
+    return bessel * (0.5 * (Xg + XTg) - Xdiag * g) + var * g
 
 
 def _draw(sampling: Sampling, problem: IsingProblem, seed: Any, chain: Any) -> Any:
@@ -186,19 +203,6 @@ def _draw(sampling: Sampling, problem: IsingProblem, seed: Any, chain: Any) -> A
     ss = sampling.sampler.sample(problem, num_reads=sampling.num_reads, seed=seed, initial_state=init.numpy())
     states[index] = torch.from_numpy(np.ascontiguousarray(ss.info["final_state"])).reshape(view.shape)
     return ss
-
-
-def _as_problem_parts(problem: IsingProblem) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any]:
-    flat = problem.flatten()
-    N, n = flat.h.shape
-    h, J = flat.dropped()
-    J = J.expand(N, n, n)
-    beta = (
-        flat.beta_tensor()
-        if isinstance(flat.beta, torch.Tensor)
-        else torch.full((N,), float(flat.beta), dtype=flat.dtype)
-    )
-    return h, J, beta, flat.mask
 
 
 def differentiable_marginals(
@@ -234,9 +238,9 @@ def _marginals(problem: IsingProblem, sampling: Sampling, seed: Any, chain: Any)
         return _zeros_on_graph((*problem.batch_shape, problem.n), problem.h, problem.J, problem.beta)
     if sampling.readout == "exact":
         return sampling.sampler.differentiable_marginals(problem).to(problem.dtype)
-    h, J, beta, mask = _as_problem_parts(problem)
-    m = SampledMarginals.apply(h, J, beta.to(h.dtype), mask, sampling, seed, chain)
-    return m.reshape(*problem.batch_shape, problem.n)
+    gp = Grouped(problem)  # differentiable views: h (G, R, n) with masked spins at 0, J (G, n, n), beta (G, R)
+    m = SampledMarginals.apply(gp.h, gp.J, gp.beta, problem.detach(), gp, sampling, seed, chain)
+    return gp.ungroup(m)
 
 
 def _zeros_on_graph(shape: tuple[int, ...], *tensors: Any) -> torch.Tensor:
@@ -339,9 +343,8 @@ def _causal_marginals(
     every = slice(None)
     if not causal or pad_with_mask:
         mask = tril.expand(B, H, T, T) if causal else None
-        prob = IsingProblem._derived(
-            h, J[None, :, None].expand(B, H, Tq, T, T), _scalar_if_single(b[None, :, None].expand(B, H, Tq)), mask
-        )
+        # J broadcasts over the batch and the queries (not expanded: its gradient is never materialised per query)
+        prob = IsingProblem._derived(h, J[None, :, None], _scalar_if_single(b[None, :, None].expand(B, H, Tq)), mask)
         return _marginals(prob, sampling, checks.spawn_seeds(sampling.seed, 1, keep_none=True)[0], chain(()))
     overhead = caps.per_call_overhead
     groups = [(n, n) for n in range(1, T + 1)] if overhead is None else plan_groups(T, B * H, float(overhead))

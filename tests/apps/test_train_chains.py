@@ -139,7 +139,7 @@ def test_conditional_estimator_is_built_recorded_and_carried_by_the_chains(tmp_p
 @pytest.mark.parametrize(
     "changes, match",
     [
-        ({"sampler": "gibbs"}, "needs a Markov-chain sampler"),
+        ({"sampler": "anneal"}, "needs a Markov-chain sampler"),
         ({"sampler": "exact"}, "needs a Markov-chain sampler"),
         ({"shots": 2}, "needs --shots >= 4"),
         ({"sampler_options": {"num_chains": 8}}, "contradicts it"),

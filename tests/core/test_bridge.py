@@ -11,7 +11,7 @@ import torch
 
 from hybrid_attention import IsingProblem, exact, kernels
 from hybrid_attention.backends import get_sampler
-from hybrid_attention.bridge import SampledMarginals, attention_marginals, differentiable_marginals
+from hybrid_attention.bridge import attention_marginals, differentiable_marginals
 from hybrid_attention.sampling import PersistentChains, Sampling
 
 
@@ -59,7 +59,7 @@ def test_sampled_marginals_gradcheck():
     off = 1.0 - torch.eye(4, dtype=torch.float64)
 
     def f(h, J, beta):  # symmetrise inside so finite differences stay symmetric with a zero diagonal
-        return SampledMarginals.apply(h, 0.5 * (J + J.transpose(-1, -2)) * off, beta, None, reads, None, None)
+        return differentiable_marginals(IsingProblem(h, 0.5 * (J + J.transpose(-1, -2)) * off, beta=beta), reads)
 
     assert torch.autograd.gradcheck(f, (h, J, beta), atol=1e-7)
 

@@ -57,7 +57,8 @@ def test_the_value_resolves_its_readout_and_is_frozen():
         ({"estimator": "mean"}, ValueError, "unknown estimator 'mean'"),
         ({"readout": "exact"}, ValueError, "gives reads only"),
         ({"chains": 4}, TypeError, "chains must be a PersistentChains"),
-        ({"chains": PersistentChains(4)}, ValueError, "Markov-chain sampler"),
+        ({"sampler": get_sampler("anneal"), "chains": PersistentChains(4)}, ValueError, "Markov-chain sampler"),
+        ({"chains": PersistentChains(4), "num_reads": 2}, ValueError, "below the 4 persistent chains"),
     ],
 )
 def test_bad_values_are_refused_when_the_value_is_built(kwargs, exc, words):
