@@ -7,6 +7,9 @@ Plans:
 
 * ``engine_pilot``: the models the engine validation checks at T = 32 and 64 (hj trained with naive mean field,
   2 seeds per task, 2000 steps, lr 3e-3; the protocol's "models trained with candidate (1)");
+* ``exact_reference``: the exact-trained hj models it checks at T = 12, 16, 20 (Tiny Shakespeare and the claims
+  study's harder bracket variant, seed 0, the claims study's settings; its runs keep no checkpoints in git, so the
+  validation trains its own);
 * ``main``: the full design at T = 32 and 64 (every task; softmax, h, bias and hj on the study engine, 10 seeds,
   learning rate swept per mode and T). Its hj engine is set once the validation has chosen it (``ENGINE``).
 """
@@ -31,7 +34,21 @@ MEANFIELD = {"sampler": "meanfield"}
 #: the hj engine of the main study: None until the engine validation has chosen one (PROTOCOL.md)
 ENGINE: dict | None = None
 
+#: the claims study's harder bracket variant (no depth split), for the exact-trained reference models
+CLAIMS_BRACKETS = {"task": "brackets", "bracket_types": 2, "filler": 0.2, "disjoint": True}
+
 STUDIES = {
+    **{
+        f"exact_{name}": Study(
+            f"exact_{name}",
+            {**COMMON, **task, "steps": 2000, "lr": 3e-3, "patience": 5},
+            ("hj",),
+            (12, 16, 20),
+            (0,),
+            label=f"engine validation: hj trained exactly, {name}",
+        )
+        for name, task in (("shakespeare", TASKS["shakespeare"]), ("brackets", CLAIMS_BRACKETS))
+    },
     **{
         f"pilot_{name}": Study(
             f"pilot_{name}",
@@ -61,6 +78,9 @@ if ENGINE is not None:
     )
 
 #: plans: the studies each runs, in order
-PLANS = {"engine_pilot": tuple(f"pilot_{name}" for name in TASKS)}
+PLANS = {
+    "engine_pilot": tuple(f"pilot_{name}" for name in TASKS),
+    "exact_reference": ("exact_shakespeare", "exact_brackets"),
+}
 if ENGINE is not None:
     PLANS["main"] = tuple(TASKS)
