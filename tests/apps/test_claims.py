@@ -17,6 +17,8 @@ from hybrid_attention.apps import train as tr
 from hybrid_attention.apps.claims import report as rp
 from hybrid_attention.apps.claims import runner as rn
 from hybrid_attention.apps.claims import stats as st
+from hybrid_attention.apps.claims.costs import mode_label
+from hybrid_attention.apps.claims.report import render, rules, verdicts
 from hybrid_attention.tasks.brackets import BracketTask
 
 TINY = dict(n_embd=8, batch_size=8, warmup=2, progress=False)
@@ -215,12 +217,12 @@ def test_verdict_rules_inconclusive_and_smaller():
         r = st.paired_ci(d)
         return {"res": r, "p_holm": r.p}
 
-    v, why = rp._verdict_gain(cell([0.5, -0.4, 1.5, -1.0]), 1.08)
+    v, why = verdicts.verdict_gain(cell([0.5, -0.4, 1.5, -1.0]), 1.08)
     assert v == "inconclusive" and "seeds for 80 % power" in why
-    assert rp._verdict_gain(cell([0.30, 0.31, 0.29, 0.30]), 1.08)[0] == "reproduced in direction, smaller"
-    assert rp._verdict_gain(cell([-0.30, -0.31, -0.29, -0.30]), 1.08)[0] == "refuted"
-    assert rp._verdict_comparable(cell([0.1, -0.1, 0.2, 0.0, 0.05]))[0] == "reproduced"
-    assert rp._verdict_comparable(cell([2.0, 2.1, 1.9]))[0] == "refuted"
+    assert verdicts.verdict_gain(cell([0.30, 0.31, 0.29, 0.30]), 1.08)[0] == "reproduced in direction, smaller"
+    assert verdicts.verdict_gain(cell([-0.30, -0.31, -0.29, -0.30]), 1.08)[0] == "refuted"
+    assert verdicts.verdict_comparable(cell([0.1, -0.1, 0.2, 0.0, 0.05]))[0] == "reproduced"
+    assert verdicts.verdict_comparable(cell([2.0, 2.1, 1.9]))[0] == "refuted"
 
 
 # ---------------------------------------------------------------------- plan runner
@@ -249,7 +251,7 @@ def test_plan_waits_for_the_sweep_then_takes_each_modes_best_rate(tmp_path):
     assert rn.estimate_seconds(mains[0], {(mains[0].config.attention, 4, True): 10.0}) == pytest.approx(0.04)
     # J-only with a field is costed apart from uniform J-only, and like hj until it has been measured
     field = dataclasses.replace(mains[0], config=dataclasses.replace(mains[0].config, attention="j", j_field=0.5))
-    assert rp.mode_label(field.config) == "j+field" and rp.mode_label({"attention": "j", "j_field": 0.0}) == "j"
+    assert mode_label(field.config) == "j+field" and mode_label({"attention": "j", "j_field": 0.0}) == "j"
     assert rn.estimate_seconds(field, {("j", 4, True): 1.0, ("hj", 4, True): 10.0}) == pytest.approx(0.04)
     assert rn.estimate_seconds(field, {("j+field", 4, True): 20.0, ("hj", 4, True): 10.0}) == pytest.approx(0.08)
 
@@ -573,7 +575,7 @@ def test_the_committed_plan_is_valid(tmp_path):
             for T in study.block_sizes:
                 cfg = study.config(mode, T, study.seeds[0], 1e-3, tmp_path / "run")  # raises on an invalid run
                 assert cfg.threads == 1
-    field = {n: st for n, st in plan.STUDIES.items() if rp.FIELD_STUDY in n}
+    field = {n: st for n, st in plan.STUDIES.items() if rules.FIELD_STUDY in n}
     assert field and all(f.modes == ("j",) and f.base["j_field"] in plan.JFIELDS for f in field.values())
     assert {f.base["j_field"] for f in field.values()} == set(plan.JFIELDS)
 
@@ -592,5 +594,5 @@ def test_breakdown_by_distance_and_depth_on_planted_counts(tmp_path):
     assert b[("hj", "2-3")]["mean"] == pytest.approx(94.0) and b[("hj", "2-3")]["gain"].mean == pytest.approx(9.0)
     assert b[("hj", "8-15")]["gain"].mean == pytest.approx(30.0) and b[("hj", "8-15")]["n"] == 3
     assert rp.breakdown(rows, "by_depth") == []
-    md = rp._breakdown_markdown(rows)
+    md = render.breakdown_markdown(rows)
     assert "by match distance" in md and "| 16 | hj - softmax | 0.0 [" in md and "by nesting depth" not in md
