@@ -101,14 +101,16 @@ def test_seeds_needed_against_normal_approximation_and_simulation():
 
 # ---------------------------------------------------------------------- report on planted effects
 def _fake_run(root, study, mode, T, seed, metric, *, task, j0=None, J=None, lr=3e-3, ffn=True, j_field=0.0):
+    """A finished run directory as ``train`` writes it (``steps``: the step budget's key before ``max_steps``)."""
     d = root / study / "runs" / f"{mode}_T{T}_lr{lr:g}_s{seed}"
     d.mkdir(parents=True)
     key = "val_perplexity" if task == "shakespeare" else "val_accuracy"
-    m = {key: metric, "val_loss": 1.0, "finished": True, "step": 100, "elapsed_s": 2.0, "evals": []}
+    m = {key: metric, "val_loss": 1.0, "finished": True, "step": 100, "steps": 4000, "elapsed_s": 2.0, "evals": []}
     if j0 is not None:
         m[f"j0_{key}"] = j0
     (d / "metrics.json").write_text(json.dumps(m))
     cfg = {"attention": mode, "block_size": T, "seed": seed, "lr": lr, "task": task, "ffn": ffn, "j_field": j_field}
+    cfg["steps"] = 4000
     (d / "config.json").write_text(json.dumps({"run": cfg}))
     (d / "couplings.json").write_text(json.dumps({"J": [J]}))
 
@@ -210,6 +212,87 @@ def test_j_only_with_a_field_is_reported_beside_finding_4(tmp_path):
     # the field study's own runs make its budget table, not the reference runs
     budget = md.split("Training budget")[1]
     assert "| j+field |" in budget and "| softmax |" not in budget
+
+
+def _edit_metrics(root, study, run, edit):
+    p = root / study / "runs" / run / "metrics.json"
+    m = json.loads(p.read_text())
+    edit(m)
+    p.write_text(json.dumps(m))  # json writes nan and inf as NaN and Infinity, as Python's json reads them
+    return p.parent
+
+
+def test_damaged_runs_are_named_listed_and_left_out(tmp_path, caplog):
+    """A finished run lacking a needed key or holding NaN/inf is named (path and problem), listed in claims.md,
+    warned about and left out of every statistic; before, a missing key raised KeyError and NaN passed silently."""
+    _plant(tmp_path)
+    bad = {
+        _edit_metrics(tmp_path, "shakespeare", "hj_T12_lr0.003_s0", lambda m: m.pop("val_perplexity")): "lacks "
+        "'val_perplexity'",
+        _edit_metrics(tmp_path, "shakespeare", "hj_T12_lr0.003_s1", lambda m: m.update(val_loss=math.nan)): "val_loss"
+        " is nan",
+        _edit_metrics(tmp_path, "shakespeare", "hj_T4_lr0.003_s2", lambda m: m.update(j0_val_perplexity=math.inf)): (
+            "j0_val_perplexity is inf"
+        ),
+        _edit_metrics(
+            tmp_path,
+            "shakespeare",
+            "h_T8_lr0.003_s3",
+            lambda m: m.update(evals=[{"val_loss": 1.0, "val_perplexity": math.nan}]),
+        ): "evals[0] val_perplexity is nan",
+        _edit_metrics(tmp_path, "brackets", "hj_T16_lr0.003_s4", lambda m: m.pop("elapsed_s")): "lacks 'elapsed_s'",
+    }
+    (tmp_path / "brackets/runs/softmax_T16_lr0.003_s5/config.json").write_text("{")
+    bad[tmp_path / "brackets/runs/softmax_T16_lr0.003_s5"] = "config.json is not valid JSON"
+    _fake_run(tmp_path, "brackets", "hj", 16, 9, math.nan, task="brackets")  # NaN accuracy
+    bad[tmp_path / "brackets/runs/hj_T16_lr0.003_s9"] = "val_accuracy is nan"
+    damaged = {d.path: d.problem for s in ("shakespeare", "brackets") for d in rp.scan(tmp_path, s)[1]}
+    assert set(damaged) == set(bad)
+    for path, what in bad.items():
+        assert what in damaged[path], (path, damaged[path])
+    rows = rp.collect(tmp_path, "shakespeare")
+    assert not {r["run"] for r in rows} & {p.name for p in bad if p.parent.parent.name == "shakespeare"}
+    assert all(math.isfinite(r["metric"]) and math.isfinite(r["val_loss"]) for r in rows)
+    assert rp.compare(rows, "hj", "softmax", 12).n == 4  # two of six seeds damaged
+    caplog.clear()
+    assert cli.main(["claims", "--root", str(tmp_path), "--out", str(tmp_path / "out")]) == 0  # no traceback
+    warned = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    assert all(str(p) in warned for p in bad) and "costs.md and costs.csv not written" in warned
+    text = (tmp_path / "out/claims.md").read_text()
+    section = text.split("## Damaged runs")[1].split("\n## ")[0]
+    assert all(f"| {p} | " in section for p in bad) and "left out of every statistic" in section
+    assert "n/a" not in text.split("## shakespeare")[1].split("Training budget")[0]  # no NaN reached a table
+
+
+def test_max_steps_reads_the_old_and_the_new_key(tmp_path):
+    """The step budget is ``steps`` in old runs and ``max_steps`` after the rename; either is read, one accessor."""
+    assert rp.max_steps({"steps": 4000}) == 4000 and rp.max_steps({"max_steps": 2000}) == 2000
+    assert rp.max_steps({"max_steps": 300, "steps": 300}) == 300
+    with pytest.raises(KeyError):
+        rp.max_steps({"step": 10})
+    for bad in ({"max_steps": 300, "steps": 400}, {"steps": 0}, {"max_steps": "300"}, {"steps": True}):
+        with pytest.raises(ValueError):
+            rp.max_steps(bad)
+    for seed, key in enumerate(("steps", "max_steps")):  # an old and a new run side by side
+        _fake_run(tmp_path, "shakespeare", "softmax", 8, seed, 7.0, task="shakespeare")
+        d = tmp_path / f"shakespeare/runs/softmax_T8_lr0.003_s{seed}"
+        cfg = json.loads((d / "config.json").read_text())
+        cfg["run"][key] = cfg["run"].pop("steps") + 1000 * seed
+        (d / "config.json").write_text(json.dumps(cfg))
+        _edit_metrics(
+            tmp_path, "shakespeare", d.name, lambda m, k=key, s=seed: m.update({k: m.pop("steps") + 1000 * s})
+        )
+    assert [r["max_steps"] for r in rp.collect(tmp_path, "shakespeare")] == [4000, 5000]
+    _edit_metrics(tmp_path, "shakespeare", "softmax_T8_lr0.003_s1", lambda m: m.update(steps=4000))
+    assert rp.scan(tmp_path, "shakespeare")[1] == []  # the config's budget is read first
+    d = tmp_path / "shakespeare/runs/softmax_T8_lr0.003_s1"
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["run"]["steps"] = 6000  # both keys, disagreeing: damaged
+    (d / "config.json").write_text(json.dumps(cfg))
+    (damaged,) = rp.scan(tmp_path, "shakespeare")[1]
+    assert damaged.path == d and "disagree" in damaged.problem
+    rp.write_report(tmp_path, tmp_path / "out")
+    assert "Training budget (up to 4000 steps" in (tmp_path / "out/shakespeare/summary.md").read_text()
 
 
 def test_verdict_rules_inconclusive_and_smaller():

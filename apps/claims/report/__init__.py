@@ -22,14 +22,18 @@ Modules, each the one owner of its concept:
 from __future__ import annotations
 
 from .findings import findings
-from .load import collect, coupling_by_distance, field_studies, with_references
+from .load import Damaged, collect, field_studies, max_steps, read_run, scan, with_references
 from .rules import ACCURACY_MARGIN, ALPHA, EQUIVALENCE_MARGIN, FINDINGS, PERPLEXITY_MARGIN, Finding
 from .sampler_training import load_sampler_training, sampler_training_cells
-from .tables import breakdown, compare, plateau, study_table
+from .tables import breakdown, compare, coupling_by_distance, plateau, study_table
 from .write import write_report
 
 __all__ = [
     "collect",
+    "scan",
+    "read_run",
+    "max_steps",
+    "Damaged",
     "compare",
     "study_table",
     "coupling_by_distance",

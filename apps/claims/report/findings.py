@@ -12,7 +12,7 @@ from . import load as _load
 from .fmt import ci, fmt
 from .rules import FINDINGS, Finding
 from .sampler_training import finding8, load_sampler_training, sampler_training_path
-from .tables import find, study_table
+from .tables import coupling_by_distance, find, study_table
 from .verdicts import verdict_comparable, verdict_couplings, verdict_gain, verdict_worse
 
 __all__ = ["findings", "findings_from", "trend_text"]
@@ -30,7 +30,7 @@ def findings(root: str | Path, quantum_training: str | Path | None = None) -> li
         ValueError: a malformed ``summary.json`` (:func:`.sampler_training.load_sampler_training`).
     """
     path = sampler_training_path(root, quantum_training)
-    return findings_from(Path(root), _load.all_rows(root), path, load_sampler_training(path))
+    return findings_from(_load.all_rows(root)[0], path, load_sampler_training(path))
 
 
 def _cells(comps: list[dict[str, Any]], f: Finding) -> list[dict[str, Any]]:
@@ -46,16 +46,14 @@ def _per_T(cs: list[dict[str, Any]]) -> str:
     return "; ".join(f"T = {c['block_size']}: {ci(c['res'])} %" for c in cs)
 
 
-def _finding4(f: Finding, root: Path, data: dict[str, list[dict[str, Any]]], comps: list) -> tuple[str, str, str]:
+def _finding4(f: Finding, data: dict[str, list[dict[str, Any]]], comps: list) -> tuple[str, str, str]:
     """J-only poor: the paper's J-only decides; J-only with a field (``<study>_jfield*``) is shown beside it."""
     cs = _cells(comps, f)
     ours = _per_T(cs) or "n/a"
     verdict, why = verdict_worse(cs)
     base_rows = data.get(f.study, [])
-    for fs in _load.field_studies(root, f.study):
-        own = data.get(fs, [])
-        if not own:
-            continue
+    for fs in sorted(s for s in data if _load.field_base(s) == f.study):
+        own = data[fs]
         eps = ", ".join(f"{e:g}" for e in sorted({r["j_field"] for r in own}))
         table = study_table(_load.with_references(fs, own, base_rows))[1]
         fcs = [c for c in table if c["mode"] == FIELD_MODE and c["ref"] == f.ref]
@@ -66,22 +64,22 @@ def _finding4(f: Finding, root: Path, data: dict[str, list[dict[str, Any]]], com
     return ours, verdict, why
 
 
-def _finding5(f: Finding, root: Path, comps: list) -> tuple[str, str, str]:
+def _finding5(f: Finding, rows: list[dict[str, Any]], comps: list) -> tuple[str, str, str]:
     """Couplings by distance: the largest block size with hj runs decides; the others (T > 6) are shown beside."""
     Ts = sorted({c["block_size"] for c in comps if c["mode"] == f.mode})
-    prof = _load.coupling_by_distance(root, f.study, f.mode, Ts[-1]) if Ts else []
+    prof = coupling_by_distance(rows, f.mode, Ts[-1]) if Ts else []
     ours = ", ".join(f"d={p['distance']}: {fmt(p['mean'], 3)}" for p in prof) or "n/a"
     verdict, why = verdict_couplings(prof)
-    others = [(T, verdict_couplings(_load.coupling_by_distance(root, f.study, f.mode, T))[0]) for T in Ts[:-1] if T > 6]
+    others = [(T, verdict_couplings(coupling_by_distance(rows, f.mode, T))[0]) for T in Ts[:-1] if T > 6]
     if others:
         why += "; by the same rule at " + ", ".join(f"T = {T}: {v}" for T, v in others)
     return (f"T = {Ts[-1]}: " + ours) if Ts else ours, verdict, why
 
 
 def findings_from(
-    root: Path, data: dict[str, list[dict[str, Any]]], qt_path: Path, qt_rows: list[dict[str, Any]] | None
+    data: dict[str, list[dict[str, Any]]], qt_path: Path, qt_rows: list[dict[str, Any]] | None
 ) -> list[dict[str, Any]]:
-    """The findings from ``data`` (:func:`.load.all_rows`; couplings are read from ``root``)."""
+    """The findings from ``data`` (``{study: rows}``, :func:`.load.all_rows`) and finding 8's ``summary.json``."""
     tabs = {f.study: study_table(data.get(f.study, []))[1] for f in FINDINGS if f.study}
     out = []
 
@@ -95,9 +93,9 @@ def findings_from(
     add(2, f"gain {ci(c['res'])} %" if c else "n/a", verdict_gain(c, f2.claimed))
     cs = _cells(tabs[f3.study], f3)
     add(3, _per_T(cs) or "n/a", verdict_worse(cs))
-    ours, verdict, why = _finding4(f4, root, data, tabs[f4.study])
+    ours, verdict, why = _finding4(f4, data, tabs[f4.study])
     add(4, ours, (verdict, why))
-    ours, verdict, why = _finding5(f5, root, tabs[f5.study])
+    ours, verdict, why = _finding5(f5, data.get(f5.study, []), tabs[f5.study])
     add(5, ours, (verdict, why))
     c = find(tabs[f6.study], f6.mode, f6.ref, f6.block_sizes[0])
     v = verdict_gain(c, f6.claimed)

@@ -8,8 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from . import load as _load
-from .tables import BREAKDOWN_GROUPS, REPORT_MODES, breakdown, group_name
+from .tables import BREAKDOWN_GROUPS, REPORT_MODES, breakdown, coupling_by_distance, group_name
 
 __all__ = ["write_plots"]
 
@@ -24,7 +23,7 @@ def _yerr(pts: list[dict[str, Any]]) -> list[list[float]]:
     ]
 
 
-def write_plots(out: Path, name: str, rows: list, cells: list, comps: list, root: Path) -> None:
+def write_plots(out: Path, name: str, rows: list, cells: list, comps: list) -> None:
     """``metric_vs_T.png``, ``accuracy_by_distance.png`` (bracket studies) and ``couplings_by_distance.png`` (studies
     with hj or bias runs) of the study ``name`` into ``out``; a warning and nothing without matplotlib."""
     try:
@@ -37,7 +36,7 @@ def write_plots(out: Path, name: str, rows: list, cells: list, comps: list, root
         return
     _metric_vs_T(plt, out, name, rows, cells, comps)
     _accuracy_by_distance(plt, out, name, rows)
-    _couplings(plt, out, name, rows, root)
+    _couplings(plt, out, name, rows)
 
 
 def _metric_vs_T(plt: Any, out: Path, name: str, rows: list, cells: list, comps: list) -> None:
@@ -99,14 +98,14 @@ def _accuracy_by_distance(plt: Any, out: Path, name: str, rows: list) -> None:
     plt.close(fig)
 
 
-def _couplings(plt: Any, out: Path, name: str, rows: list, root: Path) -> None:
+def _couplings(plt: Any, out: Path, name: str, rows: list) -> None:
     Ts = sorted({r["block_size"] for r in rows if r["mode"] in ("hj", "bias")})
     if not Ts:
         return
     fig, axes = plt.subplots(1, len(Ts), figsize=(3.6 * len(Ts), 3.2), squeeze=False)
     for ax, T in zip(axes[0], Ts):
         for i, mode in ((1, "hj"), (4, "bias")):
-            prof = _load.coupling_by_distance(root, name, mode, T)
+            prof = coupling_by_distance(rows, mode, T)
             if prof:
                 x = [p["distance"] + (0.1 if mode == "bias" else 0) for p in prof]
                 label = "hj: J" if mode == "hj" else "bias control: B"

@@ -6,10 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 from .fmt import ci_short, fmt
+from .load import Damaged
 from .rules import rules_lines
 from .tables import BREAKDOWN_GROUPS, REPORT_MODES, breakdown, group_name, plateau, seeds_text
 
-__all__ = ["findings_markdown", "study_markdown", "budget_markdown", "breakdown_markdown", "pilot_markdown"]
+__all__ = [
+    "findings_markdown",
+    "damaged_markdown",
+    "study_markdown",
+    "budget_markdown",
+    "breakdown_markdown",
+    "pilot_markdown",
+]
 
 
 def findings_markdown(found: list[dict[str, Any]]) -> list[str]:
@@ -18,6 +26,21 @@ def findings_markdown(found: list[dict[str, Any]]) -> list[str]:
     for f in found:
         lines.append(f"| {f['n']} | {f['paper']} | {f['ours']} | **{f['verdict']}** | {f['why']} |")
     return lines + ["", "Verdict rules:", "", *rules_lines(), ""]
+
+
+def damaged_markdown(damaged: list[Damaged]) -> list[str]:
+    """The "Damaged runs" section of ``claims.md`` (nothing when there are none)."""
+    if not damaged:
+        return []
+    lines = [
+        "## Damaged runs",
+        "",
+        f"{len(damaged)} finished run(s) whose files the report cannot use, left out of every statistic above and below:",
+        "",
+        "| run | what is wrong |",
+        "| --- | --- |",
+    ]
+    return lines + [f"| {d.path} | {d.problem.replace('|', '/')} |" for d in damaged] + [""]
 
 
 def study_markdown(name: str, rows: list[dict[str, Any]], cells: list, comps: list) -> str:
@@ -58,7 +81,7 @@ def study_markdown(name: str, rows: list[dict[str, Any]], cells: list, comps: li
 def budget_markdown(rows: list[dict[str, Any]]) -> str:
     """Whether a main study's step budget plateaus: per (T, mode), the runs that early stopping ended before the
     budget, their mean last step, and the change over the last quarter of the evaluations."""
-    budget = max(r["steps"] for r in rows)
+    budget = max(r["max_steps"] for r in rows)
     lines = [
         "",
         f"Training budget (up to {budget} steps, early stopping on the validation loss): runs stopped early, the mean "

@@ -31,6 +31,7 @@ __all__ = [
     "group_name",
     "breakdown",
     "seeds_text",
+    "coupling_by_distance",
 ]
 
 #: the modes of the report, in table order: the attention modes and J-only with a field
@@ -115,7 +116,7 @@ def _last_quarter(r: dict[str, Any]) -> tuple[float, float, bool, int] | None:
         100 * (b["val_loss"] - a["val_loss"]) / a["val_loss"],
         scale * (b[key] - a[key]),
         bool(r.get("stopped_early")),
-        int(r.get("steps", 0)),
+        int(r["last_step"]),
     )
 
 
@@ -192,3 +193,19 @@ def seeds_text(rows: list[dict[str, Any]]) -> str:
     """The number of seeds per (mode, T) cell: ``"6"``, or its range ``"4-6"``."""
     n = sorted(set(Counter((r["mode"], r["block_size"]) for r in rows).values()))
     return str(n[0]) if len(n) == 1 else f"{n[0]}-{n[-1]}"
+
+
+def coupling_by_distance(rows: list[dict[str, Any]], mode: str, T: int) -> list[dict[str, Any]]:
+    """Learned ``J`` (or the control's bias) by key distance at ``T`` over the runs of ``mode``: per distance the mean
+    over seeds of each run's mean over pairs, heads and layers (``couplings`` of :func:`.load.read_run`), with its
+    95 % interval (``paired_ci`` of the seeds' values)."""
+    per: dict[int, list[float]] = {}
+    for r in rows:
+        if r["mode"] == mode and r["block_size"] == T and r["couplings"]:
+            for dist, v in r["couplings"].items():
+                per.setdefault(dist, []).append(v)
+    out = []
+    for dist in sorted(per):
+        res = paired_ci(per[dist])
+        out.append({"distance": dist, "n": res.n, "mean": res.mean, "lo": res.lo, "hi": res.hi, "p": res.p})
+    return out

@@ -4,6 +4,7 @@ plots, and the cost table (:func:`write_report`)."""
 from __future__ import annotations
 
 import csv
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +18,18 @@ from .tables import study_table
 
 __all__ = ["write_report"]
 
+logger = logging.getLogger(__name__)
+
 
 def write_report(
     root: str | Path, out: str | Path | None = None, *, quantum_training: str | Path | None = None
 ) -> Path:
-    """Write ``claims.md`` (findings, verdict rules, the finding-8 table, per-study tables), per study
+    """Write ``claims.md`` (findings, verdict rules, damaged runs, the finding-8 table, per-study tables), per study
     ``<study>/summary.md``, ``summary.csv``, ``comparisons.csv`` and the plots, ``pilot.md`` for pilot studies, and
     ``costs.md`` / ``costs.csv`` to ``out`` (default ``root``). Finding 8 reads the quantum-training ``summary.json``
-    at ``quantum_training`` (default ``<root>/../quantum_training/summary.json``). Returns the path of ``claims.md``.
+    at ``quantum_training`` (default ``<root>/../quantum_training/summary.json``). Damaged runs
+    (:mod:`.load`) are left out of every statistic, listed in ``claims.md`` and warned about. Returns the path of
+    ``claims.md``.
 
     Raises:
         FileNotFoundError: ``root`` holds no finished run, or ``quantum_training`` given but not a file.
@@ -34,18 +39,20 @@ def write_report(
     qt_rows = load_sampler_training(qt_path)
     root = Path(root)
     out = Path(out) if out is not None else root
-    data = _load.all_rows(root)
+    data, damaged = _load.all_rows(root)
     if not data:
-        raise FileNotFoundError(f"no finished runs under {str(root)!r}/<study>/runs")
+        bad = f" ({len(damaged)} damaged, listed above)" if damaged else ""
+        raise FileNotFoundError(f"no usable finished runs under {str(root)!r}/<study>/runs{bad}")
     out.mkdir(parents=True, exist_ok=True)
-    sections = [_write_study(root, out, s, own, data) for s, own in data.items()]
+    sections = [_write_study(out, s, own, data) for s, own in data.items()]
     _write_costs(root, out)
     main = [s for s in data if not s.startswith("pilot")]
     lines = ["# The paper's findings against our runs", ""]
     if main:
-        lines += _render.findings_markdown(findings_from(root, data, qt_path, qt_rows))
+        lines += _render.findings_markdown(findings_from(data, qt_path, qt_rows))
     else:
         lines += ["No main study has finished runs yet: only pilot tables below (no verdicts from pilots).", ""]
+    lines += _render.damaged_markdown(damaged)
     lines += [sampler_training_markdown(qt_path, qt_rows)]
     lines += sections
     path = out / "claims.md"
@@ -53,7 +60,7 @@ def write_report(
     return path
 
 
-def _write_study(root: Path, out: Path, s: str, own: list[dict[str, Any]], data: dict[str, list]) -> str:
+def _write_study(out: Path, s: str, own: list[dict[str, Any]], data: dict[str, list]) -> str:
     """A study's ``summary.md``, CSVs and plots; returns its markdown (a section of ``claims.md``)."""
     base = _load.field_base(s)
     rows = _load.with_references(s, own, data.get(base, []) if base else [])
@@ -78,13 +85,19 @@ def _write_study(root: Path, out: Path, s: str, own: list[dict[str, Any]], data:
         for c in comps:
             r = c["res"]
             w.writerow([c["block_size"], c["mode"], c["ref"], r.n, r.mean, r.sd, r.lo, r.hi, r.p, c["p_holm"]])
-    write_plots(d, s, rows, cells, comps, root)
+    write_plots(d, s, rows, cells, comps)
     return md
 
 
 def _write_costs(root: Path, out: Path) -> None:
-    """``costs.csv`` and ``costs.md`` (measured milliseconds per step of every finished run)."""
-    crow = cost_rows(root)
+    """``costs.csv`` and ``costs.md`` (measured milliseconds per step of every finished run); skipped with a
+    warning when a run's files lack what the cost table reads (that run is listed as damaged)."""
+    try:
+        crow = cost_rows(root)
+        table = cost_table(measured_costs(root)) if crow else ""
+    except (KeyError, TypeError, ValueError) as exc:
+        logger.warning("costs.md and costs.csv not written: a run's files lack a value they need (%r)", exc)
+        return
     if not crow:
         return
     with open(out / "costs.csv", "w", newline="") as f:
@@ -93,5 +106,5 @@ def _write_costs(root: Path, out: Path) -> None:
         w.writerows(crow)
     (out / "costs.md").write_text(
         "Measured training time per step (median over finished runs, one torch thread per run, evaluation "
-        "excluded):\n\n" + cost_table(measured_costs(root))
+        "excluded):\n\n" + table
     )
