@@ -1,8 +1,10 @@
-"""The claims report: per study, paired comparisons with confidence intervals and Holm-corrected tests; per finding of
-the paper, its number, ours with CI and seeds, and a verdict; the plots; the cost table.
+"""The claims report: per study, paired comparisons with confidence intervals; per finding of the paper, its number,
+ours with an interval (Holm and Bonferroni within the findings' families of primary contrasts) and seeds, and a
+verdict; the damaged runs left out; the plots; the cost table.
 
-Input: the run directories of a plan (:mod:`hybrid_attention.apps.claims.runner`), ``ROOT/<study>/runs/*``. Studies
-are recognised by name: ``shakespeare``, ``brackets``, ``brackets_noffn`` (findings), ``pilot_*`` (pilot tables),
+Input: the run directories of a plan (:mod:`hybrid_attention.apps.claims.runner`), ``ROOT/<study>/runs/*`` and
+``ROOT/<study>/sweep/*``. Studies are recognised by name: ``shakespeare_pt``, ``shakespeare``, ``brackets``,
+``brackets_noffn`` (findings; which finding reads which: :data:`.rules.FINDINGS`), ``pilot_*`` (pilot tables),
 ``<study>_jfield*`` (J-only with a symmetry-breaking field, reported against ``<study>``'s softmax and uniform J-only
 runs of the same seeds; ``shakespeare_jfield*`` goes beside finding 4), any other (tables only). J-only runs with a
 field (``j_field != 0``) are reported as the mode ``j+field``, apart from the uniform J-only mode ``j``.
@@ -21,7 +23,7 @@ Modules, each the one owner of its concept:
 
 from __future__ import annotations
 
-from .findings import findings
+from .findings import family_table, findings
 from .load import Damaged, collect, field_studies, max_steps, read_run, scan, with_references
 from .rules import ACCURACY_MARGIN, ALPHA, EQUIVALENCE_MARGIN, FINDINGS, PERPLEXITY_MARGIN, Finding
 from .sampler_training import load_sampler_training, sampler_training_cells
@@ -40,6 +42,7 @@ __all__ = [
     "field_studies",
     "with_references",
     "findings",
+    "family_table",
     "plateau",
     "breakdown",
     "write_report",

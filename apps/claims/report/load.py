@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..costs import mode_label
+from ..runner import LRSweep, Study, lr_at_edge, run_state
 from .rules import FIELD_STUDY
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "max_steps",
     "read_run",
     "scan",
+    "sweep_edges",
     "collect",
     "all_rows",
     "field_base",
@@ -44,6 +47,8 @@ logger = logging.getLogger(__name__)
 
 #: the keys of ``config.json["run"]`` the report needs
 CONFIG_KEYS = ("task", "attention", "block_size", "seed", "lr", "ffn")
+#: a run directory's name (:mod:`hybrid_attention.apps.claims.runner`): ``<attention>_T<T>_lr<lr>_s<seed>``
+RUN_NAME = re.compile(r"^(?P<mode>[^_]+)_T(?P<T>\d+)_lr(?P<lr>[^_]+)_s(?P<seed>\d+)$")
 
 
 @dataclass(frozen=True)
@@ -163,6 +168,7 @@ def _row(d: Path, m: dict[str, Any], c: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"metrics.json: best is {best!r}, expected an evaluation")
     return {
         "run": d.name,
+        "attention": c["attention"],
         "mode": mode_label(c),
         "j_field": float(c.get("j_field", 0.0)),
         "block_size": c["block_size"],
@@ -219,9 +225,59 @@ def read_run(d: Path) -> dict[str, Any] | None:
         raise ValueError(f"malformed run files ({type(exc).__name__}: {exc})") from exc
 
 
+def _swept(root: Path, study: str) -> tuple[dict[tuple[str, int], tuple[set, set] | None], list[Damaged]]:
+    """The rates and seeds swept per (attention, T) under ``ROOT/<study>/sweep`` (``None`` for an (attention, T)
+    with a damaged sweep run), and the finished sweep runs without a finite final validation loss (damaged)."""
+    found: dict[tuple[str, int], tuple[set, set]] = {}
+    damaged, bad = [], set()
+    for d in sorted((root / study / "sweep").glob("*_T*_s*")):
+        m = RUN_NAME.match(d.name)
+        if m is None:
+            continue
+        key = (m["mode"], int(m["T"]))
+        try:
+            lr = float(m["lr"])
+            if run_state(d) == "finished":
+                _number(load_json(d / "metrics.json"), "val_loss", "metrics.json")
+        except (KeyError, ValueError, OSError) as exc:
+            damaged.append(Damaged(d, f"sweep run: {exc.args[0] if isinstance(exc, KeyError) else exc}"))
+            bad.add(key)
+            continue
+        found.setdefault(key, (set(), set()))
+        found[key][0].add(lr)
+        found[key][1].add(int(m["seed"]))
+    return {k: None if k in bad else found.get(k) for k in {*found, *bad}}, damaged
+
+
+def sweep_edges(root: str | Path, study: str) -> tuple[dict[tuple[str, int], bool | None], list[Damaged]]:
+    """Per (attention, T) swept under ``ROOT/<study>/sweep``: whether the rate the sweep chose lies on an edge of the
+    grid it swept (:func:`~hybrid_attention.apps.claims.runner.lr_at_edge` over the rates and seeds on disk; False
+    while the sweep is unfinished; ``None`` with a damaged sweep run); and the damaged sweep runs."""
+    found, damaged = _swept(Path(root), study)
+    edges: dict[tuple[str, int], bool | None] = {}
+    for (mode, T), got in found.items():
+        if got is None:
+            edges[mode, T] = None
+            continue
+        sweep = LRSweep(tuple(sorted(got[0])), T, tuple(sorted(got[1])))
+        edges[mode, T] = lr_at_edge(Study(study, {}, (mode,), (T,), (), sweep), mode, T, root)
+    return edges, damaged
+
+
+def _edge(edges: dict[tuple[str, int], bool | None], attention: str, T: int) -> bool | None:
+    """A run's flag: its own (attention, T) sweep, else the attention's one swept block size, else ``None``."""
+    if (attention, T) in edges:
+        return edges[attention, T]
+    own = [t for a, t in edges if a == attention]
+    return edges[attention, own[0]] if len(own) == 1 else None
+
+
 def scan(root: str | Path, study: str) -> tuple[list[dict[str, Any]], list[Damaged]]:
-    """The rows of the finished runs of ``ROOT/<study>/runs`` (:func:`read_run`) and the damaged runs left out."""
-    rows, damaged = [], []
+    """The rows of the finished runs of ``ROOT/<study>/runs`` (:func:`read_run`, with ``lr_at_edge``: whether the
+    run's learning rate was chosen on an edge of its sweep's grid, :func:`sweep_edges`; ``None``: no sweep) and the
+    damaged runs left out (sweep runs included)."""
+    edges, damaged = sweep_edges(root, study)
+    rows = []
     for d in sorted((Path(root) / study / "runs").glob("*_T*_s*")):
         try:
             row = read_run(d)
@@ -229,7 +285,7 @@ def scan(root: str | Path, study: str) -> tuple[list[dict[str, Any]], list[Damag
             damaged.append(Damaged(d, str(exc)))
             continue
         if row is not None:
-            rows.append(row)
+            rows.append({**row, "lr_at_edge": _edge(edges, row["attention"], row["block_size"])})
     return rows, damaged
 
 

@@ -22,7 +22,11 @@ __all__ = [
 
 def findings_markdown(found: list[dict[str, Any]]) -> list[str]:
     """The findings table and the verdict rules (lines of ``claims.md``)."""
-    lines = ["| # | paper | ours (95 % CI, seeds) | verdict | why |", "| --- | --- | --- | --- | --- |"]
+    lines = [
+        "| # | paper | ours (study: gain [interval at the level stated], seeds; the best checkpoint's beside) "
+        "| verdict | why |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for f in found:
         lines.append(f"| {f['n']} | {f['paper']} | {f['ours']} | **{f['verdict']}** | {f['why']} |")
     return lines + ["", "Verdict rules:", "", *rules_lines(), ""]
@@ -35,7 +39,8 @@ def damaged_markdown(damaged: list[Damaged]) -> list[str]:
     lines = [
         "## Damaged runs",
         "",
-        f"{len(damaged)} finished run(s) whose files the report cannot use, left out of every statistic above and below:",
+        f"{len(damaged)} finished run(s) whose files the report cannot use, left out of every statistic above and "
+        "below:",
         "",
         "| run | what is wrong |",
         "| --- | --- |",
@@ -43,37 +48,46 @@ def damaged_markdown(damaged: list[Damaged]) -> list[str]:
     return lines + [f"| {d.path} | {d.problem.replace('|', '/')} |" for d in damaged] + [""]
 
 
+def _lr(c: dict[str, Any]) -> str:
+    return ", ".join(f"{x:g}" for x in c["lr"]) + (" (edge)" if c["lr_at_edge"] else "")
+
+
+def _interval(mean: float, lo: float, hi: float) -> str:
+    return f"{fmt(mean, 3)} [{fmt(lo, 3)}, {fmt(hi, 3)}]"
+
+
 def study_markdown(name: str, rows: list[dict[str, Any]], cells: list, comps: list) -> str:
-    """A study's cells (mean metric per mode and T) and paired comparisons."""
+    """A study's cells (mean metric per mode and T, last evaluation and best checkpoint) and paired comparisons."""
     shakespeare = rows[0]["task"] == "shakespeare"
     unit = "%" if shakespeare else "points"
     metric = "validation perplexity" if shakespeare else "per-bracket accuracy (%)"
     lines = [
         f"## {name}",
         "",
-        f"{metric}: mean [95 % t interval] over seeds; lr: the learning rate(s) used (per-mode sweep)",
+        f"{metric}: mean [95 % t interval] over seeds at the last evaluation (what the verdicts read) and at the best "
+        "checkpoint (lowest validation loss); lr: the learning rate each (mode, T) used, chosen by its sweep; "
+        "(edge): the sweep chose it on an edge of the grid it swept, so the best rate may lie beyond",
         "",
-        "| T | mode | mean [95 % CI] | seeds | lr |",
-        "| --- | --- | --- | --- | --- |",
+        "| T | mode | last evaluation [95 % CI] | best checkpoint [95 % CI] | seeds | lr |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for c in cells:
-        lines.append(
-            f"| {c['block_size']} | {c['mode']} | {fmt(c['mean'], 3)} [{fmt(c['lo'], 3)}, {fmt(c['hi'], 3)}] | "
-            f"{c['n']} | {', '.join(f'{x:g}' for x in c['lr'])} |"
-        )
+        last, best = _interval(c["mean"], c["lo"], c["hi"]), _interval(c["best_mean"], c["best_lo"], c["best_hi"])
+        lines.append(f"| {c['block_size']} | {c['mode']} | {last} | {best} | {c['n']} | {_lr(c)} |")
     lines += [
         "",
         f"Paired gains ({unit}; positive: the first mode is better; `hj vs j0`: the trained hj model against itself "
-        "with J = 0), 95 % t interval, paired t test, Holm-adjusted over this table:",
+        "with J = 0), 95 % t interval, paired t test, unadjusted (the findings' Holm families: claims.md):",
         "",
-        "| T | comparison | gain [95 % CI] | seeds | p | Holm p |",
+        "| T | comparison | gain, last evaluation [95 % CI] | gain, best checkpoint [95 % CI] | seeds | p |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for c in comps:
-        r = c["res"]
+        r, b = c["res"], c["best"]
+        best = _interval(b.mean, b.lo, b.hi) if b is not None else "-"
         lines.append(
-            f"| {c['block_size']} | {c['mode']} vs {c['ref']} | {fmt(r.mean, 3)} [{fmt(r.lo, 3)}, {fmt(r.hi, 3)}] | "
-            f"{r.n} | {fmt(r.p, 4)} | {fmt(c['p_holm'], 4)} |"
+            f"| {c['block_size']} | {c['mode']} vs {c['ref']} | {_interval(r.mean, r.lo, r.hi)} | {best} | {r.n} | "
+            f"{fmt(r.p, 4)} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -168,7 +182,8 @@ def pilot_markdown(rows: list[dict[str, Any]]) -> str:
     ]
     for p in plateau(rows):
         lines.append(
-            f"| {p['block_size']} | {p['mode']} | {p['n']} | {fmt(p['loss_change_pct'])} % | {fmt(p['metric_change'], 3)} |"
+            f"| {p['block_size']} | {p['mode']} | {p['n']} | {fmt(p['loss_change_pct'])} % | "
+            f"{fmt(p['metric_change'], 3)} |"
         )
     depth = [r for r in rows if r["by_depth"]]
     if depth:

@@ -17,7 +17,7 @@ from typing import Any
 from hybrid_attention.attention import ALL_MODES
 
 from ..costs import FIELD_MODE
-from ..stats import PairedResult, holm, paired_ci
+from ..stats import PairedResult, paired_ci
 
 __all__ = [
     "REPORT_MODES",
@@ -25,6 +25,7 @@ __all__ = [
     "BREAKDOWN_GROUPS",
     "gain",
     "compare",
+    "reference_mean",
     "find",
     "study_table",
     "plateau",
@@ -59,17 +60,31 @@ def gain(a: float, b: float, shakespeare: bool) -> float:
     return 100 * (b - a) / b if shakespeare else a - b
 
 
-def compare(rows: list[dict[str, Any]], mode: str, ref: str, T: int) -> PairedResult | None:
-    """Paired gain of ``mode`` over ``ref`` at ``T`` over the seeds both have (``ref = "j0"``: the same ``mode`` runs
-    evaluated with J = 0); ``None`` without a pair."""
+def compare(
+    rows: list[dict[str, Any]], mode: str, ref: str, T: int, *, metric: str = "metric", level: float = 0.95
+) -> PairedResult | None:
+    """Paired gain of ``mode`` over ``ref`` at ``T`` over the seeds both have, with its ``level`` t interval;
+    ``metric``: ``"metric"`` (the last evaluation's) or ``"best_metric"`` (the best checkpoint's; runs without one
+    are left out). ``ref = "j0"``: the same ``mode`` runs evaluated with J = 0 (last evaluation only). ``None``
+    without a pair."""
     shakespeare = any(r["task"] == "shakespeare" for r in rows)
-    a = {r["seed"]: r for r in rows if r["mode"] == mode and r["block_size"] == T}
+    a = {r["seed"]: r for r in rows if r["mode"] == mode and r["block_size"] == T and math.isfinite(r[metric])}
     if ref == "j0":
+        if metric != "metric":
+            return None
         d = [gain(r["metric"], r["j0_metric"], shakespeare) for r in a.values() if math.isfinite(r["j0_metric"])]
     else:
-        b = {r["seed"]: r for r in rows if r["mode"] == ref and r["block_size"] == T}
-        d = [gain(a[s]["metric"], b[s]["metric"], shakespeare) for s in sorted(set(a) & set(b))]
-    return paired_ci(d) if d else None
+        b = {r["seed"]: r for r in rows if r["mode"] == ref and r["block_size"] == T and math.isfinite(r[metric])}
+        d = [gain(a[s][metric], b[s][metric], shakespeare) for s in sorted(set(a) & set(b))]
+    return paired_ci(d, level) if d else None
+
+
+def reference_mean(rows: list[dict[str, Any]], mode: str, ref: str, T: int) -> float:
+    """The mean metric of ``ref`` at ``T`` over the seeds that ``mode`` also has (nan without a pair): what a
+    claimed gain of ``mode`` over ``ref`` starts from (the ceiling of an accuracy gain is 100 minus it)."""
+    seeds = {r["seed"] for r in rows if r["mode"] == mode and r["block_size"] == T}
+    v = [r["metric"] for r in rows if r["mode"] == ref and r["block_size"] == T and r["seed"] in seeds]
+    return statistics.fmean(v) if v else math.nan
 
 
 def find(comps: list[dict[str, Any]], mode: str, ref: str, T: int) -> dict[str, Any] | None:
@@ -77,28 +92,43 @@ def find(comps: list[dict[str, Any]], mode: str, ref: str, T: int) -> dict[str, 
     return next((c for c in comps if c["mode"] == mode and c["ref"] == ref and c["block_size"] == T), None)
 
 
+def _cell(rows: list[dict[str, Any]], mode: str, T: int) -> dict[str, Any] | None:
+    """One (mode, T) cell: the mean metric (last evaluation) and the best checkpoint's with their t intervals,
+    the seeds, the learning rate(s) and whether the sweep chose a rate on an edge of its grid."""
+    rs = [r for r in rows if r["mode"] == mode and r["block_size"] == T]
+    if not rs:
+        return None
+    last = paired_ci([r["metric"] for r in rs])
+    v = [r["best_metric"] for r in rs if math.isfinite(r["best_metric"])]
+    best = paired_ci(v) if v else None
+    return {
+        "block_size": T,
+        "mode": mode,
+        "n": last.n,
+        "mean": last.mean,
+        "lo": last.lo,
+        "hi": last.hi,
+        "best_mean": best.mean if best else math.nan,
+        "best_lo": best.lo if best else math.nan,
+        "best_hi": best.hi if best else math.nan,
+        "lr": sorted({r["lr"] for r in rs}),
+        "lr_at_edge": any(r.get("lr_at_edge") for r in rs),
+    }
+
+
 def study_table(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """``(cells, comparisons)``: per (mode, T) the mean metric with its t interval and seeds; per comparison of
-    :data:`COMPARISONS` and T the paired gain, interval, p and Holm-adjusted p (one family per study)."""
+    """``(cells, comparisons)``: per (mode, T) a :func:`_cell`; per comparison of :data:`COMPARISONS` and T the
+    paired gain (``res``: last evaluation, ``best``: best checkpoint or ``None``) with its 95 % t interval and the
+    unadjusted p (the findings' Holm families are adjusted in :mod:`.findings`, not here)."""
     Ts = sorted({r["block_size"] for r in rows})
-    cells = []
-    for T in Ts:
-        for mode in REPORT_MODES:
-            v = [r["metric"] for r in rows if r["mode"] == mode and r["block_size"] == T]
-            if v:
-                ci = paired_ci(v)
-                lrs = sorted({r["lr"] for r in rows if r["mode"] == mode and r["block_size"] == T})
-                cells.append(
-                    {"block_size": T, "mode": mode, "n": ci.n, "mean": ci.mean, "lo": ci.lo, "hi": ci.hi, "lr": lrs}
-                )
+    cells = [c for T in Ts for mode in REPORT_MODES if (c := _cell(rows, mode, T)) is not None]
     comps = []
     for T in Ts:
         for mode, ref in COMPARISONS:
             res = compare(rows, mode, ref, T)
             if res is not None:
-                comps.append({"block_size": T, "mode": mode, "ref": ref, "res": res})
-    for c, p in zip(comps, holm([c["res"].p for c in comps])):
-        c["p_holm"] = p
+                best = compare(rows, mode, ref, T, metric="best_metric")
+                comps.append({"block_size": T, "mode": mode, "ref": ref, "res": res, "best": best})
     return cells, comps
 
 

@@ -25,9 +25,9 @@ def write_report(
     root: str | Path, out: str | Path | None = None, *, quantum_training: str | Path | None = None
 ) -> Path:
     """Write ``claims.md`` (findings, verdict rules, damaged runs, the finding-8 table, per-study tables), per study
-    ``<study>/summary.md``, ``summary.csv``, ``comparisons.csv`` and the plots, ``pilot.md`` for pilot studies, and
-    ``costs.md`` / ``costs.csv`` to ``out`` (default ``root``). Finding 8 reads the quantum-training ``summary.json``
-    at ``quantum_training`` (default ``<root>/../quantum_training/summary.json``). Damaged runs
+    ``<study>/summary.md`` (pilot studies: with their pilot tables), ``summary.csv``, ``comparisons.csv`` and the
+    plots, and ``costs.md`` / ``costs.csv`` to ``out`` (default ``root``). Finding 8 reads the quantum-training
+    ``summary.json`` at ``quantum_training`` (default ``<root>/../quantum_training/summary.json``). Damaged runs
     (:mod:`.load`) are left out of every statistic, listed in ``claims.md`` and warned about. Returns the path of
     ``claims.md``.
 
@@ -76,15 +76,15 @@ def _write_study(out: Path, s: str, own: list[dict[str, Any]], data: dict[str, l
         md += _render.budget_markdown(own) + _render.breakdown_markdown(own)
     (d / "summary.md").write_text(md)
     with open(d / "summary.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["block_size", "mode", "n", "mean", "lo", "hi", "lr"])
+        w = csv.DictWriter(f, fieldnames=list(cells[0]))
         w.writeheader()
         w.writerows(cells)
     with open(d / "comparisons.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["block_size", "mode", "ref", "n", "mean_gain", "sd", "lo", "hi", "p", "p_holm"])
+        w.writerow(["block_size", "mode", "ref", "n", "mean_gain", "sd", "lo", "hi", "p", "best_mean_gain"])
         for c in comps:
-            r = c["res"]
-            w.writerow([c["block_size"], c["mode"], c["ref"], r.n, r.mean, r.sd, r.lo, r.hi, r.p, c["p_holm"]])
+            r, best = c["res"], (c["best"].mean if c["best"] is not None else "")
+            w.writerow([c["block_size"], c["mode"], c["ref"], r.n, r.mean, r.sd, r.lo, r.hi, r.p, best])
     write_plots(d, s, rows, cells, comps)
     return md
 
