@@ -33,10 +33,12 @@ axis existed. The rule is in :mod:`hybrid_attention.apps.ablate.grid`.
 a second ``ablate`` on the same ``DIR`` is refused. A run that diverges is recorded as such in its
 ``metrics.json``, skipped by later calls and reported; the other runs go on.
 
-Modules: ``grid`` (:func:`ablate`: runs the grid), ``report`` (reading the runs, :func:`collect_runs`,
-:func:`summarise`, :func:`coupling_profile`, the tables), ``plots`` (the figures; matplotlib imported there only when
-drawing), ``cluster`` (the grid on a Dask cluster, :func:`~hybrid_attention.apps.ablate.cluster.run_grid`),
-``command`` (the subcommand, whose training flags are :mod:`hybrid_attention.apps.train.flags`).
+Modules: ``grid`` (:func:`ablate`: runs the grid), ``runs`` (one run of it,
+:func:`~hybrid_attention.apps.ablate.runs.run_one`, shared by the serial and the Dask paths), ``report`` (reading
+the runs, :func:`collect_runs`, :func:`summarise`, :func:`coupling_profile`, the tables), ``plots`` (the figures;
+matplotlib imported there only when drawing), ``cluster`` (the grid on a Dask cluster,
+:func:`~hybrid_attention.apps.ablate.cluster.run_grid`), ``command`` (the subcommand, whose training flags are
+:mod:`hybrid_attention.apps.train.flags`).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import hybrid_attention.apps.ablate.grid as grid
+import hybrid_attention.apps.ablate.runs as ablate_runs
 from hybrid_attention.apps import cli
 from hybrid_attention.apps.ablate import ablate, report, summarise, summarise_best_lr
 from hybrid_attention.apps.ablate.grid import lr_tag, run_dir
@@ -53,7 +53,7 @@ def old_directory(tmp_path: Path) -> Path:
 
 
 def no_training(monkeypatch):
-    monkeypatch.setattr(grid, "train", lambda cfg: pytest.fail(f"run {cfg.out} was trained again"))
+    monkeypatch.setattr(ablate_runs, "train", lambda cfg: pytest.fail(f"run {cfg.out} was trained again"))
 
 
 def run_bytes(d: Path) -> dict[str, bytes]:
@@ -148,13 +148,13 @@ def test_an_old_directory_continued_with_an_lr_axis_reuses_its_runs(tmp_path, mo
     d = old_directory(tmp_path)
     before = run_bytes(d)
     trained = []
-    real = grid.train
+    real = ablate_runs.train
 
     def recording(cfg):
         trained.append(Path(cfg.out).name)
         return real(cfg)
 
-    monkeypatch.setattr(grid, "train", recording)
+    monkeypatch.setattr(ablate_runs, "train", recording)
     rows = ablate(base(d), d, GRID[0], [4], GRID[2], lrs=[0.01, 3e-3], progress=False)
     # the 0.01 runs are the old ones, untouched; only the new lr trains, in tagged directories
     assert sorted(trained) == sorted(f"{m}_T4_lr3e-03_s{s}" for m in GRID[0] for s in GRID[2])

@@ -270,7 +270,7 @@ def test_diverging_run_stops_and_keeps_the_last_good_checkpoint(tmp_path, capsys
 def test_ablate_reports_a_diverged_run_and_does_not_rerun_it(tmp_path, monkeypatch, capsys):
     import dataclasses
 
-    import hybrid_attention.apps.ablate.grid as ab
+    import hybrid_attention.apps.ablate.runs as ab
 
     real, calls = ab.train, []
 
