@@ -47,8 +47,8 @@ from hybrid_attention.circuits.qiskit_dqa import DQATemplate
 from hybrid_attention.circuits.schedule import DQASchedule
 from hybrid_attention.ising import IsingProblem
 
-from .base import draw_states, state_bits
-from .circuit import CircuitSampler, _progress
+from .base import draw_states, progress, state_bits
+from .circuit import CircuitSampler
 
 __all__ = ["AerSampler", "PROBABILITIES_MAX_QUBITS", "run_chunk_task"]
 
@@ -185,7 +185,7 @@ class AerSampler(CircuitSampler):
         if not self.reads_probabilities(tmpl.n):
             return super()._run_chunks(tmpl, values, starts, shots, seeds)
         out = []
-        for st, sd in _progress(zip(starts, seeds), len(starts), self.name):
+        for st, sd in progress(zip(starts, seeds), len(starts), self.name):
             p = self._probabilities_chunk(tmpl, values[st : st + self.chunk_size])
             idx = draw_states(p, shots, np.random.default_rng(sd))
             out.append(state_bits(idx, tmpl.n))

@@ -9,6 +9,8 @@ importing a backend); seeds (``as_generator``, ``spawn_seeds``, ``SeedLike``) ar
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -16,7 +18,16 @@ from hybrid_attention.checks import SeedLike, as_generator, spawn_seeds
 from hybrid_attention.exact import draw_states
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
 
-__all__ = ["Sampler", "SamplerCapabilities", "SeedLike", "as_generator", "draw_states", "spawn_seeds", "state_bits"]
+__all__ = [
+    "Sampler",
+    "SamplerCapabilities",
+    "SeedLike",
+    "as_generator",
+    "draw_states",
+    "progress",
+    "spawn_seeds",
+    "state_bits",
+]
 
 
 @functools.lru_cache(maxsize=32)
@@ -30,3 +41,22 @@ def state_bits(idx: np.ndarray, n: int) -> np.ndarray:
     """Bits of basis-state indices, ``idx (...)`` -> bool ``(..., n)`` with column ``j`` = bit ``j`` of
     ``c = sum_j b_j 2**j`` (a table lookup: ~10x cheaper than shifting the int64 indices)."""
     return _bit_table(n)[idx]
+
+
+def progress(iterable: Iterable[Any], total: int, desc: str, *, show: bool | None = None) -> Iterable[Any]:
+    """``iterable`` behind a transient tqdm bar (``leave=False``; hidden when the output is not a terminal) when
+    the work is long enough to watch: ``show`` (default ``total >= 4``); else ``iterable`` itself.
+
+    Args:
+        iterable: the steps (chunks, problems, chain moves); total: their number; desc: the bar's label.
+        show: whether to draw the bar (default: at least 4 steps).
+
+    Example:
+        >>> list(progress(range(3), 3, "aer"))  # too short for a bar
+        [0, 1, 2]
+    """
+    if not (total >= 4 if show is None else show):
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, leave=False, disable=None)

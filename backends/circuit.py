@@ -23,19 +23,12 @@ from hybrid_attention.ising import IsingProblem
 from hybrid_attention.sampler import SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
+from .base import progress
 from .dqa import DQASampler
 
 __all__ = ["CircuitSampler"]
 
 logger = logging.getLogger(__name__)
-
-
-def _progress(iterable: Any, total: int, desc: str) -> Any:
-    if total < 4:
-        return iterable
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, total=total, desc=desc, leave=False, disable=None)
 
 
 class CircuitSampler(DQASampler):
@@ -129,7 +122,7 @@ class CircuitSampler(DQASampler):
         self, tmpl: DQAProgram, values: np.ndarray, starts: list[int], shots: int, seeds: list[int]
     ) -> np.ndarray:
         out = []
-        for st, sd in _progress(zip(starts, seeds), len(starts), self.name):
+        for st, sd in progress(zip(starts, seeds), len(starts), self.name):
             out.append(self._run_chunk(tmpl, values[st : st + self.chunk_size], shots, sd))
         return np.concatenate(out, axis=0)
 

@@ -67,10 +67,10 @@ from hybrid_attention.ising import IsingProblem, spins_to_index
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
-from .base import state_bits
+from .base import progress, state_bits
+from .driver import REAL
 from .mcmc import effective_sample_size, integrated_time
 from .qemcmc_engines import (
-    REAL,
     CircuitEngine,
     StatevectorEngine,
     aer_runner,
@@ -88,7 +88,6 @@ logger = logging.getLogger(__name__)
 _ENGINES = ("statevector", "aer", "ibm")
 _MODES = ("auto", "unitary", "columns")
 _STARTS = ("random", "fields", "meanfield")
-_REAL = REAL
 
 
 def _start_magnetisations(h: torch.Tensor, J: torch.Tensor, beta: np.ndarray, mask: Any, start: str) -> np.ndarray:
@@ -177,7 +176,7 @@ class QEMCMCSampler(Sampler):
             raise ValueError(f"qemcmc: engine must be one of {_ENGINES}, got {engine!r}")
         if mode not in _MODES:
             raise ValueError(f"qemcmc: mode must be one of {_MODES}, got {mode!r}")
-        if dtype not in _REAL:
+        if dtype not in REAL:
             raise ValueError(f"qemcmc: dtype must be torch.complex64 or torch.complex128, got {dtype}")
         self.params = self._check_params(ProposalParams() if params is None else params)
         given = {k: v for k, v in (("gamma", gamma), ("time", time), ("steps", trotter_steps)) if v is not None}
@@ -295,7 +294,7 @@ class QEMCMCSampler(Sampler):
         """The base checks, then the options and the simulator memory of one problem's chains."""
         problem = super().validate(problem, num_reads=num_reads, seed=seed, options=options)
         opts = self._resolve(problem, num_reads if num_reads is None else int(num_reads), options or {})
-        amp = 2 * torch.finfo(_REAL[self.dtype]).bits // 8
+        amp = 2 * torch.finfo(REAL[self.dtype]).bits // 8
         per = float(amp) * (1 << problem.n) * min(opts["chains"], 1 << problem.n) * 3
         check_memory(per, f"qemcmc: the chains of one problem at n = {problem.n}", hint="use fewer chains or spins")
         return problem
@@ -410,7 +409,7 @@ class QEMCMCSampler(Sampler):
         records = []
         if burn == 0:
             records.append(cur.copy())
-        for t in _progress(range(1, moves + 1), moves, N * C * (1 << n)):
+        for t in progress(range(1, moves + 1), moves, "qemcmc", show=moves * N * C * (1 << n) >= 1 << 26):
             g, tm = params.draw(rng)
             new = engine.propose(cur, float(g[0]), float(tm[0]), rng)
             dE = bE[rows, new] - bE[rows, cur]
@@ -422,12 +421,3 @@ class QEMCMCSampler(Sampler):
             if t >= burn and (t - burn) % thin == 0:
                 records.append(cur.copy())
         return np.stack(records, axis=-1).reshape(N, C * r), cur, accepted, trace, changed
-
-
-def _progress(iterable: Any, total: int, work: int) -> Any:
-    """A tqdm bar over the chain moves when the run is long (many moves of a large batch)."""
-    if total * work < 1 << 26:
-        return iterable
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, total=total, desc="qemcmc", leave=False, disable=None)

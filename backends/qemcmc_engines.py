@@ -4,8 +4,8 @@ An engine draws, for every chain of a chunk of problems, one proposal ``s'`` fro
 the proposal circuit of :mod:`hybrid_attention.circuits.proposal` and ``s`` the chain's current state
 (``propose(cur (N, C) int64, gamma, t, rng) -> (N, C)``, states indexed ``c = sum_j b_j 2**j``):
 
-* :class:`StatevectorEngine`: the batched PyTorch simulator (the energy table and Kronecker-block driver layers of
-  :mod:`.statevector`; :func:`evolve_proposal`, :func:`proposal_rows`);
+* :class:`StatevectorEngine`: the batched PyTorch simulator (the energy table of :mod:`.statevector` and the
+  Kronecker-block driver layers of :mod:`.driver`; :func:`evolve_proposal`, :func:`proposal_rows`);
 * :class:`CircuitEngine`: the emitted qiskit circuit (:class:`~hybrid_attention.circuits.proposal.ProposalTemplate`),
   one shot per chain per step in one PUB per step, run by a callable: qiskit-aer's ``SamplerV2``
   (:func:`aer_runner`) or the IBM runtime Sampler of an :class:`~hybrid_attention.backends.ibm.IBMSampler`
@@ -34,7 +34,8 @@ from hybrid_attention.circuits.proposal import (
 from hybrid_attention.ising import IsingProblem
 
 from .base import state_bits
-from .statevector import _apply_driver, _apply_driver_into, _groups, _phase, _rx_block, configuration_energies
+from .driver import REAL, apply_driver, apply_driver_into, driver_groups, phase, rx_block
+from .statevector import configuration_energies
 
 __all__ = [
     "evolve_proposal",
@@ -45,12 +46,9 @@ __all__ = [
     "CircuitEngine",
     "aer_runner",
     "ibm_runner",
-    "REAL",
 ]
 
 logger = logging.getLogger(__name__)
-
-REAL = {torch.complex64: torch.float32, torch.complex128: torch.float64}
 
 #: ``run(circuit, bindings (rows, P), seed) -> bool bits (rows, n)``: one shot per bindings row
 Runner = Callable[[Any, np.ndarray, int], np.ndarray]
@@ -75,17 +73,17 @@ def evolve_proposal(
         ``(R, 2**n)`` evolved states.
     """
     n = int(psi.shape[-1]).bit_length() - 1
-    groups = _groups(n, group)
+    groups = driver_groups(n, group)
     layers = proposal_layers(a, b, steps)
-    blocks = {v: [(lo, g, _rx_block(g, v, psi.dtype, psi.device)) for lo, g in groups] for k, v in layers if k == "D"}
+    blocks = {v: [(lo, g, rx_block(g, v, psi.dtype, psi.device)) for lo, g in groups] for k, v in layers if k == "D"}
 
     def phases(Ei: torch.Tensor) -> dict[float, torch.Tensor]:  # exp(-i b_k E) per distinct problem phase
-        return {v: _phase((-v) * Ei).to(psi.dtype) for v in {v for k, v in layers if k == "P"}}
+        return {v: phase((-v) * Ei).to(psi.dtype) for v in {v for k, v in layers if k == "P"}}
 
     if torch.is_grad_enabled() and (psi.requires_grad or E.requires_grad) or psi.device.type != "cpu":
         ph = phases(E)
         for kind, val in layers:
-            psi = psi * ph[val] if kind == "P" else _apply_driver(psi, blocks[val], n)
+            psi = psi * ph[val] if kind == "P" else apply_driver(psi, blocks[val], n)
         return psi
     psi = psi.contiguous()
     rows = max(1, cache_limit // (psi.shape[-1] * psi.element_size() * 3))
@@ -97,7 +95,7 @@ def evolve_proposal(
             if kind == "P":
                 cur.mul_(ph[val])
             else:
-                cur, buf = _apply_driver_into(cur, buf, blocks[val])
+                cur, buf = apply_driver_into(cur, buf, blocks[val])
         sub.copy_(cur)
     return psi
 
@@ -137,8 +135,8 @@ def evolve_basis_states(
     c, s = float(np.cos(x0)), float(np.sin(x0))
     pair = torch.tensor([[c, 1j * s], [1j * s, c]], dtype=dtype)  # exp(i x X)|b> over b' = 0, 1, for b = 0, 1
     shifts = torch.arange(n)
-    groups = _groups(n, group)
-    blocks = {v: [(lo, g, _rx_block(g, v, dtype, E.device)) for lo, g in groups] for kd, v in rest if kd == "D"}
+    groups = driver_groups(n, group)
+    blocks = {v: [(lo, g, rx_block(g, v, dtype, E.device)) for lo, g in groups] for kd, v in rest if kd == "D"}
     pvals = sorted({v for kd, v in rest if kd == "P"})
     out = torch.empty(N * C, size, dtype=dtype)
     per = max(1, cache_limit // (size * out.element_size() * 3) // C)  # problems per sub-chunk
@@ -151,12 +149,12 @@ def evolve_basis_states(
         for q in range(n - 2, -1, -1):  # the product state, qubit n - 1 the most significant index bit
             cur = (cur[:, :, None] * V[:, q, None, :]).reshape(cur.shape[0], -1)
         buf = torch.empty_like(cur)
-        ph = {v: _phase((-v) * E[p0:p1]).to(dtype)[:, None, :] for v in pvals}  # (problems, 1, 2**n)
+        ph = {v: phase((-v) * E[p0:p1]).to(dtype)[:, None, :] for v in pvals}  # (problems, 1, 2**n)
         for kd, val in rest:
             if kd == "P":
                 cur.view(p1 - p0, C, size).mul_(ph[val])
             else:
-                cur, buf = _apply_driver_into(cur, buf, blocks[val])
+                cur, buf = apply_driver_into(cur, buf, blocks[val])
         out[rows] = cur
     return out
 

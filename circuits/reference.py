@@ -27,7 +27,7 @@ import numpy as np
 from .program import layers
 from .schedule import DQASchedule
 
-__all__ = ["dqa_state", "dqa_probabilities", "problem_energies"]
+__all__ = ["dqa_state", "dqa_probabilities", "problem_energies", "apply_driver"]
 
 _MAX_QUBITS = 20
 
@@ -54,8 +54,16 @@ def problem_energies(h: Any, J: Any) -> np.ndarray:
     return -(field + coupling)
 
 
-def _apply_driver(psi: np.ndarray, a: float, n: int) -> np.ndarray:
-    """``prod_j exp(i a X_j)`` on ``psi`` of shape ``(B, 2**n)`` (the same rotation on every qubit)."""
+def apply_driver(psi: np.ndarray, a: float, n: int) -> np.ndarray:
+    """The driver layer ``exp(-i a H_D) = prod_j exp(i a X_j)`` (the same rotation on every qubit) on the rows of
+    ``psi (B, 2**n)``, index ``c = sum_j b_j 2**j``; returns a new ``(B, 2**n)`` array.
+
+    Example:
+        >>> import numpy as np
+        >>> psi = apply_driver(np.array([[1.0, 0.0]], dtype=complex), np.pi / 2, 1)  # exp(i pi/2 X)|0> = i|1>
+        >>> np.round(psi, 12).tolist()
+        [[0j, 1j]]
+    """
     c, s = np.cos(a), 1j * np.sin(a)
     B = psi.shape[0]
     for q in range(n):
@@ -89,7 +97,7 @@ def dqa_state(h: Any, J: Any, schedule: DQASchedule) -> np.ndarray:
     E = E.reshape(-1, 1 << n)
     psi = np.full(E.shape, 2.0 ** (-n / 2), dtype=np.complex128)
     for kind, val in layers(schedule):
-        psi = _apply_driver(psi, val, n) if kind == "D" else psi * np.exp(-1j * val * E)
+        psi = apply_driver(psi, val, n) if kind == "D" else psi * np.exp(-1j * val * E)
     return psi.reshape(*batch, 1 << n)
 
 
