@@ -1,18 +1,17 @@
-"""What the backends share beyond the core interface: basis-state helpers (``draw_states`` is the oracle's).
+"""What the backends share beyond the core interface: the progress bar of long sampler calls (:func:`progress`).
 
 The :class:`~hybrid_attention.sampler.Sampler` interface, :class:`~hybrid_attention.sampler.SamplerCapabilities`
 and :class:`~hybrid_attention.sampleset.SampleSet` live in the core (so the bridge reads capabilities without
 importing a backend); seeds (``as_generator``, ``spawn_seeds``, ``SeedLike``) are owned by
-:mod:`hybrid_attention.checks`. All are re-exported here for the backends and their users.
+:mod:`hybrid_attention.checks`; drawing basis states from a probability table (``draw_states``) by the oracle,
+:mod:`hybrid_attention.exact`; spin / bit / index conversions by :mod:`hybrid_attention.ising`. The core names are
+re-exported here for the backends and their users.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 from typing import Any
-
-import numpy as np
 
 from hybrid_attention.checks import SeedLike, as_generator, spawn_seeds
 from hybrid_attention.exact import draw_states
@@ -26,21 +25,7 @@ __all__ = [
     "draw_states",
     "progress",
     "spawn_seeds",
-    "state_bits",
 ]
-
-
-@functools.lru_cache(maxsize=32)
-def _bit_table(n: int) -> np.ndarray:
-    table = ((np.arange(1 << n)[:, None] >> np.arange(n)) & 1).astype(bool)
-    table.flags.writeable = False
-    return table
-
-
-def state_bits(idx: np.ndarray, n: int) -> np.ndarray:
-    """Bits of basis-state indices, ``idx (...)`` -> bool ``(..., n)`` with column ``j`` = bit ``j`` of
-    ``c = sum_j b_j 2**j`` (a table lookup: ~10x cheaper than shifting the int64 indices)."""
-    return _bit_table(n)[idx]
 
 
 def progress(iterable: Iterable[Any], total: int, desc: str, *, show: bool | None = None) -> Iterable[Any]:

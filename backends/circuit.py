@@ -19,7 +19,7 @@ from hybrid_attention.checks import check_memory, check_positive_int, describe_s
 from hybrid_attention.circuits.program import CircuitOptions, DQAProgram
 from hybrid_attention.circuits.qiskit_dqa import template_for
 from hybrid_attention.circuits.schedule import DQASchedule
-from hybrid_attention.ising import IsingProblem
+from hybrid_attention.ising import IsingProblem, bits_to_spins
 from hybrid_attention.sampler import SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
@@ -102,7 +102,7 @@ class CircuitSampler(DQASampler):
         seeds = spawn_seeds(seed, len(starts))
         t0 = time.perf_counter()
         bits = self._run_chunks(tmpl, values, starts, shots, seeds)
-        spins = (1 - 2 * bits.astype(np.int8)).reshape(*problem.batch_shape, shots, problem.n)
+        spins = bits_to_spins(bits).reshape(*problem.batch_shape, shots, problem.n)
         info = {
             "backend": self.name,
             "num_reads": shots,

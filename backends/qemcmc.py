@@ -63,11 +63,11 @@ import torch
 from hybrid_attention.checks import check_memory, check_positive_int, describe_seed, spawn_seeds
 from hybrid_attention.circuits.program import CircuitOptions
 from hybrid_attention.circuits.proposal import ProposalParams, alpha_of
-from hybrid_attention.ising import IsingProblem, spins_to_index
+from hybrid_attention.ising import IsingProblem, index_to_spins, spins_to_index
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
-from .base import progress, state_bits
+from .base import progress
 from .driver import REAL
 from .mcmc import effective_sample_size, integrated_time
 from .qemcmc_engines import (
@@ -341,7 +341,7 @@ class QEMCMCSampler(Sampler):
             for s, sd in zip(starts, seeds)
         ]
         rec, final, acc, energies, changed = (np.concatenate([o[i] for o in out]) for i in range(5))
-        spins = 1 - 2 * state_bits(rec, n).astype(np.int8)  # (N, C * r, n), chain-major
+        spins = index_to_spins(rec, n)  # (N, C * r, n), chain-major
         bs = tuple(problem.batch_shape)
         start = burn // 2
         iat = integrated_time(energies[:, :, start:]) if moves - start >= 8 else np.full(N, np.nan)
@@ -368,7 +368,7 @@ class QEMCMCSampler(Sampler):
             "ess": np.minimum(effective_sample_size(C, r, iat, thin), opts["reads"]).reshape(bs),
             "iat_spins": iat_s.reshape(*bs, n),
             "ess_spins": np.minimum(effective_sample_size(C, r, iat_s), opts["reads"]).reshape(*bs, n),
-            "final_state": (1 - 2 * state_bits(final, n).astype(np.int8)).reshape(*bs, C, n),
+            "final_state": index_to_spins(final, n).reshape(*bs, C, n),
             "timing": {"run": time.perf_counter() - t0},
         }
         if self.engine == "ibm":

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from hybrid_attention.circuits.program import CircuitOptions
+from hybrid_attention.circuits.program import CircuitOptions, edge_mask
 from hybrid_attention.circuits.proposal import (
     ProposalParams,
     alpha_of,
@@ -31,9 +31,8 @@ from hybrid_attention.circuits.proposal import (
     proposal_template,
     proposal_values,
 )
-from hybrid_attention.ising import IsingProblem
+from hybrid_attention.ising import IsingProblem, bits_to_index, index_to_bits
 
-from .base import state_bits
 from .driver import REAL, apply_driver, apply_driver_into, driver_groups, phase, rx_block
 from .statevector import configuration_energies
 
@@ -134,7 +133,6 @@ def evolve_basis_states(
         raise ValueError(f"evolve_basis_states: the proposal must start with a driver layer, got {kind0!r}")
     c, s = float(np.cos(x0)), float(np.sin(x0))
     pair = torch.tensor([[c, 1j * s], [1j * s, c]], dtype=dtype)  # exp(i x X)|b> over b' = 0, 1, for b = 0, 1
-    shifts = torch.arange(n)
     groups = driver_groups(n, group)
     blocks = {v: [(lo, g, rx_block(g, v, dtype, E.device)) for lo, g in groups] for kd, v in rest if kd == "D"}
     pvals = sorted({v for kd, v in rest if kd == "P"})
@@ -144,7 +142,8 @@ def evolve_basis_states(
     for p0 in range(0, N, per):
         p1 = min(N, p0 + per)
         rows = slice(p0 * C, p1 * C)
-        V = pair[(flat[rows, None] >> shifts) & 1]  # (rows, n, 2): qubit q's state after the first driver layer
+        bits = torch.from_numpy(index_to_bits(flat[rows].numpy(), n).view(np.int8)).long()
+        V = pair[bits]  # (rows, n, 2): qubit q's state after the first driver layer
         cur = V[:, n - 1]
         for q in range(n - 2, -1, -1):  # the product state, qubit n - 1 the most significant index bit
             cur = (cur[:, :, None] * V[:, q, None, :]).reshape(cur.shape[0], -1)
@@ -284,10 +283,7 @@ class CircuitEngine:
         edges = tuple((j, k) for j in range(n) for k in range(j + 1, n) if nz[j, k])
         self.tmpl = proposal_template(n, edges, params.steps, options, params.shape)
         if len(self.tmpl.edges) < len(edges):  # couplings dropped by the device graph (on_missing="drop")
-            keep = np.zeros((n, n), dtype=bool)
-            for j, k in self.tmpl.edges:
-                keep[j, k] = keep[k, j] = True
-            J = J * keep
+            J = J * edge_mask(n, self.tmpl.edges)
         self.values = proposal_values(h, J, params, self.tmpl.edges, mask)  # (N, n + E)
         self.params, self.run = params, run
         self.circuit = circuit_for(self.tmpl)
@@ -296,10 +292,10 @@ class CircuitEngine:
     def propose(self, cur: np.ndarray, gamma: float, t: float, rng: np.random.Generator) -> np.ndarray:
         N, C = cur.shape
         n = self.tmpl.n
-        binds = self.tmpl.bindings(state_bits(cur.reshape(-1), n), np.repeat(self.values, C, axis=0), gamma, t)
+        binds = self.tmpl.bindings(index_to_bits(cur.reshape(-1), n), np.repeat(self.values, C, axis=0), gamma, t)
         bits = np.asarray(self.run(self.circuit, binds, int(rng.integers(0, 2**31 - 1))))
         self.executions += N * C
-        return (bits.reshape(N * C, n).astype(np.int64) << np.arange(n)).sum(-1).reshape(N, C)
+        return bits_to_index(bits.reshape(N * C, n)).reshape(N, C)
 
 
 def aer_runner(backend_options: dict[str, Any]) -> Runner:

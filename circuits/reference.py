@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from hybrid_attention.ising import index_to_spins
+
 from .program import layers
 from .schedule import DQASchedule
 
@@ -46,8 +48,7 @@ def problem_energies(h: Any, J: Any) -> np.ndarray:
     n = h.shape[-1]
     if J.shape[-2:] != (n, n):
         raise ValueError(f"J must have shape (..., {n}, {n}) to match h's n = {n}, got {J.shape}")
-    c = np.arange(1 << n)
-    s = 1.0 - 2.0 * ((c[:, None] >> np.arange(n)) & 1)  # (2^n, n), column j = spin j
+    s = index_to_spins(np.arange(1 << n), n).astype(np.float64)  # (2^n, n), column j = spin j
     field = h @ s.T
     upper = np.triu(J, 1)
     coupling = np.einsum("cj,...jk,ck->...c", s, upper, s)

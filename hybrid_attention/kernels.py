@@ -227,7 +227,7 @@ def causal_marginals_loop(h: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
                 S = exact.enumerate_states(i + 1, dtype=h.dtype)
                 Jm = J[hd, : i + 1, : i + 1].to(h.dtype)
                 L = S @ h[b, hd, i, : i + 1] + 0.5 * ((S @ Jm) * S).sum(-1)
-                out[b, hd, i, : i + 1] = torch.softmax(L, 0) @ S
+                out[b, hd, i, : i + 1] = exact.table_marginals(torch.softmax(L, 0))
     return out
 
 

@@ -15,6 +15,7 @@ import torch
 
 import hybrid_attention
 from hybrid_attention.apps import cli, run_files
+from hybrid_attention.tasks.shakespeare import sha256_file
 
 TINY = ["--n-embd", "8", "--batch-size", "8", "--no-progress", "--warmup", "2"]
 BRACKETS = ["train", "--task", "brackets", "--attention", "hj", "--block-size", "4", "--eval-interval", "2", *TINY]
@@ -438,7 +439,7 @@ def test_ibm_account_errors_are_one_line(tmp_path, capsys, monkeypatch):
 def test_changed_corpus_with_the_same_vocabulary_is_refused_on_resume(tmp_path, corpus, capsys):
     out = tmp_path / "run"
     assert cli.main([*shakespeare(corpus), "--steps", "2", "--out", str(out)]) == 0
-    sha = run_files.sha256_file(corpus)
+    sha = sha256_file(corpus)
     assert read(out, "config.json")["data_sha256"] == sha
     assert torch.load(out / "checkpoint.pt", weights_only=True)["data_sha256"] == sha
     edited = tmp_path / "edited.txt"
