@@ -167,8 +167,9 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
 
 
 def remove_stale_temporaries(path: str | os.PathLike) -> list[Path]:
-    """Remove temporary files left in ``path`` by a killed write: ``.NAME.tmp`` (:func:`atomic_write`) and the
-    ``.NAME.XXXXXXXX`` files of earlier versions (``tempfile.mkstemp``). Call it only while holding the lock."""
+    """Remove temporary files left in ``path`` by a killed write: every ``.NAME.*`` file for a ``NAME`` this package
+    writes, which covers :func:`atomic_write`'s ``.NAME.tmp`` and ``tempfile.mkstemp``-style ``.NAME.XXXXXXXX``
+    names. Call it only while holding the lock."""
     removed = []
     for p in Path(path).glob(".*"):
         if not p.is_file():

@@ -1,4 +1,4 @@
-"""Benchmark of the exact causal Boltzmann kernel (issue: Foundation).
+"""Benchmark of the exact causal Boltzmann kernel.
 
 Prints, measured side by side in one run (repetitions interleaved, medians reported, ratios are what count on a
 shared machine):

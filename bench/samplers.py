@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-# ---------------------------------------------------------------------- section: aer (issue 4)
+# ---------------------------------------------------------------------- section: aer
 def bench_aer(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Toolkit ``aer`` sampler, both read-outs (``probabilities``: the default for ideal simulation; ``shots``:
     Aer ``SamplerV2``), vs a per-problem loop on ``AerSimulator`` (same circuits, same shots), run back to back.
@@ -163,8 +163,8 @@ def bench_aer(args: argparse.Namespace) -> list[dict[str, Any]]:
 BENCHMARKS.append(bench_aer)
 
 
-# ---------------------------------------------------------------------- section: native engines (issue 5)
-#: sizes of the native-engine comparison (issue 5): n = 10 and 14 spins, 512 problems, ``args.steps`` Trotter steps
+# ---------------------------------------------------------------------- section: native engines
+#: sizes of the native-engine comparison: n = 10 and 14 spins, 512 problems, ``args.steps`` Trotter steps
 NATIVE_N = (10, 14)
 NATIVE_PROBLEMS = 512
 

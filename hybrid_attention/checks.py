@@ -68,8 +68,8 @@ _SEED_EXPECTED = "an int, a numpy.random.Generator, a numpy.random.SeedSequence 
 class IntegerTypeError(TypeError, ValueError):
     """A count (``num_reads``, ``steps``, ``burn_in``...) that is not an integer (a float, a bool, a string).
 
-    A ``TypeError``, and also a ``ValueError`` because these checks raised ``ValueError`` for every bad count before
-    they were unified; code catching either keeps working.
+    A ``TypeError`` (the type is wrong) that is also a ``ValueError`` (a count is a value a caller may validate as
+    such), so code catching either catches it.
     """
 
 

@@ -5,17 +5,17 @@ Serially in this process by default; with ``scheduler=`` or ``workers=`` each ru
 (:mod:`hybrid_attention.apps.ablate.cluster`), and the summaries are the same.
 
 The learning-rate axis and run names (:func:`run_dir`): a directory has an *lr axis* once it holds, or is asked
-for, more than one learning rate. Runs at the directory's *untagged* learning rate keep the names they always had,
+for, more than one learning rate. Runs at the directory's *untagged* learning rate are named
 ``runs/<mode>_T<T>_s<seed>``; runs at any other learning rate carry a tag, ``runs/<mode>_T<T>_lr<tag>_s<seed>``
 (:func:`lr_tag`, e.g. ``lr3e-03``). The untagged learning rate is the one a directory started with when it started
-with a single one (every directory made before the lr axis existed), and none when it started with several. So an
-old directory continued with ``lrs`` that include its learning rate reuses its runs as they are, and a directory
-without an lr axis looks exactly as before.
+with a single one (also the one of a marker that records no ``lrs``, only ``settings.lr``), and none when it started
+with several. So a single-rate directory continued with ``lrs`` that include its learning rate reuses its runs as
+they are, and a directory without an lr axis has untagged run names only.
 
-The marker rule: the settings of ``_SETTINGS`` must match the directory's (a setting missing from an old marker,
-written before its flag existed, counts as its :class:`TrainConfig` default). ``lr`` is one of them only while
-neither the directory nor the call has an lr axis (a single ``--lr`` other than the directory's is refused, as
-before); with an lr axis on either side every learning rate is accepted and joins the directory's ``lrs``.
+The marker rule: the settings of ``_SETTINGS`` must match the directory's (a setting the marker does not record
+counts as its :class:`TrainConfig` default). ``lr`` is one of them only while neither the directory nor the call has
+an lr axis (a single ``--lr`` other than the directory's is refused); with an lr axis on either side every learning
+rate is accepted and joins the directory's ``lrs``.
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ def _write_marker(
     marker = out / "ablation.json"
     old = load_json(marker) if marker.is_file() else {}
     old_settings = old.get("settings", {})
-    # a marker written before the lr axis: its single lr is in its settings, and its runs are untagged
+    # a marker without "lrs" records its single lr in its settings, and its runs are untagged
     old_lrs = old.get("lrs", [old_settings["lr"]] if "lr" in old_settings else [])
     if not old:
         untagged = lrs[0] if len(lrs) == 1 else None

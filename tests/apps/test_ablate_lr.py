@@ -1,9 +1,10 @@
-"""The ablation's learning-rate axis and its marker rule (issue #14).
+"""The ablation's learning-rate axis and its marker rule.
 
-A directory without an lr axis looks and reports exactly as before the axis existed (checked byte for byte against
-``test_ablate_data/before_lr``, written by the code before it); an old directory continued with ``lrs`` that include
-its learning rate reuses its runs; the best learning rate per (mode, T) is checked against a brute-force recomputation
-from ``runs.csv``; a marker written before a model flag existed reads that flag as its TrainConfig default.
+A directory without an lr axis has the run names and report files of a single-rate ablation (checked byte for byte
+against the fixture ``test_ablate_data/before_lr``, a directory whose marker records no ``lrs``); such a directory
+continued with ``lrs`` that include its learning rate reuses its runs; the best learning rate per (mode, T) is checked
+against a brute-force recomputation from ``runs.csv``; a marker that does not record a model flag reads that flag as
+its TrainConfig default.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def test_run_names_without_an_lr_are_the_old_ones():
             lr_tag(bad)
 
 
-# ---------------------------------------------------------------------- one lr: exactly as before
+# ---------------------------------------------------------------------- one lr: the single-rate names and files
 def test_report_with_one_lr_is_byte_identical_to_the_report_before_the_lr_axis(tmp_path):
     d = old_directory(tmp_path)
     rows = report(d, "brackets")
@@ -320,7 +321,7 @@ def test_an_old_marker_continues_with_the_new_flags_at_their_defaults(tmp_path, 
     d = old_directory(tmp_path)
     legacy_marker(d)
     no_training(monkeypatch)
-    ablate(base(d), d, *GRID, progress=False)  # refused before the fix: "holds an ablation with other settings"
+    ablate(base(d), d, *GRID, progress=False)  # accepted, not "holds an ablation with other settings"
     for name in REPORT_FILES:
         assert (d / name).read_bytes() == (FIXTURE / name).read_bytes(), name
     marker = json.loads((d / "ablation.json").read_text())

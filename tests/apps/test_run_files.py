@@ -1,4 +1,4 @@
-"""Run-directory safety (issue #10): locks, resume from config.json, divergence, corpus hash, temporary files, safe
+"""Run-directory safety: locks, resume from config.json, divergence, corpus hash, temporary files, safe
 checkpoint loading, one-line CLI errors, --help defaults and --version."""
 
 from __future__ import annotations

@@ -368,7 +368,7 @@ def test_resume_of_a_checkpoint_written_before_sampler_options(tmp_path):
     out = tmp_path / "old"
     assert cli.main([*GIBBS, "--out", str(out)]) == 0
     blob = torch.load(out / "checkpoint.pt", weights_only=False)
-    del blob["config"]["sampler_options"]  # as written by earlier versions
+    del blob["config"]["sampler_options"]  # a checkpoint whose config records no sampler_options
     torch.save(blob, out / "checkpoint.pt")
     assert cli.main([*GIBBS, "--steps", "3", "--out", str(out), "--resume"]) == 0
 

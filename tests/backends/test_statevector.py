@@ -226,7 +226,7 @@ def test_validation_and_registry():
         StatevectorSampler(cache_limit=0)
 
 
-# ---------------------------------------------------------------------- issue #10: hostile input
+# ---------------------------------------------------------------------- hostile input
 def test_refuses_huge_problems_before_allocating(monkeypatch):
     from hybrid_attention import checks
 

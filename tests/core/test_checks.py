@@ -73,7 +73,7 @@ def test_positive_int(value, exc):
 
 
 def test_integer_type_errors_are_also_value_errors():
-    """Count checks raised ValueError for a float before they were unified: both catch clauses keep working."""
+    """A count of the wrong type is a TypeError and also a ValueError: both catch clauses catch it."""
     with pytest.raises(ValueError):
         checks.check_positive_int(1.5, "burn_in", minimum=0)
     assert checks.check_positive_int(np.int16(3), "steps") == 3 and checks.check_num_reads(None) is None

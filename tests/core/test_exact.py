@@ -380,7 +380,7 @@ def test_property_causal_outputs_ignore_future_tokens(T, seed):
     torch.testing.assert_close(a[..., : t + 1, :], b[..., : t + 1, :], atol=0, rtol=0)
 
 
-# ---------------------------------------------------------------------- issue #10: hostile input
+# ---------------------------------------------------------------------- hostile input
 def test_empty_batch_gives_empty_results():
     J = torch.tensor([[0.0, 0.4], [0.4, 0.0]], dtype=torch.float64)
     p = IsingProblem(torch.zeros(0, 2, dtype=torch.float64), J)
@@ -424,7 +424,7 @@ def test_public_kernels_validate_raw_tensors(rng, kernel):
             f(h, J, beta)
     with pytest.raises(TypeError, match="beta"):
         f(h, J, True)
-    upper = torch.triu(J, 1)  # only the upper triangle filled in: silently ignored (cross block) before
+    upper = torch.triu(J, 1)  # only the upper triangle filled in: refused, not read as half the couplings
     with pytest.raises(ValueError, match="J must be symmetric"):
         f(h, upper)
     badJ = J.clone()

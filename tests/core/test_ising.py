@@ -122,12 +122,12 @@ def test_one_element_tensor_beta_survives_flatten_and_indexing():
     assert torch.equal(q[1:3].beta_tensor(), torch.tensor([0.5, 0.5]))
 
 
-# ---------------------------------------------------------------------- issue #10: beta checked in the problem's dtype
+# ---------------------------------------------------------------------- beta checked in the problem's dtype
 @pytest.mark.parametrize(
     "beta", [1e40, 1e-50, torch.tensor(1e40, dtype=torch.float64), torch.tensor([1.0, 1e300], dtype=torch.float64)]
 )
 def test_beta_must_be_finite_and_positive_in_the_problem_dtype(beta):
-    """float32 IsingProblem(beta=1e40) used to pass validation and return NaN (1e40 is inf in float32)."""
+    """float32 IsingProblem(beta=1e40) is refused: 1e40 is inf in float32 (it would make every result NaN)."""
     with pytest.raises(ValueError, match="beta must be finite and > 0"):
         IsingProblem(torch.zeros(2, 2, dtype=torch.float32), beta=beta)
     IsingProblem(torch.zeros(2, 2, dtype=torch.float64), beta=beta)  # fine in float64
@@ -145,7 +145,7 @@ def test_beta_rejects_non_real_types(beta):
         IsingProblem(torch.zeros(2), beta=beta)
 
 
-# ---------------------------------------------------------------------- issue #15: dimod dicts and BQMs
+# ---------------------------------------------------------------------- dimod dicts and BQMs
 def test_from_dimod_accepts_non_integer_labels():
     """Was ``TypeError: can only concatenate str (not "int") to str``; labels keep their order of appearance."""
     p = IsingProblem.from_dimod({"a": 1.0, "b": -0.5}, {("b", "c"): 2.0})
