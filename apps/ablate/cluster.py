@@ -52,12 +52,17 @@ def run_grid(
 
     Args:
         scheduler, workers: the cluster (:func:`hybrid_attention.apps.distributed.dask_client`); or
-        client: an existing ``distributed.Client`` (then ``scheduler`` and ``workers`` are ignored).
+        client: an existing ``distributed.Client`` (instead of ``scheduler`` / ``workers``).
         retries: re-runs of a task that raised.
 
     Raises:
+        ValueError: ``client`` together with ``scheduler`` or ``workers``.
         The error of a run that fails after its retries (bad data, a locked run directory, ...).
     """
+    if client is not None and (scheduler is not None or workers is not None):
+        raise ValueError(
+            f"give either client= or scheduler=/workers=, got client and scheduler={scheduler!r}, workers={workers!r}"
+        )
     if client is None:
         with dask_client(scheduler, workers) as c:
             return run_grid(configs, client=c, retries=retries, progress=progress)
