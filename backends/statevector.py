@@ -45,7 +45,7 @@ import numpy as np
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from hybrid_attention.checks import check_memory, check_positive_int, describe_seed
+from hybrid_attention.checks import check_device, check_memory, check_positive_int, describe_seed
 from hybrid_attention.circuits.program import layers as program_layers
 from hybrid_attention.circuits.schedule import DQASchedule
 from hybrid_attention.exact import enumerate_states
@@ -171,7 +171,8 @@ class StatevectorSampler(DQASampler):
     Args:
         schedule: the :class:`DQASchedule` (default ``DQASchedule(tau=1.0, steps=20)``).
         dtype: ``torch.complex64`` (default; TV error ~1e-7) or ``torch.complex128`` (~1e-15).
-        device: torch device for the simulation (default: the problem's device).
+        device: torch device for the simulation (default: the problem's device); one this machine has
+            (``ValueError`` naming the available ones otherwise, e.g. ``"cuda"`` without a GPU).
         max_spins: size limit (default 20: ``2**20`` amplitudes per problem).
         memory_limit: bytes of amplitudes (and energies) per chunk of problems; the batch is simulated in chunks
             that fit (default 64 MiB). With autograd each chunk is checkpointed, so the backward pass keeps one
@@ -208,7 +209,10 @@ class StatevectorSampler(DQASampler):
         self.group = check_positive_int(group, "group")
         self.cache_limit = check_positive_int(cache_limit, "cache_limit")
         self.dtype = dtype
-        self.device = None if device is None else torch.device(device)
+        try:
+            self.device = None if device is None else check_device(device)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"statevector: {exc}") from None
 
     @property
     def capabilities(self) -> SamplerCapabilities:

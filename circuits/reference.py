@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from hybrid_attention.checks import check_finite
 from hybrid_attention.ising import index_to_spins
 
 from .program import layers
@@ -42,9 +43,14 @@ def problem_energies(h: Any, J: Any) -> np.ndarray:
 
     Returns:
         ``(*batch, 2**n)`` float64, index ``c = sum_j b_j 2**j``.
+
+    Raises:
+        ValueError: a non-finite ``h`` or ``J``, or ``J`` of another size than ``h``.
     """
     h = np.asarray(h, dtype=np.float64)
     J = np.asarray(J, dtype=np.float64)
+    check_finite(h, "h")
+    check_finite(J, "J")
     n = h.shape[-1]
     if J.shape[-2:] != (n, n):
         raise ValueError(f"J must have shape (..., {n}, {n}) to match h's n = {n}, got {J.shape}")
@@ -83,6 +89,11 @@ def dqa_state(h: Any, J: Any, schedule: DQASchedule) -> np.ndarray:
 
     Returns:
         complex128 statevectors ``(*batch, 2**n)``.
+
+    Raises:
+        TypeError: ``schedule`` is not a :class:`DQASchedule`.
+        ValueError: a non-finite ``h`` or ``J`` (before any work), a scalar ``h``, more than 20 qubits, mismatched
+            shapes.
     """
     if not isinstance(schedule, DQASchedule):
         raise TypeError(f"schedule must be a DQASchedule, got {type(schedule).__name__}")
@@ -93,6 +104,8 @@ def dqa_state(h: Any, J: Any, schedule: DQASchedule) -> np.ndarray:
     if n > _MAX_QUBITS:
         raise ValueError(f"the reference statevector handles at most {_MAX_QUBITS} qubits, got n = {n}")
     J = np.asarray(J, dtype=np.float64)
+    check_finite(h, "h")
+    check_finite(J, "J")
     E = problem_energies(schedule.field_scale * h, schedule.coupling_scale * J)
     batch = E.shape[:-1]
     E = E.reshape(-1, 1 << n)
@@ -105,7 +118,8 @@ def dqa_state(h: Any, J: Any, schedule: DQASchedule) -> np.ndarray:
 def dqa_probabilities(h: Any, J: Any, schedule: DQASchedule) -> np.ndarray:
     """Measurement distribution ``|<z|psi>|^2`` of the anneal, ``(*batch, 2**n)`` float64 (sums to 1).
 
-    Index ``c = sum_j b_j 2**j``, the same order as :func:`hybrid_attention.exact.probabilities`.
+    Index ``c = sum_j b_j 2**j``, the same order as :func:`hybrid_attention.exact.probabilities`. Raises as
+    :func:`dqa_state` (``ValueError`` for NaN or infinite fields or couplings, before any work).
     """
     psi = dqa_state(h, J, schedule)
     p = np.abs(psi) ** 2

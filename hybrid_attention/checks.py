@@ -335,9 +335,9 @@ def beta_per_head(beta: Any, H: int, like: torch.Tensor, name: str = "beta") -> 
 
 
 # ---------------------------------------------------------------------- attention couplings
-def check_head_couplings(J: Any, H: int, T: int, *, zero_diagonal: bool = True) -> torch.Tensor:
-    """A layer's couplings ``J (H, T', T')``, ``T' >= T``: finite and symmetric on the leading ``T x T`` block (with a
-    zero diagonal when ``zero_diagonal``); returns that block (a view, same dtype).
+def check_head_couplings(J: Any, H: int, T: int) -> torch.Tensor:
+    """A layer's couplings ``J (H, T', T')``, ``T' >= T``: finite, symmetric and with a zero diagonal on the leading
+    ``T x T`` block; returns that block (a view, same dtype).
 
     Symmetry and the diagonal are checked to ``1e-6 * max(1, max |J|)``.
 
@@ -361,7 +361,6 @@ def check_head_couplings(J: Any, H: int, T: int, *, zero_diagonal: bool = True) 
             Jd,
             rtol=0.0,
             atol=tol,
-            zero_diagonal=zero_diagonal,
             diagonal_atol=tol,
             hint="build it with hybrid_attention.attention.symmetric_couplings() from an upper triangle",
         )

@@ -188,8 +188,20 @@ class IsingProblem:
         of the dimod problem: it is masked (dropped). So ``IsingProblem.from_dimod(*p.to_dimod(), n=p.n)`` gives
         ``p`` back, mask included (without ``n`` a masked last spin cannot be told from an absent one).
 
+        Negative integer labels (when all labels are integers and ``labels`` is not given) are refused: "spin ``j``
+        is label ``j``" has no place for them, and each other reading is a guess that silently moves spins (Python's
+        ``-1`` is the last spin, sorted order makes it the first, first appearance depends on dict order). Pass
+        ``labels=`` (e.g. ``sorted(variables)``) to say which spin each label is.
+
         Raises:
-            ValueError: a self-coupling, a label outside ``labels``, or an integer label ``>= n``.
+            ValueError: a self-coupling, a label outside ``labels``, an integer label ``>= n``, or negative integer
+                labels without ``labels=``.
+
+        Example:
+            >>> IsingProblem.from_dimod({0: 0.5, 2: -1.0}, {(0, 2): 0.25}).mask.tolist()  # label 1 absent: masked
+            [True, False, True]
+            >>> IsingProblem.from_dimod({-1: 0.5, 1: 1.0}, {}, labels=[-1, 1]).h.tolist()
+            [-0.5, -1.0]
         """
         if not isinstance(h, dict):
             hv = np.asarray(h, dtype=float)
@@ -419,6 +431,12 @@ def _variable_order(
     """Spin order for dimod variables: ``labels``; else (``strict_ints``) integer labels by value; else first
     appearance. Every variable must be in the order (``ValueError`` otherwise)."""
     seen = list(dict.fromkeys(variables))
+    ints = [v for v in seen if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))]
+    if labels is None and strict_ints and seen and len(ints) == len(seen) and min(ints) < 0:
+        raise ValueError(
+            f"dimod labels must be integers >= 0 (spin j is label j) or be ordered with labels=..., got the negative "
+            f"integer label(s) {sorted(v for v in ints if v < 0)}; pass labels=sorted(variables) or another order"
+        )
     if labels is not None:
         order = list(labels)
         if len(set(order)) != len(order):

@@ -213,3 +213,12 @@ def test_from_bqm_handles_labels_binary_and_offset():
         IsingProblem.from_bqm({"x": 1.0})
     with pytest.raises(ValueError, match="at least one spin"):
         IsingProblem.from_bqm(dimod.BinaryQuadraticModel("SPIN"))
+
+
+def test_from_dimod_refuses_negative_integer_labels_unless_ordered():
+    """ "Spin j is label j" has no place for -1: refused with the fix named; labels= gives the order."""
+    with pytest.raises(ValueError, match=r"negative integer label\(s\) \[-2, -1\]; pass labels=sorted\(variables\)"):
+        IsingProblem.from_dimod({-1: 0.5, 0: 1.0}, {(-2, 0): 0.25})
+    p = IsingProblem.from_dimod({-1: 0.5, 0: 1.0}, {(-2, 0): 0.25}, labels=[-2, -1, 0])
+    assert p.h.tolist() == [0.0, -0.5, -1.0] and p.J[0, 2].item() == -0.25 and p.mask is None
+    assert IsingProblem.from_dimod({3: 1.0}, {}).mask.tolist() == [False, False, False, True]  # >= 0: label j is spin j
