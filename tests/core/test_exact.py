@@ -487,3 +487,17 @@ def test_sample_validates_reads_seed_and_size():
 def test_enumerate_states_rejects_non_integer_sizes():
     with pytest.raises(TypeError, match="n must be an integer"):
         exact.enumerate_states(2.5)
+
+
+def test_table_marginals_and_correlations_of_the_exact_table(rng):
+    """Read out of a probability table over configurations, they give the oracle's marginals and correlations."""
+    p = IsingProblem(to_t(rng.normal(size=(2, 3, 5))), to_t(random_couplings(rng, 5, 0.7, (2, 3))), beta=0.9)
+    P = exact.probabilities(p)
+    torch.testing.assert_close(exact.table_marginals(P), exact.marginals(p), atol=1e-12, rtol=0)
+    torch.testing.assert_close(exact.table_correlations(P), exact.correlations(p), atol=1e-12, rtol=0)
+    np.testing.assert_allclose(exact.table_marginals(P.numpy()).numpy(), exact.marginals(p).numpy(), atol=1e-12)
+    one = torch.zeros(8, dtype=torch.float64)
+    one[6] = 1.0  # the configuration of index 6 = bits 011: s = (+1, -1, -1)
+    assert exact.table_marginals(one).tolist() == [1.0, -1.0, -1.0]
+    with pytest.raises(ValueError, match=r"2\*\*n configurations, got shape \(2, 6\)"):
+        exact.table_marginals(torch.ones(2, 6))

@@ -9,7 +9,14 @@ import pytest
 import torch
 
 from hybrid_attention import IsingProblem
-from hybrid_attention.ising import bits_to_spins, index_to_spins, spins_to_bits, spins_to_index
+from hybrid_attention.ising import (
+    bits_to_index,
+    bits_to_spins,
+    index_to_bits,
+    index_to_spins,
+    spins_to_bits,
+    spins_to_index,
+)
 from tests.conftest import random_couplings, to_t
 
 
@@ -222,3 +229,16 @@ def test_from_dimod_refuses_negative_integer_labels_unless_ordered():
     p = IsingProblem.from_dimod({-1: 0.5, 0: 1.0}, {(-2, 0): 0.25}, labels=[-2, -1, 0])
     assert p.h.tolist() == [0.0, -0.5, -1.0] and p.J[0, 2].item() == -0.25 and p.mask is None
     assert IsingProblem.from_dimod({3: 1.0}, {}).mask.tolist() == [False, False, False, True]  # >= 0: label j is spin j
+
+
+@pytest.mark.parametrize("n", [1, 5, 16, 17, 20])
+def test_index_bits_and_spins_round_trip_on_both_paths(n):
+    """``index_to_bits`` looks bits up in a table up to n = 16 and shifts above: both give bit j of c in column j."""
+    rng = np.random.default_rng(n)
+    c = rng.integers(0, 1 << n, size=(3, 7))
+    bits = index_to_bits(c, n)
+    assert bits.shape == (3, 7, n) and bits.dtype == bool
+    np.testing.assert_array_equal(bits, (c[..., None] // 2 ** np.arange(n)) % 2 == 1)  # independent arithmetic
+    np.testing.assert_array_equal(bits_to_index(bits), c)
+    np.testing.assert_array_equal(index_to_spins(c, n), bits_to_spins(bits))
+    np.testing.assert_array_equal(spins_to_index(index_to_spins(c, n)), c)
