@@ -419,12 +419,19 @@ def check_finite(x: Any, name: str) -> None:
         ...
         ValueError: h must be finite, got a non-finite value nan at index [1]
     """
-    t = x.detach() if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
-    if t.is_floating_point() or t.is_complex():
-        bad = ~torch.isfinite(t)
-        if bool(bad.any()):
-            where = bad.nonzero()[0].tolist()
-            raise ValueError(f"{name} must be finite, got a non-finite value {t[tuple(where)].item()} at index {where}")
+    if isinstance(x, torch.Tensor):
+        t = x.detach()
+        if not (t.is_floating_point() or t.is_complex()) or bool(torch.isfinite(t).all()):
+            return
+        where = (~torch.isfinite(t)).nonzero()[0].tolist()
+        value = t[tuple(where)].item()
+    else:
+        a = np.asarray(x)
+        if a.dtype.kind not in "fc" or bool(np.isfinite(a).all()):
+            return
+        where = [int(i) for i in np.argwhere(~np.isfinite(a))[0]]
+        value = a[tuple(where)].item()
+    raise ValueError(f"{name} must be finite, got a non-finite value {value} at index {where}")
 
 
 def check_device(device: Any) -> torch.device:
