@@ -4,8 +4,8 @@ An engine draws, for every chain of a chunk of problems, one proposal ``s'`` fro
 the proposal circuit of :mod:`hybrid_attention.circuits.proposal` and ``s`` the chain's current state
 (``propose(cur (N, C) int64, gamma, t, rng) -> (N, C)``, states indexed ``c = sum_j b_j 2**j``):
 
-* :class:`StatevectorEngine`: the batched PyTorch simulator (the energy table and Kronecker-block driver layers of
-  :mod:`.statevector`; :func:`evolve_proposal`, :func:`proposal_rows`);
+* :class:`StatevectorEngine`: the batched PyTorch simulator (the energy table of :mod:`.statevector` and the
+  Kronecker-block driver layers of :mod:`.driver`; :func:`evolve_proposal`, :func:`proposal_rows`);
 * :class:`CircuitEngine`: the emitted qiskit circuit (:class:`~hybrid_attention.circuits.proposal.ProposalTemplate`),
   one shot per chain per step in one PUB per step, run by a callable: qiskit-aer's ``SamplerV2``
   (:func:`aer_runner`) or the IBM runtime Sampler of an :class:`~hybrid_attention.backends.ibm.IBMSampler`
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from hybrid_attention.circuits.program import CircuitOptions
+from hybrid_attention.circuits.program import CircuitOptions, edge_mask
 from hybrid_attention.circuits.proposal import (
     ProposalParams,
     alpha_of,
@@ -31,10 +31,10 @@ from hybrid_attention.circuits.proposal import (
     proposal_template,
     proposal_values,
 )
-from hybrid_attention.ising import IsingProblem
+from hybrid_attention.ising import IsingProblem, bits_to_index, index_to_bits
 
-from .base import state_bits
-from .statevector import _apply_driver, _apply_driver_into, _groups, _phase, _rx_block, configuration_energies
+from .driver import REAL, apply_driver, apply_driver_into, driver_groups, phase, rx_block
+from .statevector import configuration_energies
 
 __all__ = [
     "evolve_proposal",
@@ -45,12 +45,9 @@ __all__ = [
     "CircuitEngine",
     "aer_runner",
     "ibm_runner",
-    "REAL",
 ]
 
 logger = logging.getLogger(__name__)
-
-REAL = {torch.complex64: torch.float32, torch.complex128: torch.float64}
 
 #: ``run(circuit, bindings (rows, P), seed) -> bool bits (rows, n)``: one shot per bindings row
 Runner = Callable[[Any, np.ndarray, int], np.ndarray]
@@ -75,17 +72,17 @@ def evolve_proposal(
         ``(R, 2**n)`` evolved states.
     """
     n = int(psi.shape[-1]).bit_length() - 1
-    groups = _groups(n, group)
+    groups = driver_groups(n, group)
     layers = proposal_layers(a, b, steps)
-    blocks = {v: [(lo, g, _rx_block(g, v, psi.dtype, psi.device)) for lo, g in groups] for k, v in layers if k == "D"}
+    blocks = {v: [(lo, g, rx_block(g, v, psi.dtype, psi.device)) for lo, g in groups] for k, v in layers if k == "D"}
 
     def phases(Ei: torch.Tensor) -> dict[float, torch.Tensor]:  # exp(-i b_k E) per distinct problem phase
-        return {v: _phase((-v) * Ei).to(psi.dtype) for v in {v for k, v in layers if k == "P"}}
+        return {v: phase((-v) * Ei).to(psi.dtype) for v in {v for k, v in layers if k == "P"}}
 
     if torch.is_grad_enabled() and (psi.requires_grad or E.requires_grad) or psi.device.type != "cpu":
         ph = phases(E)
         for kind, val in layers:
-            psi = psi * ph[val] if kind == "P" else _apply_driver(psi, blocks[val], n)
+            psi = psi * ph[val] if kind == "P" else apply_driver(psi, blocks[val], n)
         return psi
     psi = psi.contiguous()
     rows = max(1, cache_limit // (psi.shape[-1] * psi.element_size() * 3))
@@ -97,7 +94,7 @@ def evolve_proposal(
             if kind == "P":
                 cur.mul_(ph[val])
             else:
-                cur, buf = _apply_driver_into(cur, buf, blocks[val])
+                cur, buf = apply_driver_into(cur, buf, blocks[val])
         sub.copy_(cur)
     return psi
 
@@ -136,9 +133,8 @@ def evolve_basis_states(
         raise ValueError(f"evolve_basis_states: the proposal must start with a driver layer, got {kind0!r}")
     c, s = float(np.cos(x0)), float(np.sin(x0))
     pair = torch.tensor([[c, 1j * s], [1j * s, c]], dtype=dtype)  # exp(i x X)|b> over b' = 0, 1, for b = 0, 1
-    shifts = torch.arange(n)
-    groups = _groups(n, group)
-    blocks = {v: [(lo, g, _rx_block(g, v, dtype, E.device)) for lo, g in groups] for kd, v in rest if kd == "D"}
+    groups = driver_groups(n, group)
+    blocks = {v: [(lo, g, rx_block(g, v, dtype, E.device)) for lo, g in groups] for kd, v in rest if kd == "D"}
     pvals = sorted({v for kd, v in rest if kd == "P"})
     out = torch.empty(N * C, size, dtype=dtype)
     per = max(1, cache_limit // (size * out.element_size() * 3) // C)  # problems per sub-chunk
@@ -146,17 +142,18 @@ def evolve_basis_states(
     for p0 in range(0, N, per):
         p1 = min(N, p0 + per)
         rows = slice(p0 * C, p1 * C)
-        V = pair[(flat[rows, None] >> shifts) & 1]  # (rows, n, 2): qubit q's state after the first driver layer
+        bits = torch.from_numpy(index_to_bits(flat[rows].numpy(), n).view(np.int8)).long()
+        V = pair[bits]  # (rows, n, 2): qubit q's state after the first driver layer
         cur = V[:, n - 1]
         for q in range(n - 2, -1, -1):  # the product state, qubit n - 1 the most significant index bit
             cur = (cur[:, :, None] * V[:, q, None, :]).reshape(cur.shape[0], -1)
         buf = torch.empty_like(cur)
-        ph = {v: _phase((-v) * E[p0:p1]).to(dtype)[:, None, :] for v in pvals}  # (problems, 1, 2**n)
+        ph = {v: phase((-v) * E[p0:p1]).to(dtype)[:, None, :] for v in pvals}  # (problems, 1, 2**n)
         for kd, val in rest:
             if kd == "P":
                 cur.view(p1 - p0, C, size).mul_(ph[val])
             else:
-                cur, buf = _apply_driver_into(cur, buf, blocks[val])
+                cur, buf = apply_driver_into(cur, buf, blocks[val])
         out[rows] = cur
     return out
 
@@ -286,10 +283,7 @@ class CircuitEngine:
         edges = tuple((j, k) for j in range(n) for k in range(j + 1, n) if nz[j, k])
         self.tmpl = proposal_template(n, edges, params.steps, options, params.shape)
         if len(self.tmpl.edges) < len(edges):  # couplings dropped by the device graph (on_missing="drop")
-            keep = np.zeros((n, n), dtype=bool)
-            for j, k in self.tmpl.edges:
-                keep[j, k] = keep[k, j] = True
-            J = J * keep
+            J = J * edge_mask(n, self.tmpl.edges)
         self.values = proposal_values(h, J, params, self.tmpl.edges, mask)  # (N, n + E)
         self.params, self.run = params, run
         self.circuit = circuit_for(self.tmpl)
@@ -298,10 +292,10 @@ class CircuitEngine:
     def propose(self, cur: np.ndarray, gamma: float, t: float, rng: np.random.Generator) -> np.ndarray:
         N, C = cur.shape
         n = self.tmpl.n
-        binds = self.tmpl.bindings(state_bits(cur.reshape(-1), n), np.repeat(self.values, C, axis=0), gamma, t)
+        binds = self.tmpl.bindings(index_to_bits(cur.reshape(-1), n), np.repeat(self.values, C, axis=0), gamma, t)
         bits = np.asarray(self.run(self.circuit, binds, int(rng.integers(0, 2**31 - 1))))
         self.executions += N * C
-        return (bits.reshape(N * C, n).astype(np.int64) << np.arange(n)).sum(-1).reshape(N, C)
+        return bits_to_index(bits.reshape(N * C, n)).reshape(N, C)
 
 
 def aer_runner(backend_options: dict[str, Any]) -> Runner:

@@ -64,9 +64,9 @@ SAMPLERS: dict[str, SamplerEntry] = {
     "ibm": SamplerEntry("hybrid_attention.backends.ibm", "IBMSampler", "ibm"),
     # quantum-enhanced MCMC: circuit proposals, Metropolis acceptance, Boltzmann output (not a DQA output)
     "qemcmc": SamplerEntry("hybrid_attention.backends.qemcmc", "QEMCMCSampler"),
-    "gibbs": SamplerEntry("hybrid_attention.backends.classical", "GibbsSampler"),
-    "anneal": SamplerEntry("hybrid_attention.backends.classical", "AnnealingSampler"),
-    "meanfield": SamplerEntry("hybrid_attention.backends.classical", "MeanFieldSampler"),
+    "gibbs": SamplerEntry("hybrid_attention.backends.gibbs", "GibbsSampler"),
+    "anneal": SamplerEntry("hybrid_attention.backends.gibbs", "AnnealingSampler"),
+    "meanfield": SamplerEntry("hybrid_attention.backends.meanfield", "MeanFieldSampler"),
     # any dimod.Sampler (dwave-samplers' simulated annealing at constant beta by default; a QPU needs allow_hardware)
     "dimod": SamplerEntry("hybrid_attention.backends.ocean", "DimodSampler", "ocean"),
     # any registered sampler, its batch sharded across Dask workers (or run here): one seed per problem

@@ -39,14 +39,13 @@ Example:
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from hybrid_attention.checks import check_memory, check_positive_int, describe_seed
+from hybrid_attention.checks import check_device, check_memory, check_positive_int, describe_seed
 from hybrid_attention.circuits.program import layers as program_layers
 from hybrid_attention.circuits.schedule import DQASchedule
 from hybrid_attention.exact import enumerate_states
@@ -55,12 +54,12 @@ from hybrid_attention.sampler import SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
 from .dqa import DQASampler
+from .driver import REAL, apply_driver, apply_driver_into, driver_groups, phase, rx_block
 
 __all__ = ["StatevectorSampler", "configuration_energies", "dqa_statevector"]
 
 logger = logging.getLogger(__name__)
 
-_REAL = {torch.complex64: torch.float32, torch.complex128: torch.float64}
 #: fixed cost of one sampler call in units of (problem x configuration) work, for the bridge's prefix grouping
 #: (chosen by timing the T = 12 training step of bench.samplers with several values: 2e3, 6e3, 2e4, 5e4, 1e5)
 _CALL_OVERHEAD = 20000
@@ -90,68 +89,6 @@ def configuration_energies(h: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
     return E
 
 
-_RX_CACHE: dict[tuple, torch.Tensor] = {}
-
-
-def _rx_block(g: int, a: float, dtype: torch.dtype, device: Any) -> torch.Tensor:
-    """``RX(-2a)^{(x) g} = exp(i a sum_{j<g} X_j)`` as a ``(2**g, 2**g)`` symmetric matrix (cached)."""
-    key = (g, a, dtype, str(device))
-    if key not in _RX_CACHE:
-        if len(_RX_CACHE) > 4096:
-            _RX_CACHE.clear()
-        _RX_CACHE[key] = _rx_matrix(g, a, dtype, device)
-    return _RX_CACHE[key]
-
-
-def _rx_matrix(g: int, a: float, dtype: torch.dtype, device: Any) -> torch.Tensor:
-    idx = torch.arange(1 << g, device=device)
-    x = idx[:, None] ^ idx[None, :]
-    d = torch.zeros_like(x)
-    for q in range(g):
-        d += (x >> q) & 1
-    c, s = math.cos(a), math.sin(a)
-    table = torch.tensor([c ** (g - k) * s**k for k in range(g + 1)], dtype=torch.float64)
-    ph = torch.tensor([1, 1j, -1, -1j], dtype=torch.complex128)[torch.arange(g + 1) % 4]
-    vals = (table * ph).to(dtype=dtype, device=device)
-    return vals[d]
-
-
-def _groups(n: int, g: int) -> list[tuple[int, int]]:
-    """Split qubits ``0..n-1`` into ``(lo, size)`` groups of at most ``g`` (sizes as even as possible)."""
-    k = max(1, math.ceil(n / g))
-    sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
-    out, lo = [], 0
-    for sz in sizes:
-        out.append((lo, sz))
-        lo += sz
-    return out
-
-
-def _apply_driver(psi: torch.Tensor, blocks: list[tuple[int, int, torch.Tensor]], n: int) -> torch.Tensor:
-    B = psi.shape[0]
-    for lo, g, M in blocks:
-        if lo == 0:
-            psi = (psi.reshape(-1, 1 << g) @ M).reshape(B, 1 << n)
-        else:
-            psi = torch.matmul(M, psi.reshape(-1, 1 << g, 1 << lo)).reshape(B, 1 << n)
-    return psi
-
-
-def _apply_driver_into(
-    psi: torch.Tensor, buf: torch.Tensor, blocks: list[tuple[int, int, torch.Tensor]]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`_apply_driver` without allocations (no autograd): ping-pongs between ``psi`` and ``buf`` (both
-    contiguous, same shape) and returns ``(state, spare buffer)``. Fresh multi-MiB tensors cost page faults on
-    every call, which made the allocating version ~4x slower at n = 12, 32 problems."""
-    for lo, g, M in blocks:
-        if lo == 0:
-            torch.matmul(psi.view(-1, 1 << g), M, out=buf.view(-1, 1 << g))
-        else:
-            torch.matmul(M, psi.view(-1, 1 << g, 1 << lo), out=buf.view(-1, 1 << g, 1 << lo))
-        psi, buf = buf, psi
-    return psi, buf
-
-
 def dqa_statevector(
     h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, *, dtype: torch.dtype = torch.complex64, group: int = 4
 ) -> torch.Tensor:
@@ -166,7 +103,7 @@ def dqa_statevector(
     Returns:
         ``(B, 2**n)`` complex amplitudes, index ``c = sum_j b_j 2**j``; differentiable in ``h`` and ``J``.
     """
-    real = _REAL[dtype]
+    real = REAL[dtype]
     n = h.shape[-1]
     fs = float(getattr(schedule, "field_scale", 1.0))
     cs = float(getattr(schedule, "coupling_scale", 1.0))
@@ -178,7 +115,7 @@ def dqa_statevector(
     if inplace:
         buf = torch.empty_like(psi)
         phc = torch.empty_like(psi) if dtype != torch.complex128 else None
-    groups = _groups(n, group)
+    groups = driver_groups(n, group)
     cache: dict[float, list] = {}
     layers = program_layers(schedule, merge_drivers=True)
     pvals = np.array([v for kind, v in layers if kind == "P"])
@@ -189,12 +126,12 @@ def dqa_statevector(
     recur = len(pvals) > 2 and bool(np.allclose(np.diff(pvals), step_b, rtol=1e-12, atol=0.0))
     if recur:
         E64 = E.to(torch.float64)
-        step_ph, ph = _phase(-step_b * E64), _phase(-float(pvals[0]) * E64)
+        step_ph, ph = phase(-step_b * E64), phase(-float(pvals[0]) * E64)
     first = True
     for kind, val in layers:
         if kind == "P":
             if not recur:
-                psi = psi.mul_(_phase(-val * E)) if inplace else psi * _phase(-val * E)
+                psi = psi.mul_(phase(-val * E)) if inplace else psi * phase(-val * E)
             elif inplace:
                 if not first:
                     ph.mul_(step_ph)
@@ -206,17 +143,12 @@ def dqa_statevector(
             first = False
         else:
             if val not in cache:
-                cache[val] = [(lo, g, _rx_block(g, val, dtype, h.device)) for lo, g in groups]
+                cache[val] = [(lo, g, rx_block(g, val, dtype, h.device)) for lo, g in groups]
             if inplace:
-                psi, buf = _apply_driver_into(psi, buf, cache[val])
+                psi, buf = apply_driver_into(psi, buf, cache[val])
             else:
-                psi = _apply_driver(psi, cache[val], n)
+                psi = apply_driver(psi, cache[val], n)
     return psi
-
-
-def _phase(angle: torch.Tensor) -> torch.Tensor:
-    """``exp(i angle)``; cos/sin then complex() is ~2.5x faster than torch.polar on CPU."""
-    return torch.complex(torch.cos(angle), torch.sin(angle))
 
 
 def _scaled_by_beta(h: torch.Tensor, J: torch.Tensor, beta: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -239,7 +171,8 @@ class StatevectorSampler(DQASampler):
     Args:
         schedule: the :class:`DQASchedule` (default ``DQASchedule(tau=1.0, steps=20)``).
         dtype: ``torch.complex64`` (default; TV error ~1e-7) or ``torch.complex128`` (~1e-15).
-        device: torch device for the simulation (default: the problem's device).
+        device: torch device for the simulation (default: the problem's device); one this machine has
+            (``ValueError`` naming the available ones otherwise, e.g. ``"cuda"`` without a GPU).
         max_spins: size limit (default 20: ``2**20`` amplitudes per problem).
         memory_limit: bytes of amplitudes (and energies) per chunk of problems; the batch is simulated in chunks
             that fit (default 64 MiB). With autograd each chunk is checkpointed, so the backward pass keeps one
@@ -277,14 +210,17 @@ class StatevectorSampler(DQASampler):
         cache_limit: int = 2 << 20,
     ) -> None:
         super().__init__(schedule)
-        if dtype not in _REAL:
+        if dtype not in REAL:
             raise ValueError(f"dtype must be torch.complex64 or torch.complex128, got {dtype}")
         self.max_spins = check_positive_int(max_spins, "max_spins")
         self.memory_limit = check_positive_int(memory_limit, "memory_limit")
         self.group = check_positive_int(group, "group")
         self.cache_limit = check_positive_int(cache_limit, "cache_limit")
         self.dtype = dtype
-        self.device = None if device is None else torch.device(device)
+        try:
+            self.device = None if device is None else check_device(device)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"statevector: {exc}") from None
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -312,7 +248,7 @@ class StatevectorSampler(DQASampler):
 
     # ------------------------------------------------------------------ core
     def _bytes_per_problem(self, n: int) -> int:
-        return (1 << n) * (torch.finfo(_REAL[self.dtype]).bits // 8) * 2 * 4  # psi, phase, energies, temporaries
+        return (1 << n) * (torch.finfo(REAL[self.dtype]).bits // 8) * 2 * 4  # psi, phase, energies, temporaries
 
     def _chunk(self, n: int, grad: bool) -> int:
         per = self._bytes_per_problem(n)
@@ -334,7 +270,7 @@ class StatevectorSampler(DQASampler):
         h, J = _scaled_by_beta(h.to(dev), J.to(dev), flat.beta)
         n, B = flat.n, h.shape[0]
         if B == 0:  # an empty batch
-            return h.new_zeros(0, 1 << n, dtype=_REAL[self.dtype])
+            return h.new_zeros(0, 1 << n, dtype=REAL[self.dtype])
         grad = torch.is_grad_enabled() and (h.requires_grad or J.requires_grad)
         step = self._chunk(n, grad)
         checkpointed = grad and step < B  # several memory chunks: keep only one chunk's graph alive at a time

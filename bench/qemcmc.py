@@ -11,8 +11,8 @@ engine with ``--trotter-steps`` Trotter steps:
 * ``qemcmc-persistent``: persistent chains (:class:`hybrid_attention.PersistentChains`): every (row, head,
   prefix) problem continues its ``--chains`` chains for ``--moves`` moves and records ``--records`` states per chain.
 
-The table also reports the circuit executions (= shots: one measured proposal each) per optimiser step. Target
-(issue #12): qemcmc within 20x of the exact step at T = 12.
+The table also reports the circuit executions (= shots: one measured proposal each) per optimiser step. Target:
+qemcmc within 20x of the exact step at T = 12.
 
     nice -n 5 python -m bench.qemcmc --out results/bench/qemcmc.md
     python -m bench.qemcmc --block-sizes 8 --reps 3 --chains 8 --moves 2 --trotter-steps 4

@@ -1,4 +1,4 @@
-"""DQA-trained against exact-trained Boltzmann attention (issue 4, part 5): same model, same data, same seeds.
+"""DQA-trained against exact-trained Boltzmann attention: same model, same data, same seeds.
 
 Variants (everything else identical; ``hj`` attention, one layer, one head, T = 8):
 

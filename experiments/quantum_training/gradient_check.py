@@ -1,4 +1,4 @@
-"""Sample-based training gradients against the exact gradient, on a trained model (issue #12).
+"""Sample-based training gradients against the exact gradient, on a trained model.
 
 For one batch of a model trained with exact marginals (Tiny Shakespeare, T = 12 by default: the cell where two
 qemcmc moves miss the target), the gradient of the training loss with respect to the attention layer's parameters is

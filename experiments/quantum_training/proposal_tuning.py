@@ -1,4 +1,4 @@
-"""Which qemcmc proposal mixes fastest on real attention problems (issue #12, the T = 12 gap), computed exactly.
+"""Which qemcmc proposal mixes fastest on real attention problems (the T = 12 gap of sample-based training), computed exactly.
 
 Training runs only a few chain moves per optimiser step, so what matters is how far the chain's law is from Boltzmann
 after ``k`` moves from its start, on the problems the attention layer actually poses. For problems of ``n <= 10``

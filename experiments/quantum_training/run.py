@@ -1,4 +1,4 @@
-"""Training from samples only (issue #12): qemcmc-trained Boltzmann attention against exact training.
+"""Training from samples only: qemcmc-trained Boltzmann attention against exact training.
 
 Same model (one layer, one head, ``hj`` attention, width 64, FFN, batch 64), same data and seeds per cell; only the
 source of the attention marginals during training differs, and every run is evaluated with exact marginals
@@ -79,7 +79,7 @@ VARIANTS = (
     "qemcmc-k0",
     "exact-j0",
 )
-#: the harder bracket variant of the claims study (issue #13): two bracket types, 20 % filler, disjoint held-out set
+#: the harder bracket variant of the claims study: two bracket types, 20 % filler, disjoint held-out set
 HARD = {"bracket_types": 2, "filler": 0.2, "disjoint": True}
 COMMON = {"n_layer": 1, "n_head": 1, "n_embd": 64, "batch_size": 64, "lr": 3e-3, "warmup": 50}
 
@@ -247,7 +247,7 @@ def table(rows: list[dict]) -> str:
 
 
 def targets(rows: list[dict]) -> list[str]:
-    """Issue #12's targets per (task, T) for the sample-trained rows: the mean paired difference against ``exact``
+    """The targets per (task, T) for the sample-trained rows: the mean paired difference against ``exact``
     within 2 % perplexity (Shakespeare) or 1 accuracy point (brackets)."""
     out = [
         "### Targets (issue #12: within 2 % of exact perplexity, within 1 point of exact accuracy; mean over seeds)",

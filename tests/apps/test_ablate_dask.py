@@ -132,3 +132,11 @@ def test_bad_cluster_settings_fail_before_any_run(tmp_path, capsys):
     assert not out.exists()
     with pytest.raises(ValueError, match="either a scheduler address or a number of workers"):
         ablate(TrainConfig(out=str(out), **TINY), out, ["hj"], [4], [0], scheduler="tcp://x:1", workers=2)
+
+
+def test_run_grid_refuses_a_client_with_a_cluster_setting():
+    """A client and a scheduler address (or a worker count) name two clusters: refused, not one of them dropped."""
+    with pytest.raises(ValueError, match="either client= or scheduler=/workers="):
+        run_grid([], client=object(), workers=2)
+    with pytest.raises(ValueError, match="tcp://h:1"):
+        run_grid([], client=object(), scheduler="tcp://h:1")

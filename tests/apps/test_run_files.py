@@ -1,4 +1,4 @@
-"""Run-directory safety (issue #10): locks, resume from config.json, divergence, corpus hash, temporary files, safe
+"""Run-directory safety: locks, resume from config.json, divergence, corpus hash, temporary files, safe
 checkpoint loading, one-line CLI errors, --help defaults and --version."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import torch
 
 import hybrid_attention
 from hybrid_attention.apps import cli, run_files
+from hybrid_attention.tasks.shakespeare import sha256_file
 
 TINY = ["--n-embd", "8", "--batch-size", "8", "--no-progress", "--warmup", "2"]
 BRACKETS = ["train", "--task", "brackets", "--attention", "hj", "--block-size", "4", "--eval-interval", "2", *TINY]
@@ -270,7 +271,7 @@ def test_diverging_run_stops_and_keeps_the_last_good_checkpoint(tmp_path, capsys
 def test_ablate_reports_a_diverged_run_and_does_not_rerun_it(tmp_path, monkeypatch, capsys):
     import dataclasses
 
-    import hybrid_attention.apps.ablate.grid as ab
+    import hybrid_attention.apps.ablate.runs as ab
 
     real, calls = ab.train, []
 
@@ -438,7 +439,7 @@ def test_ibm_account_errors_are_one_line(tmp_path, capsys, monkeypatch):
 def test_changed_corpus_with_the_same_vocabulary_is_refused_on_resume(tmp_path, corpus, capsys):
     out = tmp_path / "run"
     assert cli.main([*shakespeare(corpus), "--steps", "2", "--out", str(out)]) == 0
-    sha = run_files.sha256_file(corpus)
+    sha = sha256_file(corpus)
     assert read(out, "config.json")["data_sha256"] == sha
     assert torch.load(out / "checkpoint.pt", weights_only=True)["data_sha256"] == sha
     edited = tmp_path / "edited.txt"

@@ -62,7 +62,7 @@ def test_a_checkpoint_written_before_the_sampling_value_resumes(tmp_path):
     before = load_checkpoint(old / "checkpoint.pt")
     assert before["format"] == 2 and before["step"] == 2
     assert cli.main(["train", "--resume", "--out", str(old), "--steps", "4", "--no-progress"]) == 0
-    assert cli.main(brackets(tmp_path / "straight", "--estimator", "conditional", steps=4)) == 0
+    assert cli.main(brackets(tmp_path / "straight", "--estimator", "reads", steps=4)) == 0
     a, ca = _state(tmp_path / "straight")
     b, cb = _state(old)
     assert b["step"] == 4 and torch.equal(ca["layer0"], cb["layer0"])

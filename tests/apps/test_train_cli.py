@@ -242,7 +242,7 @@ def test_ablate_smoke_and_resume(tmp_path, monkeypatch, capsys):
     rows = (out / "summary.csv").read_text().splitlines()
     assert rows[0].startswith("mode,block_size,n,mean,std") and len(rows) == 1 + 4
     assert (out / "metric_vs_T.png").stat().st_size > 1000 and (out / "couplings_by_distance.png").is_file()
-    import hybrid_attention.apps.ablate.grid as ab
+    import hybrid_attention.apps.ablate.runs as ab
 
     monkeypatch.setattr(ab, "train", lambda cfg: pytest.fail(f"finished run {cfg.out} was run again"))
     assert cli.main(args) == 0  # everything finished: nothing re-run
@@ -368,7 +368,7 @@ def test_resume_of_a_checkpoint_written_before_sampler_options(tmp_path):
     out = tmp_path / "old"
     assert cli.main([*GIBBS, "--out", str(out)]) == 0
     blob = torch.load(out / "checkpoint.pt", weights_only=False)
-    del blob["config"]["sampler_options"]  # as written by earlier versions
+    del blob["config"]["sampler_options"]  # a checkpoint whose config records no sampler_options
     torch.save(blob, out / "checkpoint.pt")
     assert cli.main([*GIBBS, "--steps", "3", "--out", str(out), "--resume"]) == 0
 

@@ -178,7 +178,7 @@ def test_default_cache_dir(no_env):
     assert sh.default_cache_dir() == no_env / "xdg" / "hybrid-attention"
 
 
-# ---------------------------------------------------------------------- issue #10: large vocabularies
+# ---------------------------------------------------------------------- large vocabularies
 @pytest.mark.parametrize("vocab", [200, 300, 40_000, 70_000])
 def test_char_dataset_ids_do_not_overflow(vocab):
     """Vocabularies over 32,767 characters overflowed the int16 ids of the fast encoder (negative ids)."""
