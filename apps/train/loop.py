@@ -125,7 +125,7 @@ def build_sampler(cfg: TrainConfig) -> Any:
     # (qemcmc's trotter_steps: the proposal's Trotter steps)
     anneal = {"tau": cfg.tau, "trotter_steps": cfg.trotter_steps} if is_dqa(cfg.sampler) else {}
     try:
-        return make_sampler(cfg.sampler, shots=cfg.resolved_shots(), seed=cfg.seed, **anneal, **options)
+        return make_sampler(cfg.sampler, **anneal, **options)
     except Exception as exc:
         ibm = any(c.__module__.startswith("qiskit_ibm_runtime") for c in type(exc).__mro__)
         if isinstance(exc, RuntimeError) or ibm:

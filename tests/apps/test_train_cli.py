@@ -198,17 +198,19 @@ def test_make_sampler_passes_the_dqa_schedule(monkeypatch):
 
     calls = []
     monkeypatch.setattr(registry, "get_sampler", lambda name, **kw: calls.append((name, kw)) or name)
-    assert registry.make_sampler("aer", shots=100, tau=0.5, trotter_steps=7, seed=3, optimization_level=1) == "aer"
+    assert registry.make_sampler("aer", tau=0.5, trotter_steps=7, optimization_level=1) == "aer"
     name, kw = calls[-1]
     assert kw["schedule"] == DQASchedule(tau=0.5, steps=7) and kw["optimization_level"] == 1
-    registry.make_sampler("gibbs", shots=10, tau=0.5, trotter_steps=7, seed=3)
-    assert calls[-1] == ("gibbs", {})  # classical samplers ignore tau and Trotter steps
-    with pytest.raises(ValueError, match="shots"):
-        registry.make_sampler("gibbs", shots=0, tau=1.0, trotter_steps=1, seed=0)
+    registry.make_sampler("gibbs")
+    assert calls[-1] == ("gibbs", {})
+    registry.make_sampler("qemcmc", trotter_steps=3)  # its own option of that name: the proposal's Trotter steps
+    assert calls[-1] == ("qemcmc", {"trotter_steps": 3})
+    with pytest.raises(TypeError, match="takes no tau"):
+        registry.make_sampler("gibbs", tau=0.5)  # nothing would use it
 
 
 def test_make_sampler_exact_from_registry():
-    s = registry.make_sampler("exact", shots=None, tau=1.0, trotter_steps=1, seed=0)
+    s = registry.make_sampler("exact")
     assert s.properties["exact"]
 
 
