@@ -175,9 +175,7 @@ def get_sampler(name: str, **options: Any) -> Sampler:
     return sampler_class(name)(**options)
 
 
-def make_sampler(
-    name: str, *, tau: float | None = None, trotter_steps: int | None = None, **options: Any
-) -> Sampler:
+def make_sampler(name: str, *, tau: float | None = None, trotter_steps: int | None = None, **options: Any) -> Sampler:
     """:func:`get_sampler` with the anneal given as numbers, as training and the CLI configure it.
 
     DQA samplers (:func:`is_dqa`) get ``schedule=DQASchedule(tau=tau, steps=trotter_steps)`` (defaults 1.0 and 20)
