@@ -35,7 +35,9 @@ FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", flags=re.M | re.S)
 def blocks(path: Path) -> list[tuple[str, int, str, str | None]]:
     """``(language, line, code, expected output or None)`` of every fenced block of a Markdown file."""
     text = path.read_text()
-    found = [(m.group(1), text.count("\n", 0, m.start()) + 1, m.group(2), m.start(), m.end()) for m in FENCE.finditer(text)]
+    found = [
+        (m.group(1), text.count("\n", 0, m.start()) + 1, m.group(2), m.start(), m.end()) for m in FENCE.finditer(text)
+    ]
     out = []
     for i, (lang, line, code, _, end) in enumerate(found):
         expected = None
