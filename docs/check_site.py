@@ -76,8 +76,17 @@ class _Dom(html.parser.HTMLParser):
         a = dict(attrs)
         for key in ("src", "href"):
             url = a.get(key) or ""
-            if tag in ("script", "img", "link") and re.match(r"(https?:)?//", url) and "127.0.0.1" not in url:
-                if tag != "link" or a.get("rel") in ("stylesheet", "preload", "icon", "preconnect"):
+            if (
+                tag in ("script", "img", "link")
+                and re.match(r"(https?:)?//", url)
+                and "127.0.0.1" not in url
+            ):
+                if tag != "link" or a.get("rel") in (
+                    "stylesheet",
+                    "preload",
+                    "icon",
+                    "preconnect",
+                ):
                     self.external.append(url)
         if tag == "article":
             self.depth += 1
@@ -111,20 +120,26 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
     """Serves the site and records every request with its status (images, scripts, the search index...)."""
 
     def log_request(self, code="-", size="-") -> None:
-        self.server.requests.append((self.path.split("?")[0], int(code) if str(code).isdigit() else 0))
+        self.server.requests.append(
+            (self.path.split("?")[0], int(code) if str(code).isdigit() else 0)
+        )
 
     def log_message(self, format, *args) -> None:  # quiet
         pass
 
 
 def _serve(site: Path) -> http.server.ThreadingHTTPServer:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Handler, directory=str(site)))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_Handler, directory=str(site))
+    )
     server.requests = []
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
 
-def _chromium(browser: str, url: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
+def _chromium(
+    browser: str, url: str, profile: Path, *args: str
+) -> subprocess.CompletedProcess:
     command = [
         browser,
         "--headless",
@@ -145,10 +160,14 @@ def _chromium(browser: str, url: str, profile: Path, *args: str) -> subprocess.C
 
 def _image_ok(path: Path) -> bool:
     head = path.read_bytes()[:16] if path.is_file() else b""
-    return head.startswith(b"\x89PNG\r\n\x1a\n") or head.lstrip().startswith((b"<svg", b"<?xml"))
+    return head.startswith(b"\x89PNG\r\n\x1a\n") or head.lstrip().startswith(
+        (b"<svg", b"<?xml")
+    )
 
 
-def check_page(browser: str, site: Path, base: str, page: PageCheck, shots: Path, server) -> list[str]:
+def check_page(
+    browser: str, site: Path, base: str, page: PageCheck, shots: Path, server
+) -> list[str]:
     """The problems a reader would meet on one page (an empty list when it renders as it should)."""
     url = base + page.path
     problems = []
@@ -157,7 +176,13 @@ def check_page(browser: str, site: Path, base: str, page: PageCheck, shots: Path
         dump = _chromium(browser, url, Path(profile), "--dump-dom")
         requests = server.requests[first:]
         shot = shots / f"{page.name}.png"
-        _chromium(browser, url, Path(profile), f"--screenshot={shot}", "--window-size=1280,2000")
+        _chromium(
+            browser,
+            url,
+            Path(profile),
+            f"--screenshot={shot}",
+            "--window-size=1280,2000",
+        )
     dom = _Dom()
     dom.feed(dump.stdout)
     where = f"{page.name} ({page.path or '/'})"
@@ -172,32 +197,59 @@ def check_page(browser: str, site: Path, base: str, page: PageCheck, shots: Path
         ("API objects", dom.objects, page.min_objects),
     ]
     problems += [
-        f"{where}: {found} {what}, expected at least {least}" for what, found, least in checks if found < least
+        f"{where}: {found} {what}, expected at least {least}"
+        for what, found, least in checks
+        if found < least
     ]
     served = {path: status for path, status in requests}
     for src in dom.images:
         target = (site / page.path / src).resolve()
-        request = "/" + target.relative_to(site.resolve()).as_posix() if target.is_relative_to(site.resolve()) else src
+        request = (
+            "/" + target.relative_to(site.resolve()).as_posix()
+            if target.is_relative_to(site.resolve())
+            else src
+        )
         if served.get(request) != 200 or not _image_ok(target):
-            problems.append(f"{where}: image {src} not shown (request {request}: {served.get(request, 'never made')})")
-    problems += [f"{where}: request {path} failed with {status}" for path, status in requests if status >= 400]
-    problems += [f"{where}: console: {m.group(1)}" for line in dump.stderr.splitlines() if (m := CONSOLE.search(line))]
-    problems += [f"{where}: loads {url} from outside the site (the docs must work offline)" for url in dom.external]
+            problems.append(
+                f"{where}: image {src} not shown (request {request}: {served.get(request, 'never made')})"
+            )
+    problems += [
+        f"{where}: request {path} failed with {status}"
+        for path, status in requests
+        if status >= 400
+    ]
+    problems += [
+        f"{where}: console: {m.group(1)}"
+        for line in dump.stderr.splitlines()
+        if (m := CONSOLE.search(line))
+    ]
+    problems += [
+        f"{where}: loads {url} from outside the site (the docs must work offline)"
+        for url in dom.external
+    ]
     if not shot.is_file() or not _image_ok(shot):
         problems.append(f"{where}: no screenshot written")
     return problems
 
 
-def check(site: Path, shots: Path, *, browser: str | None = None, pages=PAGES) -> list[str]:
+def check(
+    site: Path, shots: Path, *, browser: str | None = None, pages=PAGES
+) -> list[str]:
     """Check ``pages`` of the built ``site`` in headless Chromium; screenshots go to ``shots``. Returns problems."""
     browser = browser or find_chromium()
     if browser is None:
-        raise FileNotFoundError("no Chromium found (apt-get install chromium); tried " + ", ".join(BROWSERS))
+        raise FileNotFoundError(
+            "no Chromium found (apt-get install chromium); tried " + ", ".join(BROWSERS)
+        )
     shots.mkdir(parents=True, exist_ok=True)
     server = _serve(site)
     try:
         base = f"http://127.0.0.1:{server.server_address[1]}/"
-        return [p for page in pages for p in check_page(browser, site, base, page, shots, server)]
+        return [
+            p
+            for page in pages
+            for p in check_page(browser, site, base, page, shots, server)
+        ]
     finally:
         server.shutdown()
         server.server_close()
@@ -217,13 +269,25 @@ def build(site: Path) -> None:
         "-d",
         str(site),
     ]
-    subprocess.run(command, cwd=REPO, check=True, env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
+    subprocess.run(
+        command, cwd=REPO, check=True, env=dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("site", nargs="?", type=Path, help="a built site (default: build one into a temporary folder)")
-    parser.add_argument("--out", type=Path, default=Path("site-screenshots"), help="where the screenshots go")
+    parser.add_argument(
+        "site",
+        nargs="?",
+        type=Path,
+        help="a built site (default: build one into a temporary folder)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("site-screenshots"),
+        help="where the screenshots go",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         site = args.site
@@ -235,7 +299,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"screenshot: {args.out / name}")
     for problem in problems:
         print(f"problem: {problem}")
-    print("the site renders as it should" if not problems else f"{len(problems)} problem(s)")
+    print(
+        "the site renders as it should"
+        if not problems
+        else f"{len(problems)} problem(s)"
+    )
     return 1 if problems else 0
 
 

@@ -37,5 +37,10 @@ class GoogleDialect(griffe.Extension):
         if obj.docstring is not None:
             text = ROLE.sub(_code, obj.docstring.value)
             text = LITERAL.sub(":", text)
-            text = THEORY.sub(lambda m: f"[docs/theory.md section {m[1]}](../theory.md#{SECTIONS[m[1]]})", text)
+            text = THEORY.sub(
+                lambda m: (
+                    f"[docs/theory.md section {m[1]}](../theory.md#{SECTIONS[m[1]]})"
+                ),
+                text,
+            )
             obj.docstring.value = EXAMPLE.sub(r"\1Examples:", text)

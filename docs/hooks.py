@@ -24,8 +24,14 @@ from pathlib import Path
 from mkdocs.plugins import event_priority
 
 REPO = Path(__file__).resolve().parent.parent
-API_SRC = Path(os.environ.get("HYBRID_ATTENTION_API_SRC", REPO / "build" / "api_src"))  # as in mkdocs.yml
-MAPPED = {"circuits": "circuits", "backends": "backends", "apps": "apps"}  # hybrid_attention.<key> -> repository folder
+API_SRC = Path(
+    os.environ.get("HYBRID_ATTENTION_API_SRC", REPO / "build" / "api_src")
+)  # as in mkdocs.yml
+MAPPED = {
+    "circuits": "circuits",
+    "backends": "backends",
+    "apps": "apps",
+}  # hybrid_attention.<key> -> repository folder
 CLI_MARKER = "<!-- cli-reference -->"
 RESULT_SUFFIXES = (".md", ".png")
 USAGE_WIDTH = 100
@@ -48,7 +54,14 @@ def stage_api_sources(root: Path = API_SRC) -> Path:
 def _md(text: str) -> str:
     """Help text as one Markdown table cell."""
     text = " ".join(text.split())
-    for raw, escaped in (("\\", "\\\\"), ("|", "\\|"), ("*", "\\*"), ("<", "&lt;"), (">", "&gt;"), ("`", "\\`")):
+    for raw, escaped in (
+        ("\\", "\\\\"),
+        ("|", "\\|"),
+        ("*", "\\*"),
+        ("<", "&lt;"),
+        (">", "&gt;"),
+        ("`", "\\`"),
+    ):
         text = text.replace(raw, escaped)
     return text
 
@@ -67,22 +80,39 @@ def _option_cell(action: argparse.Action) -> str:
     return ", ".join(f"`{opt}{metavar}`" for opt in action.option_strings)
 
 
-def _parser_section(name: str, parser: argparse.ArgumentParser, level: str = "##") -> list[str]:
-    formatter = parser.formatter_class(prog=parser.prog, width=USAGE_WIDTH)  # not the terminal's width
+def _parser_section(
+    name: str, parser: argparse.ArgumentParser, level: str = "##"
+) -> list[str]:
+    formatter = parser.formatter_class(
+        prog=parser.prog, width=USAGE_WIDTH
+    )  # not the terminal's width
     lines = [f"{level} `{name}`", ""]
     if parser.description:
         text = _md(parser.description).rstrip(".") + "."
         lines += [text[0].upper() + text[1:], ""]
-    formatter.add_usage(parser.usage, parser._actions, parser._mutually_exclusive_groups)
+    formatter.add_usage(
+        parser.usage, parser._actions, parser._mutually_exclusive_groups
+    )
     lines += ["```text", formatter.format_help().strip(), "```", ""]
     for group in parser._action_groups:
-        actions = [a for a in group._group_actions if a.help != argparse.SUPPRESS and a.dest != "help"]
+        actions = [
+            a
+            for a in group._group_actions
+            if a.help != argparse.SUPPRESS and a.dest != "help"
+        ]
         actions = [a for a in actions if not isinstance(a, argparse._SubParsersAction)]
         if not actions:
             continue
-        lines += [f"**{group.title.capitalize()}**", "", "| argument | meaning |", "| --- | --- |"]
+        lines += [
+            f"**{group.title.capitalize()}**",
+            "",
+            "| argument | meaning |",
+            "| --- | --- |",
+        ]
         for action in actions:
-            required = " (required)" if action.required and action.option_strings else ""
+            required = (
+                " (required)" if action.required and action.option_strings else ""
+            )
             help_ = formatter._expand_help(action) if action.help else ""
             lines.append(f"| {_option_cell(action)} | {_md(help_)}{required} |")
         lines.append("")
@@ -99,18 +129,25 @@ def cli_reference(parser: argparse.ArgumentParser | None = None) -> str:
     lines = _parser_section(parser.prog, parser)
     helps = {choice.dest: choice.help for choice in sub._choices_actions}
     lines += ["| command | what it does |", "| --- | --- |"]
-    lines += [f"| [`{name}`](#{name}) | {_md(helps.get(name) or '')} |" for name in sub.choices]
+    lines += [
+        f"| [`{name}`](#{name}) | {_md(helps.get(name) or '')} |"
+        for name in sub.choices
+    ]
     lines.append("")
     for name, subparser in sub.choices.items():
         lines += _parser_section(f"{parser.prog} {name}", subparser)
     text = "\n".join(lines)
     for name in sub.choices:  # headings get stable anchors: #train, #ablate, ...
-        text = text.replace(f"## `{parser.prog} {name}`\n", f"## `{parser.prog} {name}` {{#{name}}}\n")
+        text = text.replace(
+            f"## `{parser.prog} {name}`\n", f"## `{parser.prog} {name}` {{#{name}}}\n"
+        )
     return text
 
 
 # ----------------------------------------------------------------------------------------------------------- hooks
-@event_priority(100)  # before mkdocstrings reads its `paths` (a path that does not exist yet is dropped)
+@event_priority(
+    100
+)  # before mkdocstrings reads its `paths` (a path that does not exist yet is dropped)
 def on_config(config, **kwargs):
     stage_api_sources()
     return config
