@@ -9,22 +9,38 @@ sit one folder below it). The source files are not changed."""
 
 from __future__ import annotations
 
+import functools
 import re
+from pathlib import Path
 
 import griffe
 
+THEORY_PAGE = Path(__file__).resolve().parent / "theory.md"
 LITERAL = re.compile(r"::[ \t]*$(?=\n[ \t]*\n[ \t]+\S)", flags=re.M)
-THEORY = re.compile(r"(?<![\[`/])docs/theory\.md section ([1-6])\b")
-SECTIONS = {  # docs/theory.md's section headings as anchors
-    "1": "1-the-idea",
-    "2": "2-conventions-fixed",
-    "3": "3-boltzmann-attention",
-    "4": "4-diabatic-quantum-annealing-dqa",
-    "5": "5-tasks-and-the-papers-findings",
-    "6": "6-quantum-enhanced-mcmc-qemcmc",
-}
+THEORY = re.compile(r"(?<![\[`/])docs/theory\.md section ([1-9])\b")
 EXAMPLE = re.compile(r"^(\s*)Example:[ \t]*$", flags=re.M)
 ROLE = re.compile(r":(?:class|func|mod|meth|attr|data|exc|obj|py:\w+):`(~?)([^`]+)`")
+
+
+@functools.cache
+def theory_sections() -> dict[str, str]:
+    """The numbered sections of ``docs/theory.md`` -> their anchors on the site (as the toc extension makes them)."""
+    from markdown.extensions.toc import slugify
+
+    found = re.findall(r"^## (\d+)\. (.+)$", THEORY_PAGE.read_text(), flags=re.M)
+    return {number: slugify(f"{number}. {title}", "-") for number, title in found}
+
+
+def link_theory(text: str, page: str) -> str:
+    """Every ``docs/theory.md section N`` of ``text`` as a link to that section of ``page`` (the Concepts page,
+    relative to the page the text lands on); a section that does not exist stays plain text."""
+    sections = theory_sections()
+
+    def link(m: re.Match) -> str:
+        anchor = sections.get(m[1])
+        return f"[{m[0]}]({page}#{anchor})" if anchor else m[0]
+
+    return THEORY.sub(link, text)
 
 
 def _code(match: re.Match) -> str:
@@ -37,10 +53,5 @@ class GoogleDialect(griffe.Extension):
         if obj.docstring is not None:
             text = ROLE.sub(_code, obj.docstring.value)
             text = LITERAL.sub(":", text)
-            text = THEORY.sub(
-                lambda m: (
-                    f"[docs/theory.md section {m[1]}](../theory.md#{SECTIONS[m[1]]})"
-                ),
-                text,
-            )
+            text = link_theory(text, "../theory.md")  # the API pages sit in docs/api/
             obj.docstring.value = EXAMPLE.sub(r"\1Examples:", text)

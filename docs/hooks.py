@@ -17,6 +17,8 @@ The hooks do three things at build time, so that nothing on the site is a hand c
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
 import os
 import shutil
 from pathlib import Path
@@ -34,7 +36,18 @@ MAPPED = {
 }  # hybrid_attention.<key> -> repository folder
 CLI_MARKER = "<!-- cli-reference -->"
 RESULT_SUFFIXES = (".md", ".png")
-USAGE_WIDTH = 100
+USAGE_WIDTH = 80  # usage lines that fit the content column
+
+
+@functools.cache
+def _docstrings():
+    """``docs/griffe_docstrings.py``, which owns the links to the sections of the Concepts page."""
+    spec = importlib.util.spec_from_file_location(
+        "docs_griffe_docstrings", Path(__file__).parent / "griffe_docstrings.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def stage_api_sources(root: Path = API_SRC) -> Path:
@@ -52,7 +65,7 @@ def stage_api_sources(root: Path = API_SRC) -> Path:
 
 
 def _md(text: str) -> str:
-    """Help text as one Markdown table cell."""
+    """Help text as one Markdown table cell (a ``docs/theory.md section N`` becomes a link to that section)."""
     text = " ".join(text.split())
     for raw, escaped in (
         ("\\", "\\\\"),
@@ -63,7 +76,7 @@ def _md(text: str) -> str:
         ("`", "\\`"),
     ):
         text = text.replace(raw, escaped)
-    return text
+    return _docstrings().link_theory(text, "theory.md")
 
 
 def _option_cell(action: argparse.Action) -> str:
