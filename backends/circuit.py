@@ -20,7 +20,6 @@ from hybrid_attention.circuits.program import CircuitOptions, DQAProgram
 from hybrid_attention.circuits.qiskit_dqa import template_for
 from hybrid_attention.circuits.schedule import DQASchedule
 from hybrid_attention.ising import IsingProblem
-from hybrid_attention.sampler import SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
 from .dqa import DQASampler
@@ -72,8 +71,9 @@ class CircuitSampler(DQASampler):
         self._isa: dict[DQAProgram, Any] = {}  # template -> ISA circuit (see _transpiled)
 
     @property
-    def capabilities(self) -> SamplerCapabilities:
-        return SamplerCapabilities(dqa=True, max_spins=self.max_qubits)
+    def max_spins(self) -> int | None:  # type: ignore[override]
+        """The qubit limit of the simulator or device (``max_qubits``)."""
+        return self.max_qubits
 
     def validate(
         self, problem: Any, *, num_reads: Any = None, seed: Any = None, options: dict | None = None

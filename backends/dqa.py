@@ -58,16 +58,14 @@ class DQASampler(Sampler):
         schedule: the :class:`DQASchedule` (default :data:`DEFAULT_SCHEDULE`).
     """
 
+    capabilities = SamplerCapabilities(dqa=True, approximate=True, needs_circuit=True)
+
     def __init__(self, schedule: DQASchedule | None = None) -> None:
         super().__init__()
         schedule = DEFAULT_SCHEDULE if schedule is None else schedule
         if not isinstance(schedule, DQASchedule):
             raise TypeError(f"{self.name}: schedule must be a DQASchedule, got {type(schedule).__name__}")
         self.schedule = schedule
-
-    @property
-    def capabilities(self) -> SamplerCapabilities:
-        return SamplerCapabilities(dqa=True)
 
     @property
     def properties(self) -> dict[str, Any]:

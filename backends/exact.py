@@ -27,16 +27,13 @@ class ExactSampler(Sampler):
     """
 
     name = "exact"
+    capabilities = SamplerCapabilities(differentiable=True, exact_output=True)
     parameters: dict[str, str] = {}
     default_num_reads = None
 
     def __init__(self, *, max_spins: int | None = None) -> None:
         super().__init__()
         self.max_spins = _exact.MAX_SPINS if max_spins is None else int(max_spins)
-
-    @property
-    def capabilities(self) -> SamplerCapabilities:
-        return SamplerCapabilities(differentiable=True, exact_output=True, max_spins=self.max_spins)
 
     def _sample(self, problem: IsingProblem, *, num_reads: int | None, seed: Any) -> SampleSet:
         n = problem.n

@@ -2,7 +2,7 @@
 
 Both run many independent chains per problem, for a whole batch of problems at once, in torch: this module owns the
 sampler classes (chunking, seeds, options, SampleSet assembly); the sweeps are the kernel of :mod:`.gibbs_kernel`
-(:func:`~.gibbs_kernel.run_chains`) on a batch regrouped by coupling matrix (:class:`~.grouped.Grouped`: a coupling
+(:func:`~.gibbs_kernel.run_chains`) on a batch regrouped by coupling matrix (:class:`~hybrid_attention.grouping.Grouped`: a coupling
 matrix shared by many problems, like one attention head's J, is never copied).
 
 Kernels (``kernel=``): ``"compiled"`` is a numba loop over each problem's active spins with incremental local fields
@@ -31,20 +31,22 @@ import numpy as np
 import torch
 
 from hybrid_attention.checks import check_positive_int, describe_seed, spawn_seeds
+from hybrid_attention.grouping import Grouped
 from hybrid_attention.ising import IsingProblem
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
 from .gibbs_kernel import numba_available, run_chains, run_chains_compiled
-from .grouped import Grouped
 
-__all__ = ["GibbsSampler", "AnnealingSampler", "run_chains", "Grouped"]
+__all__ = ["GibbsSampler", "AnnealingSampler", "run_chains"]
 
 logger = logging.getLogger(__name__)
 
 
 class _ChainSampler(Sampler):
     """Shared machinery: chunking over problems, seeds, reads/chains bookkeeping, SampleSet assembly."""
+
+    capabilities = SamplerCapabilities(pad_with_mask=True)
 
     def __init__(
         self,
@@ -67,10 +69,6 @@ class _ChainSampler(Sampler):
         self.kernel = ("compiled" if numba_available() else "torch") if kernel == "auto" else kernel
 
     @property
-    def capabilities(self) -> SamplerCapabilities:
-        return SamplerCapabilities(pad_with_mask=True)
-
-    @property
     def properties(self) -> dict[str, Any]:
         props = super().properties
         props["kernel"] = self.kernel
@@ -88,25 +86,32 @@ class _ChainSampler(Sampler):
         raise NotImplementedError
 
     def _sample(self, problem: IsingProblem, *, num_reads: int | None, seed: Any, **options: Any) -> SampleSet:
+        init = options.pop("initial_state", None)
         opts = self._resolve(options)
         reads = self.default_num_reads if num_reads is None else int(num_reads)
+        if init is not None:
+            init = self._check_initial_state(init, problem, reads, opts)
+            opts = {**opts, "num_chains": init.shape[-2], "ramp": 0.0, "persistent": True}  # no ramp: continue them
         chains = min(opts.get("num_chains") or reads, reads)
         records = -(-reads // chains)
         factors = self._schedule(opts)
         t0 = time.perf_counter()
-        if self.kernel == "compiled":  # float64 throughout; the grouping only avoids copying a shared J
+        kernel = "torch" if init is not None else self.kernel  # the compiled kernel starts from random states
+        if kernel == "compiled":  # float64 throughout; the grouping only avoids copying a shared J
             gp = Grouped(problem, torch.float64, share_masked=True)
             seeds = spawn_seeds(seed, 1)
             kw = {"record_every": opts.get("thinning", 1), "records": records, "seed": seeds[0]}
             spins = run_chains_compiled(gp.h, gp.J, gp.mask, gp.beta, factors, chains, **kw)
         else:
             gp = Grouped(problem, self.dtype, share_masked=True)
-            spins, seeds = self._torch_chains(gp, factors, chains, records, opts, seed)
+            start = None if init is None else gp.group(torch.from_numpy(init))
+            spins, seeds = self._torch_chains(gp, factors, chains, records, opts, seed, start)
+        final = spins[:, :, -chains:]  # the last record: where every chain stopped
         spins = spins[:, :, :reads]
         spins = gp.ungroup(spins).cpu().numpy()
         info = {
             "backend": self.name,
-            "kernel": self.kernel,
+            "kernel": kernel,
             "num_reads": reads,
             "num_chains": chains,
             "records_per_chain": records,
@@ -115,13 +120,42 @@ class _ChainSampler(Sampler):
             "timing": {"run": time.perf_counter() - t0},
             **opts,
         }
+        if init is not None:
+            info["final_state"] = gp.ungroup(final).cpu().numpy()
         w = np.full(spins.shape[:-1], 1.0 / reads)
         return SampleSet(spins, w, problem, info)
 
+    def _check_initial_state(self, init: Any, problem: IsingProblem, reads: int, opts: dict[str, Any]) -> np.ndarray:
+        """``initial_state`` as int8 ±1 ``(*batch, chains, n)``, checked against the problem and ``num_reads``."""
+        init = np.asarray(init)
+        bs, n = tuple(problem.batch_shape), problem.n
+        if init.ndim != len(bs) + 2 or init.shape[: len(bs)] != bs or init.shape[-1] != n:
+            raise ValueError(
+                f"{self.name}: initial_state must be ±1 spins of shape (*batch, chains, n) = {(*bs, 'chains', n)}, "
+                f"got {init.shape}"
+            )
+        if not np.isin(init, (-1, 1)).all():
+            raise ValueError(f"{self.name}: initial_state must hold only -1 and +1")
+        C = init.shape[-2]
+        if opts.get("num_chains") not in (None, C) or reads < C:
+            raise ValueError(
+                f"{self.name}: initial_state holds {C} chains per problem; num_reads = {reads} must be at least that "
+                f"and num_chains (if given) equal to it, got num_chains = {opts.get('num_chains')}"
+            )
+        return init.astype(np.int8)
+
     def _torch_chains(
-        self, gp: Grouped, factors: list[float], chains: int, records: int, opts: dict[str, Any], seed: Any
+        self,
+        gp: Grouped,
+        factors: list[float],
+        chains: int,
+        records: int,
+        opts: dict[str, Any],
+        seed: Any,
+        start: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, list[int]]:
-        """The torch kernel over chunks of problems (``memory_limit``), one seed per chunk."""
+        """The torch kernel over chunks of problems (``memory_limit``), one seed per chunk; ``start``: grouped
+        ``(G, R, chains, n)`` initial states or None."""
         G, R, n = gp.G, gp.R, gp.n
         per = n * chains * (torch.finfo(self.dtype).bits // 8) * 4
         step_r = max(1, self.memory_limit // per)
@@ -146,6 +180,7 @@ class _ChainSampler(Sampler):
                         record_every=opts.get("thinning", 1),
                         records=records,
                         generator=gen,
+                        initial_state=None if start is None else start[gs, rs],
                     )
                 )
             rows.append(torch.cat(cols, dim=1))
@@ -167,7 +202,10 @@ class GibbsSampler(_ChainSampler):
         kernel: ``"auto"`` (default: ``"compiled"`` when numba is installed, else ``"torch"``), ``"compiled"`` (an
             ImportError without numba) or ``"torch"``; ``info["kernel"]`` records the one used.
 
-    Per-call options ``burn_in``, ``thinning``, ``num_chains`` override the constructor values.
+    Per-call options ``burn_in``, ``thinning``, ``num_chains`` override the constructor values. ``initial_state``
+    (``(*batch, chains, n)`` ±1) starts the chains there instead of at random, with every burn-in sweep at the
+    target beta (no ramp), and ``info["final_state"]`` (same shape) is where they stopped: persistent chains
+    (``Sampling(..., chains=PersistentChains(C))``) continue them from call to call. It runs the torch kernel.
 
     Example:
         >>> import torch
@@ -178,10 +216,12 @@ class GibbsSampler(_ChainSampler):
     """
 
     name = "gibbs"
+    capabilities = SamplerCapabilities(pad_with_mask=True, markov_chain=True)
     parameters = {
         "burn_in": "sweeps before recording",
         "thinning": "sweeps between records of one chain",
         "num_chains": "chains per problem (default: one per read)",
+        "initial_state": "(*batch, chains, n) ±1 configurations the chains start from (persistent chains; no ramp)",
     }
 
     def __init__(
@@ -206,7 +246,7 @@ class GibbsSampler(_ChainSampler):
         }
 
     def _schedule(self, opts: dict[str, Any]) -> list[float]:
-        K = max(opts["burn_in"], 1)
+        K = opts["burn_in"] if opts.get("persistent") else max(opts["burn_in"], 1)  # continued chains: 0 is fine
         R = int(K * opts["ramp"])  # the discarded burn-in may take any route to equilibrium: warm up from beta = 0
         return [(k + 1) / (R + 1) for k in range(R)] + [1.0] * (K - R)
 

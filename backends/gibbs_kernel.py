@@ -13,7 +13,7 @@ samplers of :mod:`.gibbs`:
 The two draw different random numbers, so equal seeds give equal samples only within one implementation.
 
 Torch implementation. The chain state is kept as ``s (G, n, R, C)`` (coupling group, spin, problem, chain; see
-:class:`~.grouped.Grouped`). A single-spin heat-bath update sets ``s_j = +1`` with probability
+:class:`~hybrid_attention.grouping.Grouped`). A single-spin heat-bath update sets ``s_j = +1`` with probability
 ``sigmoid(2 beta l_j)``, ``l_j = h_j + sum_k J_jk s_k``; the local fields of a block of spins come from one GEMM
 (:func:`_sweep`). Spins are updated sequentially (a systematic sweep): with dense all-to-all couplings no two spins are
 conditionally independent, so a checkerboard split would not leave the Boltzmann distribution invariant. One sweep
@@ -109,20 +109,23 @@ def run_chains(
     record_every: int = 0,
     records: int = 1,
     generator: torch.Generator | None = None,
+    initial_state: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Run ``chains`` heat-bath chains per problem from uniformly random states.
+    """Run ``chains`` heat-bath chains per problem from uniformly random states (or from ``initial_state``).
 
     Args:
-        h: ``(G, R, n)``; J: ``(G, n, n)``; mask: ``(G, R, n)`` 0/1 or None (see :class:`Grouped`).
+        h: ``(G, R, n)``; J: ``(G, n, n)``; mask: ``(G, R, n)`` 0/1 or None (see :class:`~hybrid_attention.grouping.Grouped`).
         betas: one ``(G, R)`` inverse temperature per sweep, in order (constant for Gibbs, a ramp for annealing).
         chains: chains per problem.
         record_every: sweeps (at the last beta) between recorded states of a chain (thinning).
         records: states recorded per chain (the first after all of ``betas``).
         generator: torch random generator.
+        initial_state: ``(G, R, chains, n)`` ±1 states the chains start from (persistent chains), or None.
 
     Returns:
-        int8 spins ``(G, R, records * chains, n)``; read ``r * chains + c`` is chain ``c``'s ``r``-th record.
-        Masked spins are drawn uniformly (they are free in the dropped problem).
+        int8 spins ``(G, R, records * chains, n)``; read ``r * chains + c`` is chain ``c``'s ``r``-th record, and
+        the last record is where the chains stopped. Masked spins are drawn uniformly (they are free in the dropped
+        problem).
     """
     G, R, n = h.shape
     order, rows = None, None
@@ -132,7 +135,12 @@ def run_chains(
             order, rows = found
             take = lambda x: torch.gather(x, 1, order.view(G, R, *[1] * (x.ndim - 2)).expand_as(x))  # noqa: E731
             h, mask, betas = take(h), take(mask), [take(bt) for bt in betas]
-    s = torch.randint(0, 2, (G, n, R, chains), generator=generator).to(h.dtype).mul_(2).sub_(1)
+            if initial_state is not None:
+                initial_state = take(initial_state)
+    if initial_state is None:
+        s = torch.randint(0, 2, (G, n, R, chains), generator=generator).to(h.dtype).mul_(2).sub_(1)
+    else:
+        s = initial_state.to(h.dtype).permute(0, 3, 1, 2).contiguous()  # (G, n, R, C)
     mk = None if mask is None else mask.permute(0, 2, 1)[..., None]  # (G, n, R, 1)
     if mk is not None:
         s.mul_(mk)
@@ -275,7 +283,7 @@ def run_chains_compiled(
     """The chains of :func:`run_chains`, compiled with numba (float64 arithmetic, one random stream per problem).
 
     Args:
-        h: ``(G, R, n)``; J: ``(G, n, n)``; mask: ``(G, R, n)`` 0/1 or None (see :class:`Grouped`).
+        h: ``(G, R, n)``; J: ``(G, n, n)``; mask: ``(G, R, n)`` 0/1 or None (see :class:`~hybrid_attention.grouping.Grouped`).
         beta: ``(G, R)`` inverse temperatures; sweep ``k`` runs at ``beta * factors[k]`` (all ones for Gibbs, a ramp
             for annealing) and the recording sweeps at ``beta * factors[-1]``.
         chains, record_every, records: as for :func:`run_chains`.

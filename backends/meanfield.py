@@ -25,11 +25,10 @@ import numpy as np
 import torch
 
 from hybrid_attention.checks import as_generator, check_positive_int, describe_seed
+from hybrid_attention.grouping import Grouped
 from hybrid_attention.ising import IsingProblem
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
-
-from .grouped import Grouped
 
 __all__ = ["MeanFieldSampler", "mean_field"]
 
@@ -64,7 +63,7 @@ def mean_field(
     grad: str = "implicit",
     warn: bool = True,
 ) -> tuple[torch.Tensor, dict[str, Any]]:
-    """Solve the mean-field equations for a batch grouped by coupling matrix (see :class:`~.grouped.Grouped`).
+    """Solve the mean-field equations for a batch grouped by coupling matrix (see :class:`~hybrid_attention.grouping.Grouped`).
 
     Args:
         h: ``(G, R, n)``; J: ``(G, n, n)`` symmetric; beta: ``(G, R)``; mask: ``(G, R, n)`` 0/1 or None
@@ -77,8 +76,8 @@ def mean_field(
             solution, such as a Markov chain's starting law).
 
     Returns:
-        ``(m (G, R, n), info)`` with ``info = {"iterations", "converged", "residual"}``; ``m`` is differentiable
-        with respect to ``h``, ``J`` and ``beta``.
+        ``(m (G, R, n), info)`` with ``info = {"iterations", "converged", "residual"}`` (the implicit backward adds
+        ``"backward_iterations"`` when it runs); ``m`` is differentiable with respect to ``h``, ``J`` and ``beta``.
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
@@ -103,12 +102,15 @@ def mean_field(
             "mean field (%s) did not converge in %d iterations (residual %.2e); strong couplings?", method, it, res
         )
     if need_grad and not unroll:
-        m = _implicit(m.detach(), h, J, mask, tap, b, damping, max_iter, tol)
+        m = _implicit(m.detach(), h, J, mask, tap, b, damping, max_iter, tol, info)
     return m, info
 
 
-def _implicit(m_star: torch.Tensor, h, J, mask, tap, b, damping: float, max_iter: int, tol: float) -> torch.Tensor:
-    """Attach the implicit-function gradient of the fixed point ``m* = f(m*, theta)``."""
+def _implicit(
+    m_star: torch.Tensor, h, J, mask, tap, b, damping: float, max_iter: int, tol: float, info: dict
+) -> torch.Tensor:
+    """Attach the implicit-function gradient of the fixed point ``m* = f(m*, theta)``; the backward pass records
+    its adjoint iterations in ``info["backward_iterations"]``."""
     m = _update(m_star, h, J, mask, tap, b)  # one step with the graph to theta (value = m* at convergence)
     z0 = m_star.clone().requires_grad_(True)
     with torch.enable_grad():
@@ -119,7 +121,8 @@ def _implicit(m_star: torch.Tensor, h, J, mask, tap, b, damping: float, max_iter
         if g is None:
             return g
         v = g
-        for _ in range(max_iter):
+        for k in range(1, max_iter + 1):
+            info["backward_iterations"] = k
             vjp = torch.autograd.grad(f0, z0, v, retain_graph=True)[0]
             new = (1 - damping) * v + damping * (g + vjp)
             if not torch.isfinite(new).all():  # no stable fixed point (strong couplings): one-step gradient instead
@@ -158,6 +161,7 @@ class MeanFieldSampler(Sampler):
     """
 
     name = "meanfield"
+    capabilities = SamplerCapabilities(differentiable=True, pad_with_mask=True, approximate=True)
     parameters: dict[str, str] = {}
 
     def __init__(
@@ -184,10 +188,6 @@ class MeanFieldSampler(Sampler):
         self.max_iter = check_positive_int(max_iter, "max_iter")
         self.default_num_reads = check_positive_int(num_reads, "num_reads")
         self.last_info: dict[str, Any] = {}
-
-    @property
-    def capabilities(self) -> SamplerCapabilities:
-        return SamplerCapabilities(differentiable=True, pad_with_mask=True)
 
     @property
     def properties(self) -> dict[str, Any]:

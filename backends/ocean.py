@@ -160,6 +160,9 @@ class DimodSampler(Sampler):
     """
 
     name = "dimod"
+    #: samples (not exact output); masked spins are dropped before the call, so a padded causal problem costs no
+    #: more than its active spins
+    capabilities = SamplerCapabilities(pad_with_mask=True)
     parameters: dict[str, str] = {}
 
     def __init__(
@@ -219,12 +222,6 @@ class DimodSampler(Sampler):
         self.max_spins = check_positive_int(max_spins, "max_spins", allow_none=True)
         self._seeded = "seed" in params
         self._auto_scale = "auto_scale" in params
-
-    @property
-    def capabilities(self) -> SamplerCapabilities:
-        """Samples (not exact output); masked spins are dropped before the call, so a padded causal problem costs
-        no more than its active spins."""
-        return SamplerCapabilities(pad_with_mask=True, max_spins=self.max_spins)
 
     @property
     def properties(self) -> dict[str, Any]:

@@ -139,6 +139,7 @@ class QEMCMCSampler(Sampler):
     """
 
     name = "qemcmc"
+    capabilities = SamplerCapabilities(markov_chain=True, needs_circuit=True)
     parameters = {
         "burn_in": "moves before the first record",
         "thinning": "moves between records of one chain",
@@ -224,10 +225,6 @@ class QEMCMCSampler(Sampler):
         if not isinstance(params, ProposalParams):
             raise TypeError(f"qemcmc: params must be a ProposalParams, got {type(params).__name__}")
         return params
-
-    @property
-    def capabilities(self) -> SamplerCapabilities:
-        return SamplerCapabilities(max_spins=self.max_spins)
 
     @property
     def properties(self) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Sampler registry: the single factory that builds a sampler by name.
 
-Owns the table of registered samplers (name -> import path, the extra that provides its dependencies, and whether it
-runs a DQA circuit), their lazy import with an install hint for a missing extra, the names of the options each
+Owns the table of registered samplers (name -> import path and the extra that provides its dependencies), their lazy
+import with an install hint for a missing extra, the names of the options each
 constructor accepts, and the two factories every caller goes through:
 
 * :func:`get_sampler` (``name, **options``): the options are checked against the constructor's before it is
@@ -9,8 +9,9 @@ constructor accepts, and the two factories every caller goes through:
 * :func:`make_sampler` (``name, tau=, trotter_steps=, **options``): the same, with the anneal given as numbers: DQA
   samplers (:func:`is_dqa`) get ``schedule=DQASchedule(tau, trotter_steps)``, the others ignore both.
 
-Nothing here imports qiskit or pennylane; :func:`is_dqa` and :data:`SAMPLERS` are readable without importing any
-backend.
+What a sampler can do is declared once, on its class (``capabilities``); :func:`is_dqa` reads it from there (importing
+the backend's module, not its heavy dependencies until the sampler is built). :data:`SAMPLERS` is readable without
+importing any backend.
 
 Example:
     >>> from hybrid_attention.backends.registry import get_sampler, is_dqa, sampler_options
@@ -29,7 +30,7 @@ import inspect
 from typing import Any, NamedTuple
 
 from hybrid_attention.circuits.schedule import DQASchedule
-from hybrid_attention.sampler import Sampler
+from hybrid_attention.sampler import Sampler, capabilities_of
 
 __all__ = [
     "SamplerEntry",
@@ -46,23 +47,21 @@ __all__ = [
 
 
 class SamplerEntry(NamedTuple):
-    """Where a registered sampler lives: ``module`` and ``cls`` (any callable returning a sampler), the ``extra``
-    of ``pip install hybrid-attention[extra]`` that provides its dependencies (``None``: none needed), and ``dqa``:
-    it runs a Trotterized DQA circuit and takes ``schedule=DQASchedule(...)``."""
+    """Where a registered sampler lives: ``module`` and ``cls`` (any callable returning a sampler) and the ``extra``
+    of ``pip install hybrid-attention[extra]`` that provides its dependencies (``None``: none needed)."""
 
     module: str
     cls: str
     extra: str | None = None
-    dqa: bool = False
 
 
 #: name -> :class:`SamplerEntry`
 SAMPLERS: dict[str, SamplerEntry] = {
     "exact": SamplerEntry("hybrid_attention.backends.exact", "ExactSampler"),
-    "statevector": SamplerEntry("hybrid_attention.backends.statevector", "StatevectorSampler", None, dqa=True),
-    "aer": SamplerEntry("hybrid_attention.backends.aer", "AerSampler", "aer", dqa=True),
-    "pennylane": SamplerEntry("hybrid_attention.backends.pennylane", "PennyLaneSampler", "pennylane", dqa=True),
-    "ibm": SamplerEntry("hybrid_attention.backends.ibm", "IBMSampler", "ibm", dqa=True),
+    "statevector": SamplerEntry("hybrid_attention.backends.statevector", "StatevectorSampler"),
+    "aer": SamplerEntry("hybrid_attention.backends.aer", "AerSampler", "aer"),
+    "pennylane": SamplerEntry("hybrid_attention.backends.pennylane", "PennyLaneSampler", "pennylane"),
+    "ibm": SamplerEntry("hybrid_attention.backends.ibm", "IBMSampler", "ibm"),
     # quantum-enhanced MCMC: circuit proposals, Metropolis acceptance, Boltzmann output (not a DQA output)
     "qemcmc": SamplerEntry("hybrid_attention.backends.qemcmc", "QEMCMCSampler"),
     "gibbs": SamplerEntry("hybrid_attention.backends.classical", "GibbsSampler"),
@@ -75,14 +74,15 @@ SAMPLERS: dict[str, SamplerEntry] = {
 }
 
 
-def register_sampler(name: str, module: str, cls: str, extra: str | None = None, *, dqa: bool = False) -> None:
+def register_sampler(name: str, module: str, cls: str, extra: str | None = None) -> None:
     """Register a sampler class (or factory) by import path; it is imported only when first requested.
 
     Args:
-        name: registry name; module, cls: import path of the class or factory; extra: the ``hybrid-attention``
-            extra that provides its dependencies; dqa: it takes ``schedule=`` (:func:`make_sampler` builds one).
+        name: registry name; module, cls: import path of the class or factory (a class declares its
+            ``capabilities``; ``capabilities.dqa``: it takes ``schedule=``, which :func:`make_sampler` builds);
+        extra: the ``hybrid-attention`` extra that provides its dependencies.
     """
-    SAMPLERS[name] = SamplerEntry(module, cls, extra, bool(dqa))
+    SAMPLERS[name] = SamplerEntry(module, cls, extra)
 
 
 def _entry(name: str) -> SamplerEntry:
@@ -94,12 +94,14 @@ def _entry(name: str) -> SamplerEntry:
 
 
 def is_dqa(name: str) -> bool:
-    """Whether registered sampler ``name`` runs a DQA circuit (takes ``schedule=``); imports nothing.
+    """Whether registered sampler ``name`` runs a DQA circuit (takes ``schedule=``): its class's
+    ``capabilities.dqa``.
 
     Raises:
-        ValueError: ``name`` is not registered. TypeError: it is not a string.
+        ValueError: ``name`` is not registered. TypeError: it is not a string, or the registered callable declares
+        no capabilities. ImportError: as :func:`sampler_class`.
     """
-    return _entry(name).dqa
+    return capabilities_of(sampler_class(name)).dqa
 
 
 def sampler_class(name: str) -> type[Sampler]:
@@ -108,7 +110,7 @@ def sampler_class(name: str) -> type[Sampler]:
     Raises:
         ValueError: unknown name. ImportError: a dependency is missing (the message names the extra to install).
     """
-    module, cls, extra, _ = _entry(name)
+    module, cls, extra = _entry(name)
     try:
         mod = importlib.import_module(module)
     except ImportError as exc:

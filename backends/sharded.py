@@ -86,7 +86,8 @@ class ShardedSampler(Sampler):
             the shards in this process.
         shard_size: problems per task.
 
-    The capabilities (``exact_output``, ``max_spins``, ``dqa``), per-call ``parameters`` and ``default_num_reads``
+    The capabilities (``exact_output``, ``dqa``, ``approximate``, ``needs_circuit``; not ``differentiable``: the
+    shards return samples), ``max_spins``, per-call ``parameters`` and ``default_num_reads``
     are the inner sampler's; a DQA inner sampler's ``schedule``, ``effective_beta`` and
     ``reference_probabilities`` are available here too. ``info`` records ``sampler``, ``problem_seeds``,
     ``shards`` and ``workers``.
@@ -134,11 +135,14 @@ class ShardedSampler(Sampler):
             raise TypeError(f"sharded: sampler_options must be picklable to reach the workers ({exc})") from exc
         self.parameters = dict(self.inner.parameters)
         self.default_num_reads = self.inner.default_num_reads
+        c = self.inner.capabilities  # a wrapper: its instance declares what its inner sampler's output is
+        self.capabilities = SamplerCapabilities(
+            exact_output=c.exact_output, dqa=c.dqa, approximate=c.approximate, needs_circuit=c.needs_circuit
+        )
 
     @property
-    def capabilities(self) -> SamplerCapabilities:
-        c = self.inner.capabilities
-        return SamplerCapabilities(exact_output=c.exact_output, dqa=c.dqa, max_spins=c.max_spins)
+    def max_spins(self) -> int | None:  # type: ignore[override]
+        return self.inner.max_spins
 
     # a DQA inner sampler's read-outs, for the bridge and the conformance suite (capabilities.dqa)
     @property

@@ -254,6 +254,14 @@ class StatevectorSampler(DQASampler):
     """
 
     name = "statevector"
+    capabilities = SamplerCapabilities(
+        differentiable=True,
+        exact_output=True,
+        per_call_overhead=_CALL_OVERHEAD,
+        dqa=True,
+        approximate=True,
+        needs_circuit=True,
+    )
     parameters: dict[str, str] = {}
     default_num_reads = None
 
@@ -277,12 +285,6 @@ class StatevectorSampler(DQASampler):
         self.cache_limit = check_positive_int(cache_limit, "cache_limit")
         self.dtype = dtype
         self.device = None if device is None else torch.device(device)
-
-    @property
-    def capabilities(self) -> SamplerCapabilities:
-        return SamplerCapabilities(
-            differentiable=True, exact_output=True, per_call_overhead=_CALL_OVERHEAD, dqa=True, max_spins=self.max_spins
-        )
 
     @property
     def properties(self) -> dict[str, Any]:

@@ -48,6 +48,7 @@ __all__ = [
     "problem_ladder",
     "INDEPENDENT",
     "expected_marginals",
+    "deviates",
     "assert_ladder_rung",
     "assert_masked_equals_removed",
     "assert_flip_symmetry",
@@ -137,12 +138,14 @@ def assert_ladder_rung(
     *,
     num_reads: int,
     seed: Any,
-    approximate: bool = False,
+    approximate: bool | None = None,
     independent: bool = False,
     z: float = Z,
 ) -> None:
     """One rung: SampleSet structure, then marginals within ``z`` shot-noise standard deviations of the expected
-    ones (skipped for an approximate sampler unless the spins are ``independent``)."""
+    ones (skipped for an approximate sampler unless the spins are ``independent``; ``approximate=None``: what the
+    sampler declares, :func:`deviates`)."""
+    approximate = deviates(sampler) if approximate is None else approximate
     ss = sampler.sample(problem, num_reads=num_reads, seed=seed)
     bs, n = tuple(problem.batch_shape), problem.n
     _check(
@@ -174,12 +177,21 @@ def assert_masked_equals_removed(sampler: Sampler) -> None:
     _check(np.allclose(a, b, atol=1e-12), f"masked {a} != removed {b}")
 
 
+def deviates(sampler: Sampler) -> bool:
+    """Whether the sampler's output may differ from :func:`expected_marginals` beyond shot noise: it declares
+    ``capabilities.approximate`` and is not a DQA sampler (whose reference is its own ideal circuit output)."""
+    caps = capabilities_of(sampler)
+    return caps.approximate and not caps.dqa
+
+
 def _exactish(sampler: Sampler, approximate: bool) -> bool:
     return capabilities_of(sampler).exact_output or approximate
 
 
-def assert_flip_symmetry(sampler: Sampler, *, num_reads: int, approximate: bool = False, z: float = Z) -> None:
-    """``marginals()`` returns a ``(n,)`` tensor, and ``E(s; h) = E(-s; -h)``: flipping ``h`` flips ``m``."""
+def assert_flip_symmetry(sampler: Sampler, *, num_reads: int, approximate: bool | None = None, z: float = Z) -> None:
+    """``marginals()`` returns a ``(n,)`` tensor, and ``E(s; h) = E(-s; -h)``: flipping ``h`` flips ``m``
+    (``approximate=None``: :func:`deviates`)."""
+    approximate = deviates(sampler) if approximate is None else approximate
     problem = problem_ladder()["pair"]
     flipped = IsingProblem(-problem.h, problem.J, beta=problem.beta)
     exactish = _exactish(sampler, approximate)
@@ -191,10 +203,11 @@ def assert_flip_symmetry(sampler: Sampler, *, num_reads: int, approximate: bool 
 
 
 def assert_marginals_num_reads_and_seed(
-    sampler: Sampler, *, num_reads: int, approximate: bool = False, z: float = Z
+    sampler: Sampler, *, num_reads: int, approximate: bool | None = None, z: float = Z
 ) -> None:
     """``marginals`` takes ``num_reads`` and ``seed`` on every sampler, is reproducible with a seed, and (exact
-    output) ``num_reads=None`` is the exact output whatever the seed."""
+    output) ``num_reads=None`` is the exact output whatever the seed (``approximate=None``: :func:`deviates`)."""
+    approximate = deviates(sampler) if approximate is None else approximate
     problem = problem_ladder()["pair"]
     m1 = sampler.marginals(problem, num_reads=num_reads, seed=3)
     m2 = sampler.marginals(problem, num_reads=num_reads, seed=3)

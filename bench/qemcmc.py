@@ -7,8 +7,8 @@ engine with ``--trotter-steps`` Trotter steps:
 * ``qemcmc``, the setting that trains (``experiments/quantum_training``): ``--fresh-reads`` chains per problem, one
   read each, started from independent spins at the mean-field magnetisations (``start="meanfield"``) and moved
   ``--fresh-moves`` times,
-  marginals by the Rao-Blackwellised estimator (:class:`hybrid_attention.bridge.RaoBlackwell`);
-* ``qemcmc-persistent``: persistent chains (:class:`hybrid_attention.bridge.PersistentChains`): every (row, head,
+  marginals by the Rao-Blackwellised estimator (``Sampling(..., estimator="conditional")``);
+* ``qemcmc-persistent``: persistent chains (:class:`hybrid_attention.PersistentChains`): every (row, head,
   prefix) problem continues its ``--chains`` chains for ``--moves`` moves and records ``--records`` states per chain.
 
 The table also reports the circuit executions (= shots: one measured proposal each) per optimiser step. Target
@@ -30,9 +30,9 @@ import torch
 
 from bench.train_step import make_step
 from hybrid_attention.backends import get_sampler
-from hybrid_attention.bridge import PersistentChains, RaoBlackwell, ReadsOnly
 from hybrid_attention.circuits import DQASchedule
 from hybrid_attention.circuits.proposal import ProposalParams
+from hybrid_attention.sampling import PersistentChains, Sampling
 
 
 def _timed(step, n: int) -> float:
@@ -83,9 +83,9 @@ def main(argv: list[str] | None = None) -> None:
         sv = get_sampler("statevector", schedule=DQASchedule(tau=1.0, steps=20))
         steps = {
             "exact": make_step("hj", T, shape),
-            "qemcmc": make_step("hj", T, shape, RaoBlackwell(fresh), args.fresh_reads),
-            "qemcmc-persistent": make_step("hj", T, shape, chains.bind(qs, key="layer0"), reads),
-            "dqa-shots": make_step("hj", T, shape, ReadsOnly(sv), args.shots),
+            "qemcmc": make_step("hj", T, shape, Sampling(fresh, args.fresh_reads, estimator="conditional", seed=0)),
+            "qemcmc-persistent": make_step("hj", T, shape, Sampling(qs, reads, chains=chains, seed=0)),
+            "dqa-shots": make_step("hj", T, shape, Sampling(sv, args.shots, readout="shots", seed=0)),
         }
         for f in steps.values():
             f()  # warm-up (the qemcmc chains also make their first moves from random states)

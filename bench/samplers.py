@@ -231,14 +231,14 @@ def _bench_train_step(args: argparse.Namespace, T: int = 12, batch: int = 32, re
 
     from bench.train_step import make_step
     from hybrid_attention.backends import get_sampler
-    from hybrid_attention.bridge import ReadsOnly
+    from hybrid_attention.sampling import Sampling
 
     shape = argparse.Namespace(n_embd=64, n_head=1, n_layer=1, batch_size=batch)
     sv = get_sampler("statevector", schedule=DQASchedule(tau=1.0, steps=args.steps))
     steps = {
         "exact": make_step("hj", T, shape),
-        "statevector": make_step("hj", T, shape, sv),
-        "statevector shots": make_step("hj", T, shape, ReadsOnly(sv), 256),
+        "statevector": make_step("hj", T, shape, Sampling(sv, seed=0)),
+        "statevector shots": make_step("hj", T, shape, Sampling(sv, 256, readout="shots", seed=0)),
     }
     times: dict[str, list[float]] = {k: [] for k in steps}
     for f in steps.values():

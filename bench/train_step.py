@@ -17,25 +17,31 @@ import time
 import torch
 
 from hybrid_attention.model import Transformer, TransformerConfig
+from hybrid_attention.sampling import Sampling
 
 
-def make_step(mode: str, T: int, args: argparse.Namespace, sampler=None, num_reads: int | None = None):
+def make_step(mode: str, T: int, args: argparse.Namespace, sampling: Sampling | None = None):
     """One training step (forward, backward, AdamW) of a fixed model and batch; ``args`` gives ``n_embd``,
-    ``n_head``, ``n_layer``, ``batch_size``. With ``sampler``, attention marginals come through it (seed 0)."""
+    ``n_head``, ``n_layer``, ``batch_size``. With ``sampling`` (a :class:`~hybrid_attention.Sampling`), attention
+    marginals come through it (every step with its seed)."""
     torch.manual_seed(0)
     cfg = TransformerConfig(
-        vocab_size=65, block_size=T, n_embd=args.n_embd, n_head=args.n_head, n_layer=args.n_layer, attention=mode
+        vocab_size=65,
+        block_size=T,
+        n_embd=args.n_embd,
+        n_head=args.n_head,
+        n_layer=args.n_layer,
+        attention=mode,
+        exact=sampling is None,
     )
     model = Transformer(cfg)
-    if sampler is not None:
-        model.set_sampler(sampler, num_reads=num_reads, seed=0)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(1)
     x = torch.randint(0, 65, (args.batch_size, T), generator=g)
     y = torch.randint(0, 65, (args.batch_size, T), generator=g)
 
     def step() -> None:
-        _, loss = model(x, y)
+        _, loss = model(x, y, sampling=sampling)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

@@ -8,8 +8,10 @@ qiskit or pennylane, and nothing here imports the floors above it (circuits, bac
 * ``exact``: the exact oracle (enumeration, log Z, marginals, correlations, probabilities, exact samples);
   ``kernels``: the attention kernels on its factorised core (causal, bidirectional, shared couplings);
 * ``sampler``: the typed sampler interface (``Sampler``, ``SamplerCapabilities``); ``sampleset``: ``SampleSet``;
-* ``bridge``: any sampler's output as differentiable attention marginals; ``attention``, ``model``: the layer and
-  the decoder; ``metrics``: fidelity metrics; ``tasks``: the data sets.
+* ``sampling``: ``Sampling``, the one value that says how attention is sampled (sampler, reads, readout, estimator,
+  persistent chains), passed explicitly as ``model(idx, targets, sampling=...)``; ``bridge``: any sampler's output
+  as differentiable attention marginals; ``attention``, ``model``: the layer and the decoder; ``metrics``: fidelity
+  metrics; ``tasks``: the data sets.
 
 Quantum and classical samplers live in :mod:`hybrid_attention.backends`, circuits in
 :mod:`hybrid_attention.circuits` and the applications in :mod:`hybrid_attention.apps` (loaded on first use).
@@ -25,7 +27,6 @@ from .ising import IsingProblem
 
 __version__ = "0.1.0"
 
-__all__ = ["IsingProblem", "exact", "__version__"]
 
 # Names resolved lazily so that importing the package stays light.
 _LAZY = {
@@ -33,7 +34,11 @@ _LAZY = {
     "BoltzmannAttention": ("hybrid_attention.attention", "BoltzmannAttention"),
     "TransformerConfig": ("hybrid_attention.model", "TransformerConfig"),
     "Transformer": ("hybrid_attention.model", "Transformer"),
+    "Sampling": ("hybrid_attention.sampling", "Sampling"),
+    "PersistentChains": ("hybrid_attention.sampling", "PersistentChains"),
 }
+
+__all__ = ["IsingProblem", "exact", "__version__", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
@@ -48,6 +53,7 @@ def __getattr__(name: str) -> Any:
         "bridge",
         "attention",
         "model",
+        "sampling",
         "tasks",
     }:
         return importlib.import_module(f"hybrid_attention.{name}")

@@ -9,7 +9,8 @@ are ``a_ij = alpha_ij / sum_{k in K_i} alpha_ik``.
 Modes (the paper's four-way ablation):
 
 * ``softmax``: standard scaled dot-product attention.
-* ``hj``: Boltzmann attention, exact marginals by enumeration (:mod:`hybrid_attention.kernels`) or from a sampler.
+* ``hj``: Boltzmann attention, exact marginals by enumeration (:mod:`hybrid_attention.kernels`) or from a sampler
+  (a :class:`~hybrid_attention.sampling.Sampling` value passed as ``sampling=``).
 * ``h``: ``J = 0``: independent spins, ``alpha = sigmoid(2 beta h)`` in closed form (normalised sigmoid attention).
 * ``j``: ``h = 0``: the energy is spin-flip symmetric, every ``m = 0`` and attention is exactly uniform over the
   visible keys (closed form; ``J`` then gets zero gradient, which is the exact answer). With a sampler, the
@@ -42,6 +43,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import checks, exact, kernels
+from .sampling import Sampling, as_sampling
 
 __all__ = [
     "MODES",
@@ -91,6 +93,7 @@ def attention_weights(
     mode: str = "hj",
     causal: bool = True,
     beta: Any = 1.0,
+    sampling: Sampling | None = None,
     sampler: Any = None,
     num_reads: int | None = None,
     seed: Any = None,
@@ -105,12 +108,12 @@ def attention_weights(
         mode: ``softmax | hj | h | j`` or the control ``bias`` (module docstring).
         causal: mask future keys (they are dropped from query ``i``'s Ising system).
         beta: inverse temperature, scalar or ``(H,)``, float or (learnable) tensor.
-        sampler: ``None`` for exact marginals, else a sampler object passed to
-            :func:`hybrid_attention.bridge.attention_marginals` (DQA samples give a Boltzmann surrogate at the
+        sampling: ``None`` for exact marginals, else a :class:`~hybrid_attention.sampling.Sampling` value that
+            :func:`hybrid_attention.bridge.attention_marginals` runs (DQA samples give a Boltzmann surrogate at the
             sampler's effective beta; see the bridge).
-        num_reads, seed: forwarded to the sampler: a positive int or ``None``, and
-            ``int | numpy.random.Generator | numpy.random.SeedSequence | None`` (floats and bools raise ``TypeError``;
-            both are checked even without a sampler).
+        sampler, num_reads, seed: instead of ``sampling``: a sampler object, reads per problem (a positive int or
+            ``None``) and ``int | numpy.random.Generator | numpy.random.SeedSequence | None``, from which the value
+            is built here (floats and bools raise ``TypeError``; both are checked even without a sampler).
         j_field: mode ``j`` only: the constant symmetry-breaking field that replaces the scores (0: the paper's
             ``h = 0``, exactly uniform attention).
 
@@ -121,8 +124,7 @@ def attention_weights(
     j_field = _check_field(j_field)
     if j_field != 0.0 and mode != "j":
         raise ValueError(f"j_field applies to mode 'j' only, got j_field = {j_field} with mode {mode!r}")
-    checks.check_num_reads(num_reads)
-    checks.check_seed(seed)
+    sampling = as_sampling(sampling, sampler=sampler, num_reads=num_reads, seed=seed)
     if not isinstance(h, torch.Tensor) or h.ndim != 4:
         raise ValueError(
             f"scores h must be a tensor of shape (B, H, Tq, T), got {getattr(h, 'shape', type(h).__name__)}"
@@ -132,24 +134,24 @@ def attention_weights(
         raise ValueError(f"causal attention needs as many queries as keys, got Tq = {Tq}, T = {T}")
     vis = _visible(Tq, T, causal, h.device)
     if mode == "softmax":
-        if sampler is not None:
-            raise ValueError("mode 'softmax' does not use a sampler; pass sampler=None")
+        if sampling is not None:
+            raise ValueError("mode 'softmax' does not use a sampler; pass sampling=None")
         return torch.softmax(h.masked_fill(~vis, float("-inf")), dim=-1)
     if mode in COUPLED_MODES:
         if J is None:
             raise ValueError(f"mode {mode!r} needs couplings J of shape (H, T', T'), got None")
         J = checks.check_head_couplings(J, H, T).to(h.dtype)
     if mode == "bias":
-        if sampler is not None:
-            raise ValueError("mode 'bias' (softmax with a positional bias) does not use a sampler; pass sampler=None")
+        if sampling is not None:
+            raise ValueError("mode 'bias' (softmax with a positional bias) does not use a sampler; pass sampling=None")
         return torch.softmax((h + J[None, :, :Tq, :T]).masked_fill(~vis, float("-inf")), dim=-1)
     b = checks.beta_per_head(beta, H, h)
     if mode == "j" and j_field != 0.0:
         h = torch.full_like(h, j_field)  # a constant field breaks the spin-flip symmetry; the scores stay unused
-        if sampler is None:
+        if sampling is None:
             exact.check_size(T)
             return kernels._exact_weights(h, J, b, causal=causal)
-    if sampler is None:
+    if sampling is None:
         if mode == "h":
             # independent spins: (1 + tanh(beta h)) / 2 = sigmoid(2 beta h); normalise in log space so the
             # weights stay exact and finite for any |h| (softmax of log-sigmoid is alpha / sum alpha).
@@ -163,14 +165,13 @@ def attention_weights(
         # J and beta were validated above: the unvalidated kernel keeps the training hot path lean. Rows whose
         # alpha = (1 + m) / 2 underflows are redone from log alpha (kernels._exact_weights), the others are unchanged.
         return kernels._exact_weights(h, J, b, causal=causal)
-    else:
-        from .bridge import attention_marginals  # written by the quantum-bridge issue; imported on use
+    from .bridge import attention_marginals  # the sampler route, imported on use
 
-        if mode == "h":
-            J = torch.zeros(H, T, T, dtype=h.dtype, device=h.device)
-        elif mode == "j" and j_field == 0.0:
-            h = torch.zeros_like(h)
-        m = attention_marginals(h, J, b, sampler=sampler, causal=causal, num_reads=num_reads, seed=seed)
+    if mode == "h":
+        J = torch.zeros(H, T, T, dtype=h.dtype, device=h.device)
+    elif mode == "j" and j_field == 0.0:
+        h = torch.zeros_like(h)
+    m = attention_marginals(h, J, b, sampling=sampling, causal=causal)
     return kernels.normalised_weights(m, vis)
 
 
@@ -183,6 +184,7 @@ def boltzmann_attention(
     mode: str = "hj",
     causal: bool = True,
     beta: Any = 1.0,
+    sampling: Sampling | None = None,
     sampler: Any = None,
     num_reads: int | None = None,
     seed: Any = None,
@@ -199,8 +201,9 @@ def boltzmann_attention(
         mode: ``softmax | hj | h | j`` or the control ``bias``.
         causal: query ``i`` sees keys ``j <= i`` only (masked keys are dropped from its Ising system).
         beta: inverse temperature: a float, or a tensor of shape ``()`` or ``(H,)`` (may require grad).
-        sampler: ``None`` (exact marginals) or a sampler object from :mod:`hybrid_attention.backends`.
-        num_reads, seed: forwarded to the sampler.
+        sampling: ``None`` (exact marginals) or a :class:`~hybrid_attention.sampling.Sampling` value.
+        sampler, num_reads, seed: instead of ``sampling``: a sampler object from :mod:`hybrid_attention.backends`,
+            reads per problem and a seed (the value is built from them).
         j_field: mode ``j``: constant symmetry-breaking field (:func:`attention_weights`).
 
     Returns:
@@ -215,10 +218,8 @@ def boltzmann_attention(
     if q.shape[:2] != k.shape[:2] or k.shape[:3] != v.shape[:3] or q.shape[-1] != k.shape[-1]:
         raise ValueError(f"incompatible shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
     h = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    a = attention_weights(
-        h, J, mode=mode, causal=causal, beta=beta, sampler=sampler, num_reads=num_reads, seed=seed, j_field=j_field
-    )
-    return a @ v
+    sampling = as_sampling(sampling, sampler=sampler, num_reads=num_reads, seed=seed)
+    return attention_weights(h, J, mode=mode, causal=causal, beta=beta, sampling=sampling, j_field=j_field) @ v
 
 
 def symmetric_couplings(raw: torch.Tensor) -> torch.Tensor:
@@ -240,7 +241,6 @@ class BoltzmannAttention(nn.Module):
         learn_beta: learn ``log beta`` per head.
         causal: causal masking.
         dropout: dropout on the output projection.
-        sampler, num_reads: optional sampler (``None`` = exact) and reads per call.
         j_field: mode ``j`` only: constant symmetry-breaking field (0 = the paper's ``h = 0``).
 
     ``J`` is stored as a raw parameter ``J_raw`` (initialised to zero); :attr:`J` mirrors its strict upper
@@ -248,8 +248,9 @@ class BoltzmannAttention(nn.Module):
     Modes ``softmax`` and ``h`` have no couplings parameter; the control ``bias`` stores its positional bias in
     ``J_raw`` (same shape, same count of free parameters, ``block_size (block_size - 1) / 2`` per head).
 
-    Set ``keep_weights = True`` to keep the last forward pass's attention weights ``(B, H, T, T)`` in
-    :attr:`last_weights` (the model's attention pointer head uses them).
+    ``forward(x, *, sampling=None, need_weights=False)``: exact marginals without ``sampling``, else those of the
+    :class:`~hybrid_attention.sampling.Sampling` value; with ``need_weights`` it returns ``(y, a)``, ``a`` the
+    attention weights ``(B, H, T, T)`` (the model's attention pointer head uses them).
 
     Example:
         >>> import torch
@@ -270,8 +271,6 @@ class BoltzmannAttention(nn.Module):
         causal: bool = True,
         dropout: float = 0.0,
         bias: bool = True,
-        sampler: Any = None,
-        num_reads: int | None = None,
         j_field: float = 0.0,
     ) -> None:
         super().__init__()
@@ -279,10 +278,11 @@ class BoltzmannAttention(nn.Module):
         j_field = _check_field(j_field)
         if j_field != 0.0 and mode != "j":
             raise ValueError(f"j_field applies to mode 'j' only, got j_field = {j_field} with mode {mode!r}")
+        for name, value in (("n_embd", n_embd), ("n_head", n_head), ("block_size", block_size)):
+            checks.check_positive_int(value, name)
         if n_embd % n_head:
             raise ValueError(f"n_embd must be divisible by n_head, got n_embd = {n_embd}, n_head = {n_head}")
         beta = checks.positive_real(beta, "beta")
-        checks.check_num_reads(num_reads)
         self.n_head, self.n_embd, self.block_size = n_head, n_embd, block_size
         self.mode, self.causal = mode, causal
         self.c_attn = nn.Linear(n_embd, 3 * n_embd, bias=bias)
@@ -298,8 +298,6 @@ class BoltzmannAttention(nn.Module):
             self.log_beta = nn.Parameter(log_beta)
         else:
             self.register_buffer("log_beta", log_beta)
-        self.sampler, self.num_reads, self.seed = sampler, num_reads, None
-        self.keep_weights, self.last_weights = False, None
 
     @property
     def J(self) -> torch.Tensor | None:
@@ -311,28 +309,20 @@ class BoltzmannAttention(nn.Module):
         """Inverse temperature per head, shape ``(n_head,)``."""
         return self.log_beta.exp()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x (B, T, n_embd) -> (B, T, n_embd)``."""
+    def forward(
+        self, x: torch.Tensor, *, sampling: Sampling | None = None, need_weights: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """``x (B, T, n_embd) -> (B, T, n_embd)`` (and the weights ``(B, H, T, T)`` with ``need_weights``)."""
         B, T, C = x.shape
         if T > self.block_size:
             raise ValueError(f"sequence length {T} exceeds block_size {self.block_size}")
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
         shape = (B, T, self.n_head, C // self.n_head)
         q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
-        opts = dict(
-            mode=self.mode,
-            causal=self.causal,
-            beta=self.beta,
-            sampler=self.sampler,
-            num_reads=self.num_reads,
-            seed=self.seed,
-            j_field=self.j_field,
+        h = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+        a = attention_weights(
+            h, self.J, mode=self.mode, causal=self.causal, beta=self.beta, sampling=sampling, j_field=self.j_field
         )
-        if self.keep_weights:  # the same computation as boltzmann_attention, keeping the weights
-            a = attention_weights((q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1]), self.J, **opts)
-            self.last_weights = a
-            y = a @ v
-        else:
-            y = boltzmann_attention(q, k, v, self.J, **opts)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)
-        return self.dropout(self.c_proj(y))
+        y = (a @ v).transpose(1, 2).contiguous().view(B, T, C)
+        y = self.dropout(self.c_proj(y))
+        return (y, a) if need_weights else y

@@ -34,9 +34,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import checks as _checks
 from . import exact as _exact
 from .attention import ALL_MODES, COUPLED_MODES, BoltzmannAttention
+from .sampling import Sampling
 
 __all__ = ["TransformerConfig", "Transformer", "IGNORE_INDEX", "HEADS"]
 
@@ -155,19 +155,26 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias) if cfg.ffn else None
         self.mlp = MLP(cfg) if cfg.ffn else None
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x))
+    def forward(
+        self, x: torch.Tensor, *, sampling: Sampling | None = None, need_weights: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``x (B, T, n_embd) -> (x, a)``: the block's output and (with ``need_weights``) its attention weights
+        ``(B, H, T, T)``, else ``None``."""
+        y, a = self.attn(self.ln_1(x), sampling=sampling, need_weights=True)
+        x = x + y
         if self.mlp is not None:
             x = x + self.mlp(self.ln_2(x))
-        return x
+        return x, (a if need_weights else None)
 
 
 class Transformer(nn.Module):
     """Decoder-only Transformer: token + learned position embeddings, ``n_layer`` blocks, final norm, head.
 
-    ``forward(idx (B, T) int64, targets (B, T) | None) -> (logits, loss)``; logits are ``(B, T, vocab_size)``
-    for ``head="lm"`` and ``(B, T, block_size)`` for ``head="position"`` (entries ``j > i`` are ``-inf``);
-    ``loss`` is the mean cross-entropy over targets != -100, or ``None`` without targets.
+    ``forward(idx (B, T) int64, targets (B, T) | None, *, sampling=None) -> (logits, loss)``; logits are
+    ``(B, T, vocab_size)`` for ``head="lm"`` and ``(B, T, block_size)`` for ``head="position"`` (entries ``j > i``
+    are ``-inf``); ``loss`` is the mean cross-entropy over targets != -100, or ``None`` without targets.
+    ``sampling``: ``None`` for exact marginals, else a :class:`~hybrid_attention.sampling.Sampling` value; layer
+    ``i`` gets its view ``sampling.layer(i)`` (its persistent chains live under the key ``layer<i>``).
     """
 
     def __init__(self, config: TransformerConfig) -> None:
@@ -185,8 +192,6 @@ class Transformer(nn.Module):
         self.head = (
             nn.Linear(config.n_embd, out, bias=config.head == "position") if config.head != "attention" else None
         )
-        if config.head == "attention":
-            self.blocks[-1].attn.keep_weights = True
         self.apply(self._init_weights)
         for name, p in self.named_parameters():  # GPT-2 scaled init of residual projections
             if name.endswith("c_proj.weight"):
@@ -204,14 +209,6 @@ class Transformer(nn.Module):
     @property
     def attention_layers(self) -> list[BoltzmannAttention]:
         return [b.attn for b in self.blocks]
-
-    def set_sampler(self, sampler: Any, num_reads: int | None = None, seed: Any = None) -> None:
-        """Attach a sampler (``None`` = exact) to every attention layer, with reads per call (a positive int or
-        ``None``) and a seed (``int | numpy.random.Generator | numpy.random.SeedSequence | None``)."""
-        _checks.check_num_reads(num_reads)
-        _checks.check_seed(seed)
-        for layer in self.attention_layers:
-            layer.sampler, layer.num_reads, layer.seed = sampler, num_reads, seed
 
     def couplings(self) -> list[torch.Tensor | None]:
         """Per layer: ``J`` of shape ``(n_head, block_size, block_size)`` (detached) or ``None`` (for the control
@@ -242,20 +239,41 @@ class Transformer(nn.Module):
                 for a, J in zip(self.attention_layers, saved):
                     a.J_raw.copy_(J)
 
-    def forward(
-        self, idx: torch.Tensor, targets: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _trunk(
+        self, idx: torch.Tensor, sampling: Sampling | None, weights: str
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Embeddings and blocks: the last hidden state ``(B, T, n_embd)`` and the attention weights of every layer
+        (``weights="all"``), of the last (``"last"``) or of none (``"none"``)."""
+        if sampling is not None and not isinstance(sampling, Sampling):
+            raise TypeError(f"sampling must be a Sampling or None, got {type(sampling).__name__}")
         if idx.ndim != 2:
             raise ValueError(f"idx must have shape (B, T), got {tuple(idx.shape)}")
-        B, T = idx.shape
+        T = idx.shape[1]
         if T > self.config.block_size:
             raise ValueError(f"sequence length {T} exceeds block_size {self.config.block_size}")
         pos = torch.arange(T, device=idx.device)
         x = self.drop(self.wte(idx) + self.wpe(pos))
-        for block in self.blocks:
-            x = block(x)
-        if self.config.head == "attention":
-            a = self.blocks[-1].attn.last_weights.mean(1)  # (B, T, T); zero on future keys
+        maps = []
+        for i, block in enumerate(self.blocks):
+            need = weights == "all" or (weights == "last" and i == len(self.blocks) - 1)
+            x, a = block(x, sampling=None if sampling is None else sampling.layer(i), need_weights=need)
+            if need:
+                maps.append(a)
+        return x, maps
+
+    def attention_maps(self, idx: torch.Tensor, *, sampling: Sampling | None = None) -> list[torch.Tensor]:
+        """The attention weights of every layer for ``idx (B, T)``: a list of ``(B, n_head, T, T)`` tensors (rows sum
+        to 1, zero on future keys), computed exactly or with ``sampling``."""
+        return self._trunk(idx, sampling, "all")[1]
+
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, sampling: Sampling | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        pointer = self.config.head == "attention"
+        x, maps = self._trunk(idx, sampling, "last" if pointer else "none")
+        B, T = idx.shape
+        if pointer:
+            a = maps[-1].mean(1)  # (B, T, T); zero on future keys
             logits = torch.log(a.clamp_min(torch.finfo(a.dtype).tiny))
             if T < self.config.block_size:
                 logits = F.pad(logits, (0, self.config.block_size - T), value=float("-inf"))

@@ -3,7 +3,7 @@
 Close to dimod's ``Sampler`` and qiskit's primitives. ``sample(problem, *, num_reads=None, seed=None, **options)``
 and ``marginals(...)`` (same arguments) validate first (problem type, finiteness is guaranteed by
 :class:`IsingProblem`, ``num_reads`` and ``seed`` by :mod:`hybrid_attention.checks`, size against
-``capabilities.max_spins``, unknown options, the estimated memory of the result) and only then call the abstract
+``max_spins``, unknown options, the estimated memory of the result) and only then call the abstract
 ``_sample`` (and the ``_marginals`` hook). An empty batch (a batch shape with a zero) never reaches a backend: it
 gets an empty :class:`SampleSet` / empty marginals of the right shapes here, for every sampler, third-party ones
 included. Subclasses declare:
@@ -29,7 +29,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import logging
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -64,8 +64,14 @@ class SamplerCapabilities:
         dqa: the sampler runs a DQA circuit: it has a ``schedule`` and ``effective_beta(beta) -> (beta_h, beta_J)``,
             the inverse temperatures of its approximately Boltzmann output (the bridge's surrogate gradients use them)
             and ``reference_probabilities(problem)``, the ideal circuit's exact output.
-        max_spins: the largest ``n`` accepted (``None``: no limit); larger problems raise ``ValueError`` before any
-            work.
+        markov_chain: the sampler runs Markov chains and takes the per-call option ``initial_state`` (reads start
+            there; ``info["final_state"]`` holds where they stopped): persistent chains can continue them.
+        approximate: its output is not the Boltzmann distribution of the problem even with unlimited reads (mean
+            field; DQA circuits, whose output is only approximately Boltzmann at an effective temperature). Markov
+            chains and exact enumeration are not approximate.
+        needs_circuit: it builds and runs quantum circuits (DQA programs, quantum proposals).
+
+    A sampler's limit on ``n`` is not a capability of its class but of the instance (:attr:`Sampler.max_spins`).
     """
 
     differentiable: bool = False
@@ -73,17 +79,20 @@ class SamplerCapabilities:
     per_call_overhead: float | None = None
     pad_with_mask: bool = False
     dqa: bool = False
-    max_spins: int | None = None
+    markov_chain: bool = False
+    approximate: bool = False
+    needs_circuit: bool = False
+
+    #: the boolean fields
+    FLAGS = ("differentiable", "exact_output", "pad_with_mask", "dqa", "markov_chain", "approximate", "needs_circuit")
 
     def __post_init__(self) -> None:
-        for name in ("differentiable", "exact_output", "pad_with_mask", "dqa"):
+        for name in self.FLAGS:
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"SamplerCapabilities.{name} must be a bool, got {getattr(self, name)!r}")
         oh = self.per_call_overhead
         if oh is not None and (isinstance(oh, bool) or not isinstance(oh, (int, float)) or not oh >= 0):
             raise ValueError(f"SamplerCapabilities.per_call_overhead must be a number >= 0 or None, got {oh!r}")
-        if self.max_spins is not None:
-            checks.check_positive_int(self.max_spins, "SamplerCapabilities.max_spins")
 
 
 def capabilities_of(sampler: Any) -> SamplerCapabilities:
@@ -98,9 +107,18 @@ def capabilities_of(sampler: Any) -> SamplerCapabilities:
 
 class Sampler(abc.ABC):
     """Base class: validates, then delegates to :meth:`_sample`. Use as a context manager to release
-    resources (IBM sessions) with :meth:`close`."""
+    resources (IBM sessions) with :meth:`close`.
+
+    Class attributes a subclass declares: ``name``, ``parameters``, ``default_num_reads`` and ``capabilities`` (a
+    :class:`SamplerCapabilities`: what the bridge, the registry and the conformance suite read). ``max_spins`` (the
+    largest ``n`` accepted, ``None``: no limit) may be set per instance.
+    """
 
     name: str = "sampler"
+    #: what this sampler can do; the base declares nothing special
+    capabilities: ClassVar[SamplerCapabilities] = SamplerCapabilities()
+    #: the largest ``n`` accepted (``None``: no limit); larger problems raise ``ValueError`` before any work
+    max_spins: int | None = None
     #: per-call options accepted by :meth:`sample` (beyond ``num_reads`` and ``seed``), with descriptions
     parameters: dict[str, str] = {}
     #: reads per problem when ``num_reads=None`` (``None``: the exact output distribution over all ``2**n`` states)
@@ -110,18 +128,13 @@ class Sampler(abc.ABC):
         self._closed = False
 
     @property
-    def capabilities(self) -> SamplerCapabilities:
-        """What this sampler can do (:class:`SamplerCapabilities`); the base declares nothing special."""
-        return SamplerCapabilities()
-
-    @property
     def properties(self) -> dict[str, Any]:
         """Display facts: the capabilities under their historical keys (``max_spins``, ``exact``, ``differentiable``,
         ``pad_with_mask``, ``dqa``, ``group_prefixes`` when grouping applies) and ``default_num_reads``;
         subclasses add versions, schedules, devices. Code should read :attr:`capabilities` instead."""
         caps = self.capabilities
         props: dict[str, Any] = {
-            "max_spins": caps.max_spins,
+            "max_spins": self.max_spins,
             "exact": caps.exact_output,
             "default_num_reads": self.default_num_reads,
             "differentiable": caps.differentiable,
@@ -182,7 +195,7 @@ class Sampler(abc.ABC):
                 f"{self.name}.sample() got unknown option(s) {unknown}; "
                 f"accepted options: {sorted(self.parameters) or 'none'}"
             )
-        limit = self.capabilities.max_spins
+        limit = self.max_spins
         if limit is not None and problem.n > limit:
             raise ValueError(f"{self.name}: problem has n = {problem.n} spins, above this backend's limit of {limit}")
         return problem

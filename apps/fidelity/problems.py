@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import torch
@@ -60,7 +61,11 @@ def problems_from_model(
     if idx.ndim != 2 or idx.shape[1] < n:
         raise ValueError(f"idx must have shape (B, T) with T >= n = {n}, got {tuple(idx.shape)}")
     seen: dict[str, torch.Tensor] = {}
-    hook = att.register_forward_hook(lambda mod, inp, out: seen.setdefault("x", inp[0]))
+
+    def capture(mod: Any, inp: tuple, out: Any) -> None:  # returns None: the layer's output is left as it is
+        seen.setdefault("x", inp[0])
+
+    hook = att.register_forward_hook(capture)
     was_training = model.training
     try:
         model.eval()

@@ -43,7 +43,7 @@ from __future__ import annotations
 from .config import TASKS, TrainConfig
 from .data import eval_set, evaluate, load_task
 from .flags import parse_sampler_option
-from .loop import TrainingDiverged, build_sampler, train
+from .loop import TrainingDiverged, build_sampler, build_sampling, train
 
 __all__ = [
     "TASKS",
@@ -54,5 +54,6 @@ __all__ = [
     "eval_set",
     "load_task",
     "build_sampler",
+    "build_sampling",
     "parse_sampler_option",
 ]

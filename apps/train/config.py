@@ -15,6 +15,8 @@ from hybrid_attention.attention import ALL_MODES
 from hybrid_attention.backends.registry import SAMPLERS, check_sampler_options
 from hybrid_attention.exact import MAX_SPINS
 from hybrid_attention.model import TransformerConfig
+from hybrid_attention.sampler import capabilities_of
+from hybrid_attention.sampling import ESTIMATORS, READOUTS
 from hybrid_attention.tasks.bracket_variants import BracketVariant
 
 __all__ = ["TASKS", "POINTERS", "READOUTS", "ESTIMATORS", "TrainConfig", "RESUME_FREE", "default_readout"]
@@ -24,15 +26,11 @@ TASKS = ("shakespeare", "brackets")
 POINTERS = ("linear", "attention")
 #: config keys that may differ when resuming (everything else must match the checkpoint)
 RESUME_FREE = {"steps", "out", "resume", "progress", "threads", "data"}
-#: how a sampler's output reaches the attention layers: its exact output (differentiable) or its reads
-READOUTS = ("exact", "shots")
-#: how reads become marginals: the spin average, or the average of the conditional means (Rao-Blackwellised)
-ESTIMATORS = ("reads", "conditional")
 
 
 def default_readout(sampler: str) -> str:
-    """``"exact"`` for the exact path and for registered samplers whose class gives its exact output differentiably
-    (``differentiable_marginals``: statevector, meanfield), else ``"shots"`` (what a run without ``readout`` did)."""
+    """``"exact"`` for the exact path and for registered samplers whose class declares ``capabilities.differentiable``
+    (statevector, meanfield: they give their exact output differentiably), else ``"shots"``."""
     if sampler == "exact":
         return "exact"
     from hybrid_attention.backends.registry import sampler_class
@@ -41,7 +39,7 @@ def default_readout(sampler: str) -> str:
         cls = sampler_class(sampler)
     except (ImportError, ValueError):
         return "shots"
-    return "exact" if callable(getattr(cls, "differentiable_marginals", None)) else "shots"
+    return "exact" if capabilities_of(cls).differentiable else "shots"
 
 
 _POSITIVE_INTS = (
@@ -213,14 +211,12 @@ class TrainConfig:
         from hybrid_attention.backends.registry import sampler_class
 
         try:
-            takes_state = self.sampler != "exact" and "initial_state" in getattr(
-                sampler_class(self.sampler), "parameters", {}
-            )
+            markov = self.sampler != "exact" and capabilities_of(sampler_class(self.sampler)).markov_chain
         except ImportError:
-            takes_state = True  # the missing dependency is reported when the sampler is built
-        if not takes_state:
+            markov = True  # the missing dependency is reported when the sampler is built
+        if not markov:
             raise ValueError(
-                f"--persistent-chains needs a Markov-chain sampler that takes initial_state (qemcmc), "
+                f"--persistent-chains needs a Markov-chain sampler (capabilities.markov_chain: qemcmc), "
                 f"got sampler {self.sampler!r}"
             )
         if self.shots < C:

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from hybrid_attention.model import Transformer
+from hybrid_attention.sampling import Sampling
 from hybrid_attention.tasks.bracket_variants import BracketVariantTask, accuracy_by
 from hybrid_attention.tasks.brackets import BracketTask, accuracy
 from hybrid_attention.tasks.shakespeare import CharDataset, resolve_data_path
@@ -63,14 +64,16 @@ def evaluate(
     task_name: str,
     chunk: int = 512,
     depth: torch.Tensor | None = None,
+    sampling: Sampling | None = None,
 ) -> dict[str, Any]:
     """Validation metrics on a fixed set ``x, y (N, T)``: ``val_loss`` and ``val_perplexity`` or
     ``val_accuracy``/``val_string_accuracy``. For brackets with ``depth (N, T)`` (the variants' nesting depths)
-    also ``val_accuracy_by_distance`` and ``val_accuracy_by_depth``: ``{str(value): [right, count]}``."""
+    also ``val_accuracy_by_distance`` and ``val_accuracy_by_depth``: ``{str(value): [right, count]}``.
+    ``sampling``: how the model samples its attention (``None``: exact marginals)."""
     model.eval()
     total, count, logits_all = 0.0, 0, []
     for s in range(0, len(x), chunk):
-        logits, _ = model(x[s : s + chunk])
+        logits, _ = model(x[s : s + chunk], sampling=sampling)
         yy = y[s : s + chunk]
         loss = torch.nn.functional.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), yy.reshape(-1), ignore_index=-100, reduction="sum"

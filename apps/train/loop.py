@@ -4,7 +4,9 @@ Owns one run's mutable state (model, optimiser, data generator, history), the le
 step with its divergence checks (:class:`TrainingDiverged`), evaluation at every ``eval_interval`` and the files of
 the run directory (``checkpoint.pt``, ``couplings.json``, ``metrics.json``, ``config.json``; see
 :mod:`hybrid_attention.apps.train`). The sampler of a non-exact run comes from the registry
-(:func:`hybrid_attention.backends.registry.make_sampler`).
+(:func:`hybrid_attention.backends.registry.make_sampler`), and :func:`build_sampling` turns the run's settings into the
+one :class:`~hybrid_attention.sampling.Sampling` value that every step passes to the model (``model(x, y,
+sampling=...)``, with the step's own seed).
 
 Example:
     >>> from hybrid_attention.apps.train import TrainConfig, train   # doctest: +SKIP
@@ -28,15 +30,22 @@ from tqdm.auto import tqdm
 from hybrid_attention.apps.run_files import atomic_write, write_json
 from hybrid_attention.attention import COUPLED_MODES
 from hybrid_attention.backends.registry import is_dqa, make_sampler
-from hybrid_attention.bridge import PersistentChains, RaoBlackwell, ReadsOnly
 from hybrid_attention.model import Transformer
-from hybrid_attention.sampler import capabilities_of
+from hybrid_attention.sampling import PersistentChains, Sampling
 
 from .config import TrainConfig
 from .data import eval_set, evaluate, load_task
 from .resume import check_resume_data, claim_directory, load_resume_state
 
-__all__ = ["TrainingDiverged", "train", "build_sampler", "plateaued", "CHECKPOINT_FORMAT", "PLATEAU_REL_TOL"]
+__all__ = [
+    "TrainingDiverged",
+    "train",
+    "build_sampler",
+    "build_sampling",
+    "plateaued",
+    "CHECKPOINT_FORMAT",
+    "PLATEAU_REL_TOL",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -103,9 +112,7 @@ def _couplings(model: Transformer) -> dict[str, Any]:
 
 def build_sampler(cfg: TrainConfig) -> Any:
     """The training sampler (``None`` for exact marginals). Failures to set one up (IBM accounts and credentials,
-    a service that refuses) become a ``ValueError`` naming the sampler, like any other bad setting. With readout
-    ``shots`` (:meth:`TrainConfig.resolved_readout`) a sampler that could give its exact output is wrapped in
-    :class:`~hybrid_attention.bridge.ReadsOnly`: the layers then train on ``cfg.shots`` reads per call."""
+    a service that refuses) become a ``ValueError`` naming the sampler, like any other bad setting."""
     if cfg.sampler == "exact":
         return None
     options = dict(cfg.sampler_options)
@@ -115,16 +122,23 @@ def build_sampler(cfg: TrainConfig) -> Any:
     # (qemcmc's trotter_steps: the proposal's Trotter steps)
     anneal = {"tau": cfg.tau, "trotter_steps": cfg.trotter_steps} if is_dqa(cfg.sampler) else {}
     try:
-        sampler = make_sampler(cfg.sampler, shots=cfg.shots, seed=cfg.seed, **anneal, **options)
+        return make_sampler(cfg.sampler, shots=cfg.shots, seed=cfg.seed, **anneal, **options)
     except Exception as exc:
         ibm = any(c.__module__.startswith("qiskit_ibm_runtime") for c in type(exc).__mro__)
         if isinstance(exc, RuntimeError) or ibm:
             raise ValueError(f"cannot set up sampler {cfg.sampler!r}: {' '.join(str(exc).split())}") from exc
         raise
-    readout, differentiable = cfg.resolved_readout(), capabilities_of(sampler).differentiable
-    if readout == "exact" and not differentiable:  # TrainConfig.validate checks the class; this is the instance
-        sampler.close()
-        raise ValueError(f"--readout exact: sampler {cfg.sampler!r} gives reads only; use --readout shots")
+
+
+def build_sampling(cfg: TrainConfig) -> Sampling | None:
+    """How the run samples: ``None`` for exact marginals, else the :class:`~hybrid_attention.sampling.Sampling`
+    value of its sampler (:func:`build_sampler`), ``shots`` reads per problem, readout, estimator and persistent
+    chains (seeded by the run's seed). With readout ``shots`` a sampler that could give its exact output trains on
+    ``cfg.shots`` reads per call instead. The sampler is closed again when the value cannot be built."""
+    sampler = build_sampler(cfg)
+    if sampler is None:
+        return None
+    readout = cfg.resolved_readout()
     if readout == "exact" and cfg.shots != TrainConfig.shots:
         logger.warning(
             "shots = %d has no effect: sampler %r trains on its exact output (readout exact); pass --readout shots "
@@ -132,9 +146,12 @@ def build_sampler(cfg: TrainConfig) -> Any:
             cfg.shots,
             cfg.sampler,
         )
-    if cfg.estimator == "conditional":
-        return RaoBlackwell(sampler)
-    return ReadsOnly(sampler) if readout == "shots" and differentiable else sampler
+    chains = PersistentChains(cfg.persistent_chains, seed=cfg.seed) if cfg.persistent_chains else None
+    try:
+        return Sampling(sampler, num_reads=cfg.shots, readout=readout, estimator=cfg.estimator, chains=chains)
+    except (TypeError, ValueError) as exc:  # TrainConfig.validate checks the class; this is the instance
+        sampler.close()
+        raise ValueError(f"--sampler {cfg.sampler!r}: {exc}") from exc
 
 
 class _Run:
@@ -145,11 +162,11 @@ class _Run:
         cfg: TrainConfig,
         out: Path,
         task: Any,
-        sampler: Any,
+        sampling: Sampling | None,
         state: dict | None,
         data: dict[str, Any] | None = None,
     ) -> None:
-        self.cfg, self.out, self.task, self.sampler = cfg, out, task, sampler
+        self.cfg, self.out, self.task, self.sampling = cfg, out, task, sampling
         self.data = data or {"path": None, "sha256": None}
         torch.manual_seed(cfg.seed)  # parameter init only; data uses its own generator
         self.model = Transformer(cfg.model_config(task.vocab_size))
@@ -159,8 +176,7 @@ class _Run:
         self.history: dict[str, Any] = {"train_loss": [], "evals": []}
         self.step, self.elapsed = 0, 0.0
         self.checkpoint_step: int | None = None  # the step of the checkpoint on disk
-        # persistent chains: one key per attention layer; the layers get the bound sampler at every step
-        self.chains = PersistentChains(cfg.persistent_chains, seed=cfg.seed) if cfg.persistent_chains else None
+        self.chains = None if sampling is None else sampling.chains  # one key per attention layer
         if state is not None:
             try:
                 self.model.load_state_dict(state["model"])
@@ -195,14 +211,8 @@ class _Run:
         for g in self.opt.param_groups:
             g["lr"] = _lr_at(self.step, cfg)
         x, y = self.task.get_batch("train", cfg.batch_size, cfg.block_size, generator=self.gen)
-        if self.sampler is not None:  # a fresh, reproducible sampler seed per step
-            model.set_sampler(
-                self.sampler, cfg.shots, int(np.random.SeedSequence([cfg.seed, self.step]).generate_state(1)[0])
-            )
-            if self.chains is not None:
-                self._bind_chains(self.chains)
         try:
-            _, loss = model(x, y)
+            _, loss = model(x, y, sampling=self.step_sampling(self.step))
         except ValueError as exc:
             # settings and data were validated: a non-finite attention input (scores, J, beta) comes from the weights
             if "finite" not in str(exc):
@@ -223,29 +233,27 @@ class _Run:
         self.history["train_loss"].append(round(value, 5))
         return value
 
-    def _bind_chains(self, chains: PersistentChains) -> None:
-        """Give every attention layer the sampler bound to ``chains`` under its own key (``layer<i>``)."""
-        for i, layer in enumerate(self.model.attention_layers):
-            layer.sampler = chains.bind(self.sampler, key=f"layer{i}")
+    def step_sampling(self, step: int) -> Sampling | None:
+        """The value training step ``step`` (0-based) samples with: the run's, with a fresh, reproducible seed."""
+        if self.sampling is None:
+            return None
+        return self.sampling.with_seed(int(np.random.SeedSequence([self.cfg.seed, step]).generate_state(1)[0]))
 
-    def _eval_chains(self) -> None:
-        """Evaluation with persistent chains continues copies of the training chains (the validation batch reuses
-        them cyclically), so that evaluating neither starts cold nor moves the chains training continues."""
-        if self.chains is None or self.cfg.eval_exact or self.model.attention_layers[0].sampler is None:
-            return
-        copy = PersistentChains(self.chains.num_chains, seed=self.chains.seed)
-        copy.load_state_dict(self.chains.state_dict())
-        self._bind_chains(copy)
+    def eval_sampling(self) -> Sampling | None:
+        """Evaluation samples like the last training step (its seed), unless ``eval_exact``; persistent chains
+        continue a copy of the training chains (the validation batch reuses them cyclically), so that evaluating
+        neither starts cold nor moves the chains training continues."""
+        if self.cfg.eval_exact or self.sampling is None:
+            return None
+        sampling = self.step_sampling(self.step - 1)
+        return sampling if self.chains is None else dataclasses.replace(sampling, chains=self.chains.copy())
 
     def checkpoint(self, final: bool) -> dict[str, Any]:
         """Evaluate, then write checkpoint.pt, couplings.json and (last) metrics.json, each atomically. The run
         finishes here too when it has ``plateaued`` (``--patience``); a finished run with couplings is also
         evaluated with ``J = 0`` (``j0_val_*``)."""
         cfg, model = self.cfg, self.model
-        if cfg.eval_exact:
-            model.set_sampler(None)
-        self._eval_chains()
-        ev = evaluate(model, self.xv, self.yv, cfg.task, depth=self.val_depth)
+        ev = evaluate(model, self.xv, self.yv, cfg.task, depth=self.val_depth, sampling=self.eval_sampling())
         if not math.isfinite(ev["val_loss"]):
             raise self.diverged(self.step, f"validation loss {ev['val_loss']} after the step")
         groups = {k: ev.pop(k) for k in list(ev) if k.startswith("val_accuracy_by_")}
@@ -336,16 +344,16 @@ def train(config: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]
     out = Path(cfg.out)
     with claim_directory(out, cfg.resume):  # bad settings, a refused resume and missing data leave no directory behind
         state = load_resume_state(cfg, out) if cfg.resume else None
-        sampler = build_sampler(cfg)  # before the data: bad sampler option values fail fast
+        sampling = build_sampling(cfg)  # before the data: bad sampler option values fail fast
         try:
             task, data = load_task(cfg)
             if state is not None:
                 check_resume_data(state, task, data, out)
             torch.set_num_threads(cfg.threads)
-            return _loop(_Run(cfg, out, task, sampler, state, data))
+            return _loop(_Run(cfg, out, task, sampling, state, data))
         finally:
-            if sampler is not None and hasattr(sampler, "close"):
-                sampler.close()
+            if sampling is not None:
+                sampling.sampler.close()
 
 
 def _loop(run: _Run) -> dict[str, Any]:

@@ -5,7 +5,7 @@ For random problems (n = 6 spins, fields ~ N(0, scale^2), couplings ~ 0.3 N(0, 1
 
 * autograd through the simulated circuit (``statevector`` sampler, complex128: the true gradient), and
 * the bridge's covariance identities over the circuit's exact output distribution at the schedule's leading-order
-  effective beta (``ReadsOnly`` + ``backward="covariance"``, no shot noise),
+  effective beta (``Sampling(sampler, readout="shots")`` with every state weighted exactly, no shot noise),
 
 reporting the cosine similarity and the norm ratio (surrogate / true). Run:
 
@@ -18,8 +18,9 @@ import torch
 
 from hybrid_attention import IsingProblem
 from hybrid_attention.backends import get_sampler
-from hybrid_attention.bridge import ReadsOnly, differentiable_marginals
+from hybrid_attention.bridge import differentiable_marginals
 from hybrid_attention.circuits import DQASchedule
+from hybrid_attention.sampling import Sampling
 
 
 def cos(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -39,9 +40,7 @@ def main() -> None:
             J = (U + U.T).requires_grad_()
             G = torch.randn(B, n, generator=g, dtype=torch.float64)
             true = torch.autograd.grad((sv.differentiable_marginals(IsingProblem(h, J)) * G).sum(), (h, J))
-            m = differentiable_marginals(
-                IsingProblem(h, J), sampler=ReadsOnly(sv), num_reads=None, backward="covariance"
-            )
+            m = differentiable_marginals(IsingProblem(h, J), Sampling(sv, readout="shots"))  # every state, weighted
             sur = torch.autograd.grad((m * G).sum(), (h, J))
             tJ, sJ = true[1] + true[1].T, sur[1] + sur[1].T
             print(

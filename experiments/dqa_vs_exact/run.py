@@ -31,52 +31,47 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[2] / "results" / "dqa_vs_exact"  # the outputs live in results/
 VARIANTS = ("exact", "dqa-marginals", "dqa-surrogate", "dqa-shots")
+#: (sampler, readout) per variant
 SAMPLER_OF = {
-    "exact": "exact",
-    "dqa-marginals": "statevector",
-    "dqa-surrogate": "statevector-probs",
-    "dqa-shots": "statevector-reads",
+    "exact": ("exact", None),
+    "dqa-marginals": ("statevector", "exact"),
+    "dqa-surrogate": ("statevector-probs", "shots"),
+    "dqa-shots": ("statevector", "shots"),
 }
 DATA = "/work/shared/data/tinyshakespeare.txt"
 
 
-def statevector_reads(**kw):
-    """The ``statevector`` DQA sampler seen through its reads only (covariance backward in the bridge)."""
-    from hybrid_attention.backends import get_sampler
-    from hybrid_attention.bridge import ReadsOnly
+def _all_states_class():
+    from hybrid_attention.backends.statevector import StatevectorSampler
 
-    return ReadsOnly(get_sampler("statevector", **kw))
+    class AllStates(StatevectorSampler):
+        """The ``statevector`` DQA output distribution as weighted reads over all ``2**n`` states (``num_reads``
+        ignored): the bridge's covariance surrogate without shot noise, to separate the two effects of ``dqa-shots``."""
+
+        name = "statevector-probs"
+
+        def sample(self, problem, *, num_reads=None, seed=None, **options):
+            return super().sample(problem, num_reads=None, seed=seed, **options)
+
+    return AllStates
 
 
-class AllStates:
-    """The ``statevector`` DQA output distribution as weighted reads over all ``2**n`` states (``num_reads`` ignored):
-    the bridge's covariance surrogate without shot noise, to separate the two effects of ``dqa-shots``."""
-
-    def __init__(self, **kw):
-        from hybrid_attention.backends import get_sampler
-        from hybrid_attention.bridge import ReadsOnly
-
-        self.inner = ReadsOnly(get_sampler("statevector", **kw))
-
-    def sample(self, problem, *, num_reads=None, seed=None, **options):
-        return self.inner.sample(problem, num_reads=None, seed=seed, **options)
-
-    def __getattr__(self, item):
-        return getattr(self.__dict__["inner"], item)
+def __getattr__(name):  # the registry imports AllStates from here on first use
+    if name == "AllStates":
+        return _all_states_class()
+    raise AttributeError(name)
 
 
 def _register() -> None:
     from hybrid_attention.backends.registry import register_sampler
 
-    # dqa=True: training builds them with schedule=DQASchedule(tau, trotter_steps)
-    register_sampler("statevector-reads", __name__, "statevector_reads", dqa=True)
-    register_sampler("statevector-probs", __name__, "AllStates", dqa=True)
+    register_sampler("statevector-probs", __name__, "AllStates")
 
 
 def run_one(task: str, variant: str, seed: int, args: argparse.Namespace) -> dict:
     from hybrid_attention.apps.train import TrainConfig, evaluate, train
 
-    sampler = SAMPLER_OF[variant]
+    sampler, readout = SAMPLER_OF[variant]
     out = Path(args.runs) / f"{task}_{variant}_s{seed}"
     cfg = TrainConfig(
         task=task,
@@ -89,6 +84,7 @@ def run_one(task: str, variant: str, seed: int, args: argparse.Namespace) -> dic
         eval_interval=args.steps,
         eval_size=args.eval_size,
         sampler=sampler,
+        readout=readout,
         shots=args.shots,
         tau=args.tau,
         trotter_steps=args.trotter_steps,

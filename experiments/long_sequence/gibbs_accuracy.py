@@ -70,7 +70,6 @@ def scores(run: Path, seed: int) -> tuple[torch.Tensor, torch.Tensor, float, str
         raise _Captured
 
     att.attention_weights = capture
-    model.set_sampler(MeanFieldSampler(), None, 0)  # any sampler: the scores are captured before it is called
     try:
         with torch.no_grad():
             model(x[:B])

@@ -3,11 +3,11 @@
 For one batch of a model trained with exact marginals (Tiny Shakespeare, T = 12 by default: the cell where two
 qemcmc moves miss the target), the gradient of the training loss with respect to the attention layer's parameters is
 computed with exact marginals and, for several samplers, from 8 reads per attention row with the Rao-Blackwellised
-estimator (``RaoBlackwell``), once per seed. Reported per sampler: the cosine between the mean of the per-seed
+estimator (``Sampling(..., estimator="conditional")``), once per seed. Reported per sampler: the cosine between the mean of the per-seed
 gradients and the exact gradient (1 for an unbiased estimator as seeds grow; the mean's remaining noise lowers it
 equally for every sampler with the same spread), and the median and largest per-step gradient norm (the exact one
 beside them). Exact Boltzmann reads (``exact`` sampler, 8 reads) are the reference for what 8 perfect reads give;
-the first row gives the same reads with spin averages and spin covariances (``ReadsOnly``) instead.
+the first row gives the same reads with spin averages and spin covariances (``Sampling(..., readout="shots")``) instead.
 
     nice -n 5 python experiments/quantum_training/gradient_check.py          # writes gradient_check.md beside it
 
@@ -31,23 +31,23 @@ PARAMS = ("blocks.0.attn.c_attn.weight", "blocks.0.attn.J_raw")
 
 def samplers() -> dict:
     from hybrid_attention.backends import get_sampler
-    from hybrid_attention.bridge import RaoBlackwell, ReadsOnly
     from hybrid_attention.circuits.proposal import ProposalParams
+    from hybrid_attention.sampling import Sampling
 
     P = ProposalParams(steps=2)
+
+    def rb(sampler):  # 8 reads per problem through the Rao-Blackwellised estimator
+        return Sampling(sampler, 8, estimator="conditional")
+
     return {
-        "exact Boltzmann reads, spin covariances (no Rao-Blackwellisation)": lambda: ReadsOnly(get_sampler("exact")),
-        "exact Boltzmann reads": lambda: RaoBlackwell(get_sampler("exact")),
-        "gibbs (256 sweeps)": lambda: RaoBlackwell(get_sampler("gibbs")),
-        "qemcmc, fields start, 2 moves": lambda: RaoBlackwell(
-            get_sampler("qemcmc", burn_in=2, start="fields", params=P)
+        "exact Boltzmann reads, spin covariances (no Rao-Blackwellisation)": lambda: Sampling(
+            get_sampler("exact"), 8, readout="shots"
         ),
-        "qemcmc, mean-field start, 2 moves": lambda: RaoBlackwell(
-            get_sampler("qemcmc", burn_in=2, start="meanfield", params=P)
-        ),
-        "qemcmc, mean-field start, 8 moves": lambda: RaoBlackwell(
-            get_sampler("qemcmc", burn_in=8, start="meanfield", params=P)
-        ),
+        "exact Boltzmann reads": lambda: rb(get_sampler("exact")),
+        "gibbs (256 sweeps)": lambda: rb(get_sampler("gibbs")),
+        "qemcmc, fields start, 2 moves": lambda: rb(get_sampler("qemcmc", burn_in=2, start="fields", params=P)),
+        "qemcmc, mean-field start, 2 moves": lambda: rb(get_sampler("qemcmc", burn_in=2, start="meanfield", params=P)),
+        "qemcmc, mean-field start, 8 moves": lambda: rb(get_sampler("qemcmc", burn_in=8, start="meanfield", params=P)),
     }
 
 
@@ -83,10 +83,10 @@ def model_and_batch(args: argparse.Namespace):
     return model, x, y, out
 
 
-def gradients(model, x, y, sampler, seed: int) -> dict[str, torch.Tensor]:
+def gradients(model, x, y, sampling, seed: int) -> dict[str, torch.Tensor]:
+    """Gradients of the named parameters on ``(x, y)`` with ``sampling`` (``None``: exact) at ``seed``."""
     model.zero_grad(set_to_none=True)
-    model.set_sampler(sampler, None if sampler is None else 8, seed)
-    _, loss = model(x, y)
+    _, loss = model(x, y, sampling=None if sampling is None else sampling.with_seed(seed))
     loss.backward()
     named = dict(model.named_parameters())
     return {n: named[n].grad.detach().clone() for n in PARAMS}

@@ -166,8 +166,9 @@ def test_problems_from_model_reproduce_the_layer_output():
     idx = torch.randint(0, 5, (3, 6))
     att = model.attention_layers[0]
     cap = {}
-    h1 = att.register_forward_hook(lambda m, i, o: cap.setdefault("x", i[0]))
-    h2 = att.c_proj.register_forward_hook(lambda m, i, o: cap.setdefault("y", i[0]))
+    # hooks return None (a returned value would replace the module's output)
+    h1 = att.register_forward_hook(lambda m, i, o: cap.__setitem__("x", i[0]))
+    h2 = att.c_proj.register_forward_hook(lambda m, i, o: cap.__setitem__("y", i[0]))
     model.eval()
     with torch.no_grad():
         model(idx)

@@ -11,8 +11,7 @@ import pytest
 import torch
 
 from hybrid_attention.apps import cli
-from hybrid_attention.apps.train import TrainConfig, build_sampler
-from hybrid_attention.bridge import ReadsOnly
+from hybrid_attention.apps.train import TrainConfig, build_sampler, build_sampling
 
 TINY = ["--n-embd", "8", "--batch-size", "4", "--no-progress", "--warmup", "2", "--eval-exact"]
 DQA = ["--sampler", "statevector", "--tau", "1.0", "--trotter-steps", "4"]
@@ -51,7 +50,8 @@ def test_default_readout_keeps_the_exact_output_path_and_is_recorded(tmp_path):
     assert TrainConfig(sampler="meanfield").resolved_readout() == "exact"
     assert TrainConfig(sampler="gibbs").resolved_readout() == "shots"
     assert TrainConfig().resolved_readout() == "exact"  # the exact enumeration path
-    assert not isinstance(build_sampler(TrainConfig(sampler="statevector")), ReadsOnly)
+    assert build_sampling(TrainConfig(sampler="statevector")).readout == "exact"
+    assert build_sampling(TrainConfig()) is None
     assert cli.main(brackets(tmp_path / "a", *DQA)) == 0
     assert run_config(tmp_path / "a")["readout"] == "exact"
     assert cli.main(brackets(tmp_path / "b")) == 0
@@ -59,10 +59,10 @@ def test_default_readout_keeps_the_exact_output_path_and_is_recorded(tmp_path):
 
 
 def test_readout_shots_trains_on_reads(tmp_path, monkeypatch):
-    """readout shots: the statevector sampler is wrapped in ReadsOnly and sampled with --shots reads per call."""
+    """readout shots: the statevector sampler is sampled with --shots reads per call."""
     cfg = TrainConfig(sampler="statevector", readout="shots", shots=64)
-    s = build_sampler(cfg)
-    assert isinstance(s, ReadsOnly) and not s.capabilities.differentiable
+    s = build_sampling(cfg)
+    assert (s.readout, s.num_reads, s.sampler.name) == ("shots", 64, "statevector")
     from hybrid_attention.backends.statevector import StatevectorSampler
 
     reads = []

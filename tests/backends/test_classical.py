@@ -200,7 +200,7 @@ def test_dropped_prefix_problems_share_their_coupling_matrix():
     """The bridge sends causal prefixes with J already dropped per problem (J * m m^T, one matrix per problem). The
     chain samplers regroup them onto each head's unmasked J (same Markov chain, one GEMM per block instead of one
     per problem); the order is restored on the way out and anything that does not fit is left as it was."""
-    from hybrid_attention.backends.grouped import Grouped
+    from hybrid_attention.grouping import Grouped
 
     rng = np.random.default_rng(5)
     B, H, T = 3, 2, 5
@@ -225,3 +225,75 @@ def test_dropped_prefix_problems_share_their_coupling_matrix():
     ref = exact.marginals(pr).numpy()
     m = GibbsSampler().sample(pr, num_reads=N, seed=1).marginals()
     assert within_shot_tolerance(m, ref, N).all()
+
+
+@pytest.mark.parametrize("name", ["meanfield", "gibbs"])
+def test_broadcast_couplings_equal_expanded_ones(name):
+    """The bridge hands ``J`` broadcast over batch and queries (shape ``(1, H, 1, n, n)``, never expanded, so its
+    gradient is not materialised per query); it gives the values and gradients of the same ``J`` expanded."""
+    from hybrid_attention.bridge import differentiable_marginals
+    from hybrid_attention.sampling import Sampling
+
+    g = torch.Generator().manual_seed(3)
+    B, H, Tq, n = 3, 2, 4, 5
+    h = torch.randn(B, H, Tq, n, generator=g, dtype=torch.float64)
+    U = (0.4 * torch.randn(H, n, n, generator=g, dtype=torch.float64)).triu(1).requires_grad_()
+    mask = torch.ones(n, n, dtype=torch.bool).tril()[1:][None, None].expand(B, H, Tq, n)
+    sampling = Sampling(get_sampler(name), num_reads=8, estimator="reads" if name == "meanfield" else "conditional")
+    out = []
+    for shape in ("broadcast", "expanded"):
+        J = (U + U.transpose(-1, -2))[None, :, None]
+        J = J if shape == "broadcast" else J.expand(B, H, Tq, n, n)
+        m = differentiable_marginals(IsingProblem(h, J, mask=mask), sampling.with_seed(0))
+        (gU,) = torch.autograd.grad((m * h).sum(), U)
+        out.append((m.detach(), gU))
+    torch.testing.assert_close(out[0][0], out[1][0], rtol=0, atol=1e-12)
+    torch.testing.assert_close(out[0][1], out[1][1], rtol=0, atol=1e-10)
+
+
+def test_gibbs_continues_given_chains_and_reports_where_they_stopped():
+    """``initial_state``: with no sweep the reads are the given states; with sweeps the final states are reported
+    (masked spins free, ±1) and the next call continues from them; bad states are refused before any work."""
+    g = torch.Generator().manual_seed(4)
+    h = torch.randn(3, 5, generator=g, dtype=torch.float64)
+    mask = torch.tensor([True, True, False, True, True])
+    p = IsingProblem(h, torch.zeros(5, 5, dtype=torch.float64), mask=mask)
+    init = np.where(np.random.default_rng(0).random((3, 4, 5)) < 0.5, 1, -1).astype(np.int8)
+    s = get_sampler("gibbs")
+    ss = s.sample(p, num_reads=4, seed=0, initial_state=init, burn_in=0)
+    assert np.array_equal(ss.spins[..., mask.numpy()], init[..., mask.numpy()])
+    assert ss.info["kernel"] == "torch" and ss.info["num_chains"] == 4
+    moved = s.sample(p, num_reads=4, seed=1, initial_state=init, burn_in=3)
+    final = moved.info["final_state"]
+    assert final.shape == (3, 4, 5) and set(np.unique(final)) <= {-1, 1}
+    assert np.array_equal(final[..., mask.numpy()], moved.spins[..., mask.numpy()])
+    for bad, words in (
+        (init[:, :, :4], "shape"),
+        (np.zeros_like(init), "only -1 and \\+1"),
+    ):
+        with pytest.raises(ValueError, match=words):
+            s.sample(p, num_reads=4, initial_state=bad)
+    with pytest.raises(ValueError, match="num_reads = 2 must be at least"):
+        s.sample(p, num_reads=2, initial_state=init)
+    with pytest.raises(TypeError, match="unknown option"):
+        get_sampler("anneal").sample(p, num_reads=4, initial_state=init)
+
+
+def test_persistent_gibbs_chains_equilibrate_across_calls():
+    """Forty calls of three sweeps each from a random start leave persistent Gibbs chains Boltzmann distributed:
+    the next call's reads (no sweep) match exact marginals within 5 standard errors of 300 chains."""
+    from hybrid_attention.bridge import attention_marginals
+    from hybrid_attention.kernels import causal_marginals
+    from hybrid_attention.sampling import PersistentChains, Sampling
+
+    g = torch.Generator().manual_seed(5)
+    h = torch.randn(1, 1, 4, 4, generator=g, dtype=torch.float64)
+    U = torch.randn(1, 4, 4, generator=g, dtype=torch.float64).triu(1)
+    J = U + U.transpose(-1, -2)
+    chains = PersistentChains(num_chains=300, seed=0)
+    s = Sampling(get_sampler("gibbs", burn_in=3), num_reads=300, chains=chains)
+    for k in range(40):
+        attention_marginals(h, J, 1.0, sampling=s.with_seed(k))
+    m = attention_marginals(h, J, 1.0, sampling=Sampling(get_sampler("gibbs", burn_in=0), num_reads=300, chains=chains))
+    ref = causal_marginals(h, J)
+    assert torch.all((m - ref).abs() <= 5 * torch.sqrt((1 - ref**2).clamp_min(1e-3) / 300) + 1e-12)

@@ -9,12 +9,11 @@ import pytest
 
 from hybrid_attention.backends import SAMPLERS, available_samplers, get_sampler
 from hybrid_attention.backends import testing as conformance
+from hybrid_attention.backends.registry import is_dqa, sampler_class
 from hybrid_attention.circuits import DQASchedule
 
 N = 3000
 SCHED = DQASchedule(tau=1.5, steps=10)
-#: deterministic approximations: exact only where spins are independent
-APPROXIMATE = {"meanfield"}
 
 AVAILABLE = available_samplers()
 
@@ -24,7 +23,7 @@ def make(name):
         from qiskit_aer import AerSimulator
 
         return get_sampler("ibm", backend=AerSimulator(), schedule=SCHED)  # local mode, ideal simulator
-    if SAMPLERS[name].dqa:
+    if is_dqa(name):
         return get_sampler(name, schedule=SCHED)
     return get_sampler(name)
 
@@ -39,10 +38,14 @@ def sampler(request):
     s.close()
 
 
-def test_registry_flag_matches_the_capabilities(sampler):
-    """The registry's ``dqa`` flag (readable without importing a backend) agrees with what the sampler declares."""
+def test_capabilities_are_declared_by_the_class(sampler):
+    """Each sampler's capabilities are its class's (``sharded`` is a wrapper: its inner sampler's), and the registry
+    reads them from there."""
     name, s = sampler
-    assert SAMPLERS[name].dqa == s.capabilities.dqa
+    if name != "sharded":
+        assert s.capabilities is sampler_class(name).capabilities
+    assert is_dqa(name) == sampler_class(name).capabilities.dqa
+    assert s.capabilities.approximate or not s.capabilities.dqa  # a DQA output is only approximately Boltzmann
 
 
 @pytest.mark.parametrize("rung", list(conformance.problem_ladder()))
@@ -53,7 +56,6 @@ def test_ladder(sampler, rung):
         conformance.problem_ladder()[rung],
         num_reads=N,
         seed=7,
-        approximate=name in APPROXIMATE,
         independent=rung in conformance.INDEPENDENT,
     )
 
@@ -64,7 +66,7 @@ def test_masked_equals_removed(sampler):
 
 def test_marginals_method_and_flip_symmetry(sampler):
     name, s = sampler
-    conformance.assert_flip_symmetry(s, num_reads=N, approximate=name in APPROXIMATE)
+    conformance.assert_flip_symmetry(s, num_reads=N)
 
 
 def test_rejects_unknown_option_and_bad_problem(sampler):
@@ -81,7 +83,7 @@ def test_empty_batch_gives_empty_results(sampler, num_reads):
 def test_marginals_accept_num_reads_and_seed(sampler):
     """One rule for per-call options: marginals takes num_reads and seed on every sampler (given reads sample)."""
     name, s = sampler
-    conformance.assert_marginals_num_reads_and_seed(s, num_reads=N, approximate=name in APPROXIMATE)
+    conformance.assert_marginals_num_reads_and_seed(s, num_reads=N)
 
 
 @pytest.mark.parametrize("seed", conformance.BAD_SEEDS)

@@ -342,7 +342,7 @@ def test_ibm_engine_runs_a_fake_device_by_name():
     symmetric, so only the structure is checked here."""
     pytest.importorskip("qiskit_ibm_runtime")
     s = QEMCMCSampler(engine="ibm", backend="fake_manila", params=ProposalParams(steps=2), burn_in=3)
-    assert s.max_spins == 5 and s.capabilities.max_spins == 5
+    assert s.max_spins == 5 and s.properties["max_spins"] == 5
     ss = s.sample(random_problem(3, seed=19, batch=(2,)), num_reads=8, num_chains=4, seed=0)
     assert ss.spins.shape == (2, 8, 3) and ss.info["backend_name"] == "fake_manila"
     assert len(ss.info["job_ids"]) == ss.info["moves"] == 4

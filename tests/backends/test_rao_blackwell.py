@@ -1,4 +1,4 @@
-"""The Rao-Blackwellised marginal estimator of the bridge (``RaoBlackwell``): exact with exact weights (values and
+"""The Rao-Blackwellised marginal estimator of the bridge (``Sampling(..., estimator="conditional")``): exact with exact weights (values and
 every gradient equal autograd through enumeration), exact from one read at ``J = 0``, unbiased and of lower variance
 than the spin average for sampled Boltzmann reads, and carried through persistent chains."""
 
@@ -10,16 +10,21 @@ import torch
 
 from hybrid_attention import exact
 from hybrid_attention.backends import get_sampler
-from hybrid_attention.bridge import (
-    PersistentChains,
-    RaoBlackwell,
-    ReadsOnly,
-    attention_marginals,
-    differentiable_marginals,
-)
+from hybrid_attention.bridge import attention_marginals, differentiable_marginals
 from hybrid_attention.ising import IsingProblem
+from hybrid_attention.sampling import PersistentChains, Sampling
 
 Z = 5.0
+
+
+def RaoBlackwell(sampler, **kw):  # noqa: N802 - reads as the estimator's name in the tests below
+    """The sampler's reads through the conditional (Rao-Blackwellised) estimator."""
+    return Sampling(sampler, estimator="conditional", **kw)
+
+
+def ReadsOnly(sampler, **kw):  # noqa: N802
+    """The sampler's reads through the plain spin average."""
+    return Sampling(sampler, readout="shots", **kw)
 
 
 def problem(n, seed, *, batch=(4,), beta=0.9, scale=0.8, mask=None, grad=True):
@@ -45,7 +50,7 @@ def test_with_exact_weights_values_and_gradients_equal_enumeration(masked):
     p = problem(5, 1, mask=mask)
     g = torch.randn(4, 5, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     m_ref = exact.marginals(p)
-    m_rb = differentiable_marginals(p, sampler=RaoBlackwell(get_sampler("exact")), num_reads=None)
+    m_rb = differentiable_marginals(p, RaoBlackwell(get_sampler("exact")))
     torch.testing.assert_close(m_rb, m_ref, rtol=0, atol=1e-12)
     for a, b in zip(grads(m_rb, p, g), grads(m_ref, p, g)):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
@@ -54,7 +59,7 @@ def test_with_exact_weights_values_and_gradients_equal_enumeration(masked):
 def test_at_zero_couplings_one_read_is_exact():
     p = IsingProblem(torch.randn(3, 6, dtype=torch.float64), torch.zeros(6, 6, dtype=torch.float64), beta=1.3)
     for name in ("gibbs", "qemcmc"):
-        m = differentiable_marginals(p, sampler=RaoBlackwell(get_sampler(name, burn_in=2)), num_reads=1, seed=0)
+        m = differentiable_marginals(p, RaoBlackwell(get_sampler(name, burn_in=2), num_reads=1, seed=0))
         torch.testing.assert_close(m, torch.tanh(1.3 * p.h), rtol=0, atol=1e-12)
 
 
@@ -67,7 +72,7 @@ def test_at_zero_couplings_two_reads_give_the_exact_field_gradient():
     want = 1.3 * (1 - torch.tanh(1.3 * h.detach()) ** 2) * g
     for name in ("gibbs", "qemcmc", "exact"):
         p = IsingProblem(h, J, beta=1.3)
-        m = differentiable_marginals(p, sampler=RaoBlackwell(get_sampler(name)), num_reads=2, seed=0)
+        m = differentiable_marginals(p, RaoBlackwell(get_sampler(name), num_reads=2, seed=0))
         (gh,) = torch.autograd.grad((m * g).sum(), (h,))
         torch.testing.assert_close(gh, want, rtol=0, atol=1e-12)
 
@@ -86,8 +91,8 @@ def test_sampled_reads_are_unbiased_and_less_noisy_than_the_spin_average():
     average's, per spin."""
     p = repeated(problem(5, 3, batch=(), scale=0.4, grad=False), 2000)
     m_ref = exact.marginals(problem(5, 3, batch=(), scale=0.4, grad=False)).numpy()
-    plain = differentiable_marginals(p, sampler=ReadsOnly(get_sampler("exact")), num_reads=8, seed=0).detach().numpy()
-    rb = differentiable_marginals(p, sampler=RaoBlackwell(get_sampler("exact")), num_reads=8, seed=0).detach().numpy()
+    plain = differentiable_marginals(p, ReadsOnly(get_sampler("exact"), num_reads=8, seed=0)).detach().numpy()
+    rb = differentiable_marginals(p, RaoBlackwell(get_sampler("exact"), num_reads=8, seed=0)).detach().numpy()
     se = rb.std(0, ddof=1) / np.sqrt(len(rb))
     assert np.all(np.abs(rb.mean(0) - m_ref) <= Z * se + 1e-12)
     # variance ratio: with 2000 repetitions an F-test margin at the 1e-6 level is about 1.25; weak couplings give
@@ -105,7 +110,7 @@ def test_sampled_gradients_are_unbiased(wrap):
     ref = grads(exact.marginals(one), one, g1)
     reps = 2000
     p = repeated(one, reps)
-    m = differentiable_marginals(p, sampler=wrap(get_sampler("exact")), num_reads=16, seed=1)
+    m = differentiable_marginals(p, wrap(get_sampler("exact"), num_reads=16, seed=1))
     gh, gJ, gb = torch.autograd.grad((m * g1).sum(), (p.h, p.J, p.beta))
     for x, r in ((gh, ref[0]), (gJ + gJ.transpose(-1, -2), ref[1]), (gb, ref[2])):
         x = x.numpy()
@@ -122,7 +127,7 @@ def test_field_gradient_is_less_noisy_than_the_spin_covariance():
     spread = {}
     for wrap in (RaoBlackwell, ReadsOnly):
         p = repeated(one, 2000)
-        m = differentiable_marginals(p, sampler=wrap(get_sampler("exact")), num_reads=8, seed=2)
+        m = differentiable_marginals(p, wrap(get_sampler("exact"), num_reads=8, seed=2))
         (gh,) = torch.autograd.grad((m * g1).sum(), (p.h,))
         spread[wrap] = gh.var(0, unbiased=True)
     assert torch.all(spread[RaoBlackwell] * 4 < spread[ReadsOnly]), spread
@@ -130,13 +135,15 @@ def test_field_gradient_is_less_noisy_than_the_spin_covariance():
 
 def test_persistent_chains_carry_the_estimator():
     chains = PersistentChains(num_chains=2, seed=0)
-    bound = chains.bind(RaoBlackwell(get_sampler("qemcmc", burn_in=1)), key="layer0")
-    assert bound.marginal_estimator == "conditional"
+    bound = RaoBlackwell(get_sampler("qemcmc", burn_in=1), num_reads=2, chains=chains, seed=0).layer(0)
+    assert bound.estimator == "conditional" and bound.readout == "shots"
     h = torch.randn(2, 1, 3, 3, dtype=torch.float64)
-    m = attention_marginals(h, torch.zeros(1, 3, 3, dtype=torch.float64), sampler=bound, num_reads=2, seed=0)
+    m = attention_marginals(h, torch.zeros(1, 3, 3, dtype=torch.float64), sampling=bound)
     vis = torch.ones(3, 3, dtype=torch.bool).tril()
     torch.testing.assert_close(m[..., vis], torch.tanh(h)[..., vis], rtol=0, atol=1e-12)  # J = 0: exact
     assert chains.state("layer0").shape == (2, 1, 3, 2, 3)
-    assert RaoBlackwell(get_sampler("gibbs")).capabilities.differentiable is False
-    with pytest.raises(TypeError, match="needs a sampler object"):
+    assert RaoBlackwell(get_sampler("statevector")).readout == "shots"  # reads, even from a differentiable sampler
+    with pytest.raises(TypeError, match="Sampler declaring SamplerCapabilities"):
         RaoBlackwell(3)
+    with pytest.raises(ValueError, match="unknown estimator"):
+        Sampling(get_sampler("gibbs"), estimator="rb")

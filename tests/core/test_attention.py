@@ -14,6 +14,8 @@ from hybrid_attention.attention import (
     boltzmann_attention,
     symmetric_couplings,
 )
+from hybrid_attention.backends import get_sampler
+from hybrid_attention.sampling import Sampling
 from tests.conftest import brute_force, random_couplings
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -153,7 +155,8 @@ def test_gradcheck_hj(rng):
         (dict(mode="hj", J=torch.triu(torch.ones(1, 5, 5, dtype=torch.float64), 1)), ValueError, ["symmetric"]),
         (dict(mode="hj", beta=0.0), ValueError, ["beta must be finite and > 0"]),
         (dict(mode="hj", beta=torch.ones(3)), ValueError, ["shape (H,)"]),
-        (dict(mode="softmax", sampler=object()), ValueError, ["does not use a sampler"]),
+        (dict(mode="softmax", sampler=get_sampler("exact")), ValueError, ["does not use a sampler"]),
+        (dict(mode="hj", sampler=object()), TypeError, ["Sampler declaring SamplerCapabilities"]),
     ],
 )
 def test_bad_arguments(kwargs, exc, words):
@@ -288,7 +291,7 @@ def test_num_reads_validated(num_reads, exc):
     with pytest.raises(exc, match="num_reads must be an integer >= 1"):
         boltzmann_attention(q, q, q, torch.zeros(1, 3, 3), num_reads=num_reads)
     with pytest.raises(exc, match="num_reads"):
-        BoltzmannAttention(4, 1, block_size=3, num_reads=num_reads)
+        Sampling(get_sampler("gibbs"), num_reads=num_reads)
 
 
 def test_forward_uses_the_unvalidated_kernel(monkeypatch):

@@ -11,7 +11,8 @@ import torch
 
 from hybrid_attention import IsingProblem, exact, kernels
 from hybrid_attention.backends import get_sampler
-from hybrid_attention.bridge import ReadsOnly, SampledMarginals, attention_marginals, differentiable_marginals
+from hybrid_attention.bridge import attention_marginals, differentiable_marginals
+from hybrid_attention.sampling import PersistentChains, Sampling
 
 
 def sym(raw):
@@ -31,16 +32,15 @@ def layer():
 
 
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("backward,pad", [("auto", False), ("covariance", False), ("covariance", True), ("auto", True)])
-def test_exact_sampler_gradients_equal_autograd(layer, causal, backward, pad):
+@pytest.mark.parametrize("readout,pad", [("exact", False), ("shots", False), ("shots", True), ("exact", True)])
+def test_exact_sampler_gradients_equal_autograd(layer, causal, readout, pad):
     """J enters through a symmetric parametrisation (as in the model), so gradients compare on the raw parameter."""
     h, raw, beta, G = layer
     kernel = kernels.causal_marginals if causal else kernels.bidirectional_marginals
     ref = kernel(h, sym(raw), beta)
     g_ref = torch.autograd.grad((ref * G).sum(), (h, raw, beta))
-    m = attention_marginals(
-        h, sym(raw), beta, sampler=get_sampler("exact"), causal=causal, backward=backward, pad_with_mask=pad
-    )
+    sampling = Sampling(get_sampler("exact"), readout=readout)  # shots, num_reads None: every state, its weight
+    m = attention_marginals(h, sym(raw), beta, sampling=sampling, causal=causal, pad_with_mask=pad)
     assert m.dtype == torch.float64 and m.shape == h.shape
     assert torch.allclose(m, ref, atol=1e-12, rtol=0)
     g = torch.autograd.grad((m * G).sum(), (h, raw, beta))
@@ -54,12 +54,12 @@ def test_sampled_marginals_gradcheck():
     U = torch.randn(3, 4, 4, generator=g, dtype=torch.float64).triu(1)
     J = (U + U.transpose(-1, -2)).requires_grad_()
     beta = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64, requires_grad=True)
-    ex = get_sampler("exact")
+    reads = Sampling(get_sampler("exact"), readout="shots")  # every state with its exact weight
 
     off = 1.0 - torch.eye(4, dtype=torch.float64)
 
     def f(h, J, beta):  # symmetrise inside so finite differences stay symmetric with a zero diagonal
-        return SampledMarginals.apply(h, 0.5 * (J + J.transpose(-1, -2)) * off, beta, None, ex, None, None)
+        return differentiable_marginals(IsingProblem(h, 0.5 * (J + J.transpose(-1, -2)) * off, beta=beta), reads)
 
     assert torch.autograd.gradcheck(f, (h, J, beta), atol=1e-7)
 
@@ -73,7 +73,7 @@ def test_covariance_gradients_from_exact_reads_within_shot_noise():
     ref = torch.autograd.grad((exact.marginals(IsingProblem(h, sym(raw))) * G).sum(), (h, raw))
     N = 40000
     m = differentiable_marginals(
-        IsingProblem(h, sym(raw)), sampler=ReadsOnly(get_sampler("exact")), num_reads=N, seed=3
+        IsingProblem(h, sym(raw)), Sampling(get_sampler("exact"), num_reads=N, readout="shots", seed=3)
     )
     got = torch.autograd.grad((m * G).sum(), (h, raw))
     # each gradient entry is a mean of N terms bounded by |u| * |s| <= sum_j |G_j| (centred: x2); z = 5
@@ -85,12 +85,12 @@ def test_covariance_gradients_from_exact_reads_within_shot_noise():
 
 def test_causal_structure_and_future_independence(layer):
     h, raw, beta, _ = layer
-    s = ReadsOnly(get_sampler("exact"))
-    m = attention_marginals(h, sym(raw), beta, sampler=s, num_reads=64, seed=0)
+    s = Sampling(get_sampler("exact"), num_reads=64, readout="shots", seed=0)
+    m = attention_marginals(h, sym(raw), beta, sampling=s)
     assert torch.all(m.detach().triu(1) == 0)
     h2 = h.detach().clone()
     h2[..., 1, 3:] += 5.0  # future keys of query 1
-    m2 = attention_marginals(h2, sym(raw), beta, sampler=s, num_reads=64, seed=0)
+    m2 = attention_marginals(h2, sym(raw), beta, sampling=s)
     assert torch.equal(m.detach()[..., :2, :], m2[..., :2, :])
 
 
@@ -149,14 +149,18 @@ def test_bridge_bad_input():
         attention_marginals(h, torch.zeros(1, 2, 2), sampler=ex)
     with pytest.raises(ValueError, match="Tq == T"):
         attention_marginals(torch.zeros(1, 1, 2, 3), J, sampler=ex)
-    with pytest.raises(TypeError, match="Sampler"):
+    with pytest.raises(TypeError, match="needs a sampler"):
         attention_marginals(h, J, sampler=None)
+    with pytest.raises(TypeError, match="Sampler"):
+        attention_marginals(h, J, sampler="exact")
+    with pytest.raises(TypeError, match="not both"):
+        attention_marginals(h, J, sampling=Sampling(ex), num_reads=4)
     with pytest.raises(ValueError, match="beta"):
         attention_marginals(h, J, torch.ones(2), sampler=ex)
-    with pytest.raises(ValueError, match="backward"):
-        differentiable_marginals(IsingProblem(torch.zeros(2)), sampler=ex, backward="magic")
-    with pytest.raises(TypeError):
-        ReadsOnly("exact")
+    with pytest.raises(ValueError, match="readout"):
+        differentiable_marginals(IsingProblem(torch.zeros(2)), Sampling(ex, readout="magic"))
+    with pytest.raises(TypeError, match="sampling must be a Sampling"):
+        differentiable_marginals(IsingProblem(torch.zeros(2)), ex)
     with pytest.raises(ValueError, match="symmetric"):
         attention_marginals(h, torch.tensor([[[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]]), sampler=ex)
     bad = h.clone()
@@ -170,18 +174,14 @@ def test_bridge_bad_input():
         attention_marginals(future, J, sampler=ex, causal=False)
 
 
-class _Grouping:
-    """A sampler wrapper that sets the bridge's prefix grouping (``capabilities.per_call_overhead``) to ``overhead``."""
+def _grouping(overhead, **kw):
+    """A statevector sampler whose class declares the bridge's prefix grouping (``per_call_overhead``) ``overhead``."""
+    from hybrid_attention.backends.statevector import StatevectorSampler
 
-    def __init__(self, sampler, overhead):
-        self.sampler, self.overhead = sampler, overhead
+    class Grouping(StatevectorSampler):
+        capabilities = dataclasses.replace(StatevectorSampler.capabilities, per_call_overhead=overhead)
 
-    def __getattr__(self, item):
-        return getattr(self.__dict__["sampler"], item)
-
-    @property
-    def capabilities(self):
-        return dataclasses.replace(self.sampler.capabilities, per_call_overhead=self.overhead)
+    return Grouping(**kw)
 
 
 @pytest.mark.parametrize("overhead", [1e3, 1e9])
@@ -192,11 +192,11 @@ def test_grouped_prefixes_equal_one_call_per_prefix(layer, overhead):
     from hybrid_attention.kernels import plan_groups
 
     h, raw, beta, G = layer
-    sv = get_sampler("statevector", schedule=DQASchedule(tau=1.5, steps=6), dtype=torch.complex128)
-    assert sv.properties["group_prefixes"] > 0
+    kw = {"schedule": DQASchedule(tau=1.5, steps=6), "dtype": torch.complex128}
+    assert get_sampler("statevector", **kw).properties["group_prefixes"] > 0
     assert len(plan_groups(5, 4, overhead)) < 5  # the test really groups
     grads = []
-    for s in (_Grouping(sv, None), _Grouping(sv, overhead)):
+    for s in (_grouping(None, **kw), _grouping(overhead, **kw)):
         m = attention_marginals(h, sym(raw), beta, sampler=s)
         grads.append((m.detach(), *torch.autograd.grad((m * G).sum(), (h, raw, beta))))
     for a, b in zip(*grads):
@@ -210,11 +210,11 @@ def test_grouped_prefixes_with_reads_match_the_circuit_output(layer):
     from hybrid_attention.circuits import DQASchedule
 
     h, raw, beta, _ = layer
-    sv = get_sampler("statevector", schedule=DQASchedule(tau=1.5, steps=6), dtype=torch.complex128)
-    s = _Grouping(ReadsOnly(sv), 1e9)  # one call for all prefixes
+    kw = {"schedule": DQASchedule(tau=1.5, steps=6), "dtype": torch.complex128}
     N = 4000
-    m = attention_marginals(h, sym(raw), beta, sampler=s, num_reads=N, seed=3)
-    ref = attention_marginals(h, sym(raw), beta, sampler=_Grouping(sv, None)).detach()
+    s = Sampling(_grouping(1e9, **kw), num_reads=N, readout="shots", seed=3)  # one call for all prefixes
+    m = attention_marginals(h, sym(raw), beta, sampling=s)
+    ref = attention_marginals(h, sym(raw), beta, sampler=_grouping(None, **kw)).detach()
     assert torch.all(m.detach().triu(1) == 0)
     assert torch.all((m.detach() - ref).abs() <= 5 * torch.sqrt((1 - ref**2).clamp_min(0) / N) + 1e-12)
     gh = torch.autograd.grad(m.sum(), h)[0]
@@ -229,8 +229,10 @@ def test_empty_batch(name, causal):
     h = torch.zeros(0, 2, 4, 4, dtype=torch.float64, requires_grad=True)
     J = torch.zeros(2, 4, 4, dtype=torch.float64, requires_grad=True)
     beta = torch.ones(2, dtype=torch.float64, requires_grad=True)
-    for backward in ("auto", "covariance"):
-        m = attention_marginals(h, J, beta, sampler=s, causal=causal, num_reads=16, seed=0, backward=backward)
+    readouts = ("exact", "shots") if s.capabilities.differentiable else ("shots",)
+    for readout in readouts:
+        sampling = Sampling(s, num_reads=16, seed=0, readout=readout)
+        m = attention_marginals(h, J, beta, sampling=sampling, causal=causal)
         assert m.shape == (0, 2, 4, 4)
         m.sum().backward()
         assert J.grad is not None and torch.all(J.grad == 0)
@@ -274,9 +276,7 @@ def _qemcmc(overhead=None, pad=False, **kw):
     from hybrid_attention.circuits.proposal import ProposalParams
 
     class Q(QEMCMCSampler):
-        @property
-        def capabilities(self):
-            return dataclasses.replace(super().capabilities, per_call_overhead=overhead, pad_with_mask=pad)
+        capabilities = dataclasses.replace(QEMCMCSampler.capabilities, per_call_overhead=overhead, pad_with_mask=pad)
 
     return Q(params=ProposalParams(steps=3), **kw)
 
@@ -285,86 +285,82 @@ def _qemcmc(overhead=None, pad=False, **kw):
 def test_persistent_chains_start_where_they_are_stored(layer, overhead, pad):
     """With no move (burn_in = 0, one read per chain) the reads are the stored states: every (b, head, query) reads
     exactly its own chains; with moves the stored states become the chains' final states."""
-    from hybrid_attention.bridge import PersistentChains
-
     h, raw, beta, _ = layer
     B, H, T = h.shape[0], h.shape[1], h.shape[-1]
     chains = PersistentChains(num_chains=6, seed=1)
-    s = chains.bind(_qemcmc(overhead, pad, burn_in=0), key="layer0")
-    m = attention_marginals(h, sym(raw), beta, sampler=s, num_reads=6, seed=0)
+    s = Sampling(_qemcmc(overhead, pad, burn_in=0), num_reads=6, chains=chains, seed=0).layer(0)
+    m = attention_marginals(h, sym(raw), beta, sampling=s)
     st = chains.state("layer0")
     assert st.shape == (B, H, T, 6, T) and st.dtype == torch.int8
     expect = st.double().mean(3) * torch.ones(T, T, dtype=torch.bool).tril()
     assert torch.allclose(m.detach(), expect, atol=1e-12)
     before = st.clone()
-    s2 = chains.bind(_qemcmc(overhead, pad, burn_in=5), key="layer0")
-    attention_marginals(h, sym(raw), beta, sampler=s2, num_reads=6, seed=1)
+    s2 = Sampling(_qemcmc(overhead, pad, burn_in=5), num_reads=6, chains=chains, seed=1).layer(0)
+    attention_marginals(h, sym(raw), beta, sampling=s2)
     after = chains.state("layer0")
     vis = torch.ones(T, T, dtype=torch.bool).tril()[None, None, :, None, :].expand_as(after)
     assert not torch.equal(after[vis], before[vis])  # the chains moved and were stored
-    m3 = attention_marginals(h, sym(raw), beta, sampler=chains.bind(_qemcmc(burn_in=0), "layer0"), num_reads=6)
+    m3 = attention_marginals(h, sym(raw), beta, sampling=Sampling(_qemcmc(burn_in=0), 6, chains=chains).layer(0))
     assert torch.allclose(m3.detach(), after.double().mean(3) * torch.ones(T, T, dtype=torch.bool).tril())
 
 
 def test_persistent_chains_equilibrate_across_calls():
     """Forty calls of three moves each from a random start leave the chains Boltzmann distributed: the next call's
     reads (no further move) match exact marginals within 5 standard errors of 300 independent chains."""
-    from hybrid_attention.bridge import PersistentChains
-
     g = torch.Generator().manual_seed(5)
     h = torch.randn(1, 1, 4, 4, generator=g, dtype=torch.float64)
     J = sym(torch.randn(1, 4, 4, generator=g, dtype=torch.float64))
     chains = PersistentChains(num_chains=300, seed=0)
-    s = chains.bind(_qemcmc(burn_in=3), key="l0")
+    s = Sampling(_qemcmc(burn_in=3), num_reads=300, chains=chains)
     for k in range(40):
-        attention_marginals(h, J, 1.0, sampler=s, num_reads=300, seed=k)
-    m = attention_marginals(h, J, 1.0, sampler=chains.bind(_qemcmc(burn_in=0), "l0"), num_reads=300)
+        attention_marginals(h, J, 1.0, sampling=s.with_seed(k))
+    m = attention_marginals(h, J, 1.0, sampling=Sampling(_qemcmc(burn_in=0), num_reads=300, chains=chains))
     ref = kernels.causal_marginals(h, J)
     assert torch.all((m - ref).abs() <= 5 * torch.sqrt((1 - ref**2).clamp_min(1e-3) / 300) + 1e-12)
 
 
 def test_persistent_chains_state_dict_round_trip_and_batch_resize(layer):
-    from hybrid_attention.bridge import PersistentChains
-
     h, raw, beta, G = layer
     chains = PersistentChains(num_chains=4, seed=2)
-    s = chains.bind(_qemcmc(burn_in=2), key="layer0")
-    m = attention_marginals(h, sym(raw), beta, sampler=s, num_reads=8, seed=0)
+    s = Sampling(_qemcmc(burn_in=2), num_reads=8, chains=chains).layer(0)
+    m = attention_marginals(h, sym(raw), beta, sampling=s.with_seed(0))
     (gh,) = torch.autograd.grad((m * G).sum(), h)  # covariance backward over the chains' reads
     assert torch.isfinite(gh).all() and gh.abs().max() > 0
     saved = chains.state_dict()
     other = PersistentChains(num_chains=4, seed=99)
     other.load_state_dict(saved)
-    a = attention_marginals(h, sym(raw), beta, sampler=s, num_reads=8, seed=5)
-    b = attention_marginals(h, sym(raw), beta, sampler=other.bind(_qemcmc(burn_in=2), "layer0"), num_reads=8, seed=5)
+    a = attention_marginals(h, sym(raw), beta, sampling=s.with_seed(5))
+    b = attention_marginals(h, sym(raw), beta, sampling=Sampling(_qemcmc(burn_in=2), 8, chains=other, seed=5).layer(0))
     assert torch.equal(a, b)  # restored chains continue exactly like the originals
     st = chains.state("layer0").clone()
     attention_marginals(
-        h[:1].detach(), sym(raw), beta, sampler=chains.bind(_qemcmc(burn_in=3), "layer0"), num_reads=4, seed=0
+        h[:1].detach(), sym(raw), beta, sampling=Sampling(_qemcmc(burn_in=3), 4, chains=chains).layer(0)
     )
     after = chains.state("layer0")
     assert after.shape == st.shape and torch.equal(after[1:], st[1:])  # a smaller batch moves its rows only
     assert not torch.equal(after[:1], st[:1])
     h3 = torch.cat([h[:1], h[:1], h[:1]]).detach()
-    attention_marginals(h3, sym(raw), beta, sampler=chains.bind(_qemcmc(burn_in=0), "layer0"), num_reads=4)
+    attention_marginals(h3, sym(raw), beta, sampling=Sampling(_qemcmc(burn_in=0), 4, chains=chains).layer(0))
     assert torch.equal(chains.state("layer0"), after[[0, 1, 0]])  # a larger one reuses the rows cyclically
 
 
 def test_persistent_chains_bad_input(layer):
-    from hybrid_attention.bridge import PersistentChains
-
     h, raw, beta, _ = layer
     chains = PersistentChains(num_chains=4)
-    with pytest.raises(TypeError, match="does not take initial_state"):
-        chains.bind(get_sampler("exact"), key="l")
-    with pytest.raises(TypeError, match="key must be a string"):
-        chains.bind(_qemcmc(), key=0)
-    s = chains.bind(_qemcmc(burn_in=1), key="l")
+    with pytest.raises(ValueError, match="Markov-chain sampler"):
+        Sampling(get_sampler("exact"), chains=chains)
+    with pytest.raises(TypeError, match="chain_key must be a string"):
+        Sampling(_qemcmc(), chains=chains, chain_key=0)
+    with pytest.raises(TypeError, match="chains must be a PersistentChains"):
+        Sampling(_qemcmc(), chains=4)
     with pytest.raises(ValueError, match="below the 4 persistent chains"):
-        attention_marginals(h, sym(raw), beta, sampler=s, num_reads=2)
-    attention_marginals(h, sym(raw), beta, sampler=s, num_reads=4)
+        Sampling(_qemcmc(burn_in=1), num_reads=2, chains=chains)
+    with pytest.raises(ValueError, match="readout 'exact' uses no reads"):
+        Sampling(get_sampler("statevector"), readout="exact", estimator="conditional")
+    s = Sampling(_qemcmc(burn_in=1), num_reads=4, chains=chains, chain_key="l")
+    attention_marginals(h, sym(raw), beta, sampling=s)
     with pytest.raises(ValueError, match="use another key"):
-        attention_marginals(h[..., :3, :3], sym(raw)[:, :3, :3], beta, sampler=s, num_reads=4)
+        attention_marginals(h[..., :3, :3], sym(raw)[:, :3, :3], beta, sampling=s)
     with pytest.raises(ValueError, match="expected int8"):
         chains.load_state_dict({"l": torch.zeros(1, 1, 2, 4, 2, dtype=torch.int8)})
     with pytest.raises(ValueError, match="expected int8"):

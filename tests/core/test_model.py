@@ -171,13 +171,11 @@ def test_couplings_zeroed_is_h_mode_and_restores_J():
     h.load_state_dict({k: v for k, v in hj.state_dict().items() if "J_raw" not in k})
     idx = torch.randint(0, 6, (4, 6))
     before = [J.clone() for J in hj.couplings()]
-    for m in (hj, h):
-        m.blocks[0].attn.keep_weights = True
-    with_J = hj(idx)[0], hj.blocks[0].attn.last_weights
+    with_J = hj(idx)[0], hj.attention_maps(idx)[0]
     with hj.couplings_zeroed():
         assert all(bool((J == 0).all()) for J in hj.couplings())
-        zeroed = hj(idx)[0], hj.blocks[0].attn.last_weights
-    ref = h(idx)[0], h.blocks[0].attn.last_weights
+        zeroed = hj(idx)[0], hj.attention_maps(idx)[0]
+    ref = h(idx)[0], h.attention_maps(idx)[0]
     assert torch.allclose(zeroed[0], ref[0], atol=1e-6) and torch.allclose(zeroed[1], ref[1], atol=1e-6)
     assert float((zeroed[1] - with_J[1]).detach().abs().max()) > 1e-2  # J = 0 removes an effect that was there
     assert all(torch.equal(a, b) for a, b in zip(before, hj.couplings()))
@@ -229,7 +227,9 @@ def test_attention_pointer_head_is_the_last_layers_attention():
     assert model.head is None
     x, y = generate_brackets(5, 8, seed=0)
     logits, loss = model(x, y)
-    a = model.blocks[-1].attn.last_weights.mean(1)
+    maps = model.attention_maps(x)
+    assert len(maps) == 2 and maps[0].shape == (5, 2, 8, 8)
+    a = maps[-1].mean(1)
     assert torch.allclose(torch.softmax(logits, -1), a, atol=1e-6)
     assert bool(torch.isinf(logits[:, 0, 1:]).all()) and torch.isfinite(loss)
     loss.backward()

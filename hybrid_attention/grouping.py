@@ -1,8 +1,10 @@
-"""A batch of Ising problems regrouped by distinct coupling matrix (:class:`Grouped`), for the classical samplers.
+"""A batch of Ising problems regrouped by distinct coupling matrix (:class:`Grouped`).
 
-The bridge hands a sampler one coupling matrix per attention head expanded (stride 0) over the batch and the
-queries; the Gibbs chains (:mod:`.gibbs_kernel`) and the mean-field iteration (:mod:`.meanfield`) work on ``G``
-coupling matrices with ``R`` problems each, so a shared ``J`` is never copied.
+The bridge hands a sampler one coupling matrix per attention head, broadcast (or expanded, stride 0) over the batch
+and the queries; the Gibbs chains (:mod:`hybrid_attention.backends.gibbs_kernel`), the mean-field iteration
+(:mod:`hybrid_attention.backends.meanfield`) and the bridge's covariance backward
+(:class:`hybrid_attention.bridge.SampledMarginals`) work on ``G`` coupling matrices with ``R`` problems each, so a
+shared ``J`` is never copied and every product with it is one matrix product over all of its problems.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from hybrid_attention.ising import IsingProblem
+from .ising import IsingProblem
 
 __all__ = ["Grouped"]
 
@@ -34,8 +36,11 @@ class Grouped:
         if J.ndim == 2:
             keep: list[int] = []
         else:
-            J = torch.broadcast_to(J, (*bs, n, n))
-            keep = [d for d in range(len(bs)) if bs[d] > 1 and J.stride(d) != 0]
+            # J's batch dimensions aligned with the problem's; a dimension is shared when J has size 1 there
+            # (broadcast: nothing to copy, and its gradient is never materialised at the batch's size) or stride 0
+            # (expanded by the caller)
+            J = J.reshape((1,) * (len(bs) + 2 - J.ndim) + tuple(J.shape))
+            keep = [d for d in range(len(bs)) if bs[d] > 1 and J.shape[d] > 1 and J.stride(d) != 0]
             J = J[tuple(slice(None) if d in keep else slice(0, 1) for d in range(len(bs)))]
         rest = [d for d in range(len(bs)) if d not in keep]
         self.perm = keep + rest
@@ -98,6 +103,16 @@ class Grouped:
         self.beta = self.beta[order].reshape(Gn, -1)
         self.mask = self.mask[order].reshape(Gn, -1, self.n)
         self.G, self.R = Gn, self.h.shape[1]
+
+    def group(self, x: torch.Tensor) -> torch.Tensor:
+        """A per-problem tensor ``(*batch, *tail)`` (e.g. chain states ``(*batch, chains, n)``) in the grouped
+        layout ``(G, R, *tail)``, rows in the order of :attr:`h` (the inverse of :meth:`ungroup`)."""
+        bs = tuple(self.shape[self.perm.index(d)] for d in range(len(self.perm)))
+        tail = tuple(x.shape[len(bs) :])
+        flat = self._group(x.reshape(*bs, -1)).reshape(-1, *tail)  # problems in grouping order
+        if self.order is not None:  # _share_masked's row order
+            flat = flat[self.order]
+        return flat.reshape(self.G, -1, *tail)
 
     def _group(self, x: torch.Tensor) -> torch.Tensor:
         """``(*batch, k)`` to ``(G, R, k)``."""
