@@ -17,6 +17,7 @@ The hooks do three things at build time, so that nothing on the site is a hand c
 from __future__ import annotations
 
 import argparse
+import configparser
 import functools
 import importlib.util
 import os
@@ -29,11 +30,6 @@ REPO = Path(__file__).resolve().parent.parent
 API_SRC = Path(
     os.environ.get("HYBRID_ATTENTION_API_SRC", REPO / "build" / "api_src")
 )  # as in mkdocs.yml
-MAPPED = {
-    "circuits": "circuits",
-    "backends": "backends",
-    "apps": "apps",
-}  # hybrid_attention.<key> -> repository folder
 CLI_MARKER = "<!-- cli-reference -->"
 RESULT_SUFFIXES = (".md", ".png")
 USAGE_WIDTH = 80  # usage lines that fit the content column
@@ -50,18 +46,45 @@ def _docstrings():
     return module
 
 
+def package_dirs() -> dict[str, Path]:
+    """``package_dir`` of ``setup.cfg``: each installed package -> its folder in the repository."""
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    pairs = (
+        line.split("=", 1)
+        for line in cfg["options"]["package_dir"].splitlines()
+        if "=" in line
+    )
+    return {name.strip(): REPO / folder.strip() for name, folder in pairs}
+
+
 def stage_api_sources(root: Path = API_SRC) -> Path:
-    """Make ``root/hybrid_attention`` a copy of the package's sources as installed: ``hybrid_attention/`` with
-    ``circuits/``, ``backends/`` and ``apps/`` inside it. Returns ``root`` (mkdocstrings' ``paths`` entry). Copies,
-    not links: griffe resolves links and would walk the repository's own ``hybrid_attention/`` again."""
-    pkg = root / "hybrid_attention"
-    if pkg.exists():
-        shutil.rmtree(pkg)
+    """Make ``root/hybrid_attention`` a copy of the package's sources as installed (``package_dir`` of
+    ``setup.cfg``: ``circuits/``, ``backends/`` and ``apps/`` inside ``hybrid_attention/``). Returns ``root``
+    (mkdocstrings' ``paths`` entry). Copies, not links: griffe resolves links and would walk the repository's own
+    ``hybrid_attention/`` again."""
+    if (root / "hybrid_attention").exists():
+        shutil.rmtree(root / "hybrid_attention")
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(REPO / "hybrid_attention", pkg, ignore=ignore)
-    for name, folder in MAPPED.items():
-        shutil.copytree(REPO / folder, pkg / name, ignore=ignore)
+    for name, folder in sorted(
+        package_dirs().items()
+    ):  # parents before the packages mapped into them
+        shutil.copytree(
+            folder, root.joinpath(*name.split(".")), ignore=ignore, dirs_exist_ok=True
+        )
     return root
+
+
+def api_modules(root: Path = API_SRC) -> list[str]:
+    """The public modules of the staged package (``stage_api_sources``): dotted names, none with a part that starts
+    with an underscore."""
+    names = []
+    for path in sorted((root / "hybrid_attention").rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        parts = parts[:-1] if parts[-1] == "__init__" else parts
+        if not any(part.startswith("_") for part in parts):
+            names.append(".".join(parts))
+    return names
 
 
 def _md(text: str) -> str:
