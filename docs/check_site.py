@@ -2,7 +2,7 @@
 
 Usage (from the repository root, after ``pip install -e ".[docs]"`` and ``apt-get install chromium``)::
 
-    python docs/check_site.py                      # builds the site (mkdocs build --strict) into a temporary folder
+    python docs/check_site.py                      # builds the site into a temporary folder; screenshots: build/site-screenshots/
     python docs/check_site.py site --out shots     # checks an existing build, screenshots into shots/
 
 For the home page, the sampler guide and one API page it serves the site on 127.0.0.1 (a local HTTP server, as
@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out",
         type=Path,
-        default=Path("site-screenshots"),
+        default=REPO / "build" / "site-screenshots",
         help="where the screenshots go",
     )
     args = parser.parse_args(argv)
