@@ -40,13 +40,15 @@ Example (Python):
 
 from __future__ import annotations
 
-from .config import TASKS, TrainConfig
+from .config import DEFAULT_SHOTS, TASKS, TRAINING_DEFAULTS, TrainConfig
 from .data import eval_set, evaluate, load_task
 from .flags import parse_sampler_option
 from .loop import TrainingDiverged, build_sampler, build_sampling, train
 
 __all__ = [
     "TASKS",
+    "TRAINING_DEFAULTS",
+    "DEFAULT_SHOTS",
     "TrainConfig",
     "TrainingDiverged",
     "train",

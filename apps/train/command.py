@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 
 from .flags import MODEL_FLAGS, add_train_flags, config_from_args
 from .loop import train
@@ -42,7 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Train the run the flags describe; print its final metrics."""
+    """Train the run the flags describe; print what a sampler-backed run will cost first, its final metrics last."""
+    cost = logging.getLogger("hybrid_attention.apps.train.cost")
+    if cost.getEffectiveLevel() > logging.INFO:
+        cost.setLevel(logging.INFO)
     cfg = config_from_args(args)
     metrics = train(cfg)
     keys = [k for k in ("val_loss", "val_perplexity", "val_accuracy", "val_string_accuracy") if k in metrics]

@@ -7,6 +7,7 @@ check runs before any data is loaded or a model is built. The command-line flags
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,14 +19,48 @@ from hybrid_attention.model import TransformerConfig
 from hybrid_attention.sampler import capabilities_of
 from hybrid_attention.sampling import ESTIMATORS, READOUTS
 from hybrid_attention.tasks.bracket_variants import BracketVariant
+from hybrid_attention.tasks.runs import check_runs
 
-__all__ = ["TASKS", "POINTERS", "READOUTS", "ESTIMATORS", "TrainConfig", "RESUME_FREE", "default_readout"]
+#: the run-finding task's alphabet and run length (its decoys: the query letter's share of the other positions)
+RUNS_LETTERS, RUNS_LENGTH = 8, 3
 
-TASKS = ("shakespeare", "brackets")
+__all__ = [
+    "TASKS",
+    "POINTER_TASKS",
+    "POINTERS",
+    "READOUTS",
+    "ESTIMATORS",
+    "TrainConfig",
+    "RESUME_FREE",
+    "TRAINING_DEFAULTS",
+    "DEFAULT_SHOTS",
+    "default_readout",
+]
+
+TASKS = ("shakespeare", "brackets", "runs")
+#: tasks whose model points at a position (accuracy metrics) rather than predicting the next character
+POINTER_TASKS = ("brackets", "runs")
 #: how the bracket model points: a linear head over positions, or the last layer's attention weights
 POINTERS = ("linear", "attention")
 #: config keys that may differ when resuming (everything else must match the checkpoint)
 RESUME_FREE = {"steps", "out", "resume", "progress", "threads", "data"}
+
+
+#: reads per sampler call when a run leaves ``shots`` unset and its sampler has no training default
+DEFAULT_SHOTS = 256
+#: what a sampler trains with when a run leaves ``shots``, ``estimator`` or one of these constructor options unset:
+#: the settings the project validated for training. ``qemcmc``: fresh chains from the mean-field magnetisations, two
+#: moves of a 2-Trotter-step proposal, one read per chain and 8 chains, Rao-Blackwellised; in
+#: ``results/quantum_training/`` it matches exact training on both tasks at T = 8 and 12 (Shakespeare T = 12:
+#: +0.32 % perplexity, 3 seeds), at about 18x the exact step (``results/bench/qemcmc.md``), where the sampler's
+#: generic defaults (random start, 128 moves, 256 reads) cost about 25 million proposal circuits per step at T = 12.
+TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
+    "qemcmc": {
+        "shots": 8,
+        "estimator": "conditional",
+        "sampler_options": {"burn_in": 2, "start": "meanfield", "trotter_steps": 2},
+    },
+}
 
 
 def default_readout(sampler: str) -> str:
@@ -88,13 +123,13 @@ class TrainConfig:
     grad_clip: float = 1.0
     data: str | None = None
     sampler: str = "exact"
-    shots: int = 256
+    shots: int | None = None
     tau: float = 1.0
     trotter_steps: int = 20
     sampler_options: dict[str, Any] = field(default_factory=dict)
     readout: str | None = None
     persistent_chains: int = 0
-    estimator: str = "reads"
+    estimator: str | None = None
     backend: str | None = None
     eval_exact: bool = False
     bracket_types: int = 1
@@ -125,6 +160,8 @@ class TrainConfig:
     def _check_numbers(self) -> None:
         for name in _POSITIVE_INTS:
             v = getattr(self, name)
+            if name == "shots" and v is None:  # the sampler's training default
+                continue
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
         for name in ("seed", "warmup"):
@@ -153,14 +190,17 @@ class TrainConfig:
         return BracketVariant(self.bracket_types, self.filler, self.disjoint, self.train_max_depth, self.source_length)
 
     def _check_task(self) -> None:
+        if self.task == "runs":
+            check_runs(self.block_size, RUNS_LETTERS, RUNS_LENGTH, (self.block_size - 1 - RUNS_LENGTH) // RUNS_LETTERS)
         variant = self.bracket_variant()
         if self.task != "brackets":
-            if not variant.is_classic or self.pointer != "linear":
+            if not variant.is_classic or (self.task != "runs" and self.pointer != "linear"):
                 raise ValueError(
                     "the bracket-variant settings (--bracket-types, --filler, --disjoint, --train-max-depth, "
-                    f"--source-length, --pointer) apply to --task brackets, got task {self.task!r}"
+                    f"--source-length) apply to --task brackets, --pointer to brackets and runs; got task {self.task!r}"
                 )
-            return
+            if self.task != "runs":
+                return
         if self.pointer not in POINTERS:
             raise ValueError(f"unknown pointer {self.pointer!r}; expected one of {POINTERS}")
         if self.pointer == "attention" and self.attention == "j" and self.j_field == 0:
@@ -168,6 +208,8 @@ class TrainConfig:
                 "--pointer attention with --attention j (h = 0) leaves nothing to learn: the attention is exactly "
                 "uniform whatever J is (docs/theory.md); add --j-field EPS or use another mode"
             )
+        if self.task == "runs":
+            return
         if variant.is_classic:
             if self.block_size % 2:
                 raise ValueError(
@@ -194,9 +236,11 @@ class TrainConfig:
             check_sampler_options(self.sampler, self.sampler_options)
         self._check_readout_and_backend()
         self._check_persistent_chains()
-        if self.estimator not in ESTIMATORS:
+        if self.estimator not in (None, *ESTIMATORS):
             raise ValueError(f"unknown estimator {self.estimator!r}; expected one of {ESTIMATORS}")
-        if self.estimator == "conditional" and (self.sampler == "exact" or self.resolved_readout() != "shots"):
+        if self.resolved_estimator() == "conditional" and (
+            self.sampler == "exact" or self.resolved_readout() != "shots"
+        ):
             raise ValueError(
                 "--estimator conditional turns a sampler's reads into marginals: it needs --sampler NAME with reads "
                 f"(readout shots), got sampler {self.sampler!r} with readout {self.resolved_readout()!r}"
@@ -219,9 +263,9 @@ class TrainConfig:
                 f"--persistent-chains needs a Markov-chain sampler (capabilities.markov_chain: qemcmc), "
                 f"got sampler {self.sampler!r}"
             )
-        if self.shots < C:
+        if self.resolved_shots() < C:
             raise ValueError(
-                f"--persistent-chains {C} needs --shots >= {C} (at least one read per chain), got {self.shots}"
+                f"--persistent-chains {C} needs --shots >= {C} (at least one read per chain), got {self.resolved_shots()}"
             )
         chains = self.sampler_options.get("num_chains")
         if chains is not None and chains != C:
@@ -229,6 +273,48 @@ class TrainConfig:
                 f"--persistent-chains {C} sets the chains per problem; --sampler-option num_chains={chains!r} "
                 "contradicts it (drop the option)"
             )
+
+    def _training_default(self, key: str, fallback: Any) -> Any:
+        return TRAINING_DEFAULTS.get(self.sampler, {}).get(key, fallback)
+
+    def resolved_shots(self) -> int:
+        """``shots``, or for ``None`` the sampler's training default (:data:`TRAINING_DEFAULTS`), else
+        :data:`DEFAULT_SHOTS`."""
+        return self.shots if self.shots is not None else self._training_default("shots", DEFAULT_SHOTS)
+
+    def resolved_estimator(self) -> str:
+        """``estimator``, or for ``None`` the sampler's training default, else ``"reads"``."""
+        if self.estimator is not None:
+            return self.estimator
+        return self._training_default("estimator", "reads") if self.resolved_readout() == "shots" else "reads"
+
+    def resolved_sampler_options(self) -> dict[str, Any]:
+        """The sampler's training-default constructor options (:data:`TRAINING_DEFAULTS`) updated by
+        ``sampler_options``."""
+        return {**self._training_default("sampler_options", {}), **self.sampler_options}
+
+    def resolved(self) -> TrainConfig:
+        """This configuration with every setting left to the sampler made explicit (readout, shots, estimator,
+        constructor options): what a run records in ``config.json`` and trains with."""
+        return dataclasses.replace(
+            self,
+            readout=self.resolved_readout(),
+            shots=self.resolved_shots(),
+            estimator=self.resolved_estimator(),
+            sampler_options=self.resolved_sampler_options(),
+        )
+
+    def resolved_from(self, saved: dict[str, Any]) -> TrainConfig:
+        """This configuration with the sampler settings it leaves unset taken from a run's saved settings
+        (``saved``: its config, as when resuming it): a run keeps what it ran with, whatever today's defaults are
+        (runs written before ``estimator`` existed used the spin average)."""
+        return dataclasses.replace(
+            self,
+            readout=self.readout or saved.get("readout") or self.resolved_readout(),
+            shots=self.shots if self.shots is not None else saved.get("shots") or self.resolved_shots(),
+            estimator=self.estimator or saved.get("estimator") or "reads",
+            sampler_options=self.sampler_options or dict(saved.get("sampler_options") or {}),
+        )
 
     def resolved_readout(self) -> str:
         """``readout``, or for ``None`` what training did before the setting existed: ``"exact"`` for the exact
@@ -267,9 +353,9 @@ class TrainConfig:
     def model_config(self, vocab_size: int | None = None) -> TransformerConfig:
         """The model of this run (``vocab_size``: the corpus's; default: the bracket variant's, 65 for Shakespeare)."""
         if vocab_size is None:
-            vocab_size = self.bracket_variant().vocab_size() if self.task == "brackets" else 65
+            vocab_size = {"brackets": self.bracket_variant().vocab_size(), "runs": 2 * RUNS_LETTERS}.get(self.task, 65)
         vocab = vocab_size
-        head = "lm" if self.task != "brackets" else ("position" if self.pointer == "linear" else "attention")
+        head = "lm" if self.task not in POINTER_TASKS else ("position" if self.pointer == "linear" else "attention")
         return TransformerConfig(
             vocab_size=vocab,
             block_size=self.block_size,

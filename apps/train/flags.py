@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -92,7 +91,7 @@ class Flag:
 
 #: TrainConfig field -> its flag, in the order ``hybrid-attention train --help`` lists them
 FLAGS: dict[str, Flag] = {
-    "task": Flag("--task", "shakespeare (next character) or brackets (point at the match)", {"choices": TASKS}),
+    "task": Flag("--task", "shakespeare (next character), brackets (point at the match) or runs (point at the run of the query letter)", {"choices": TASKS}),
     "attention": Flag(
         "--attention",
         "attention mode (docs/theory.md section 3); bias: the positional-bias control",
@@ -153,7 +152,12 @@ FLAGS: dict[str, Flag] = {
         "--data", "Tiny Shakespeare text (default: $HYBRID_ATTENTION_DATA, else the user cache)", {"metavar": "PATH"}
     ),
     "sampler": Flag("--sampler", "'exact' (enumeration) or a registry name: statevector, aer, gibbs, ..."),
-    "shots": Flag("--shots", "reads per sampler call (non-exact samplers)", {"type": int}),
+    "shots": Flag(
+        "--shots",
+        "reads per sampler call (non-exact samplers; default: the sampler's validated training setting, 8 for "
+        "qemcmc, else 256)",
+        {"type": int},
+    ),
     "tau": Flag("--tau", "DQA anneal time (DQA samplers)", {"type": float}),
     "trotter_steps": Flag("--trotter-steps", "DQA Trotter steps (DQA samplers)", {"type": int}),
     "sampler_options": Flag(
@@ -172,7 +176,8 @@ FLAGS: dict[str, Flag] = {
         "--estimator",
         "readout shots: marginals from the spin average of the reads, or from the average of each spin's conditional "
         "mean tanh(beta (h_j + sum_k J_jk s_k)) over the reads (Rao-Blackwellised: unbiased for Boltzmann reads, "
-        "lower variance; exact at J = 0)",
+        "lower variance; exact at J = 0) (default: the sampler's validated training setting, conditional for "
+        "qemcmc, else reads)",
         {"choices": ESTIMATORS},
     ),
     "persistent_chains": Flag(
@@ -263,16 +268,10 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 
 def _check_shots(cfg: TrainConfig, given: dict[str, Any]) -> TrainConfig:
-    """``--shots`` for a sampler trained on its exact output has no effect: refused with ``--readout exact``, a
-    warning when the readout is the sampler's default (runs that passed ``--shots`` before ``--readout`` existed)."""
-    if "shots" not in given or cfg.sampler == "exact" or cfg.resolved_readout() != "exact":
-        return cfg
-    msg = (
-        f"--shots {given['shots']} has no effect: sampler {cfg.sampler!r} trains on its exact output (readout exact); "
-        "pass --readout shots to train on that many reads per call"
-    )
-    if given.get("readout") == "exact":
-        raise ValueError(f"{msg}, or drop --shots")
-    if cfg.shots == TrainConfig.shots:  # other values: build_sampler warns (for the Python API too)
-        logging.getLogger(__name__).warning(msg)
+    """``--shots`` with ``--readout exact`` has no effect: refused (with the default readout, :func:`train` warns)."""
+    if "shots" in given and given.get("readout") == "exact" and cfg.sampler != "exact":
+        raise ValueError(
+            f"--shots {given['shots']} has no effect: sampler {cfg.sampler!r} trains on its exact output (readout "
+            "exact); pass --readout shots to train on that many reads per call, or drop --shots"
+        )
     return cfg

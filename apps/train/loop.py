@@ -34,6 +34,7 @@ from hybrid_attention.model import Transformer
 from hybrid_attention.sampling import PersistentChains, Sampling
 
 from .config import TrainConfig
+from .cost import probe_seconds, projection, step_work
 from .data import eval_set, evaluate, load_task
 from .resume import check_resume_data, claim_directory, load_resume_state
 
@@ -48,6 +49,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+#: the run's work and projected time, said before the first step (``hybrid-attention train`` shows it)
+cost_logger = logging.getLogger("hybrid_attention.apps.train.cost")
 
 #: checkpoint layout: 2 adds ``format`` and ``data_sha256`` (1, without them, still loads)
 CHECKPOINT_FORMAT = 2
@@ -115,14 +118,14 @@ def build_sampler(cfg: TrainConfig) -> Any:
     a service that refuses) become a ``ValueError`` naming the sampler, like any other bad setting."""
     if cfg.sampler == "exact":
         return None
-    options = dict(cfg.sampler_options)
+    options = cfg.resolved_sampler_options()
     if cfg.backend is not None:
         options["backend"] = cfg.backend
     # the anneal settings reach DQA samplers only: others may take a constructor option of the same name
     # (qemcmc's trotter_steps: the proposal's Trotter steps)
     anneal = {"tau": cfg.tau, "trotter_steps": cfg.trotter_steps} if is_dqa(cfg.sampler) else {}
     try:
-        return make_sampler(cfg.sampler, shots=cfg.shots, seed=cfg.seed, **anneal, **options)
+        return make_sampler(cfg.sampler, shots=cfg.resolved_shots(), seed=cfg.seed, **anneal, **options)
     except Exception as exc:
         ibm = any(c.__module__.startswith("qiskit_ibm_runtime") for c in type(exc).__mro__)
         if isinstance(exc, RuntimeError) or ibm:
@@ -139,16 +142,15 @@ def build_sampling(cfg: TrainConfig) -> Sampling | None:
     if sampler is None:
         return None
     readout = cfg.resolved_readout()
-    if readout == "exact" and cfg.shots != TrainConfig.shots:
-        logger.warning(
-            "shots = %d has no effect: sampler %r trains on its exact output (readout exact); pass --readout shots "
-            "(readout='shots') to train on that many reads per call",
-            cfg.shots,
-            cfg.sampler,
-        )
     chains = PersistentChains(cfg.persistent_chains, seed=cfg.seed) if cfg.persistent_chains else None
     try:
-        return Sampling(sampler, num_reads=cfg.shots, readout=readout, estimator=cfg.estimator, chains=chains)
+        return Sampling(
+            sampler,
+            num_reads=cfg.resolved_shots(),
+            readout=readout,
+            estimator=cfg.resolved_estimator(),
+            chains=chains,
+        )
     except (TypeError, ValueError) as exc:  # TrainConfig.validate checks the class; this is the instance
         sampler.close()
         raise ValueError(f"--sampler {cfg.sampler!r}: {exc}") from exc
@@ -340,10 +342,18 @@ def train(config: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]
     """
     cfg = dataclasses.replace(config or TrainConfig(), **overrides)
     cfg.validate()
-    cfg = dataclasses.replace(cfg, readout=cfg.resolved_readout())  # config.json records the readout that ran
+    if cfg.shots is not None and cfg.sampler != "exact" and cfg.resolved_readout() == "exact":
+        logger.warning(
+            "shots = %d has no effect: sampler %r trains on its exact output (readout exact); pass --readout shots "
+            "(readout='shots') to train on that many reads per call",
+            cfg.shots,
+            cfg.sampler,
+        )
     out = Path(cfg.out)
     with claim_directory(out, cfg.resume):  # bad settings, a refused resume and missing data leave no directory behind
-        state = load_resume_state(cfg, out) if cfg.resume else None
+        # config.json records the settings that ran: unset sampler settings are the run's own when it resumes, else
+        # the sampler's validated training defaults
+        state, cfg = load_resume_state(cfg, out) if cfg.resume else (None, cfg.resolved())
         sampling = build_sampling(cfg)  # before the data: bad sampler option values fail fast
         try:
             task, data = load_task(cfg)
@@ -380,6 +390,10 @@ def _loop(run: _Run) -> dict[str, Any]:
             "data_sha256": run.data["sha256"],
         },
     )
+    work = step_work(cfg, run.sampling)
+    if work is not None and run.step < cfg.steps:  # what the run will do and cost, before its first step
+        seconds = probe_seconds(run.model, run.task, cfg, run.step_sampling(run.step))
+        cost_logger.info(projection(cfg, work, cfg.steps - run.step, seconds))
     bar = tqdm(
         total=cfg.steps,
         initial=run.step,
@@ -397,11 +411,10 @@ def _loop(run: _Run) -> dict[str, Any]:
             now = time.perf_counter()
             run.elapsed += now - t0  # evaluation time is not training time
             bar.update(1)
-            bar.set_postfix(
-                loss=f"{loss:.4f}",
-                tok_s=f"{cfg.batch_size * cfg.block_size * run.step / max(run.elapsed, 1e-9):.0f}",
-                refresh=False,
-            )
+            rate = {"tok_s": f"{cfg.batch_size * cfg.block_size * run.step / max(run.elapsed, 1e-9):.0f}"}
+            if work is not None:  # sampler work per second: circuits, sweeps, shots, ...
+                rate[f"{work.short}_s"] = f"{work.count * run.step / max(run.elapsed, 1e-9):.3g}"
+            bar.set_postfix(loss=f"{loss:.4f}", **rate, refresh=False)
             if run.step % cfg.eval_interval == 0 or run.step == cfg.steps:
                 metrics = run.checkpoint(run.step == cfg.steps)
                 bar.set_postfix(loss=f"{loss:.4f}", val=f"{metrics['val_loss']:.4f}", refresh=True)

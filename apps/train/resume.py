@@ -52,8 +52,9 @@ def claim_directory(out: Path, resume: bool) -> Iterator[Path]:
                 break
 
 
-def load_resume_state(cfg: TrainConfig, out: Path) -> dict[str, Any]:
-    """The checkpoint of the run in ``out`` (``--resume``), checked against ``cfg``."""
+def load_resume_state(cfg: TrainConfig, out: Path) -> tuple[dict[str, Any], TrainConfig]:
+    """The checkpoint of the run in ``out`` (``--resume``), checked against ``cfg``, and ``cfg`` with the sampler
+    settings it leaves unset taken from the run (:meth:`TrainConfig.resolved_from`), not from today's defaults."""
     ckpt = out / "checkpoint.pt"
     if not ckpt.is_file():
         what = (
@@ -69,6 +70,7 @@ def load_resume_state(cfg: TrainConfig, out: Path) -> dict[str, Any]:
     old = {**dataclasses.asdict(TrainConfig()), **state["config"]}
     if old.get("readout") is None:  # written before --readout: the readout it had
         old["readout"] = default_readout(old["sampler"])
+    cfg = cfg.resolved_from(old)
     diff = {k: (old.get(k), v) for k, v in dataclasses.asdict(cfg).items() if k not in RESUME_FREE and old.get(k) != v}
     if diff:
         raise ValueError(
@@ -80,7 +82,7 @@ def load_resume_state(cfg: TrainConfig, out: Path) -> dict[str, Any]:
             f"--resume: the run in {str(out)!r} has already done {state['step']} steps, more than --steps "
             f"{cfg.steps}; pass --steps {state['step']} or more (or omit --steps to keep {old.get('steps')})"
         )
-    return state
+    return state, cfg
 
 
 def check_resume_data(state: dict[str, Any], task: Any, data: dict[str, Any], out: Path) -> None:

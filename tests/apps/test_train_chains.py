@@ -112,9 +112,48 @@ def test_sampler_options_named_like_the_anneal_flags_reach_the_sampler():
 
     s = build_sampler(TrainConfig(sampler="qemcmc", sampler_options={"trotter_steps": 3}, trotter_steps=7))
     assert s.params.steps == 3
-    assert build_sampler(TrainConfig(sampler="qemcmc", trotter_steps=7)).params.steps == 12  # its own default
+    assert build_sampler(TrainConfig(sampler="qemcmc", trotter_steps=7)).params.steps == 2  # the training default
     dqa = build_sampler(TrainConfig(sampler="statevector", tau=2.0, trotter_steps=7))
     assert (dqa.schedule.tau, dqa.schedule.steps) == (2.0, 7)
+
+
+def test_plain_sampler_qemcmc_trains_with_the_validated_settings_and_records_them(tmp_path):
+    """``train --sampler qemcmc`` with no other flag: mean-field start, 2 moves, 2-step proposals, 8 reads,
+    Rao-Blackwellised (TRAINING_DEFAULTS); the sampler's generic defaults for arbitrary problems are unchanged, and a
+    setting the run gives wins."""
+    import json
+
+    from hybrid_attention.apps.train import TRAINING_DEFAULTS, build_sampling
+    from hybrid_attention.backends import get_sampler
+
+    s = build_sampling(TrainConfig(sampler="qemcmc"))
+    assert (s.num_reads, s.estimator, s.readout) == (8, "conditional", "shots")
+    assert (s.sampler.burn_in, s.sampler.start, s.sampler.params.steps) == (2, "meanfield", 2)
+    generic = get_sampler("qemcmc")
+    assert (generic.burn_in, generic.start) == (128, "random")
+    mine = build_sampling(TrainConfig(sampler="qemcmc", shots=16, estimator="reads", sampler_options={"burn_in": 4}))
+    assert (mine.num_reads, mine.estimator, mine.sampler.burn_in, mine.sampler.start) == (16, "reads", 4, "meanfield")
+    cmd = ["train", "--task", "brackets", "--block-size", "4", "--steps", "1", "--eval-interval", "1", "--n-embd", "8"]
+    cmd += [
+        "--batch-size",
+        "2",
+        "--eval-size",
+        "4",
+        "--no-progress",
+        "--sampler",
+        "qemcmc",
+        "--out",
+        str(tmp_path / "q"),
+    ]
+    assert cli.main(cmd) == 0
+    run = json.loads((tmp_path / "q" / "config.json").read_text())["run"]
+    want = TRAINING_DEFAULTS["qemcmc"]
+    assert (run["shots"], run["estimator"], run["sampler_options"]) == (
+        want["shots"],
+        want["estimator"],
+        want["sampler_options"],
+    )
+    assert build_sampling(TrainConfig(sampler="gibbs")).num_reads == 256  # no training default: 256 reads
 
 
 def test_conditional_estimator_is_built_recorded_and_carried_by_the_chains(tmp_path):
@@ -151,3 +190,27 @@ def test_bad_persistent_chain_settings_are_refused_before_any_work(tmp_path, cha
     with pytest.raises(ValueError, match=match):
         TrainConfig(task="brackets", block_size=4, **{**base, **changes}).validate()
     assert not (tmp_path / "x").exists()
+
+
+def test_a_sampler_run_says_its_work_and_projected_time_before_its_first_step(tmp_path, caplog):
+    """The count is the hand count: rows x layers x heads x queries x chains x moves (qemcmc's training default:
+    8 chains, 2 moves); the probe leaves the run as it was (a run with it equals the same run resumed)."""
+    import logging
+
+    from hybrid_attention.apps.train import build_sampling
+    from hybrid_attention.apps.train.cost import step_work
+
+    cfg = TrainConfig(sampler="qemcmc", task="brackets", block_size=6, batch_size=5, n_layer=2, n_head=2, n_embd=8)
+    assert step_work(cfg, build_sampling(cfg)).count == 5 * 2 * 2 * 6 * 8 * 2
+    chains = TrainConfig(sampler="gibbs", task="brackets", block_size=6, batch_size=5, persistent_chains=4, shots=4)
+    chains = chains.resolved()
+    w = step_work(chains, build_sampling(chains))
+    assert (w.count, w.unit) == (5 * 6 * 4 * 256, "chain sweeps")  # gibbs' generic burn-in: 256 sweeps
+    dqa = TrainConfig(sampler="statevector", readout="shots", shots=32, task="brackets", block_size=6, batch_size=5)
+    assert step_work(dqa, build_sampling(dqa)).count == 5 * 6 * 32
+    assert step_work(TrainConfig(), None) is None
+    with caplog.at_level(logging.INFO, logger="hybrid_attention.apps.train.cost"):
+        assert cli.main(brackets(tmp_path / "run", steps=2)) == 0
+    line = next(r.message for r in caplog.records if r.name == "hybrid_attention.apps.train.cost")
+    # 3 rows x 4 queries x 2 chains x (1 burn-in move + 1 move to the second of 4 / 2 records per chain)
+    assert f"{3 * 4 * 2 * 2:,} proposal circuits per step" in line and "projected" in line

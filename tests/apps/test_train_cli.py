@@ -399,3 +399,19 @@ def test_malformed_sampler_option_is_an_argparse_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert info.value.code == 2 and "KEY=VALUE" in err and "'burn_in:3'" in err
     assert not out.exists()
+
+
+def test_runs_task_trains_with_the_attention_pointer(tmp_path):
+    """``--task runs``: a pointer task (accuracy metrics), the attention weights may point; bracket-only settings
+    are refused."""
+    from hybrid_attention.apps.train import TrainConfig, train
+
+    cfg = TrainConfig(task="runs", pointer="attention", attention="hj", block_size=8, steps=2, eval_interval=2,
+                      n_embd=8, batch_size=4, progress=False, out=str(tmp_path / "r"))  # fmt: skip
+    m = train(cfg)
+    assert 0 <= m["val_accuracy"] <= 1 and "val_perplexity" not in m
+    assert cfg.model_config().vocab_size == 16 and cfg.model_config().head == "attention"
+    with pytest.raises(ValueError, match="apply to --task brackets"):
+        TrainConfig(task="runs", bracket_types=2, out="x").validate()
+    with pytest.raises(ValueError, match="too short"):
+        TrainConfig(task="runs", block_size=4, out="x").validate()
