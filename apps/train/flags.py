@@ -91,7 +91,11 @@ class Flag:
 
 #: TrainConfig field -> its flag, in the order ``hybrid-attention train --help`` lists them
 FLAGS: dict[str, Flag] = {
-    "task": Flag("--task", "shakespeare (next character), brackets (point at the match) or runs (point at the run of the query letter)", {"choices": TASKS}),
+    "task": Flag(
+        "--task",
+        "shakespeare (next character), brackets (point at the match) or runs (point at the run of the query letter)",
+        {"choices": TASKS},
+    ),
     "attention": Flag(
         "--attention",
         "attention mode (docs/theory.md section 3); bias: the positional-bias control",

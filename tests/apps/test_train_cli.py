@@ -415,3 +415,14 @@ def test_runs_task_trains_with_the_attention_pointer(tmp_path):
         TrainConfig(task="runs", bracket_types=2, out="x").validate()
     with pytest.raises(ValueError, match="too short"):
         TrainConfig(task="runs", block_size=4, out="x").validate()
+
+
+def test_a_sampler_run_beyond_exact_enumeration_finishes_with_its_j0_evaluation(tmp_path):
+    """hj at T = 26 (above the exact limit) with mean field: training, evaluation and the final J = 0 evaluation
+    all run on the sampler, never on exact enumeration."""
+    from hybrid_attention.apps.train import TrainConfig, train
+
+    cfg = TrainConfig(task="runs", pointer="attention", attention="hj", block_size=26, steps=2, eval_interval=2,
+                      n_embd=8, batch_size=2, sampler="meanfield", progress=False, out=str(tmp_path / "r"))  # fmt: skip
+    m = train(cfg)
+    assert m["finished"] and "j0_val_accuracy" in m
