@@ -86,7 +86,8 @@ def test_python_block_runs(page, code, expected, tmp_path, monkeypatch):
     with contextlib.redirect_stdout(printed):
         exec(compile(code, str(page), "exec"), {"__name__": "__docs__"})
     if expected is not None:
-        assert _normalise(printed.getvalue()) == _normalise(expected), f"{page.name}: the output shown is stale"
+        shown = _normalise(printed.getvalue())
+        assert shown == _normalise(expected), f"{page.name}: the output shown is stale; it prints now:\n{shown}"
 
 
 def _commands(code: str) -> list[list[str]]:

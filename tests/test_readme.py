@@ -47,7 +47,8 @@ def test_readme_python_examples_run_and_print_what_is_shown(tmp_path, monkeypatc
         with contextlib.redirect_stdout(printed):
             exec(compile(code, "README.md", "exec"), ns)
         if expected is not None:
-            assert _normalise(printed.getvalue()) == _normalise(expected), "README.md: the output shown is stale"
+            shown = _normalise(printed.getvalue())
+            assert shown == _normalise(expected), f"README.md: the output shown is stale; it prints now:\n{shown}"
 
 
 def test_readme_command_line_example_prints_what_is_shown(tmp_path):
@@ -64,7 +65,8 @@ def test_readme_command_line_example_prints_what_is_shown(tmp_path):
             r = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
             assert r.returncode == 0, r.stderr[-2000:]
             printed.append(r.stdout)
-        assert _normalise("".join(printed)) == _normalise(expected), "README.md: the command-line output is stale"
+        shown = _normalise("".join(printed))
+        assert shown == _normalise(expected), f"README.md: the command-line output is stale; it prints now:\n{shown}"
 
 
 def test_ci_runs_the_readme_test_command():
