@@ -2,10 +2,8 @@
 
 This module owns :class:`IsingProblem` and the conventions every other module follows:
 
-* Spins ``s_j`` take values in ``{-1, +1}``. The energy has the physics sign::
-
-      E(s) = - sum_j h_j s_j - sum_{j<k} J_jk s_j s_k,      p(s) = exp(-beta E(s)) / Z
-
+* Spins ``s_j`` take values in ``{-1, +1}``. The energy has the physics sign,
+  ``E(s) = - sum_j h_j s_j - sum_{j<k} J_jk s_j s_k`` and ``p(s) = exp(-beta E(s)) / Z``;
   ``J`` is symmetric with a zero diagonal; ``J > 0`` is ferromagnetic (cooperative). A single free spin
   has ``<s> = tanh(beta h)``.
 * Spin ``j`` is qubit ``j``. Bit ``b_j = 0`` (Z eigenvalue +1) is ``s_j = +1``, so ``s = 1 - 2 b``.
