@@ -30,7 +30,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from hybrid_attention.apps.run_files import lock_directory, write_json
-from hybrid_attention.apps.train import TrainConfig
+from hybrid_attention.apps.train import TrainConfig, upgrade_saved
 from hybrid_attention.apps.train.flags import MODEL_FLAGS
 
 from .cluster import run_grid
@@ -42,7 +42,7 @@ __all__ = ["ablate", "run_dir", "lr_tag"]
 logger = logging.getLogger(__name__)
 
 #: the settings an ablation directory is bound to (ablation.json)
-_SETTINGS = ("task", "steps", *MODEL_FLAGS)
+_SETTINGS = ("task", "max_steps", *MODEL_FLAGS)
 
 
 def lr_tag(lr: float) -> str:
@@ -187,7 +187,7 @@ def _write_marker(
     carries its learning rate)."""
     marker = out / "ablation.json"
     old = load_json(marker) if marker.is_file() else {}
-    old_settings = old.get("settings", {})
+    old_settings = upgrade_saved(old.get("settings", {}))  # settings recorded under an older name: today's
     # a marker without "lrs" records its single lr in its settings, and its runs are untagged
     old_lrs = old.get("lrs", [old_settings["lr"]] if "lr" in old_settings else [])
     if not old:

@@ -32,6 +32,8 @@ __all__ = [
     "ESTIMATORS",
     "TrainConfig",
     "RESUME_FREE",
+    "RENAMED",
+    "upgrade_saved",
     "TRAINING_DEFAULTS",
     "DEFAULT_SHOTS",
     "default_readout",
@@ -43,7 +45,9 @@ POINTER_TASKS = ("brackets", "runs")
 #: how the bracket model points: a linear head over positions, or the last layer's attention weights
 POINTERS = ("linear", "attention")
 #: config keys that may differ when resuming (everything else must match the checkpoint)
-RESUME_FREE = {"steps", "out", "resume", "progress", "threads", "data"}
+RESUME_FREE = {"max_steps", "out", "resume", "progress", "threads", "data"}
+#: settings saved under an older name: old name -> field (runs written before the rename still load and resume)
+RENAMED = {"steps": "max_steps"}
 
 
 #: reads per sampler call when a run leaves ``shots`` unset and its sampler has no training default
@@ -63,6 +67,11 @@ TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+def upgrade_saved(saved: dict[str, Any]) -> dict[str, Any]:
+    """A run's saved settings with every setting saved under an older name (:data:`RENAMED`) under today's."""
+    return {RENAMED.get(k, k): v for k, v in saved.items()}
+
+
 def default_readout(sampler: str) -> str:
     """``"exact"`` for the exact path and for registered samplers whose class declares ``capabilities.differentiable``
     (statevector, meanfield: they give their exact output differentiably), else ``"shots"``."""
@@ -79,7 +88,7 @@ def default_readout(sampler: str) -> str:
 
 _POSITIVE_INTS = (
     "block_size",
-    "steps",
+    "max_steps",
     "n_layer",
     "n_head",
     "n_embd",
@@ -97,14 +106,14 @@ class TrainConfig:
     """One training run (CLI flags map one-to-one; defaults are the ablation's).
 
     Example:
-        >>> TrainConfig(task="brackets", block_size=8, steps=200, out="runs/b8").model_config().vocab_size
+        >>> TrainConfig(task="brackets", block_size=8, max_steps=200, out="runs/b8").model_config().vocab_size
         2
     """
 
     task: str = "shakespeare"
     attention: str = "hj"
     block_size: int = 8
-    steps: int = 1000
+    max_steps: int = 1000
     seed: int = 0
     out: str | None = None
     ffn: bool = True
@@ -143,6 +152,12 @@ class TrainConfig:
     threads: int = 1
     resume: bool = False
     progress: bool = True
+
+    @classmethod
+    def from_saved(cls, saved: dict[str, Any], **overrides: Any) -> TrainConfig:
+        """The configuration a run saved (``config.json["run"]``, a checkpoint's ``config``), its settings saved
+        under an older name (:data:`RENAMED`) read under today's, ``overrides`` applied."""
+        return cls(**{**upgrade_saved(saved), **overrides})
 
     def validate(self) -> None:
         """Check every value before any data is loaded or a model is built (``ValueError``/``TypeError``)."""

@@ -10,7 +10,7 @@ sampling=...)``, with the step's own seed).
 
 Example:
     >>> from hybrid_attention.apps.train import TrainConfig, train   # doctest: +SKIP
-    >>> metrics = train(TrainConfig(task="brackets", attention="hj", block_size=8, steps=200, out="runs/b8"))  # doctest: +SKIP
+    >>> metrics = train(TrainConfig(task="brackets", attention="hj", block_size=8, max_steps=200, out="runs/b8"))  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def _lr_at(step: int, cfg: TrainConfig) -> float:
     """Linear warmup, then cosine decay to 10 % of ``lr``."""
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
-    frac = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    frac = (step - cfg.warmup) / max(1, cfg.max_steps - cfg.warmup)
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
 
 
@@ -278,7 +278,7 @@ class _Run:
             "best": best,
             "stopped_early": stopped,
             "step": self.step,
-            "steps": cfg.steps,
+            "max_steps": cfg.max_steps,
             "finished": final,
             "elapsed_s": round(self.elapsed, 3),
             "n_params": self.n_params,
@@ -312,7 +312,13 @@ class _Run:
         except (OSError, ValueError):
             metrics = {}
         if not metrics:
-            metrics = {"step": 0, "steps": self.cfg.steps, "n_params": self.n_params, "train_loss": [], "evals": []}
+            metrics = {
+                "step": 0,
+                "max_steps": self.cfg.max_steps,
+                "n_params": self.n_params,
+                "train_loss": [],
+                "evals": [],
+            }
         done = metrics.get("step", 0)
         metrics.update(
             finished=False,
@@ -370,10 +376,10 @@ def train(config: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]
 def _loop(run: _Run) -> dict[str, Any]:
     cfg = run.cfg
     done = run.out / "metrics.json"
-    if run.checkpoint_step == cfg.steps:  # resumed a run that already reached --steps
+    if run.checkpoint_step == cfg.max_steps:  # resumed a run that already reached --max-steps
         metrics = json.loads(done.read_text()) if done.is_file() else {}
-        if metrics.get("finished") and metrics.get("step") == cfg.steps:
-            logger.info("%s already finished at step %d: nothing to do", run.out, cfg.steps)
+        if metrics.get("finished") and metrics.get("step") == cfg.max_steps:
+            logger.info("%s already finished at step %d: nothing to do", run.out, cfg.max_steps)
             return metrics
     if run.checkpoint_step is not None and done.is_file():  # resumed a run that stopped early (--patience)
         metrics = json.loads(done.read_text())
@@ -392,11 +398,11 @@ def _loop(run: _Run) -> dict[str, Any]:
         },
     )
     work = step_work(cfg, run.sampling)
-    if work is not None and run.step < cfg.steps:  # what the run will do and cost, before its first step
+    if work is not None and run.step < cfg.max_steps:  # what the run will do and cost, before its first step
         seconds = probe_seconds(run.model, run.task, cfg, run.step_sampling(run.step))
-        cost_logger.info(projection(cfg, work, cfg.steps - run.step, seconds))
+        cost_logger.info(projection(cfg, work, cfg.max_steps - run.step, seconds))
     bar = tqdm(
-        total=cfg.steps,
+        total=cfg.max_steps,
         initial=run.step,
         disable=not cfg.progress,
         desc=f"{cfg.task} {cfg.attention} T={cfg.block_size}",
@@ -407,7 +413,7 @@ def _loop(run: _Run) -> dict[str, Any]:
     run.model.train()
     t0 = time.perf_counter()
     try:
-        while run.step < cfg.steps:
+        while run.step < cfg.max_steps:
             loss = run.train_step()
             now = time.perf_counter()
             run.elapsed += now - t0  # evaluation time is not training time
@@ -416,10 +422,10 @@ def _loop(run: _Run) -> dict[str, Any]:
             if work is not None:  # sampler work per second: circuits, sweeps, shots, ...
                 rate[f"{work.short}_s"] = f"{work.count * run.step / max(run.elapsed, 1e-9):.3g}"
             bar.set_postfix(loss=f"{loss:.4f}", **rate, refresh=False)
-            if run.step % cfg.eval_interval == 0 or run.step == cfg.steps:
-                metrics = run.checkpoint(run.step == cfg.steps)
+            if run.step % cfg.eval_interval == 0 or run.step == cfg.max_steps:
+                metrics = run.checkpoint(run.step == cfg.max_steps)
                 bar.set_postfix(loss=f"{loss:.4f}", val=f"{metrics['val_loss']:.4f}", refresh=True)
-                if metrics["finished"]:  # reached --steps, or plateaued (--patience)
+                if metrics["finished"]:  # reached --max-steps, or plateaued (--patience)
                     break
             t0 = time.perf_counter()
     except TrainingDiverged as exc:
@@ -427,4 +433,6 @@ def _loop(run: _Run) -> dict[str, Any]:
         run.record_divergence(exc)
         raise
     bar.close()
-    return metrics if metrics is not None else run.checkpoint(True)  # None: resumed a run stopped exactly at --steps
+    return (
+        metrics if metrics is not None else run.checkpoint(True)
+    )  # None: resumed a run stopped exactly at --max-steps

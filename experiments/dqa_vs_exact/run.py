@@ -77,7 +77,7 @@ def run_one(task: str, variant: str, seed: int, args: argparse.Namespace) -> dic
         task=task,
         attention="hj",
         block_size=args.block_size,
-        steps=args.steps,
+        max_steps=args.steps,
         seed=seed,
         out=str(out),
         batch_size=args.batch_size,

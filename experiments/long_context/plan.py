@@ -41,7 +41,7 @@ STUDIES = {
     **{
         f"exact_{name}": Study(
             f"exact_{name}",
-            {**COMMON, **task, "steps": 2000, "lr": 3e-3, "patience": 5},
+            {**COMMON, **task, "max_steps": 2000, "lr": 3e-3, "patience": 5},
             ("hj",),
             (12, 16, 20),
             (0,),
@@ -52,7 +52,7 @@ STUDIES = {
     **{
         f"pilot_{name}": Study(
             f"pilot_{name}",
-            {**COMMON, **task, **MEANFIELD, "steps": 2000, "lr": 3e-3, "patience": 0},
+            {**COMMON, **task, **MEANFIELD, "max_steps": 2000, "lr": 3e-3, "patience": 0},
             ("hj",),
             (32, 64),
             (0, 1),
@@ -66,7 +66,7 @@ if ENGINE is not None:
         {
             name: Study(
                 name,
-                {**COMMON, **task, "steps": 4000, "patience": 5},
+                {**COMMON, **task, "max_steps": 4000, "patience": 5},
                 MODES,
                 (32, 64),
                 SEEDS,

@@ -66,7 +66,7 @@ def load(run: Path):
     from hybrid_attention.model import Transformer, TransformerConfig
 
     conf = json.loads((run / "config.json").read_text())
-    cfg = TrainConfig(**{**conf["run"], "data": conf["run"].get("data") or conf.get("data_path"), "out": str(run)})
+    cfg = TrainConfig.from_saved(conf["run"], data=conf["run"].get("data") or conf.get("data_path"), out=str(run))
     model = Transformer(TransformerConfig(**conf["model"]))
     model.load_state_dict(load_checkpoint(run / "checkpoint.pt")["model"])
     model.eval()

@@ -56,7 +56,7 @@ MOVES = (0, 1, 2, 4, 8, 16, 32)
 #: the hard bracket variant of the claims study, as in experiments/quantum_training/run.py
 TRAIN = {
     "task": "brackets",
-    "steps": 600,
+    "max_steps": 600,
     "seed": 0,
     "bracket_types": 2,
     "filler": 0.2,
@@ -257,7 +257,7 @@ def measure(T: int, args: argparse.Namespace) -> dict:
 
     run = trained_run(T, Path(args.runs))
     model, conf = load_model(run)
-    task, _ = load_task(TrainConfig(**{**conf["run"], "resume": False}))
+    task, _ = load_task(TrainConfig.from_saved(conf["run"], resume=False))
     problems = {}
     for name, seed in BATCH_SEEDS.items():
         x, _ = task.get_batch("train", TRAIN["batch_size"], T, generator=torch.Generator().manual_seed(seed))

@@ -64,7 +64,7 @@ def model_and_batch(args: argparse.Namespace):
         task=args.task,
         attention="hj",
         block_size=args.block_size,
-        steps=600,
+        max_steps=600,
         seed=args.seed,
         out=str(out),
         eval_interval=100,

@@ -81,7 +81,7 @@ def problems_of(args: argparse.Namespace) -> dict[int, list]:
 
     run = model_run(args)
     model, conf = load_model(run)
-    task, _ = load_task(TrainConfig(**{**conf["run"], "resume": False}))
+    task, _ = load_task(TrainConfig.from_saved(conf["run"], resume=False))
     T = conf["run"]["block_size"]
     x, _ = task.get_batch("train", 64, T, generator=torch.Generator().manual_seed(args.batch_seed))
     h, J, beta = layer_problem(model, x[: args.rows])

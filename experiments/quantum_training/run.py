@@ -171,7 +171,7 @@ def run_one(task: str, T: int, variant: str, seed: int, args: argparse.Namespace
     cfg = TrainConfig(
         task=task,
         block_size=T,
-        steps=args.steps,
+        max_steps=args.steps,
         seed=seed,
         out=str(out),
         eval_interval=args.eval_interval,

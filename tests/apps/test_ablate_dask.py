@@ -49,13 +49,13 @@ def own_cluster():
 @pytest.fixture(scope="module")
 def serial(tmp_path_factory):
     out = tmp_path_factory.mktemp("serial")
-    ablate(TrainConfig(steps=8, eval_interval=4, out=str(out), **TINY), out, *GRID, lrs=LRS, progress=False)
+    ablate(TrainConfig(max_steps=8, eval_interval=4, out=str(out), **TINY), out, *GRID, lrs=LRS, progress=False)
     return out
 
 
 def test_distributed_grid_gives_the_serial_summaries(dask_cluster, serial, tmp_path):
     out = tmp_path / "dist"
-    base = TrainConfig(steps=8, eval_interval=4, out=str(out), **TINY)
+    base = TrainConfig(max_steps=8, eval_interval=4, out=str(out), **TINY)
     rows = ablate(base, out, *GRID, lrs=LRS, progress=False, scheduler=dask_cluster[0].scheduler_address)
     assert len(rows) == 8
     for name in ("summary.csv", "summary_by_lr.csv", "summary.md", "couplings_by_distance.csv"):
@@ -83,7 +83,7 @@ def test_killed_worker_loses_no_finished_run_and_the_grid_completes(own_cluster,
     c, client = own_cluster
     out = tmp_path / "kill"
     out.mkdir()
-    base = TrainConfig(steps=40, eval_interval=4, out=str(out), **TINY)
+    base = TrainConfig(max_steps=40, eval_interval=4, out=str(out), **TINY)
     configs = []
     for seed in (0, 1, 2):
         for mode in ("softmax", "hj"):

@@ -24,7 +24,7 @@ import hybrid_attention.apps.ablate.runs as ablate_runs
 from hybrid_attention.apps import cli
 from hybrid_attention.apps.ablate import ablate, report, summarise, summarise_best_lr
 from hybrid_attention.apps.ablate.grid import lr_tag, run_dir
-from hybrid_attention.apps.train import TrainConfig
+from hybrid_attention.apps.train import TrainConfig, upgrade_saved
 
 FIXTURE = Path(__file__).parent / "test_ablate_data" / "before_lr"
 REPORT_FILES = ("runs.csv", "summary.csv", "summary.md", "couplings_by_distance.csv")
@@ -42,7 +42,7 @@ def keep_threads():
 
 
 def base(out: Path, **kw) -> TrainConfig:
-    return TrainConfig(**{"steps": 30, "eval_interval": 10, "lr": 1e-2, "out": str(out), **TINY, **kw})
+    return TrainConfig(**{"max_steps": 30, "eval_interval": 10, "lr": 1e-2, "out": str(out), **TINY, **kw})
 
 
 def old_directory(tmp_path: Path) -> Path:
@@ -106,7 +106,9 @@ def test_one_lr_continues_an_old_directory_unchanged(tmp_path, monkeypatch, lrs)
     marker = json.loads((d / "ablation.json").read_text())
     assert marker["settings"]["lr"] == 0.01 and marker["lrs"] == [0.01] and marker["untagged_lr"] == 0.01
     old = json.loads((FIXTURE / "ablation.json").read_text())
-    assert marker["settings"] == old["settings"] and all(marker[k] == old[k] for k in ("modes", "block_sizes", "seeds"))
+    # a setting recorded under an older name (steps) is rewritten under today's (max_steps), with its value
+    assert marker["settings"] == upgrade_saved(old["settings"])
+    assert all(marker[k] == old[k] for k in ("modes", "block_sizes", "seeds"))
 
 
 def test_another_single_lr_is_refused_and_names_the_lr_axis(tmp_path, monkeypatch):
@@ -162,7 +164,7 @@ def test_an_old_directory_continued_with_an_lr_axis_reuses_its_runs(tmp_path, mo
     assert {k: v for k, v in run_bytes(d).items() if k in before} == before
     marker = json.loads((d / "ablation.json").read_text())
     assert marker["lrs"] == [3e-3, 0.01] and marker["untagged_lr"] == 0.01 and "lr" not in marker["settings"]
-    assert marker["block_sizes"] == [4, 6] and marker["settings"]["steps"] == 30
+    assert marker["block_sizes"] == [4, 6] and marker["settings"]["max_steps"] == 30
     assert len(rows) == 12
     # the report: runs.csv with an lr column, the per-lr table, the best lr per (mode, T)
     runs = read_csv(d / "runs.csv")
@@ -326,7 +328,7 @@ def test_an_old_marker_continues_with_the_new_flags_at_their_defaults(tmp_path, 
         assert (d / name).read_bytes() == (FIXTURE / name).read_bytes(), name
     marker = json.loads((d / "ablation.json").read_text())
     fixture = json.loads((FIXTURE / "ablation.json").read_text())
-    assert marker["settings"] == fixture["settings"]  # the missing keys now recorded, at their defaults
+    assert marker["settings"] == upgrade_saved(fixture["settings"])  # the missing keys now recorded, at their defaults
     assert marker["lrs"] == [0.01] and marker["untagged_lr"] == 0.01
 
 

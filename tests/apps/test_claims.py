@@ -472,7 +472,7 @@ def test_best_checkpoint_is_reported_beside_the_last_evaluation(tmp_path):
 
 # ---------------------------------------------------------------------- plan runner
 def _study(sweep=True, seeds=(0,)):
-    base = {"task": "brackets", "steps": 4, "eval_interval": 2, "eval_size": 8, **TINY}
+    base = {"task": "brackets", "max_steps": 4, "eval_interval": 2, "eval_size": 8, **TINY}
     base.pop("progress")
     return rn.Study("s", base, ("softmax", "hj"), (4,), seeds, rn.LRSweep((1e-3, 1e-2), 4, (100,)) if sweep else None)
 
@@ -513,7 +513,7 @@ def _finish(runs, loss):
 
 
 def test_per_block_size_sweep_extends_past_an_edge_until_the_best_rate_is_interior(tmp_path):
-    base = {"task": "brackets", "steps": 4, "eval_interval": 2, "eval_size": 8, **TINY}
+    base = {"task": "brackets", "max_steps": 4, "eval_interval": 2, "eval_size": 8, **TINY}
     base.pop("progress")
     sweep = rn.LRSweep((1e-3, 3e-3, 1e-2), None, (100,), extend=True, max_extend=2)
     study = rn.Study("s", base, ("softmax", "hj"), (4, 6), (0, 1), sweep)
@@ -562,7 +562,7 @@ def test_early_stopping_j0_and_accuracy_by_depth(tmp_path):
         task="brackets",
         attention="hj",
         block_size=8,
-        steps=400,
+        max_steps=400,
         eval_interval=2,
         patience=1,
         lr=1e-6,
@@ -641,7 +641,7 @@ def test_claims_command(tmp_path, capsys):
 
 
 def test_a_failing_run_is_reported_not_raised(tmp_path):
-    cfg = tr.TrainConfig(task="shakespeare", steps=2, data=str(tmp_path / "missing.txt"), out=str(tmp_path / "r"))
+    cfg = tr.TrainConfig(task="shakespeare", max_steps=2, data=str(tmp_path / "missing.txt"), out=str(tmp_path / "r"))
     out, outcome = rn._train_one(cfg)
     assert out == cfg.out and outcome.startswith("failed: FileNotFoundError")
     assert rn.run_state(tmp_path / "r") == "new"

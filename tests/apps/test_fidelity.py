@@ -194,7 +194,7 @@ def test_model_ensemble_from_a_training_run(tmp_path):
             task="brackets",
             attention="hj",
             block_size=6,
-            steps=3,
+            max_steps=3,
             out=str(run),
             progress=False,
             eval_interval=3,

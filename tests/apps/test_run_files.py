@@ -68,9 +68,9 @@ def shakespeare(corpus):
 @pytest.mark.parametrize(
     "command, flag, default",
     [
-        ("train", "--steps", "1000"),
+        ("train", "--max-steps", "1000"),
         ("train", "--lr", "0.003"),
-        ("ablate", "--steps", "1000"),
+        ("ablate", "--max-steps", "1000"),
         ("ablate", "--block-sizes", "[4, 8, 12, 16]"),
         ("fidelity", "--problems", "8"),
         ("demo", "--shots", "128"),
@@ -82,7 +82,7 @@ def test_help_shows_defaults(capsys, command, flag, default):
     assert info.value.code == 0
     out = capsys.readouterr().out
     options = out[out.index("\noptions:") :].splitlines()
-    start = next(i for i, ln in enumerate(options) if ln.strip().startswith(flag + " "))
+    start = next(i for i, ln in enumerate(options) if ln.strip().startswith((flag + " ", flag + ",")))
     end = next((i for i in range(start + 1, len(options)) if options[i].strip().startswith("-")), len(options))
     entry = " ".join(" ".join(options[start:end]).split())  # argparse wraps lines
     assert f"(default: {default})" in entry
@@ -105,7 +105,7 @@ def test_resume_reads_the_settings_from_config_json(tmp_path, capsys):
     assert cli.main(["train", "--out", str(out), "--resume", "--steps", "6", "--no-progress"]) == 0  # extend the run
     m, c = read(out, "metrics.json"), read(out, "config.json")["run"]
     assert m["finished"] and m["step"] == 6 and len(m["train_loss"]) == 6
-    assert (c["seed"], c["lr"], c["block_size"], c["n_embd"], c["steps"]) == (3, 0.01, 4, 8, 6)
+    assert (c["seed"], c["lr"], c["block_size"], c["n_embd"], c["max_steps"]) == (3, 0.01, 4, 8, 6)
     # explicit flags must match (or be on the whitelist like --steps); a conflict is refused naming the setting
     assert cli.main(["train", "--out", str(out), "--resume", "--steps", "8", "--seed", "3", "--no-progress"]) == 0
     capsys.readouterr()
@@ -135,7 +135,7 @@ def test_resume_with_fewer_steps_than_done_is_an_error(tmp_path, capsys):
     capsys.readouterr()
     assert cli.main([*BRACKETS, "--steps", "2", "--out", str(out), "--resume"]) == 2
     err = one_line_error(capsys.readouterr().err)
-    assert "4 steps" in err and "--steps 2" in err
+    assert "4 steps" in err and "--max-steps 2" in err
     assert (out / "checkpoint.pt").read_bytes() == before and read(out, "metrics.json")["step"] == 4
 
 

@@ -102,7 +102,7 @@ def test_a_checkpoint_without_chains_is_refused_on_resume(tmp_path):
     with pytest.raises(ValueError, match="does not fit this model.*persistent_chains"):
         from hybrid_attention.apps.train import train
 
-        train(TrainConfig(**{**blob["config"], "resume": True, "steps": 4, "progress": False}))
+        train(TrainConfig.from_saved(blob["config"], resume=True, max_steps=4, progress=False))
 
 
 def test_sampler_options_named_like_the_anneal_flags_reach_the_sampler():

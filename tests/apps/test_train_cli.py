@@ -182,7 +182,7 @@ def test_python_train_callable(tmp_path):
             task="brackets",
             attention="j",
             block_size=4,
-            steps=2,
+            max_steps=2,
             eval_interval=2,
             n_embd=8,
             batch_size=4,
@@ -408,7 +408,7 @@ def test_runs_task_trains_with_the_attention_pointer(tmp_path):
     are refused."""
     from hybrid_attention.apps.train import TrainConfig, train
 
-    cfg = TrainConfig(task="runs", pointer="attention", attention="hj", block_size=8, steps=2, eval_interval=2,
+    cfg = TrainConfig(task="runs", pointer="attention", attention="hj", block_size=8, max_steps=2, eval_interval=2,
                       n_embd=8, batch_size=4, progress=False, out=str(tmp_path / "r"))  # fmt: skip
     m = train(cfg)
     assert 0 <= m["val_accuracy"] <= 1 and "val_perplexity" not in m
@@ -424,7 +424,7 @@ def test_a_sampler_run_beyond_exact_enumeration_finishes_with_its_j0_evaluation(
     all run on the sampler, never on exact enumeration."""
     from hybrid_attention.apps.train import TrainConfig, train
 
-    cfg = TrainConfig(task="runs", pointer="attention", attention="hj", block_size=26, steps=2, eval_interval=2,
+    cfg = TrainConfig(task="runs", pointer="attention", attention="hj", block_size=26, max_steps=2, eval_interval=2,
                       n_embd=8, batch_size=2, sampler="meanfield", progress=False, out=str(tmp_path / "r"))  # fmt: skip
     m = train(cfg)
     assert m["finished"] and "j0_val_accuracy" in m
