@@ -73,14 +73,25 @@ def load(run: Path):
     return model, cfg, load_task(cfg)[0]
 
 
+class _Captured(Exception):
+    """Raised by :func:`layer_problems`'s hook once the layer's input is captured."""
+
+
 def layer_problems(model, x: torch.Tensor):
     """The single attention layer's scores ``h (B, 1, T, T)``, couplings ``J (1, T, T)`` and ``beta`` on ``x``."""
     att = model.attention_layers[0]
     got = {}
-    hook = att.register_forward_pre_hook(lambda mod, args: got.__setitem__("x", args[0]))
+
+    def capture(mod, args):  # the layer's input is all that is needed: stop before any marginals are computed
+        got["x"] = args[0]
+        raise _Captured
+
+    hook = att.register_forward_pre_hook(capture)
     try:
         with torch.no_grad():
             model(x)
+    except _Captured:
+        pass
     finally:
         hook.remove()
     q, k, _ = att.c_attn(got["x"]).split(att.n_embd, dim=2)
