@@ -5,7 +5,8 @@ the proposal circuit of :mod:`hybrid_attention.circuits.proposal` and ``s`` the 
 (``propose(cur (N, C) int64, gamma, t, rng) -> (N, C)``, states indexed ``c = sum_j b_j 2**j``):
 
 * :class:`StatevectorEngine`: the batched PyTorch simulator (the energy table and Kronecker-block driver layers of
-  :mod:`.statevector`; :func:`evolve_proposal`, :func:`proposal_rows`);
+  :mod:`.statevector`; :func:`evolve_proposal`, :func:`proposal_rows`; in ``"columns"`` mode the fused draw of
+  :mod:`.qemcmc_draw`, checked against :func:`evolve_basis_states`);
 * :class:`CircuitEngine`: the emitted qiskit circuit (:class:`~hybrid_attention.circuits.proposal.ProposalTemplate`),
   one shot per chain per step in one PUB per step, run by a callable: qiskit-aer's ``SamplerV2``
   (:func:`aer_runner`) or the IBM runtime Sampler of an :class:`~hybrid_attention.backends.ibm.IBMSampler`
@@ -34,6 +35,7 @@ from hybrid_attention.circuits.proposal import (
 from hybrid_attention.ising import IsingProblem
 
 from .base import state_bits
+from .qemcmc_draw import draw_basis_proposals
 from .statevector import _apply_driver, _apply_driver_into, _groups, _phase, _rx_block, configuration_energies
 
 __all__ = [
@@ -251,12 +253,9 @@ class StatevectorEngine:
                 Q = proposal_rows(self.PE, a, b, K, dtype=dt, group=g).to(torch.float64).numpy()
                 self._cdf = np.cumsum(Q, axis=-1)
             return _draw_one(self._cdf[np.arange(N)[:, None], cur], rng)
-        size = self.PE.shape[-1]
-        psi = evolve_basis_states(torch.from_numpy(cur).long(), self.PE, a, b, K, dtype=dt, group=g)
-        cdf = torch.cumsum((psi.real**2 + psi.imag**2).to(torch.float64), dim=-1)
-        u = torch.from_numpy(rng.random(N * C)) * cdf[:, -1]
-        idx = torch.searchsorted(cdf, u[:, None]).clamp_(max=size - 1)
-        return idx.numpy().reshape(N, C)
+        # columns: the fused draw (rotating frame, last layer only as far as the draw needs it), equal to the inverse
+        # CDF of |evolve_basis_states(cur)|^2 at the same uniforms (tests/backends/test_qemcmc_draw.py)
+        return draw_basis_proposals(cur, self.PE, a, b, K, rng.random(N * C), dtype=dt, group=g)
 
 
 class CircuitEngine:
