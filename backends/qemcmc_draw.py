@@ -30,8 +30,6 @@ No autograd, CPU.
 
 from __future__ import annotations
 
-import math
-import threading
 from typing import Any
 
 import numpy as np
@@ -39,65 +37,16 @@ import torch
 
 from hybrid_attention.circuits.proposal import proposal_layers
 
-from .statevector import _groups
+from .rotating_frame import Block, _amplitude_table, _codes, apply_block, rotated_blocks
+from .statevector import _phase_into
+from .workspace import scratch as _scratch
 
-__all__ = ["draw_basis_proposals", "rotation_block"]
+__all__ = ["draw_basis_proposals"]
 
 _REAL = {torch.complex64: torch.float32, torch.complex128: torch.float64}
 _NP = {torch.complex64: np.complex64, torch.complex128: np.complex128}
-_NP_REAL = {torch.complex64: np.float32, torch.complex128: np.float64}
 #: macro-chunk (rows whose top-group output is kept for one draw) in units of ``cache_limit``
 _MACRO = 8
-
-Block = tuple[int, int, torch.Tensor, torch.Tensor]  # (lo, g, real block, its complex transpose)
-
-
-def rotation_block(g: int, x: float) -> np.ndarray:
-    """``R(x)^{(x) g}`` ``(2**g, 2**g)`` float64: ``R[i, j] = cos^(g - d) sin^d (-1)^popcount(j & ~i)``, ``d`` the
-    Hamming distance of ``i`` and ``j`` (one qubit: ``[[cos x, -sin x], [sin x, cos x]]``); ``exp(i x sum_j X_j)`` on
-    ``g`` qubits is ``S R S^-1`` with ``S = diag(1, i)^{(x) g}``."""
-    return _amplitude_table(g, x)[_codes(g)].T  # _codes is indexed [input, output]
-
-
-def _amplitude_table(m: int, x: float) -> np.ndarray:
-    """``[cos^(m - d) sin^d (-1)^p]`` ordered by ``(d, p)``, ``d = 0..m``, ``p = 0, 1``."""
-    c, s = math.cos(x), math.sin(x)
-    d = np.arange(m + 1)
-    mag = c ** (m - d) * s**d
-    return np.stack([mag, -mag], axis=-1).reshape(-1)
-
-
-_CODES: dict[int, np.ndarray] = {}
-
-
-def _codes(m: int) -> np.ndarray:
-    """``code[b, b'] = 2 popcount(b ^ b') + (popcount(b & ~b') mod 2)`` ``(2**m, 2**m)`` (cached): the index of
-    ``<b'|R^{(x) m}|b>`` in :func:`_amplitude_table`."""
-    if m not in _CODES:
-        c = np.arange(1 << m)
-        pc = ((c[:, None] >> np.arange(max(m, 1))) & 1).sum(-1)
-        b, bp = c[:, None], c[None, :]
-        _CODES[m] = 2 * pc[b ^ bp] + pc[b & ~bp & ((1 << m) - 1)] % 2
-    return _CODES[m]
-
-
-def _blocks(n: int, group: int, x: float, dtype: torch.dtype) -> list[Block]:
-    """The rotated driver layer ``R(x)^{(x) n}`` as Kronecker blocks ``(lo, g, block, its complex transpose)``."""
-    out = []
-    for lo, g in _groups(n, group):
-        M = rotation_block(g, x)
-        out.append((lo, g, torch.from_numpy(M.astype(_NP_REAL[dtype])), torch.from_numpy(M.T.astype(_NP[dtype]))))
-    return out
-
-
-def _apply_block(z: torch.Tensor, out: torch.Tensor, block: Block) -> torch.Tensor:
-    """One Kronecker block of a rotated driver layer on ``z`` ``(R, 2**m)`` complex into ``out`` (same shape)."""
-    lo, g, M, MT = block
-    if lo == 0:  # real and imaginary parts interleave with the group's index: a complex GEMM
-        return torch.matmul(z.view(-1, 1 << g), MT, out=out.view(-1, 1 << g)).view(out.shape)
-    zr, outr = torch.view_as_real(z), torch.view_as_real(out)
-    torch.matmul(M, zr.view(-1, 1 << g, 2 << lo), out=outr.view(-1, 1 << g, 2 << lo))
-    return out
 
 
 def _half_amplitudes(bits: np.ndarray, m: int, x: float, dtype: torch.dtype) -> torch.Tensor:
@@ -133,7 +82,7 @@ def _draw_low(z: torch.Tensor, blocks: list[Block], u: np.ndarray) -> np.ndarray
     rows, idx = torch.arange(R), np.zeros(R, dtype=np.int64)
     for block in reversed(blocks):
         lo, g = block[0], block[1]
-        y = _apply_block(z, torch.empty_like(z), block).view(R, 1 << g, 1 << lo)
+        y = apply_block(z, torch.empty_like(z), block).view(R, 1 << g, 1 << lo)
         t, u = _draw_group(_weights(y).numpy(), u)
         idx += t << lo
         z = y[rows, torch.from_numpy(t)]
@@ -178,7 +127,7 @@ def draw_basis_proposals(
     if layers[0][0] != "D" or layers[-1][0] != "D":
         raise ValueError("draw_basis_proposals: the proposal must start and end with a driver layer")
     (_, x0), middle, (_, x_last) = layers[0], layers[1:-1], layers[-1]
-    blocks = {v: _blocks(n, group, v, dtype) for kd, v in layers[1:] if kd == "D"}
+    blocks = {v: rotated_blocks(n, group, v, dtype) for kd, v in layers[1:] if kd == "D"}
     *low, top = blocks[x_last]
     lo_t, g_t = top[0], top[1]
     h = n // 2  # the prepared product state's low half
@@ -207,9 +156,9 @@ def draw_basis_proposals(
                     cur.view(P, C, size).mul_(phases[val][p0:p1, None, :])
                 else:
                     for block in blocks[val]:
-                        cur, buf = _apply_block(cur, buf, block), cur
+                        cur, buf = apply_block(cur, buf, block), cur
             r0, r1 = (p0 - m0) * C, (p1 - m0) * C
-            _apply_block(cur, Y[r0:r1].view(P * C, size), top)
+            apply_block(cur, Y[r0:r1].view(P * C, size), top)
             _weights(Y[r0:r1], out=W[r0:r1])  # while in cache
         R = (m1 - m0) * C
         y = Y[:R]
@@ -219,33 +168,6 @@ def draw_basis_proposals(
             drawn += _draw_low(y[torch.arange(R), torch.from_numpy(t)], low, u_low)
         out[m0 * C : m1 * C] = drawn
     return out.reshape(N, C)
-
-
-_SCRATCH = threading.local()
-#: scratch tensors above this many bytes are allocated per call instead of kept
-_SCRATCH_LIMIT = 64 << 20
-
-
-def _scratch(name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    """A reusable uninitialised tensor (per thread, per ``name``; grown when too small): fresh multi-MiB tensors cost a
-    page fault per 4 KiB on every call, about as much as the arithmetic on them."""
-    numel = math.prod(shape)
-    size = numel * torch.empty(0, dtype=dtype).element_size()
-    if size > _SCRATCH_LIMIT:
-        return torch.empty(shape, dtype=dtype)
-    pool = _SCRATCH.__dict__.setdefault("pool", {})
-    buf = pool.get((name, dtype))
-    if buf is None or buf.numel() < numel:
-        pool[(name, dtype)] = buf = torch.empty(numel, dtype=dtype)
-    return buf[:numel].view(shape)
-
-
-def _phase_into(angle: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """``exp(i angle)`` into the complex ``out`` (same shape)."""
-    o = torch.view_as_real(out)
-    torch.cos(angle, out=o[..., 0])
-    torch.sin(angle, out=o[..., 1])
-    return out
 
 
 def _prepare(cur: torch.Tensor, hi: torch.Tensor, lo: torch.Tensor, ph: Any, P: int, C: int) -> None:

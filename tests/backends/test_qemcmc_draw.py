@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from hybrid_attention.backends.qemcmc_draw import draw_basis_proposals, rotation_block
+from hybrid_attention.backends.qemcmc_draw import draw_basis_proposals
 from hybrid_attention.backends.qemcmc_engines import evolve_basis_states
+from hybrid_attention.backends.rotating_frame import rotation_block
 from hybrid_attention.backends.statevector import _rx_matrix
 from hybrid_attention.circuits.proposal import ProposalParams
 
