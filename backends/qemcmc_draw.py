@@ -46,7 +46,7 @@ __all__ = ["draw_basis_proposals"]
 _REAL = {torch.complex64: torch.float32, torch.complex128: torch.float64}
 _NP = {torch.complex64: np.complex64, torch.complex128: np.complex128}
 #: macro-chunk (rows whose top-group output is kept for one draw) in units of ``cache_limit``
-_MACRO = 8
+_MACRO = 16
 
 
 def _half_amplitudes(bits: np.ndarray, m: int, x: float, dtype: torch.dtype) -> torch.Tensor:
@@ -136,7 +136,8 @@ def draw_basis_proposals(
     lo_amp = _half_amplitudes(flat & ((1 << h) - 1), h, x0, dtype)  # (N * C, 2**h)
     pvals = sorted({v for kd, v in layers if kd == "P"})
     ph_all = _scratch("phases", (len(pvals), N, size), dtype)
-    phases = {v: _phase_into((-v) * E, ph_all[k]) for k, v in enumerate(pvals)}  # (N, 2**n) per distinct phase
+    angle = _scratch("angle", (N, size), E.dtype)
+    phases = {v: _phase_into(torch.mul(E, -v, out=angle), ph_all[k]) for k, v in enumerate(pvals)}  # (N, 2**n) each
     first = middle[0][1] if middle and middle[0][0] == "P" else None
     per = max(1, cache_limit // (size * torch.empty(0, dtype=dtype).element_size() * 3) // C)  # problems/sub-chunk
     macro = min(N, per * _MACRO)
