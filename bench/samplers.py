@@ -67,7 +67,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--shots", type=int, default=1024)
     p.add_argument("--only", nargs="*", default=None, help="names of benchmark functions to run (default: all)")
     p.add_argument("--reps", type=int, default=7, help="interleaved repetitions (bench_statevector_vs_aer)")
-    p.add_argument("--threads", type=int, default=1, help="torch and Aer threads (bench_statevector_vs_aer)")
+    p.add_argument(
+        "--threads", type=int, default=1, help="torch and Aer threads, 0: their defaults (bench_statevector_vs_aer)"
+    )
     p.add_argument("--out", default=None, help="write the markdown tables here")
     return p.parse_args(argv)
 
@@ -275,7 +277,8 @@ def bench_statevector_vs_aer(args: argparse.Namespace) -> list[dict[str, Any]]:
     ``args.shots`` shots, all in this process, repetitions interleaved (``statevector, aer probabilities, aer shots,
     ...``; medians, and the spread of the per-repetition ratios). Thread counts are equal and fixed: ``--threads``
     torch intra-op threads for ``statevector`` and the same ``max_parallel_threads`` for Aer (its OpenMP threads;
-    ``max_parallel_experiments`` too, so Aer never runs more threads than statevector). The marginals of every
+    ``max_parallel_experiments`` too, so Aer never runs more threads than statevector); ``--threads 0`` leaves every
+    engine its defaults. The marginals of every
     engine are checked against the exact circuit output (max z-score over problems and spins)."""
     import statistics
 
@@ -284,11 +287,14 @@ def bench_statevector_vs_aer(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
     schedule = DQASchedule(tau=1.0, steps=args.steps)
     threads = torch.get_num_threads()
-    torch.set_num_threads(args.threads)
+    if args.threads:  # 0: every engine with its defaults (torch's intra-op threads; Aer's parallel experiments)
+        torch.set_num_threads(args.threads)
     try:
         for n in args.n:
             prob = random_problems(n, args.problems, seed=200 + n)
-            bo = {"max_parallel_threads": args.threads, "max_parallel_experiments": args.threads}
+            bo = (
+                {"max_parallel_threads": args.threads, "max_parallel_experiments": args.threads} if args.threads else {}
+            )
             engines = {"statevector": get_sampler("statevector", schedule=schedule)}
             for r in ("probabilities", "shots"):
                 engines[f"aer {r}"] = get_sampler("aer", schedule=schedule, readout=r, backend_options=bo)
@@ -312,7 +318,7 @@ def bench_statevector_vs_aer(args: argparse.Namespace) -> list[dict[str, Any]]:
                     "problems": args.problems,
                     "steps": args.steps,
                     "shots": args.shots,
-                    "threads (torch = Aer)": args.threads,
+                    "threads (torch = Aer)": args.threads or f"defaults (torch {torch.get_num_threads()}, Aer's own)",
                     "statevector ms": round(1e3 * med["statevector"], 1),
                     "aer probabilities ms": round(1e3 * med["aer probabilities"], 1),
                     "aer shots ms": round(1e3 * med["aer shots"], 1),
