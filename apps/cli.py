@@ -14,45 +14,13 @@ runs is parsed by its own module's parser (:func:`command_parser`), imported the
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
 from typing import Any
 
 from hybrid_attention import __version__
 
-from .cli_flags import recorded, restore
-
-# subcommand -> (module, one-line help)
-COMMANDS = {
-    "demo": ("hybrid_attention.apps.demo", "the main demonstration on local defaults (no account, no network)"),
-    "train": ("hybrid_attention.apps.train.command", "train a decoder with Boltzmann or softmax attention on a task"),
-    "ablate": (
-        "hybrid_attention.apps.ablate.command",
-        "run the four-way ablation (modes x block sizes x seeds) and tabulate it",
-    ),
-    "fidelity": ("hybrid_attention.apps.fidelity.command", "measure sampler fidelity against exact enumeration"),
-    "claims": (
-        "hybrid_attention.apps.claims.command",
-        "the paper's findings against the experiment plan's runs: paired CIs, Holm tests, verdicts, plots",
-    ),
-}
-
-
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Appends ``(default: X)`` to the help of every option taking a value, except where the help already says it
-    or there is no default to show (``None`` or suppressed)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        help_ = action.help or ""
-        return (
-            help_ if "(default" in help_ or not _shows_default(action) else f"{help_} (default: %(default)s)".lstrip()
-        )
-
-
-def _shows_default(action: argparse.Action) -> bool:
-    """Options taking a value, with a default to show (a flag's ``True``/``False`` says nothing useful)."""
-    return action.nargs != 0 and action.default is not None and action.default is not argparse.SUPPRESS
+from .cli_flags import COMMANDS, command_parser, recorded, restore, subparser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,36 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", action=_Commands)
     flags = recorded()
     for name, (module, help_) in COMMANDS.items():
-        p = _subparser(sub, name, help_)
+        p = subparser(sub, name, help_)
         if name in flags:
             restore(flags[name], p)
         else:  # not recorded: its module was missing when the record was made
             p.set_defaults(_missing=module)
     return parser
-
-
-def command_parser(name: str) -> argparse.ArgumentParser | None:
-    """The parser of subcommand ``name`` from its module (imported here; ``None`` when the module is missing), as
-    :func:`build_parser` places it (``prog`` ``hybrid-attention NAME``); its ``_run`` default is the module's ``run``."""
-    module, help_ = COMMANDS[name]
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name != module:
-            raise
-        return None
-    sub = argparse.ArgumentParser(prog="hybrid-attention").add_subparsers(dest="command", metavar="COMMAND")
-    p = _subparser(sub, name, help_)
-    mod.add_arguments(p)
-    for action in p._actions:  # argparse prints nothing, not even the default, for an option without help text
-        if action.help is None and action.option_strings and _shows_default(action):
-            action.help = "(default: %(default)s)"
-    p.set_defaults(_run=mod.run)
-    return p
-
-
-def _subparser(sub: Any, name: str, help_: str) -> argparse.ArgumentParser:
-    return sub.add_parser(name, help=help_, description=help_, formatter_class=HelpFormatter)
 
 
 class _Commands(argparse._SubParsersAction):

@@ -36,6 +36,60 @@ _SKIP = {"container"}
 _ATTRS = tuple(k for k in vars(argparse.Action(["-x"], "x")) if k not in _SKIP)
 
 
+# subcommand -> (module, one-line help)
+COMMANDS = {
+    "demo": ("hybrid_attention.apps.demo", "the main demonstration on local defaults (no account, no network)"),
+    "train": ("hybrid_attention.apps.train.command", "train a decoder with Boltzmann or softmax attention on a task"),
+    "ablate": (
+        "hybrid_attention.apps.ablate.command",
+        "run the four-way ablation (modes x block sizes x seeds) and tabulate it",
+    ),
+    "fidelity": ("hybrid_attention.apps.fidelity.command", "measure sampler fidelity against exact enumeration"),
+    "claims": (
+        "hybrid_attention.apps.claims.command",
+        "the paper's findings against the experiment plan's runs: paired CIs, Holm tests, verdicts, plots",
+    ),
+}
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends ``(default: X)`` to the help of every option taking a value, except where the help already says it
+    or there is no default to show (``None`` or suppressed)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        help_ = action.help or ""
+        return help_ if "(default" in help_ or not shows_default(action) else f"{help_} (default: %(default)s)".lstrip()
+
+
+def shows_default(action: argparse.Action) -> bool:
+    """Options taking a value, with a default to show (a flag's ``True``/``False`` says nothing useful)."""
+    return action.nargs != 0 and action.default is not None and action.default is not argparse.SUPPRESS
+
+
+def command_parser(name: str) -> argparse.ArgumentParser | None:
+    """The parser of subcommand ``name`` from its module (imported here; ``None`` when the module is missing), as
+    :func:`build_parser` places it (``prog`` ``hybrid-attention NAME``); its ``_run`` default is the module's ``run``."""
+    module, help_ = COMMANDS[name]
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        return None
+    sub = argparse.ArgumentParser(prog="hybrid-attention").add_subparsers(dest="command", metavar="COMMAND")
+    p = subparser(sub, name, help_)
+    mod.add_arguments(p)
+    for action in p._actions:  # argparse prints nothing, not even the default, for an option without help text
+        if action.help is None and action.option_strings and shows_default(action):
+            action.help = "(default: %(default)s)"
+    p.set_defaults(_run=mod.run)
+    return p
+
+
+def subparser(sub: Any, name: str, help_: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=help_, description=help_, formatter_class=HelpFormatter)
+
+
 def _path(obj: Any) -> str:
     return f"{obj.__module__}:{obj.__qualname__}"
 
@@ -175,8 +229,6 @@ def recorded() -> dict[str, dict[str, Any]]:
 
 def write(path: Path | None = None) -> Path:
     """Record every subcommand's flags from its module (imports them all) into :mod:`.cli_flags_data`."""
-    from .cli import COMMANDS, command_parser
-
     flags = {}
     for name in COMMANDS:
         parser = command_parser(name)

@@ -109,7 +109,7 @@ def train_models(
     common = dict(
         task="brackets",
         block_size=T,
-        steps=steps,
+        max_steps=steps,
         seed=seed,
         n_embd=16 if quick else 32,
         batch_size=16 if quick else 64,

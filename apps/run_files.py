@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import json
 import logging
 import os
@@ -44,7 +43,6 @@ __all__ = [
     "remove_stale_temporaries",
     "is_empty",
     "load_checkpoint",
-    "sha256_file",
 ]
 
 logger = logging.getLogger(__name__)
@@ -169,8 +167,9 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
 
 
 def remove_stale_temporaries(path: str | os.PathLike) -> list[Path]:
-    """Remove temporary files left in ``path`` by a killed write: ``.NAME.tmp`` (:func:`atomic_write`) and the
-    ``.NAME.XXXXXXXX`` files of earlier versions (``tempfile.mkstemp``). Call it only while holding the lock."""
+    """Remove temporary files left in ``path`` by a killed write: every ``.NAME.*`` file for a ``NAME`` this package
+    writes, which covers :func:`atomic_write`'s ``.NAME.tmp`` and ``tempfile.mkstemp``-style ``.NAME.XXXXXXXX``
+    names. Call it only while holding the lock."""
     removed = []
     for p in Path(path).glob(".*"):
         if not p.is_file():
@@ -221,12 +220,3 @@ def _load_error(exc: BaseException) -> str:
         text = text.split("WeightsUnpickler error:", 1)[1]
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return lines[0].split(". ")[0].rstrip(".") if lines else type(exc).__name__
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    """Hex sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()

@@ -8,10 +8,14 @@ the applications. The typed interface the samplers implement lives in the core a
 * ``exact``: enumeration as a backend, the reference;
 * ``dqa``: the DQA base (schedule, effective beta, exact reference output); ``statevector``: the native simulator;
   ``circuit``: the circuit machinery (templates, chunks, transpilation) of ``aer``, ``pennylane`` and ``ibm``;
-* ``classical``: ``gibbs`` (samplers) on ``gibbs_kernel`` (sweeps) and ``meanfield``, both on ``grouped`` batches;
+* classical samplers for any ``n``, both on ``grouped`` batches: ``gibbs`` (registry names ``gibbs``, ``anneal``:
+  heat-bath chains, unbiased up to mixing, annealing more robust on rugged landscapes; sweeps in ``gibbs_kernel``)
+  and ``meanfield`` (deterministic, cheapest, differentiable, an approximation whose error grows with the coupling
+  strength: ``results/meanfield/``);
 * ``sharded``: any registered sampler with its batch sharded across Dask workers, one spawned seed per problem;
 * ``testing``: :func:`~hybrid_attention.backends.testing.assert_sampler_conforms`, for any sampler, third-party ones too;
-* ``base``: basis-state helpers shared by the backends.
+* ``base``: what the backends share beyond the core interface (the progress bar of long calls);
+* ``driver``: the driver layer of the native statevector engines (``statevector``, ``qemcmc``).
 
 Installed as ``hybrid_attention.backends`` (the repository keeps it at the top-level folder ``backends/``
 and maps it through ``package_dir`` in ``setup.cfg``; nothing named ``backends`` is installed on its own).

@@ -45,10 +45,10 @@ from qiskit_aer.primitives import SamplerV2
 from hybrid_attention.circuits.program import CircuitOptions
 from hybrid_attention.circuits.qiskit_dqa import DQATemplate
 from hybrid_attention.circuits.schedule import DQASchedule
-from hybrid_attention.ising import IsingProblem
+from hybrid_attention.ising import IsingProblem, index_to_bits
 
-from .base import draw_states, state_bits
-from .circuit import CircuitSampler, _progress
+from .base import draw_states, progress
+from .circuit import CircuitSampler
 
 __all__ = ["AerSampler", "PROBABILITIES_MAX_QUBITS", "run_chunk_task"]
 
@@ -185,10 +185,10 @@ class AerSampler(CircuitSampler):
         if not self.reads_probabilities(tmpl.n):
             return super()._run_chunks(tmpl, values, starts, shots, seeds)
         out = []
-        for st, sd in _progress(zip(starts, seeds), len(starts), self.name):
+        for st, sd in progress(zip(starts, seeds), len(starts), self.name):
             p = self._probabilities_chunk(tmpl, values[st : st + self.chunk_size])
             idx = draw_states(p, shots, np.random.default_rng(sd))
-            out.append(state_bits(idx, tmpl.n))
+            out.append(index_to_bits(idx, tmpl.n))
         return np.concatenate(out, axis=0)
 
     def _run_chunk(self, tmpl: DQATemplate, values: np.ndarray, shots: int, seed: int) -> np.ndarray:
@@ -304,4 +304,4 @@ def run_chunk_task(
     p = _probability_rows(AerSimulator(**backend_options), circ, params, values)
     if shots is None:
         return p
-    return state_bits(draw_states(p, shots, np.random.default_rng(seed)), circ.num_qubits)
+    return index_to_bits(draw_states(p, shots, np.random.default_rng(seed)), circ.num_qubits)

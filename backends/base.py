@@ -1,32 +1,47 @@
-"""What the backends share beyond the core interface: basis-state helpers (``draw_states`` is the oracle's).
+"""What the backends share beyond the core interface: the progress bar of long sampler calls (:func:`progress`).
 
 The :class:`~hybrid_attention.sampler.Sampler` interface, :class:`~hybrid_attention.sampler.SamplerCapabilities`
 and :class:`~hybrid_attention.sampleset.SampleSet` live in the core (so the bridge reads capabilities without
 importing a backend); seeds (``as_generator``, ``spawn_seeds``, ``SeedLike``) are owned by
-:mod:`hybrid_attention.checks`. All are re-exported here for the backends and their users.
+:mod:`hybrid_attention.checks`; drawing basis states from a probability table (``draw_states``) by the oracle,
+:mod:`hybrid_attention.exact`; spin / bit / index conversions by :mod:`hybrid_attention.ising`. The core names are
+re-exported here for the backends and their users.
 """
 
 from __future__ import annotations
 
-import functools
-
-import numpy as np
+from collections.abc import Iterable
+from typing import Any
 
 from hybrid_attention.checks import SeedLike, as_generator, spawn_seeds
 from hybrid_attention.exact import draw_states
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
 
-__all__ = ["Sampler", "SamplerCapabilities", "SeedLike", "as_generator", "draw_states", "spawn_seeds", "state_bits"]
+__all__ = [
+    "Sampler",
+    "SamplerCapabilities",
+    "SeedLike",
+    "as_generator",
+    "draw_states",
+    "progress",
+    "spawn_seeds",
+]
 
 
-@functools.lru_cache(maxsize=32)
-def _bit_table(n: int) -> np.ndarray:
-    table = ((np.arange(1 << n)[:, None] >> np.arange(n)) & 1).astype(bool)
-    table.flags.writeable = False
-    return table
+def progress(iterable: Iterable[Any], total: int, desc: str, *, show: bool | None = None) -> Iterable[Any]:
+    """``iterable`` behind a transient tqdm bar (``leave=False``; hidden when the output is not a terminal) when
+    the work is long enough to watch: ``show`` (default ``total >= 4``); else ``iterable`` itself.
 
+    Args:
+        iterable: the steps (chunks, problems, chain moves); total: their number; desc: the bar's label.
+        show: whether to draw the bar (default: at least 4 steps).
 
-def state_bits(idx: np.ndarray, n: int) -> np.ndarray:
-    """Bits of basis-state indices, ``idx (...)`` -> bool ``(..., n)`` with column ``j`` = bit ``j`` of
-    ``c = sum_j b_j 2**j`` (a table lookup: ~10x cheaper than shifting the int64 indices)."""
-    return _bit_table(n)[idx]
+    Example:
+        >>> list(progress(range(3), 3, "aer"))  # too short for a bar
+        [0, 1, 2]
+    """
+    if not (total >= 4 if show is None else show):
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, leave=False, disable=None)

@@ -19,22 +19,15 @@ from hybrid_attention.checks import check_memory, check_positive_int, describe_s
 from hybrid_attention.circuits.program import CircuitOptions, DQAProgram
 from hybrid_attention.circuits.qiskit_dqa import template_for
 from hybrid_attention.circuits.schedule import DQASchedule
-from hybrid_attention.ising import IsingProblem
+from hybrid_attention.ising import IsingProblem, bits_to_spins
 from hybrid_attention.sampleset import SampleSet
 
+from .base import progress
 from .dqa import DQASampler
 
 __all__ = ["CircuitSampler"]
 
 logger = logging.getLogger(__name__)
-
-
-def _progress(iterable: Any, total: int, desc: str) -> Any:
-    if total < 4:
-        return iterable
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, total=total, desc=desc, leave=False, disable=None)
 
 
 class CircuitSampler(DQASampler):
@@ -109,7 +102,7 @@ class CircuitSampler(DQASampler):
         seeds = spawn_seeds(seed, len(starts))
         t0 = time.perf_counter()
         bits = self._run_chunks(tmpl, values, starts, shots, seeds)
-        spins = (1 - 2 * bits.astype(np.int8)).reshape(*problem.batch_shape, shots, problem.n)
+        spins = bits_to_spins(bits).reshape(*problem.batch_shape, shots, problem.n)
         info = {
             "backend": self.name,
             "num_reads": shots,
@@ -129,7 +122,7 @@ class CircuitSampler(DQASampler):
         self, tmpl: DQAProgram, values: np.ndarray, starts: list[int], shots: int, seeds: list[int]
     ) -> np.ndarray:
         out = []
-        for st, sd in _progress(zip(starts, seeds), len(starts), self.name):
+        for st, sd in progress(zip(starts, seeds), len(starts), self.name):
             out.append(self._run_chunk(tmpl, values[st : st + self.chunk_size], shots, sd))
         return np.concatenate(out, axis=0)
 

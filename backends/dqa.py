@@ -8,7 +8,7 @@
   Boltzmann-surrogate gradients;
 * the ideal circuit's exact output: :meth:`DQASampler.reference_probabilities` (the numpy reference of
   :mod:`hybrid_attention.circuits.reference`), and the read-outs of any exact output table ``p (B, 2**n)``:
-  :func:`spin_marginals`, :meth:`DQASampler._exact_sampleset` (all states weighted by ``p``) and
+  :func:`hybrid_attention.exact.table_marginals`, :meth:`DQASampler._exact_sampleset` (all states weighted by ``p``) and
   :meth:`DQASampler._shots_sampleset` (``num_reads`` shots drawn from ``p``).
 
 Every DQA program encodes ``beta * H_P``: the problem's ``beta`` scales ``h`` and ``J`` inside the circuit. The
@@ -28,27 +28,15 @@ from hybrid_attention.checks import as_generator
 from hybrid_attention.circuits.reference import dqa_probabilities
 from hybrid_attention.circuits.schedule import DQASchedule
 from hybrid_attention.circuits.temperature import leading_order_beta
-from hybrid_attention.exact import enumerate_states
-from hybrid_attention.ising import IsingProblem
+from hybrid_attention.exact import draw_states, enumerate_states, table_marginals
+from hybrid_attention.ising import IsingProblem, index_to_spins
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
-from .base import draw_states, state_bits
-
-__all__ = ["DQASampler", "DEFAULT_SCHEDULE", "spin_marginals"]
+__all__ = ["DQASampler", "DEFAULT_SCHEDULE"]
 
 #: used when a DQA sampler is built without ``schedule=`` (short quench: nearly Boltzmann, beta_h ~ 0.13)
 DEFAULT_SCHEDULE = DQASchedule(tau=1.0, steps=20)
-
-
-def spin_marginals(p: torch.Tensor, n: int) -> torch.Tensor:
-    """``<s_j> = P(b_j = 0) - P(b_j = 1)`` from probabilities ``(B, 2**n)``; returns ``(B, n)``."""
-    B = p.shape[0]
-    out = []
-    for j in range(n):
-        v = p.reshape(B, 1 << (n - j - 1), 2, 1 << j).sum(dim=(1, 3))
-        out.append(v[:, 0] - v[:, 1])
-    return torch.stack(out, dim=-1)
 
 
 class DQASampler(Sampler):
@@ -90,7 +78,7 @@ class DQASampler(Sampler):
     @staticmethod
     def _masked_marginals(p: torch.Tensor, problem: IsingProblem) -> torch.Tensor:
         """``<s_j>`` ``(*batch, n)`` of output probabilities ``p (B, 2**n)``; 0 on masked spins."""
-        m = spin_marginals(p, problem.n).reshape(*problem.batch_shape, problem.n)
+        m = table_marginals(p).reshape(*problem.batch_shape, problem.n)
         if problem.mask is not None:
             m = m * problem.mask.reshape(m.shape).to(m.device, m.dtype)
         return m
@@ -109,7 +97,7 @@ class DQASampler(Sampler):
         """``num_reads`` shots per problem drawn from ``p (B, 2**n)`` with the generator of ``seed``."""
         n, bs = problem.n, tuple(problem.batch_shape)
         idx = draw_states(p, int(num_reads), as_generator(seed))
-        spins = 1 - 2 * state_bits(idx, n).view(np.int8)
+        spins = index_to_spins(idx, n)
         w = np.full(spins.shape[:-1], 1.0 / num_reads)
         info["num_reads"] = int(num_reads)
         return SampleSet(spins.reshape(*bs, int(num_reads), n), w.reshape(*bs, int(num_reads)), problem, info)

@@ -45,7 +45,8 @@ from hybrid_attention.circuits.program import CircuitOptions, DQAProgram, resolv
 from hybrid_attention.circuits.qiskit_dqa import DQATemplate
 from hybrid_attention.circuits.schedule import DQASchedule
 
-from .circuit import CircuitSampler, _progress
+from .base import progress
+from .circuit import CircuitSampler
 
 __all__ = [
     "IBMSampler",
@@ -435,7 +436,7 @@ class IBMSampler(CircuitSampler):
         pending: list[tuple[int, Any]] = []
         failure: tuple[str | None, str, Exception | None] | None = None
         todo = list(zip(starts, seeds))
-        bar = _progress(range(len(starts)), len(starts), self.name)
+        bar = progress(range(len(starts)), len(starts), self.name)
         for _ in bar:
             while todo and len(pending) < ahead and failure is None:
                 st, sd = todo.pop(0)

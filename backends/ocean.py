@@ -52,6 +52,7 @@ from hybrid_attention.ising import IsingProblem
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
+from .base import progress
 from .ocean_adapter import DimodAdapter
 from .ocean_convert import from_bqm, sampleset_from_dimod, sampleset_to_dimod, to_bqm
 
@@ -260,7 +261,7 @@ class DimodSampler(Sampler):
         betas = flat.beta_tensor().numpy()
         h_all, J_all = flat.dropped()
         spins = np.empty((B, reads, n), dtype=np.int8)
-        for b in _progress(range(B), B):
+        for b in progress(range(B), B, "dimod", show=B >= 16):
             one = IsingProblem._derived(h_all[b], J_all if J_all.ndim == 2 else J_all[b], float(betas[b]), None)
             if flat.mask is not None:
                 one.mask = flat.mask[b]
@@ -296,11 +297,3 @@ class DimodSampler(Sampler):
                 f"dimod: {type(self.sampler).__name__} returned {total} reads (sum of num_occurrences), asked {reads}"
             )
         return sampleset_from_dimod(result, problem, seed=seed + 1).spins
-
-
-def _progress(iterable: Any, total: int) -> Any:
-    if total < 16:
-        return iterable
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, total=total, desc="dimod", leave=False, disable=None)

@@ -99,7 +99,7 @@ def sampleset_to_dimod(
     *,
     bqm: dimod.BinaryQuadraticModel | None = None,
     labels: Sequence[Any] | None = None,
-    vartype: Any = "SPIN",
+    vartype: Any = None,
     aggregate: bool = False,
 ) -> dimod.SampleSet:
     """One problem of a :class:`SampleSet` as a ``dimod.SampleSet`` (masked spins omitted).
@@ -110,7 +110,7 @@ def sampleset_to_dimod(
         bqm: the dimod model the reads answer (its variables must be the problem's active spins, by ``labels``);
             energies then include its offset and its vartype is used. Default: :func:`to_bqm` of the problem.
         labels: spin ``j`` -> ``labels[j]`` (default: ``j``, or ``list(bqm.variables)`` when only active spins).
-        vartype: of the default model (ignored when ``bqm`` is given).
+        vartype: of the default model (default ``"SPIN"``); not with ``bqm``, whose vartype is used.
         aggregate: merge identical reads (``num_occurrences`` adds up).
 
     Returns:
@@ -118,6 +118,8 @@ def sampleset_to_dimod(
         counts when the weights are shot frequencies; exact output weights (``ss.exact``) go to a ``probability``
         data vector (``num_occurrences`` 1). Energies are dimod's: ``E(s) + offset``. ``info`` copies ``ss.info``.
     """
+    if bqm is not None and vartype is not None:
+        raise ValueError(f"vartype={vartype!r} only applies to the default model; the given bqm has its own vartype")
     bs = ss.batch_shape
     if len(index) != len(bs):
         raise ValueError(f"index must pick one problem of batch shape {bs}, got {index!r}")
@@ -125,7 +127,7 @@ def sampleset_to_dimod(
     spins, weights = ss.spins[index], ss.weights[index]
     active = np.arange(ss.n) if problem.mask is None else np.flatnonzero(problem.mask.cpu().numpy())
     if bqm is None:
-        bqm = to_bqm(problem, labels=labels, vartype=vartype)
+        bqm = to_bqm(problem, labels=labels, vartype="SPIN" if vartype is None else vartype)
         names = list(labels) if labels is not None else list(range(ss.n))
         names = [names[j] for j in active]
     else:

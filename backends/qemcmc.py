@@ -64,11 +64,10 @@ from hybrid_attention.checks import check_memory, check_positive_int, describe_s
 from hybrid_attention.circuits.program import CircuitOptions
 from hybrid_attention.circuits.proposal import ProposalParams, alpha_of
 from hybrid_attention.exact import enumerate_states
-from hybrid_attention.ising import IsingProblem, spins_to_index
+from hybrid_attention.ising import IsingProblem, index_to_bits, spins_to_index
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
-from .base import state_bits
 from .mcmc import effective_sample_size, integrated_time
 from .qemcmc_engines import (
     REAL,
@@ -89,7 +88,7 @@ logger = logging.getLogger(__name__)
 _ENGINES = ("statevector", "aer", "ibm")
 _MODES = ("auto", "unitary", "columns")
 _STARTS = ("random", "fields", "meanfield")
-_REAL = REAL
+REAL = REAL
 
 
 def _start_magnetisations(h: torch.Tensor, J: torch.Tensor, beta: np.ndarray, mask: Any, start: str) -> np.ndarray:
@@ -210,7 +209,7 @@ class QEMCMCSampler(Sampler):
             raise ValueError(f"qemcmc: engine must be one of {_ENGINES}, got {engine!r}")
         if mode not in _MODES:
             raise ValueError(f"qemcmc: mode must be one of {_MODES}, got {mode!r}")
-        if dtype not in _REAL:
+        if dtype not in REAL:
             raise ValueError(f"qemcmc: dtype must be torch.complex64 or torch.complex128, got {dtype}")
         self.params = self._check_params(ProposalParams() if params is None else params)
         given = {k: v for k, v in (("gamma", gamma), ("time", time), ("steps", trotter_steps)) if v is not None}
@@ -324,7 +323,7 @@ class QEMCMCSampler(Sampler):
         """The base checks, then the options and the simulator memory of one problem's chains."""
         problem = super().validate(problem, num_reads=num_reads, seed=seed, options=options)
         opts = self._resolve(problem, num_reads if num_reads is None else int(num_reads), options or {})
-        amp = 2 * torch.finfo(_REAL[self.dtype]).bits // 8
+        amp = 2 * torch.finfo(REAL[self.dtype]).bits // 8
         per = float(amp) * (1 << problem.n) * min(opts["chains"], 1 << problem.n) * 3
         check_memory(per, f"qemcmc: the chains of one problem at n = {problem.n}", hint="use fewer chains or spins")
         return problem
@@ -371,7 +370,7 @@ class QEMCMCSampler(Sampler):
             for s, sd in zip(starts, seeds)
         ]
         rec, final, acc, energies, changed = (np.concatenate([o[i] for o in out]) for i in range(5))
-        spins = 1 - 2 * state_bits(rec, n).astype(np.int8)  # (N, C * r, n), chain-major
+        spins = 1 - 2 * index_to_bits(rec, n).astype(np.int8)  # (N, C * r, n), chain-major
         bs = tuple(problem.batch_shape)
         start = burn // 2
         iat = integrated_time(energies[:, :, start:]) if moves - start >= 8 else np.full(N, np.nan)
@@ -398,7 +397,7 @@ class QEMCMCSampler(Sampler):
             "ess": np.minimum(effective_sample_size(C, r, iat, thin), opts["reads"]).reshape(bs),
             "iat_spins": iat_s.reshape(*bs, n),
             "ess_spins": np.minimum(effective_sample_size(C, r, iat_s), opts["reads"]).reshape(*bs, n),
-            "final_state": (1 - 2 * state_bits(final, n).astype(np.int8)).reshape(*bs, C, n),
+            "final_state": (1 - 2 * index_to_bits(final, n).astype(np.int8)).reshape(*bs, C, n),
             "timing": {"run": time.perf_counter() - t0},
         }
         if self.engine == "ibm":

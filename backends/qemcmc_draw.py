@@ -37,13 +37,12 @@ import torch
 
 from hybrid_attention.circuits.proposal import proposal_layers
 
-from .rotating_frame import Block, _amplitude_table, _codes, apply_block, rotated_blocks
-from .statevector import _phase_into
+from .driver import REAL, phase_into
+from .rotating_frame import Block, amplitude_table, apply_block, frame_codes, rotated_blocks
 from .workspace import scratch as _scratch
 
 __all__ = ["draw_basis_proposals"]
 
-_REAL = {torch.complex64: torch.float32, torch.complex128: torch.float64}
 _NP = {torch.complex64: np.complex64, torch.complex128: np.complex128}
 #: macro-chunk (rows whose top-group output is kept for one draw) in units of ``cache_limit``
 _MACRO = 16
@@ -51,7 +50,7 @@ _MACRO = 16
 
 def _half_amplitudes(bits: np.ndarray, m: int, x: float, dtype: torch.dtype) -> torch.Tensor:
     """``<b'|R(x)^{(x) m}|bits_r>`` ``(R, 2**m)`` (real values, in the complex ``dtype``) for every row's input."""
-    return torch.from_numpy(_amplitude_table(m, x).astype(_NP[dtype])[_codes(m)[bits]])
+    return torch.from_numpy(amplitude_table(m, x).astype(_NP[dtype])[frame_codes(m)[bits]])
 
 
 def _draw_group(p: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -122,7 +121,7 @@ def draw_basis_proposals(
     N, C = idx.shape
     size = E.shape[-1]
     n = int(size).bit_length() - 1
-    real = _REAL[dtype]
+    real = REAL[dtype]
     layers = proposal_layers(a, b, steps)
     if layers[0][0] != "D" or layers[-1][0] != "D":
         raise ValueError("draw_basis_proposals: the proposal must start and end with a driver layer")
@@ -137,7 +136,7 @@ def draw_basis_proposals(
     pvals = sorted({v for kd, v in layers if kd == "P"})
     ph_all = _scratch("phases", (len(pvals), N, size), dtype)
     angle = _scratch("angle", (N, size), E.dtype)
-    phases = {v: _phase_into(torch.mul(E, -v, out=angle), ph_all[k]) for k, v in enumerate(pvals)}  # (N, 2**n) each
+    phases = {v: phase_into(torch.mul(E, -v, out=angle), ph_all[k]) for k, v in enumerate(pvals)}  # (N, 2**n) each
     first = middle[0][1] if middle and middle[0][0] == "P" else None
     per = max(1, cache_limit // (size * torch.empty(0, dtype=dtype).element_size() * 3) // C)  # problems/sub-chunk
     macro = min(N, per * _MACRO)

@@ -32,11 +32,11 @@ from hybrid_attention.circuits.proposal import (
     proposal_template,
     proposal_values,
 )
-from hybrid_attention.ising import IsingProblem
+from hybrid_attention.ising import IsingProblem, index_to_bits
 
-from .base import state_bits
+from .driver import apply_driver, apply_driver_into, driver_groups, phase, rx_block
 from .qemcmc_draw import draw_basis_proposals
-from .statevector import _apply_driver, _apply_driver_into, _groups, _phase, _rx_block, configuration_energies
+from .statevector import configuration_energies
 
 __all__ = [
     "evolve_proposal",
@@ -77,17 +77,17 @@ def evolve_proposal(
         ``(R, 2**n)`` evolved states.
     """
     n = int(psi.shape[-1]).bit_length() - 1
-    groups = _groups(n, group)
+    groups = driver_groups(n, group)
     layers = proposal_layers(a, b, steps)
-    blocks = {v: [(lo, g, _rx_block(g, v, psi.dtype, psi.device)) for lo, g in groups] for k, v in layers if k == "D"}
+    blocks = {v: [(lo, g, rx_block(g, v, psi.dtype, psi.device)) for lo, g in groups] for k, v in layers if k == "D"}
 
     def phases(Ei: torch.Tensor) -> dict[float, torch.Tensor]:  # exp(-i b_k E) per distinct problem phase
-        return {v: _phase((-v) * Ei).to(psi.dtype) for v in {v for k, v in layers if k == "P"}}
+        return {v: phase((-v) * Ei).to(psi.dtype) for v in {v for k, v in layers if k == "P"}}
 
     if torch.is_grad_enabled() and (psi.requires_grad or E.requires_grad) or psi.device.type != "cpu":
         ph = phases(E)
         for kind, val in layers:
-            psi = psi * ph[val] if kind == "P" else _apply_driver(psi, blocks[val], n)
+            psi = psi * ph[val] if kind == "P" else apply_driver(psi, blocks[val], n)
         return psi
     psi = psi.contiguous()
     rows = max(1, cache_limit // (psi.shape[-1] * psi.element_size() * 3))
@@ -99,7 +99,7 @@ def evolve_proposal(
             if kind == "P":
                 cur.mul_(ph[val])
             else:
-                cur, buf = _apply_driver_into(cur, buf, blocks[val])
+                cur, buf = apply_driver_into(cur, buf, blocks[val])
         sub.copy_(cur)
     return psi
 
@@ -139,8 +139,8 @@ def evolve_basis_states(
     c, s = float(np.cos(x0)), float(np.sin(x0))
     pair = torch.tensor([[c, 1j * s], [1j * s, c]], dtype=dtype)  # exp(i x X)|b> over b' = 0, 1, for b = 0, 1
     shifts = torch.arange(n)
-    groups = _groups(n, group)
-    blocks = {v: [(lo, g, _rx_block(g, v, dtype, E.device)) for lo, g in groups] for kd, v in rest if kd == "D"}
+    groups = driver_groups(n, group)
+    blocks = {v: [(lo, g, rx_block(g, v, dtype, E.device)) for lo, g in groups] for kd, v in rest if kd == "D"}
     pvals = sorted({v for kd, v in rest if kd == "P"})
     out = torch.empty(N * C, size, dtype=dtype)
     per = max(1, cache_limit // (size * out.element_size() * 3) // C)  # problems per sub-chunk
@@ -153,12 +153,12 @@ def evolve_basis_states(
         for q in range(n - 2, -1, -1):  # the product state, qubit n - 1 the most significant index bit
             cur = (cur[:, :, None] * V[:, q, None, :]).reshape(cur.shape[0], -1)
         buf = torch.empty_like(cur)
-        ph = {v: _phase((-v) * E[p0:p1]).to(dtype)[:, None, :] for v in pvals}  # (problems, 1, 2**n)
+        ph = {v: phase((-v) * E[p0:p1]).to(dtype)[:, None, :] for v in pvals}  # (problems, 1, 2**n)
         for kd, val in rest:
             if kd == "P":
                 cur.view(p1 - p0, C, size).mul_(ph[val])
             else:
-                cur, buf = _apply_driver_into(cur, buf, blocks[val])
+                cur, buf = apply_driver_into(cur, buf, blocks[val])
         out[rows] = cur
     return out
 
@@ -297,7 +297,7 @@ class CircuitEngine:
     def propose(self, cur: np.ndarray, gamma: float, t: float, rng: np.random.Generator) -> np.ndarray:
         N, C = cur.shape
         n = self.tmpl.n
-        binds = self.tmpl.bindings(state_bits(cur.reshape(-1), n), np.repeat(self.values, C, axis=0), gamma, t)
+        binds = self.tmpl.bindings(index_to_bits(cur.reshape(-1), n), np.repeat(self.values, C, axis=0), gamma, t)
         bits = np.asarray(self.run(self.circuit, binds, int(rng.integers(0, 2**31 - 1))))
         self.executions += N * C
         return (bits.reshape(N * C, n).astype(np.int64) << np.arange(n)).sum(-1).reshape(N, C)

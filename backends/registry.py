@@ -64,9 +64,9 @@ SAMPLERS: dict[str, SamplerEntry] = {
     "ibm": SamplerEntry("hybrid_attention.backends.ibm", "IBMSampler", "ibm"),
     # quantum-enhanced MCMC: circuit proposals, Metropolis acceptance, Boltzmann output (not a DQA output)
     "qemcmc": SamplerEntry("hybrid_attention.backends.qemcmc", "QEMCMCSampler"),
-    "gibbs": SamplerEntry("hybrid_attention.backends.classical", "GibbsSampler"),
-    "anneal": SamplerEntry("hybrid_attention.backends.classical", "AnnealingSampler"),
-    "meanfield": SamplerEntry("hybrid_attention.backends.classical", "MeanFieldSampler"),
+    "gibbs": SamplerEntry("hybrid_attention.backends.gibbs", "GibbsSampler"),
+    "anneal": SamplerEntry("hybrid_attention.backends.gibbs", "AnnealingSampler"),
+    "meanfield": SamplerEntry("hybrid_attention.backends.meanfield", "MeanFieldSampler"),
     # any dimod.Sampler (dwave-samplers' simulated annealing at constant beta by default; a QPU needs allow_hardware)
     "dimod": SamplerEntry("hybrid_attention.backends.ocean", "DimodSampler", "ocean"),
     # any registered sampler, its batch sharded across Dask workers (or run here): one seed per problem
@@ -175,29 +175,19 @@ def get_sampler(name: str, **options: Any) -> Sampler:
     return sampler_class(name)(**options)
 
 
-def make_sampler(
-    name: str,
-    *,
-    shots: int | None = None,
-    tau: float | None = None,
-    trotter_steps: int | None = None,
-    seed: Any = None,
-    **options: Any,
-) -> Sampler:
+def make_sampler(name: str, *, tau: float | None = None, trotter_steps: int | None = None, **options: Any) -> Sampler:
     """:func:`get_sampler` with the anneal given as numbers, as training and the CLI configure it.
 
     DQA samplers (:func:`is_dqa`) get ``schedule=DQASchedule(tau=tau, steps=trotter_steps)`` (defaults 1.0 and 20)
     unless ``schedule`` is among ``options``. Other samplers get ``tau`` / ``trotter_steps`` as constructor options
-    when they are given and the constructor takes an option of that name (``qemcmc``: the proposal's Trotter steps),
-    and ignore them otherwise. ``shots`` and ``seed`` are per-call options
-    (``sample(num_reads=shots, seed=...)``); they are accepted here so callers can keep them together, and
-    ``shots`` is validated. The remaining ``options`` go to the constructor.
+    when the constructor takes an option of that name (``qemcmc``: the proposal's Trotter steps). The remaining
+    ``options`` go to the constructor. Reads and seeds are per-call settings (``sample(num_reads=, seed=)``, or a
+    :class:`~hybrid_attention.sampling.Sampling` value), not constructor options.
 
     Raises:
-        ValueError: ``shots`` is not a positive integer, or as :func:`get_sampler`.
+        TypeError: ``tau`` or ``trotter_steps`` for a sampler that takes neither (nothing would use it), or as
+            :func:`get_sampler`. ValueError: as :func:`get_sampler`.
     """
-    if shots is not None and (isinstance(shots, bool) or not isinstance(shots, int) or shots < 1):
-        raise ValueError(f"shots must be a positive integer, got {shots!r}")
     if is_dqa(name):
         if "schedule" not in options:
             options["schedule"] = DQASchedule(
@@ -206,8 +196,11 @@ def make_sampler(
     else:
         accepted = sampler_options(name)  # None: the constructor takes any keyword
         for key, value in (("tau", tau), ("trotter_steps", trotter_steps)):
-            if value is not None and (accepted is None or key in accepted):
-                options[key] = value
+            if value is None:
+                continue
+            if accepted is not None and key not in accepted:
+                raise TypeError(f"sampler {name!r} takes no {key} (it runs no DQA anneal); drop it")
+            options[key] = value
     return get_sampler(name, **options)
 
 

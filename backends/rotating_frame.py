@@ -20,7 +20,7 @@ import math
 import numpy as np
 import torch
 
-__all__ = ["rotation_block", "rotated_blocks", "apply_block", "frame_phases", "Block"]
+__all__ = ["rotation_block", "rotated_blocks", "apply_block", "frame_phases", "amplitude_table", "frame_codes", "Block"]
 
 _NP = {torch.complex64: np.complex64, torch.complex128: np.complex128}
 _NP_REAL = {torch.complex64: np.float32, torch.complex128: np.float64}
@@ -32,10 +32,10 @@ def rotation_block(g: int, x: float) -> np.ndarray:
     """``R(x)^{(x) g}`` ``(2**g, 2**g)`` float64: ``R[i, j] = cos^(g - d) sin^d (-1)^popcount(j & ~i)``, ``d`` the
     Hamming distance of ``i`` and ``j`` (one qubit: ``[[cos x, -sin x], [sin x, cos x]]``); ``exp(i x sum_j X_j)`` on
     ``g`` qubits is ``S R S^-1`` with ``S = diag(1, i)^{(x) g}``."""
-    return _amplitude_table(g, x)[_codes(g)].T  # _codes is indexed [input, output]
+    return amplitude_table(g, x)[frame_codes(g)].T  # frame_codes is indexed [input, output]
 
 
-def _amplitude_table(m: int, x: float) -> np.ndarray:
+def amplitude_table(m: int, x: float) -> np.ndarray:
     """``[cos^(m - d) sin^d (-1)^p]`` ordered by ``(d, p)``, ``d = 0..m``, ``p = 0, 1``."""
     c, s = math.cos(x), math.sin(x)
     d = np.arange(m + 1)
@@ -46,9 +46,9 @@ def _amplitude_table(m: int, x: float) -> np.ndarray:
 _CODES: dict[int, np.ndarray] = {}
 
 
-def _codes(m: int) -> np.ndarray:
+def frame_codes(m: int) -> np.ndarray:
     """``code[b, b'] = 2 popcount(b ^ b') + (popcount(b & ~b') mod 2)`` ``(2**m, 2**m)`` (cached): the index of
-    ``<b'|R^{(x) m}|b>`` in :func:`_amplitude_table`."""
+    ``<b'|R^{(x) m}|b>`` in :func:`amplitude_table`."""
     if m not in _CODES:
         c = np.arange(1 << m)
         pc = ((c[:, None] >> np.arange(max(m, 1))) & 1).sum(-1)
@@ -62,9 +62,9 @@ def rotated_blocks(n: int, group: int, x: float, dtype: torch.dtype) -> list[Blo
     """The rotated driver layer ``R(x)^{(x) n}`` as Kronecker blocks ``(lo, g, block, its complex transpose)`` (CPU;
     cached: do not modify them)."""
     out = []
-    from .statevector import _groups
+    from .driver import driver_groups
 
-    for lo, g in _groups(n, group):
+    for lo, g in driver_groups(n, group):
         M = rotation_block(g, x)
         out.append((lo, g, torch.from_numpy(M.astype(_NP_REAL[dtype])), torch.from_numpy(M.T.astype(_NP[dtype]))))
     return out

@@ -39,14 +39,13 @@ Example:
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from hybrid_attention.checks import check_memory, check_positive_int, describe_seed
+from hybrid_attention.checks import check_device, check_memory, check_positive_int, describe_seed
 from hybrid_attention.circuits.program import layers as program_layers
 from hybrid_attention.circuits.schedule import DQASchedule
 from hybrid_attention.exact import enumerate_states
@@ -55,6 +54,7 @@ from hybrid_attention.sampler import SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
 from .dqa import DQASampler
+from .driver import REAL, apply_driver, driver_groups, phase, phase_into, rx_block
 from .rotating_frame import apply_block, frame_phases, rotated_blocks
 from .workspace import scratch
 
@@ -62,7 +62,6 @@ __all__ = ["StatevectorSampler", "configuration_energies", "dqa_statevector"]
 
 logger = logging.getLogger(__name__)
 
-_REAL = {torch.complex64: torch.float32, torch.complex128: torch.float64}
 #: fixed cost of one sampler call in units of (problem x configuration) work, for the bridge's prefix grouping
 #: (chosen by timing the T = 12 training step of bench.samplers with several values: 2e3, 6e3, 2e4, 5e4, 1e5)
 _CALL_OVERHEAD = 20000
@@ -95,65 +94,6 @@ def configuration_energies(h: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
 
 
 _RX_CACHE: dict[tuple, torch.Tensor] = {}
-
-
-def _rx_block(g: int, a: float, dtype: torch.dtype, device: Any) -> torch.Tensor:
-    """``RX(-2a)^{(x) g} = exp(i a sum_{j<g} X_j)`` as a ``(2**g, 2**g)`` symmetric matrix (cached)."""
-    key = (g, a, dtype, str(device))
-    if key not in _RX_CACHE:
-        if len(_RX_CACHE) > 4096:
-            _RX_CACHE.clear()
-        _RX_CACHE[key] = _rx_matrix(g, a, dtype, device)
-    return _RX_CACHE[key]
-
-
-def _rx_matrix(g: int, a: float, dtype: torch.dtype, device: Any) -> torch.Tensor:
-    idx = torch.arange(1 << g, device=device)
-    x = idx[:, None] ^ idx[None, :]
-    d = torch.zeros_like(x)
-    for q in range(g):
-        d += (x >> q) & 1
-    c, s = math.cos(a), math.sin(a)
-    table = torch.tensor([c ** (g - k) * s**k for k in range(g + 1)], dtype=torch.float64)
-    ph = torch.tensor([1, 1j, -1, -1j], dtype=torch.complex128)[torch.arange(g + 1) % 4]
-    vals = (table * ph).to(dtype=dtype, device=device)
-    return vals[d]
-
-
-def _groups(n: int, g: int) -> list[tuple[int, int]]:
-    """Split qubits ``0..n-1`` into ``(lo, size)`` groups of at most ``g`` (sizes as even as possible)."""
-    k = max(1, math.ceil(n / g))
-    sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
-    out, lo = [], 0
-    for sz in sizes:
-        out.append((lo, sz))
-        lo += sz
-    return out
-
-
-def _apply_driver(psi: torch.Tensor, blocks: list[tuple[int, int, torch.Tensor]], n: int) -> torch.Tensor:
-    B = psi.shape[0]
-    for lo, g, M in blocks:
-        if lo == 0:
-            psi = (psi.reshape(-1, 1 << g) @ M).reshape(B, 1 << n)
-        else:
-            psi = torch.matmul(M, psi.reshape(-1, 1 << g, 1 << lo)).reshape(B, 1 << n)
-    return psi
-
-
-def _apply_driver_into(
-    psi: torch.Tensor, buf: torch.Tensor, blocks: list[tuple[int, int, torch.Tensor]]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`_apply_driver` without allocations (no autograd): ping-pongs between ``psi`` and ``buf`` (both
-    contiguous, same shape) and returns ``(state, spare buffer)``. Fresh multi-MiB tensors cost page faults on
-    every call, which made the allocating version ~4x slower at n = 12, 32 problems."""
-    for lo, g, M in blocks:
-        if lo == 0:
-            torch.matmul(psi.view(-1, 1 << g), M, out=buf.view(-1, 1 << g))
-        else:
-            torch.matmul(M, psi.view(-1, 1 << g, 1 << lo), out=buf.view(-1, 1 << g, 1 << lo))
-        psi, buf = buf, psi
-    return psi, buf
 
 
 def dqa_statevector(
@@ -191,25 +131,25 @@ def _linear_phases(layers: list) -> tuple[bool, float]:
 def _dqa_autograd(h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, dtype: torch.dtype, group: int):
     """:func:`dqa_statevector` with autograd: every layer a new tensor (complex driver blocks)."""
     n = h.shape[-1]
-    E = configuration_energies(*_scaled_energies(h, J, schedule, _REAL[dtype]))
+    E = configuration_energies(*_scaled_energies(h, J, schedule, REAL[dtype]))
     psi = torch.full((E.shape[0], 1 << n), 2.0 ** (-n / 2), dtype=dtype, device=h.device)
     layers = program_layers(schedule, merge_drivers=True)
     recur, step_b = _linear_phases(layers)
     if recur:  # exp(-i b_k E) from the previous slice by one complex128 multiply (no rounding build-up)
         E64 = E.to(torch.float64)
-        step_ph, ph = _phase(-step_b * E64), None
-    groups, cache = _groups(n, group), {}
+        step_ph, ph = phase(-step_b * E64), None
+    groups, cache = driver_groups(n, group), {}
     for kind, val in layers:
         if kind == "P":
             if not recur:
-                psi = psi * _phase(-val * E)
+                psi = psi * phase(-val * E)
             else:
-                ph = _phase(-val * E64) if ph is None else ph * step_ph
+                ph = phase(-val * E64) if ph is None else ph * step_ph
                 psi = psi * ph.to(dtype)
         else:
             if val not in cache:
-                cache[val] = [(lo, g, _rx_block(g, val, dtype, h.device)) for lo, g in groups]
-            psi = _apply_driver(psi, cache[val], n)
+                cache[val] = [(lo, g, rx_block(g, val, dtype, h.device)) for lo, g in groups]
+            psi = apply_driver(psi, cache[val], n)
     return psi
 
 
@@ -219,7 +159,7 @@ def _dqa_inplace(
     """:func:`dqa_statevector` without autograd: every layer in place on two buffers, in the rotating frame
     (:mod:`.rotating_frame`: real driver blocks, half the GEMM flops; ``S`` put back at the end). With ``reuse`` (CPU)
     the buffers are scratch tensors (:mod:`.workspace`): the result is valid until the next such call."""
-    real = _REAL[dtype]
+    real = REAL[dtype]
     n = h.shape[-1]
     B = h.shape[0]
     dev = h.device
@@ -249,18 +189,18 @@ def _dqa_inplace(
         ang = buffer("dqa angle", (B, size), torch.float64)
         ph = buffer("dqa phase", (B, size), c128)
         stride = 1 if dtype == c128 else _PHASE_STRIDE
-        far = _phase_into(torch.mul(E64, -stride * step_b, out=ang), buffer("dqa far", (B, size), c128))
+        far = phase_into(torch.mul(E64, -stride * step_b, out=ang), buffer("dqa far", (B, size), c128))
         if dtype != c128:
-            near = buffer("dqa near", (B, size), dtype).copy_(_phase_into(torch.mul(E64, -step_b, out=ang), ph))
+            near = buffer("dqa near", (B, size), dtype).copy_(phase_into(torch.mul(E64, -step_b, out=ang), ph))
             phc = buffer("dqa phase64", (B, size), dtype)
     k = 0
     for kind, val in layers:
         if kind == "P":
             if not recur:
-                psi.mul_(_phase(-val * E))
+                psi.mul_(phase(-val * E))
             else:
                 if k == 0:
-                    _phase_into(torch.mul(E64, -val, out=ang), ph)
+                    phase_into(torch.mul(E64, -val, out=ang), ph)
                 elif k % stride == 0:
                     ph.mul_(far)
                 if dtype == torch.complex128:
@@ -292,19 +232,6 @@ def _energies_into(h: torch.Tensor, J: torch.Tensor, out: torch.Tensor) -> torch
         torch.add(out[:, :half], loc, out=out[:, half : 2 * half])
         out[:, :half].sub_(loc)
     return out
-
-
-def _phase_into(angle: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """``exp(i angle)`` written into the complex ``out`` (same shape; no temporary)."""
-    o = torch.view_as_real(out)
-    torch.cos(angle, out=o[..., 0])
-    torch.sin(angle, out=o[..., 1])
-    return out
-
-
-def _phase(angle: torch.Tensor) -> torch.Tensor:
-    """``exp(i angle)``; cos/sin then complex() is ~2.5x faster than torch.polar on CPU."""
-    return torch.complex(torch.cos(angle), torch.sin(angle))
 
 
 def _scaled_by_beta(h: torch.Tensor, J: torch.Tensor, beta: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -365,14 +292,17 @@ class StatevectorSampler(DQASampler):
         cache_limit: int = 2 << 20,
     ) -> None:
         super().__init__(schedule)
-        if dtype not in _REAL:
+        if dtype not in REAL:
             raise ValueError(f"dtype must be torch.complex64 or torch.complex128, got {dtype}")
         self.max_spins = check_positive_int(max_spins, "max_spins")
         self.memory_limit = check_positive_int(memory_limit, "memory_limit")
         self.group = check_positive_int(group, "group")
         self.cache_limit = check_positive_int(cache_limit, "cache_limit")
         self.dtype = dtype
-        self.device = None if device is None else torch.device(device)
+        try:
+            self.device = None if device is None else check_device(device)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"statevector: {exc}") from None
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -400,7 +330,7 @@ class StatevectorSampler(DQASampler):
 
     # ------------------------------------------------------------------ core
     def _bytes_per_problem(self, n: int) -> int:
-        return (1 << n) * (torch.finfo(_REAL[self.dtype]).bits // 8) * 2 * 4  # psi, phase, energies, temporaries
+        return (1 << n) * (torch.finfo(REAL[self.dtype]).bits // 8) * 2 * 4  # psi, phase, energies, temporaries
 
     def _chunk(self, n: int, grad: bool) -> int:
         per = self._bytes_per_problem(n)
@@ -422,7 +352,7 @@ class StatevectorSampler(DQASampler):
         h, J = _scaled_by_beta(h.to(dev), J.to(dev), flat.beta)
         n, B = flat.n, h.shape[0]
         if B == 0:  # an empty batch
-            return h.new_zeros(0, 1 << n, dtype=_REAL[self.dtype])
+            return h.new_zeros(0, 1 << n, dtype=REAL[self.dtype])
         grad = torch.is_grad_enabled() and (h.requires_grad or J.requires_grad)
         step = self._chunk(n, grad)
         checkpointed = grad and step < B  # several memory chunks: keep only one chunk's graph alive at a time

@@ -126,9 +126,7 @@ def expected_marginals(sampler: Sampler, problem: IsingProblem) -> np.ndarray:
     ``capabilities.dqa`` sampler the ideal circuit's exact output (``reference_probabilities``); 0 on masked spins."""
     if not capabilities_of(sampler).dqa:
         return exact.marginals(problem).numpy()
-    p = np.asarray(sampler.reference_probabilities(problem))
-    S = 1 - 2 * ((np.arange(1 << problem.n)[:, None] >> np.arange(problem.n)) & 1)
-    m = p @ S
+    m = exact.table_marginals(np.asarray(sampler.reference_probabilities(problem))).numpy()
     return m if problem.mask is None else m * problem.mask.numpy()
 
 

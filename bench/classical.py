@@ -1,4 +1,4 @@
-"""Our ``gibbs`` sampler against dwave-samplers' simulated annealing at a constant beta (issue 15), side by side.
+"""Our ``gibbs`` sampler against dwave-samplers' simulated annealing at a constant beta, side by side.
 
 Needs dimod and dwave-samplers (``pip install 'hybrid-attention[ocean]'``; without them it exits with that message).
 Run (about 4 minutes on a quiet core):

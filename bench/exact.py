@@ -1,4 +1,4 @@
-"""Benchmark of the exact causal Boltzmann kernel (issue: Foundation).
+"""Benchmark of the exact causal Boltzmann kernel.
 
 Prints, measured side by side in one run (repetitions interleaved, medians reported, ratios are what count on a
 shared machine):
@@ -64,7 +64,7 @@ def full_masked_enumeration(h, J):
             Jm = J[hd] * vis[:, None] * vis[None, :]
             C = 0.5 * ((S @ Jm) * S).sum(-1)  # (2^T,) shared over the batch
             L = (h[:, hd, i] * vis) @ S.T + C  # (B, 2^T)
-            out[:, hd, i] = (torch.softmax(L, -1) @ S) * vis
+            out[:, hd, i] = exact.table_marginals(torch.softmax(L, -1)) * vis
     return out
 
 

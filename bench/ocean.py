@@ -1,4 +1,4 @@
-"""How faithful the ``dimod`` sampler is (issue 15): its marginals against exact enumeration, by beta mode and sweeps.
+"""How faithful the ``dimod`` sampler is: its marginals against exact enumeration, by beta mode and sweeps.
 
 Needs the ``ocean`` extra (``pip install 'hybrid-attention[ocean]'``). Run (about a minute on a quiet core):
 

@@ -29,6 +29,7 @@ import torch
 
 from hybrid_attention import IsingProblem
 from hybrid_attention.circuits import DQASchedule
+from hybrid_attention.ising import bits_to_spins
 
 BENCHMARKS: list[Callable[[argparse.Namespace], list[dict[str, Any]]]] = []
 
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-# ---------------------------------------------------------------------- section: aer (issue 4)
+# ---------------------------------------------------------------------- section: aer
 def bench_aer(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Toolkit ``aer`` sampler, both read-outs (``probabilities``: the default for ideal simulation; ``shots``:
     Aer ``SamplerV2``), vs a per-problem loop on ``AerSimulator`` (same circuits, same shots), run back to back.
@@ -136,8 +137,8 @@ def bench_aer(args: argparse.Namespace) -> list[dict[str, Any]]:
             for i, v in enumerate(values):
                 res = sim.run(tmpl.bind(v), shots=args.shots, seed_simulator=i, memory=True).result()
                 in_aer[0] += sum(e.time_taken for e in res.results)
-                bits = np.array([[c == "1" for c in s[::-1]] for s in res.get_memory()], dtype=np.int8)
-                out[i] = 1 - 2 * bits
+                bits = np.array([[c == "1" for c in s[::-1]] for s in res.get_memory()])  # qubit 0 rightmost
+                out[i] = bits_to_spins(bits)
             return out
 
         spins_loop, t_loop = _timed(loop)
@@ -166,8 +167,8 @@ def bench_aer(args: argparse.Namespace) -> list[dict[str, Any]]:
 BENCHMARKS.append(bench_aer)
 
 
-# ---------------------------------------------------------------------- section: native engines (issue 5)
-#: sizes of the native-engine comparison (issue 5): n = 10 and 14 spins, 512 problems, ``args.steps`` Trotter steps
+# ---------------------------------------------------------------------- section: native engines
+#: sizes of the native-engine comparison: n = 10 and 14 spins, 512 problems, ``args.steps`` Trotter steps
 NATIVE_N = (10, 14)
 NATIVE_PROBLEMS = 512
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from hybrid_attention.ising import IsingProblem
 
-from .program import CircuitOptions, program_for
+from .program import CircuitOptions, drop_missing_couplings, program_for
 from .schedule import DQASchedule
 
 __all__ = ["ising_terms", "to_sparse_pauli_op", "to_qml_hamiltonian", "to_qasm3"]
@@ -112,9 +112,7 @@ def to_qasm3(
     opts = options or CircuitOptions()
     prog = program_for(p, schedule, opts)
     if opts.coupling_map is not None and opts.on_missing == "drop":
-        from .qiskit_dqa import _drop_missing
-
-        p = _drop_missing(p, prog)
+        p = drop_missing_couplings(p, prog.edges)
     angles = iter(prog.bindings(p)[0].tolist())
     n, fmt = p.n, _angle
     lines = ["OPENQASM 3.0;", *(['include "stdgates.inc";'] if include else []), f"qubit[{n}] q;"]

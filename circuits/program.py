@@ -51,6 +51,9 @@ __all__ = [
     "restrict_edges",
     "count_gates",
     "check_circuit_size",
+    "check_program_request",
+    "edge_mask",
+    "drop_missing_couplings",
     "MAX_GATES",
     "BYTES_PER_GATE",
 ]
@@ -283,8 +286,26 @@ class DQAProgram:
         return f"{name}(n={self.n}, edges={len(self.edges)}, steps={steps}, options={self.options})"
 
 
-def _checked(n: int, edges: Sequence[Edge], schedule: DQASchedule, options: CircuitOptions) -> tuple[Edge, ...]:
-    """Validate a program request before anything is built; return the edges as a tuple."""
+def check_program_request(
+    n: int, edges: Sequence[Edge], schedule: DQASchedule, options: CircuitOptions
+) -> tuple[Edge, ...]:
+    """Validate a request for a program (or a template built on one) before anything is built.
+
+    Args:
+        n: qubits (spins), ``>= 1``; edges: the coupled pairs ``(j, k)``; schedule: a :class:`DQASchedule`;
+        options: the :class:`CircuitOptions` (their ``fold_rzz`` and ``measure`` count in the gate estimate).
+
+    Returns:
+        ``edges`` as a tuple.
+
+    Raises:
+        ValueError: ``n < 1``, or more than :data:`MAX_GATES` gates (:func:`check_circuit_size`).
+        TypeError: ``schedule`` is not a :class:`DQASchedule`.
+
+    Example:
+        >>> check_program_request(2, [(0, 1)], DQASchedule(tau=1.0, steps=2), CircuitOptions())
+        ((0, 1),)
+    """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     if not isinstance(schedule, DQASchedule):
@@ -292,6 +313,34 @@ def _checked(n: int, edges: Sequence[Edge], schedule: DQASchedule, options: Circ
     edges = tuple(edges)
     check_circuit_size(int(n), len(edges), schedule, fold_rzz=options.fold_rzz, measure=options.measure)
     return edges
+
+
+def edge_mask(n: int, edges: Sequence[Edge]) -> np.ndarray:
+    """Boolean ``(n, n)`` matrix, ``True`` at ``[j, k]`` and ``[k, j]`` for every pair ``(j, k)`` of ``edges``.
+
+    Example:
+        >>> edge_mask(3, [(0, 2)]).astype(int).tolist()
+        [[0, 0, 1], [0, 0, 0], [1, 0, 0]]
+    """
+    keep = np.zeros((n, n), dtype=bool)
+    for j, k in edges:
+        keep[j, k] = keep[k, j] = True
+    return keep
+
+
+def drop_missing_couplings(problem: IsingProblem, edges: Sequence[Edge]) -> IsingProblem:
+    """``problem`` (detached) with every coupling that is not on one of ``edges`` set to zero: what a program built
+    with ``CircuitOptions(on_missing="drop")`` runs, whose edges (``program.edges``) leave out the pairs the device
+    graph does not connect. Fields, ``beta`` and mask are kept.
+
+    Example:
+        >>> import torch
+        >>> J = torch.tensor([[0.0, 0.5, 0.2], [0.5, 0.0, 0.0], [0.2, 0.0, 0.0]])
+        >>> drop_missing_couplings(IsingProblem(torch.zeros(3), J), [(0, 1)]).J[0].tolist()
+        [0.0, 0.5, 0.0]
+    """
+    keep = problem.J.new_tensor(edge_mask(problem.n, edges), dtype=problem.dtype)
+    return IsingProblem(problem.h.detach(), problem.J.detach() * keep, beta=problem.beta, mask=problem.mask)
 
 
 @functools.lru_cache(maxsize=128)
@@ -303,7 +352,7 @@ def dqa_program(
     Raises:
         ValueError: ``n < 1``, or a program of more than :data:`MAX_GATES` gates (:func:`check_circuit_size`).
     """
-    return DQAProgram(int(n), _checked(n, edges, schedule, options), schedule, options)
+    return DQAProgram(int(n), check_program_request(n, edges, schedule, options), schedule, options)
 
 
 def program_edges(problem: IsingProblem, options: CircuitOptions) -> tuple[Edge, ...]:

@@ -56,7 +56,7 @@ from typing import Any
 import numpy as np
 
 from .program import CircuitOptions, Edge, restrict_edges
-from .reference import _apply_driver, problem_energies
+from .reference import apply_driver, problem_energies
 
 __all__ = [
     "ProposalParams",
@@ -374,7 +374,7 @@ def proposal_unitary(h: Any, J: Any, params: ProposalParams, gamma: float | None
         h: ``(n,)`` fields, J: ``(n, n)`` couplings (masked spins decoupled beforehand).
         params: :class:`ProposalParams`; ``gamma`` and ``time`` must be given when the params hold a range.
 
-    Each column is the reference statevector (:func:`.reference._apply_driver` and the diagonal phase of
+    Each column is the reference statevector (:func:`.reference.apply_driver` and the diagonal phase of
     :func:`.reference.problem_energies`) evolved from a basis state.
     """
     h = np.asarray(h, dtype=np.float64)
@@ -394,7 +394,7 @@ def proposal_unitary(h: Any, J: Any, params: ProposalParams, gamma: float | None
     a, b = params.slices(gamma, time)
     psi = np.eye(1 << n, dtype=np.complex128)  # row s: the basis state |s>
     for kind, val in proposal_layers(a, b, params.steps):
-        psi = _apply_driver(psi, val, n) if kind == "D" else psi * np.exp(-1j * val * E)
+        psi = apply_driver(psi, val, n) if kind == "D" else psi * np.exp(-1j * val * E)
     return psi.T  # column s: U|s>
 
 

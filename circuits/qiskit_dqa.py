@@ -38,7 +38,7 @@ import numpy as np
 
 from hybrid_attention.ising import IsingProblem
 
-from .program import CircuitOptions, DQAProgram, Edge, _checked, program_edges
+from .program import CircuitOptions, DQAProgram, Edge, check_program_request, drop_missing_couplings, program_edges
 from .schedule import DQASchedule
 
 __all__ = ["DQATemplate", "dqa_template", "template_for", "dqa_circuit", "dqa_qasm3"]
@@ -111,7 +111,7 @@ def dqa_template(
     Raises:
         ValueError: ``n < 1``, or a program of more than :data:`~.program.MAX_GATES` gates (:func:`~.program.check_circuit_size`).
     """
-    return DQATemplate(int(n), _checked(n, edges, schedule, options), schedule, options)
+    return DQATemplate(int(n), check_program_request(n, edges, schedule, options), schedule, options)
 
 
 def template_for(
@@ -119,17 +119,6 @@ def template_for(
 ) -> DQATemplate:
     """The template for a (batched) problem: its union coupling pattern, restricted by ``options``."""
     return dqa_template(problem.n, program_edges(problem, options), schedule, options)
-
-
-def _drop_missing(problem: IsingProblem, tmpl: DQATemplate) -> IsingProblem:
-    """Zero the couplings a ``on_missing='drop'`` template does not carry."""
-    keep = np.zeros((problem.n, problem.n))
-    for j, k in tmpl.edges:
-        keep[j, k] = keep[k, j] = 1.0
-    import torch
-
-    Jk = problem.J.detach() * torch.as_tensor(keep, dtype=problem.dtype)
-    return IsingProblem(problem.h.detach(), Jk, beta=problem.beta, mask=problem.mask)
 
 
 def dqa_circuit(
@@ -162,7 +151,7 @@ def dqa_circuit(
     problem = problem.flatten()
     tmpl = template_for(problem, schedule, opts)
     if opts.coupling_map is not None and opts.on_missing == "drop":
-        problem = _drop_missing(problem, tmpl)
+        problem = drop_missing_couplings(problem, tmpl.edges)
     return tmpl.bind(tmpl.bindings(problem)[0])
 
 

@@ -12,13 +12,25 @@ slice, an option; ``shape`` selects other schedule shapes (``"linear"`` default,
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["DQASchedule"]
+from hybrid_attention.checks import check_positive_int
+
+__all__ = ["DQASchedule", "MIN_TAU"]
 
 _SHAPES = ("linear", "sin2")
+
+#: Shortest anneal a :class:`DQASchedule` accepts: the square root of the smallest normal float64 (about 1.5e-154).
+#: The output's effective inverse temperature grows as ``tau**2`` (``beta_h = gamma * energy_scale * tau**2 / 6`` for
+#: the linear schedule, :mod:`hybrid_attention.circuits.temperature`); below this bound ``tau**2`` is a subnormal
+#: float64 or 0 (``5e-324**2 == 0``), so the leading-order temperature that the samplers report, the bridge's
+#: surrogate gradients use and :func:`~hybrid_attention.circuits.temperature.calibrate` divides by is no longer a
+#: number, and subnormal ``tau`` itself has lost most of its 53 significant bits. Any ``tau`` at or above the bound is
+#: a legitimate short quench (its output is close to uniform).
+MIN_TAU = math.sqrt(sys.float_info.min)
 
 
 @dataclass(frozen=True)
@@ -26,16 +38,25 @@ class DQASchedule:
     """Annealing schedule and its Trotterization.
 
     Args:
-        tau: total anneal time (> 0; ``tau -> 0`` is a sudden quench with uniform output).
+        tau: total anneal time, at least :data:`MIN_TAU` (about 1.5e-154; ``tau -> 0`` is a sudden quench with
+            uniform output).
         steps: number of Trotter slices ``K`` (>= 1).
-        gamma: driver strength ``Gamma`` (``A(0) = gamma``).
-        energy_scale: ``lambda``, the problem energy scale (``B(tau) = energy_scale``).
+        gamma: driver strength ``Gamma`` (``A(0) = gamma``), > 0: the anneal starts in ``|+>^n``, the ground state of
+            ``-gamma H_D`` only for ``gamma > 0`` (a negative driver starts it in the highest state and the output
+            favours high energies; ``gamma = 0`` leaves ``|+>^n`` unchanged: uniform output).
+        energy_scale: ``lambda``, the problem energy scale (``B(tau) = energy_scale``), > 0 (0 encodes no problem at
+            all, a negative scale the problem with the opposite sign).
         shape: ``"linear"`` (the default) or ``"sin2"`` (``s(x) = sin^2(pi x / 2)``).
         order: 1 (the default, problem then driver) or 2 (symmetric splitting).
-        field_scale: factor on the fields inside the circuit (compensation: DQA samples couplings at about
+        field_scale: factor on the fields inside the circuit, >= 0 (compensation: DQA samples couplings at about
             twice the inverse temperature of the fields, so ``field_scale=2`` balances them; see
-            :mod:`hybrid_attention.circuits.temperature`). Default 1 (the default program).
-        coupling_scale: factor on the couplings inside the circuit (default 1).
+            :mod:`hybrid_attention.circuits.temperature`). Default 1 (the default program); 0 switches the fields off.
+        coupling_scale: factor on the couplings inside the circuit, >= 0 (default 1).
+
+    Raises:
+        TypeError: a value that is not a real number (``steps``: not an integer).
+        ValueError: a non-finite value, ``tau < MIN_TAU``, ``gamma <= 0``, ``energy_scale <= 0``, a negative scale,
+            ``steps < 1``, an unknown ``shape`` or ``order``. Every message names the field and the received value.
 
     Example:
         >>> s = DQASchedule(tau=1.0, steps=4)
@@ -55,16 +76,22 @@ class DQASchedule:
     def __post_init__(self) -> None:
         for name in ("tau", "gamma", "energy_scale", "field_scale", "coupling_scale"):
             v = getattr(self, name)
-            if (
-                isinstance(v, bool)
-                or not isinstance(v, (int, float, np.floating, np.integer))
-                or not math.isfinite(float(v))
-            ):
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.floating, np.integer)):
+                raise TypeError(f"DQASchedule.{name} must be a real number, got {type(v).__name__} {v!r}")
+            if not math.isfinite(float(v)):
                 raise ValueError(f"DQASchedule.{name} must be a finite number, got {v!r}")
-        if self.tau <= 0:
-            raise ValueError(f"DQASchedule.tau must be > 0, got {self.tau}")
-        if isinstance(self.steps, bool) or not isinstance(self.steps, (int, np.integer)) or self.steps < 1:
-            raise ValueError(f"DQASchedule.steps must be an integer >= 1, got {self.steps!r}")
+        if not self.tau >= MIN_TAU:
+            raise ValueError(
+                f"DQASchedule.tau must be >= MIN_TAU = {MIN_TAU:.3g} (below it tau**2, which sets the output "
+                f"temperature, underflows float64), got {self.tau!r}"
+            )
+        for name in ("gamma", "energy_scale"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"DQASchedule.{name} must be > 0, got {getattr(self, name)!r}")
+        for name in ("field_scale", "coupling_scale"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"DQASchedule.{name} must be >= 0, got {getattr(self, name)!r}")
+        check_positive_int(self.steps, "DQASchedule.steps")
         if self.shape not in _SHAPES:
             raise ValueError(f"DQASchedule.shape must be one of {_SHAPES}, got {self.shape!r}")
         if self.order not in (1, 2):

@@ -108,8 +108,8 @@ def calibrate(
     method: str = "leading",
     problems: tuple[np.ndarray, np.ndarray] | None = None,
     which: str = "h",
-    tol: float = 1e-3,
-    max_iter: int = 60,
+    tol: float | None = None,
+    max_iter: int | None = None,
 ) -> DQASchedule:
     """A schedule whose effective inverse temperature is ``target_beta``.
 
@@ -120,9 +120,15 @@ def calibrate(
         method: ``"leading"`` (closed form: ``beta ∝ tau^2`` and ``∝ energy_scale``) or ``"fit"`` (bisection in
             log space on the mean fitted beta of ``problems``, default :func:`random_problems`).
         which: calibrate the field (``"h"``) or coupling (``"J"``) temperature.
+        tol, max_iter: ``"fit"`` only: the relative tolerance on the fitted beta (default ``1e-3``) and the most
+            bisection steps (default 60).
 
     Returns:
         the calibrated :class:`DQASchedule`.
+
+    Raises:
+        ValueError: a bad ``target_beta``, ``vary``, ``method`` or ``which``; ``problems``, ``tol`` or ``max_iter``
+            with ``method="leading"`` (which uses none of them); a target the fit cannot reach.
     """
     if not (isinstance(target_beta, (int, float)) and math.isfinite(target_beta) and target_beta > 0):
         raise ValueError(f"target_beta must be a positive finite number, got {target_beta!r}")
@@ -132,6 +138,12 @@ def calibrate(
         raise ValueError(f"method must be 'leading' or 'fit', got {method!r}")
     if which not in ("h", "J"):
         raise ValueError(f"which must be 'h' or 'J', got {which!r}")
+    if method == "leading":
+        given = [k for k, v in (("problems", problems), ("tol", tol), ("max_iter", max_iter)) if v is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} only apply to method='fit', got them with method='leading'")
+    tol = 1e-3 if tol is None else float(tol)
+    max_iter = 60 if max_iter is None else int(max_iter)
     idx = 0 if which == "h" else 1
     power = 2.0 if vary == "tau" else 1.0
     x0 = float(getattr(schedule, vary))

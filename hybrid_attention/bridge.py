@@ -152,9 +152,14 @@ class SampledMarginals(torch.autograd.Function):
             gh = bh[..., None] * _conditional_field_gradient(s, w, m, ctx.saved_tensors[6], g, ctx.mask, ctx.reads)
         elif ctx.needs_input_grad[0]:
             gh = bh[..., None] * torch.einsum("grk,grkj->grj", wu, s)
-        if ctx.needs_input_grad[1]:  # sum over a group's problems and reads of beta_J wu s_k s_l / 2 (k != l)
+        if ctx.needs_input_grad[1] and ctx.conditional:
+            phi = ctx.saved_tensors[6]
+            gm = g if ctx.mask is None else g * ctx.mask  # a dropped spin's marginal is 0: no gradient flows into it
+            gJ = 0.5 * _conditional_coupling_gradient(s, w, m, phi, gm, bJ, ctx.reads)
+        elif ctx.needs_input_grad[1]:  # sum over a group's problems and reads of beta_J wu s_k s_l / 2 (k != l)
             sw = (s * (bJ[..., None] * wu)[..., None]).reshape(G, -1, n)
             gJ = 0.5 * torch.bmm(sw.transpose(1, 2), s.reshape(G, -1, n))
+        if gJ is not None:
             gJ = gJ - torch.diag_embed(torch.diagonal(gJ, dim1=-2, dim2=-1))
         if ctx.needs_input_grad[2]:
             # d<s>/dbeta with p ∝ exp(-beta e), e = (bh E_h + bJ E_J) / beta: -(Cov(u, e))
@@ -163,6 +168,45 @@ class SampledMarginals(torch.autograd.Function):
             cov_J = 0.5 * (wu * sJs).sum(-1)  # Cov(u, sum_{k<l} J s s) = -Cov(u, E_J)
             gb = (bh * cov_h + bJ * cov_J) / beta
         return gh, gJ, gb, None, None, None, None, None
+
+
+def _conditional_coupling_gradient(
+    s: torch.Tensor, w: torch.Tensor, m: torch.Tensor, phi: torch.Tensor, g: torch.Tensor, bJ: torch.Tensor, reads: Any
+) -> torch.Tensor:
+    """``sum_j g_j beta_J Cov(s_j, s_k s_l)`` per group, ``(G, n, n)`` (off the diagonal), Rao-Blackwellised.
+
+    For ``j`` not in ``{k, l}``, ``s_k s_l`` is a function of ``s_-j``, so ``Cov(s_j, s_k s_l) = Cov(phi_j, s_k s_l)``;
+    for ``j = k``, ``Cov(s_k, s_k s_l) = m_l - m_k E[s_k s_l]`` with ``E[s_k s_l] = E[phi_k s_l]``. Hence, with
+    ``v = g . phi`` per read and ``d = phi - m``::
+
+        G_kl = Cov(v, s_k s_l) - g_k Cov(phi_k, s_k s_l) - g_l Cov(phi_l, s_k s_l)
+               + g_k (m_l - m_k c_kl) + g_l (m_k - m_l c_lk),     c_kl = E[phi_k s_l]
+
+    Covariances are the reads' Bessel-corrected sample covariances and the products ``m_k c_kl`` U-statistics
+    (without the reads' own products), so the estimate is unbiased for Boltzmann reads; exact with exact weights.
+    Every term is a sum over a group's problems and reads: one ``(n, reads) x (reads, n)`` product each.
+    """
+    G, R, K, n = s.shape
+    bessel = 1.0 if reads is None else reads / (reads - 1.0)
+    wb = (w * bJ[..., None])[..., None]  # (G, R, K, 1): read weights times the problem's beta_J
+    gm = g[:, :, None, :]
+    d = phi - m[:, :, None, :]
+    v = (gm * phi).sum(-1, keepdim=True)  # (G, R, K, 1)
+    vc = v - (w[..., None] * v).sum(2, keepdim=True)
+    S = s.reshape(G, -1, n)
+
+    def outer(a: torch.Tensor) -> torch.Tensor:  # sum over problems and reads of a_rk s_rl, (G, n, n)
+        return torch.bmm(a.reshape(G, -1, n).transpose(1, 2), S)
+
+    both = bessel * outer(wb * vc * s)  # Cov(v, s_k s_l): symmetric
+    # the terms carrying g_k (their mirror carries g_l): -g_k Cov(phi_k, s_k s_l) + g_k m_l - g_k m_k c_kl, the
+    # product m_k c_kl without the reads' own terms (a U-statistic: unbiased)
+    gl = torch.bmm((g * bJ[..., None]).transpose(1, 2), m)  # sum over problems of beta_J g_k m_l
+    prod = outer(wb * (gm * m[:, :, None, :]) * phi)
+    if reads is not None:
+        prod = bessel * (prod - outer(wb * w[..., None] * gm * phi * phi))
+    one = gl - prod - bessel * outer(wb * gm * d * s)
+    return both + one + one.transpose(1, 2)
 
 
 def _conditional_field_gradient(

@@ -8,7 +8,9 @@ Owns:
   :func:`positive_real` (a real scalar such as ``BoltzmannAttention(beta=...)``);
 * seeds: :data:`SeedLike`, :func:`check_seed`, :func:`as_generator`, :func:`spawn_seeds`, :func:`describe_seed`;
 * integers: :func:`check_positive_int` and :func:`check_num_reads`;
-* attention couplings: :func:`check_head_couplings` (``(H, T', T')``, finite, symmetric);
+* couplings: :func:`check_symmetric_couplings` (symmetric, zero diagonal: the rule every ``J`` obeys) and
+  :func:`check_head_couplings` (a layer's ``(H, T', T')``, finite, symmetric); :func:`check_finite` (any array);
+* devices: :func:`check_device` (a torch device that exists on this machine);
 * sizes: :data:`MEMORY_BUDGET`, :func:`check_memory` and :func:`format_bytes`: refuse a request whose estimated
   memory exceeds the budget *before* allocating anything, naming the estimate.
 
@@ -49,6 +51,10 @@ __all__ = [
     "check_positive_int",
     "check_num_reads",
     "check_head_couplings",
+    "check_symmetric_couplings",
+    "check_finite",
+    "check_device",
+    "available_devices",
     "check_memory",
     "format_bytes",
 ]
@@ -62,8 +68,8 @@ _SEED_EXPECTED = "an int, a numpy.random.Generator, a numpy.random.SeedSequence 
 class IntegerTypeError(TypeError, ValueError):
     """A count (``num_reads``, ``steps``, ``burn_in``...) that is not an integer (a float, a bool, a string).
 
-    A ``TypeError``, and also a ``ValueError`` because these checks raised ``ValueError`` for every bad count before
-    they were unified; code catching either keeps working.
+    A ``TypeError`` (the type is wrong) that is also a ``ValueError`` (a count is a value a caller may validate as
+    such), so code catching either catches it.
     """
 
 
@@ -329,9 +335,9 @@ def beta_per_head(beta: Any, H: int, like: torch.Tensor, name: str = "beta") -> 
 
 
 # ---------------------------------------------------------------------- attention couplings
-def check_head_couplings(J: Any, H: int, T: int, *, zero_diagonal: bool = True) -> torch.Tensor:
-    """A layer's couplings ``J (H, T', T')``, ``T' >= T``: finite and symmetric on the leading ``T x T`` block (with a
-    zero diagonal when ``zero_diagonal``); returns that block (a view, same dtype).
+def check_head_couplings(J: Any, H: int, T: int) -> torch.Tensor:
+    """A layer's couplings ``J (H, T', T')``, ``T' >= T``: finite, symmetric and with a zero diagonal on the leading
+    ``T x T`` block; returns that block (a view, same dtype).
 
     Symmetry and the diagonal are checked to ``1e-6 * max(1, max |J|)``.
 
@@ -351,14 +357,115 @@ def check_head_couplings(J: Any, H: int, T: int, *, zero_diagonal: bool = True) 
         raise ValueError("J must be finite, got a non-finite value in its leading T x T block")
     if Jd.numel():
         tol = 1e-6 * max(1.0, float(Jd.abs().max()))
-        err = float((Jd - Jd.transpose(1, 2)).abs().max())
-        if err > tol:
-            raise ValueError(
-                f"J must be symmetric (J[h, j, k] == J[h, k, j]), got max |J - J^T| = {err:.3g}; "
-                "build it with hybrid_attention.attention.symmetric_couplings() from an upper triangle"
-            )
-        if zero_diagonal:
-            diag = float(torch.diagonal(Jd, dim1=1, dim2=2).abs().max())
-            if diag > tol:
-                raise ValueError(f"J must have a zero diagonal, got max |J[h, j, j]| = {diag:.3g}")
+        check_symmetric_couplings(
+            Jd,
+            rtol=0.0,
+            atol=tol,
+            diagonal_atol=tol,
+            hint="build it with hybrid_attention.attention.symmetric_couplings() from an upper triangle",
+        )
     return Jt
+
+
+def check_symmetric_couplings(
+    J: torch.Tensor,
+    *,
+    rtol: float = 1e-5,
+    atol: float = 1e-8,
+    zero_diagonal: bool = True,
+    diagonal_atol: float = 0.0,
+    hint: str = "",
+) -> None:
+    """Raise ``ValueError`` unless the couplings ``J (..., n, n)`` are symmetric and (when ``zero_diagonal``) have a
+    zero diagonal: the rule of every ``J`` in the toolkit (docs/theory.md section 2; the energy sums over ``j < k``).
+
+    Symmetry is checked elementwise as ``torch.allclose``: ``|J_jk - J_kj| <= atol + rtol |J_kj|`` (exactly
+    symmetric matrices pass without arithmetic); the diagonal as ``|J_jj| <= diagonal_atol`` (default: exactly 0).
+
+    Args:
+        J: real tensor ``(..., n, n)``, finite (check that first); read detached.
+        rtol, atol: the symmetry tolerance. zero_diagonal: also require a zero diagonal, to ``diagonal_atol``.
+        hint: appended to the message (how to build a valid ``J``).
+
+    Example:
+        >>> import torch
+        >>> check_symmetric_couplings(torch.tensor([[0.0, 1.0], [1.0, 0.0]]))
+        >>> check_symmetric_couplings(torch.tensor([[0.0, 1.0], [0.0, 0.0]]))
+        Traceback (most recent call last):
+        ...
+        ValueError: J must be symmetric (J[..., j, k] == J[..., k, j]), got max |J - J^T| = 1
+    """
+    Jd = J.detach()
+    if Jd.numel() == 0:
+        return
+    tail = f"; {hint}" if hint else ""
+    Jt = Jd.transpose(-1, -2)
+    if not torch.equal(Jd, Jt) and not torch.allclose(Jd, Jt, rtol=rtol, atol=atol):
+        err = float((Jd - Jt).abs().max())
+        raise ValueError(f"J must be symmetric (J[..., j, k] == J[..., k, j]), got max |J - J^T| = {err:.3g}{tail}")
+    if zero_diagonal:
+        diag = float(torch.diagonal(Jd, dim1=-2, dim2=-1).abs().max())
+        if diag > diagonal_atol:
+            raise ValueError(f"J must have a zero diagonal (no self-couplings), got max |J_jj| = {diag:.3g}{tail}")
+
+
+def check_finite(x: Any, name: str) -> None:
+    """Raise ``ValueError`` naming ``name``, the first non-finite value and its index if the array ``x`` (numpy,
+    torch or a nested sequence of numbers) holds a NaN or an infinity.
+
+    Example:
+        >>> check_finite([1.0, float("nan")], "h")
+        Traceback (most recent call last):
+        ...
+        ValueError: h must be finite, got a non-finite value nan at index [1]
+    """
+    if isinstance(x, torch.Tensor):
+        t = x.detach()
+        if not (t.is_floating_point() or t.is_complex()) or bool(torch.isfinite(t).all()):
+            return
+        where = (~torch.isfinite(t)).nonzero()[0].tolist()
+        value = t[tuple(where)].item()
+    else:
+        a = np.asarray(x)
+        if a.dtype.kind not in "fc" or bool(np.isfinite(a).all()):
+            return
+        where = [int(i) for i in np.argwhere(~np.isfinite(a))[0]]
+        value = a[tuple(where)].item()
+    raise ValueError(f"{name} must be finite, got a non-finite value {value} at index {where}")
+
+
+def check_device(device: Any) -> torch.device:
+    """``device`` as a ``torch.device`` that exists on this machine.
+
+    Raises:
+        TypeError: not a string, ``torch.device`` or device index.
+        ValueError: an unknown device type, or a device this machine does not have (e.g. ``"cuda"`` without a GPU,
+            ``"cuda:3"`` with two); the message lists the devices that are available.
+
+    Example:
+        >>> check_device("cpu")
+        device(type='cpu')
+    """
+    if isinstance(device, bool) or not isinstance(device, (str, torch.device, int)):
+        raise TypeError(f"device must be a str, a torch.device or a device index, got {_received(device)}")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError) as exc:
+        raise ValueError(f"device {device!r} is not a torch device ({exc}); available: {available_devices()}") from None
+    if dev.type == "cpu":
+        return dev
+    available = available_devices()
+    if str(dev) not in available and not (dev.index is None and any(a.split(":")[0] == dev.type for a in available)):
+        raise ValueError(f"device {str(dev)!r} is not available on this machine; available: {available}")
+    return dev
+
+
+def available_devices() -> list[str]:
+    """The torch devices of this machine: ``"cpu"``, then ``"cuda:0"``, ... and ``"mps"`` when present."""
+    out = ["cpu"]
+    if torch.cuda.is_available():
+        out += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        out.append("mps")
+    return out

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from . import checks
-from .ising import IsingProblem
+from .ising import IsingProblem, index_to_spins
 
 __all__ = [
     "MAX_SPINS",
@@ -52,6 +52,8 @@ __all__ = [
     "sample",
     "draw_states",
     "check_size",
+    "table_marginals",
+    "table_correlations",
 ]
 
 logger = logging.getLogger(__name__)
@@ -87,9 +89,7 @@ def enumerate_states(n: int, *, dtype: torch.dtype = torch.float32, device: Any 
     S = _STATES.get(key)
     if S is None:
         n = checks.check_positive_int(n, "n", minimum=0)  # on a cache miss only: this is called in the hot loops
-        c = torch.arange(1 << n, device=device)
-        bits = (c[:, None] >> torch.arange(n, device=device)) & 1
-        S = (1 - 2 * bits).to(dtype)
+        S = torch.from_numpy(index_to_spins(np.arange(1 << n), n)).to(dtype=dtype, device=device)
         if n <= 16:
             _STATES[key] = S
     return S
@@ -172,9 +172,7 @@ def _logspace_stats(h, J, beta, a, want_corr):
     m = torch.cat([pA @ SA, pB @ SB], dim=-1)
     corr = None
     if want_corr:
-        S = enumerate_states(n, dtype=h.dtype, device=h.device)
-        pf = p.flatten(-2)
-        corr = torch.einsum("...c,cj,ck->...jk", pf, S, S)
+        corr = table_correlations(p.flatten(-2))
     return logZ, m, corr
 
 
@@ -305,6 +303,57 @@ def probabilities(problem: IsingProblem, *, max_spins: int | None = None) -> tor
     return torch.cat(out).reshape(*problem.batch_shape, 1 << n)
 
 
+def _table(p: Any) -> tuple[torch.Tensor, int]:
+    """``p`` as a tensor ``(..., 2**n)`` and its ``n``; ``ValueError`` when the last dimension is not a power of 2."""
+    p = torch.as_tensor(p)
+    size = p.shape[-1] if p.ndim else 0
+    n = size.bit_length() - 1
+    if size < 1 or size != 1 << n:
+        raise ValueError(
+            f"a probability table needs a last dimension of 2**n configurations, got shape {tuple(p.shape)}"
+        )
+    return p, n
+
+
+def table_marginals(p: Any) -> torch.Tensor:
+    """``<s_j>`` of a probability table over configurations: ``p (..., 2**n)`` -> ``(..., n)``.
+
+    Index ``c = sum_j b_j 2**j`` with ``s_j = 1 - 2 b_j`` (the order of :func:`probabilities`, of every DQA
+    reference and statevector sampler), so ``<s_j> = P(b_j = 0) - P(b_j = 1)``: summed over the other bits without
+    materialising the ``(2**n, n)`` configuration matrix. ``p`` is a tensor (differentiable) or a numpy array (read as
+    a tensor of its dtype); rows need not be normalised (the result is then ``sum_c p_c s_j(c)``).
+
+    Example:
+        >>> import torch
+        >>> table_marginals(torch.tensor([0.5, 0.0, 0.25, 0.25], dtype=torch.float64))  # s_0 = +1 w.p. 3/4
+        tensor([0.5000, 0.0000], dtype=torch.float64)
+    """
+    p, n = _table(p)
+    lead = p.shape[:-1]
+    flat = p.reshape(-1, 1 << n)
+    cols = []
+    for j in range(n):
+        v = flat.reshape(-1, 1 << (n - j - 1), 2, 1 << j).sum(dim=(1, 3))
+        cols.append(v[:, 0] - v[:, 1])
+    m = torch.stack(cols, dim=-1) if cols else flat.new_zeros(flat.shape[0], 0)
+    return m.reshape(*lead, n)
+
+
+def table_correlations(p: Any) -> torch.Tensor:
+    """``<s_j s_k>`` of a probability table over configurations: ``p (..., 2**n)`` -> ``(..., n, n)`` (the diagonal is
+    the total probability). Index order as :func:`table_marginals`; differentiable.
+
+    Example:
+        >>> import torch
+        >>> table_correlations(torch.tensor([0.5, 0.0, 0.0, 0.5], dtype=torch.float64))  # s_0 = s_1 always
+        tensor([[1., 1.],
+                [1., 1.]], dtype=torch.float64)
+    """
+    p, n = _table(p)
+    S = enumerate_states(n, dtype=p.dtype, device=p.device)
+    return torch.einsum("...c,cj,ck->...jk", p, S, S)
+
+
 def draw_states(p: Any, shots: int, rng: np.random.Generator) -> np.ndarray:
     """Draw ``shots`` basis-state indices per row of a probability table (inverse-CDF sampling).
 
@@ -354,7 +403,5 @@ def sample(
         return torch.zeros(*problem.batch_shape, num_reads, n, dtype=torch.int8)
     with torch.no_grad():
         p = probabilities(problem.detach(), max_spins=max_spins).to(torch.float64).reshape(-1, 1 << n)
-    idx = torch.from_numpy(draw_states(p, num_reads, rng))
-    bits = (idx[..., None] >> torch.arange(n)) & 1
-    spins = (1 - 2 * bits).to(torch.int8)
+    spins = torch.from_numpy(index_to_spins(draw_states(p, num_reads, rng), n))
     return spins.reshape(*problem.batch_shape, int(num_reads), n)

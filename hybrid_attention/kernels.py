@@ -55,7 +55,7 @@ def _kernel_inputs(
     if not h.is_floating_point():
         raise TypeError(f"h must be a floating-point tensor, got dtype {h.dtype}")
     H = h.shape[1]
-    Jt = checks.check_head_couplings(J, H, T, zero_diagonal=False)
+    Jt = checks.check_head_couplings(J, H, T)
     beta_h = checks.beta_per_head(beta, H, h)
     exact.check_size(T, max_spins)
     hd = h.detach() if visible is None else h.detach().masked_fill(~visible, 0.0)
@@ -70,15 +70,15 @@ def shared_marginals(h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0) -> torch
 
     Args:
         h: fields ``(R, H, n)`` (R rows: batch elements, queries, ...), finite.
-        J: couplings ``(H, n', n')``, ``n' >= n`` (leading ``n x n`` block used): finite and symmetric. The diagonal
-            is not part of the energy (the sum runs over ``j < k``) and is ignored.
+        J: couplings ``(H, n', n')``, ``n' >= n`` (leading ``n x n`` block used): finite, symmetric, zero diagonal.
         beta: a positive scalar, ``H`` values, or a tensor of shape ``()`` or ``(H,)``.
 
     Returns:
         ``(R, H, n)`` marginals. Builds each head's coupling table once; the field part is two GEMMs.
 
     Raises:
-        ValueError: wrong shapes, non-finite ``h`` or ``J``, an asymmetric ``J``, ``beta <= 0`` or not finite.
+        ValueError: wrong shapes, non-finite ``h`` or ``J``, an asymmetric ``J`` or one with a nonzero diagonal,
+            ``beta <= 0`` or not finite.
     """
     if not isinstance(h, torch.Tensor) or h.ndim != 3:
         raise ValueError(f"h must be a tensor of shape (R, H, n), got {getattr(h, 'shape', type(h).__name__)}")
@@ -213,8 +213,9 @@ def causal_marginals(
     Args:
         h: scores ``(B, H, T, T)``; ``h[b, hd, i, j]`` is the field of key ``j`` for query ``i`` (entries with
             ``j > i`` are ignored and may hold anything, e.g. ``-inf``; the others must be finite).
-        J: couplings ``(H, T', T')`` with ``T' >= T`` (the leading ``T x T`` block is used), finite and symmetric; the
-            diagonal is not part of the energy (the sum runs over ``j < k``) and is ignored.
+        J: couplings ``(H, T', T')`` with ``T' >= T`` (the leading ``T x T`` block is used), finite, symmetric and
+            with a zero diagonal (docs/theory.md section 2: there are no self-couplings; a nonzero diagonal is refused,
+            not silently dropped), each to ``1e-6 * max(1, max |J|)``.
         beta: a positive scalar, ``H`` values, or a tensor of shape ``()`` or ``(H,)`` (may be learnable).
 
     Returns:
@@ -222,7 +223,8 @@ def causal_marginals(
 
     Raises:
         ValueError: wrong shapes, ``T`` above ``max_spins``, non-finite visible scores or couplings, an asymmetric
-            ``J`` (e.g. only its upper triangle filled in), ``beta`` not finite or ``<= 0``.
+            ``J`` (e.g. only its upper triangle filled in) or one with a nonzero diagonal, ``beta`` not finite or
+            ``<= 0``; raised before any work.
 
     Queries with the same prefix length share one coupling table per head, built once; the field part is two
     GEMMs per group of prefixes. Short prefixes are grouped into one call (padded with free spins, which drop
@@ -262,7 +264,7 @@ def bidirectional_marginals(
     h: torch.Tensor, J: torch.Tensor, beta: Any = 1.0, *, max_spins: int | None = None
 ) -> torch.Tensor:
     """Bidirectional marginals: every query sees all ``T`` keys. ``h (B, H, Tq, T)`` finite, ``J (H, T', T')`` with
-    ``T' >= T`` (finite, symmetric; diagonal ignored), ``beta`` as for :func:`causal_marginals`; returns
+    ``T' >= T`` (finite, symmetric, zero diagonal), ``beta`` as for :func:`causal_marginals`; returns
     ``(B, H, Tq, T)``. Raises ``ValueError`` as :func:`causal_marginals` does."""
     if not isinstance(h, torch.Tensor) or h.ndim != 4:
         raise ValueError(f"h must have shape (B, H, Tq, T), got {tuple(getattr(h, 'shape', ()))}")
@@ -293,7 +295,7 @@ def causal_marginals_loop(h: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
                 S = exact.enumerate_states(i + 1, dtype=h.dtype)
                 Jm = J[hd, : i + 1, : i + 1].to(h.dtype)
                 L = S @ h[b, hd, i, : i + 1] + 0.5 * ((S @ Jm) * S).sum(-1)
-                out[b, hd, i, : i + 1] = torch.softmax(L, 0) @ S
+                out[b, hd, i, : i + 1] = exact.table_marginals(torch.softmax(L, 0))
     return out
 
 
@@ -343,7 +345,7 @@ def _log_alpha(h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor) -> torch.Te
 
     Args:
         h: fields ``(R, n)``, finite.
-        J: couplings ``(n, n)``, symmetric (diagonal ignored).
+        J: couplings ``(n, n)``, symmetric with a zero diagonal (validated by the caller).
         beta: inverse temperature, a 0-dim tensor.
 
     Returns:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from hybrid_attention.ising import IsingProblem, spins_to_index
+from hybrid_attention.ising import IsingProblem, spins_to_bits, spins_to_index
 
 __all__ = ["SampleSet"]
 
@@ -110,8 +110,8 @@ class SampleSet:
         if sp.ndim != 2:
             raise ValueError(f"counts() needs one problem; pass index= for batch shape {self.batch_shape}")
         out: dict[str, float] = {}
-        for s, wt in zip(sp, w):
-            key = "".join("0" if v > 0 else "1" for v in s[::-1])
+        for bits, wt in zip(spins_to_bits(sp)[:, ::-1], w):
+            key = "".join(map(str, bits))
             out[key] = out.get(key, 0.0) + float(wt)
         return out
 

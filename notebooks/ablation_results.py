@@ -106,7 +106,7 @@ if not profiles:
             task="brackets",
             attention="hj",
             block_size=8,
-            steps=60 if QUICK else 600,
+            max_steps=60 if QUICK else 600,
             out=str(run),
             progress=False,
             eval_interval=60 if QUICK else 200,

@@ -48,6 +48,14 @@ def _floor_of(module: str) -> str | None:
     return parts[1] if len(parts) > 1 and parts[1] in ("circuits", "backends", "apps") else "core"
 
 
+def _imports_of(node: ast.ImportFrom, package: str) -> str:
+    """The absolute module of a ``from ... import`` statement in ``package`` (relative imports resolved)."""
+    if node.level:
+        base = package.split(".")[: len(package.split(".")) - node.level + 1]
+        return ".".join(base + ([node.module] if node.module else []))
+    return node.module or ""
+
+
 def _imports(path: Path, package: str) -> list[tuple[str, int, bool]]:
     """``(absolute module, line, at module level)`` for every import in ``path`` (relative ones resolved)."""
     tree = ast.parse(path.read_text(), filename=str(path))
@@ -57,12 +65,7 @@ def _imports(path: Path, package: str) -> list[tuple[str, int, bool]]:
         if isinstance(node, ast.Import):
             out += [(a.name, node.lineno, id(node) in top) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                mod = ".".join(base + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
-            out.append((mod, node.lineno, id(node) in top))
+            out.append((_imports_of(node, package), node.lineno, id(node) in top))
     return out
 
 
@@ -140,3 +143,146 @@ def test_the_checker_sees_an_upward_import(tmp_path):
     found = _imports(src, "hybrid_attention.backends")
     assert ("hybrid_attention.apps", 2, False) in found and ("qiskit", 3, False) in found
     assert _floor_of("hybrid_attention.apps.cli") == "apps" and _floor_of("hybrid_attention.exact") == "core"
+
+
+# ---------------------------------------------------------------------- private names and cycles
+def _module_name(path: Path, package: str) -> str:
+    """The dotted name of the module in ``path`` (a package's ``__init__`` is the package)."""
+    return package if path.name == "__init__.py" else f"{package}.{path.stem}"
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _private_imports(path: Path, package: str) -> list[tuple[int, str]]:
+    """``(line, statement)`` for every import in ``path`` of a private name (or private module) from another module of
+    the package: ``from .x import _y``, ``from . import _y``, ``import hybrid_attention.x._y``. A private alias of a
+    public name (``from . import checks as _checks``) is not one."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    own = _module_name(path, package)
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            mod = _imports_of(node, package)
+            if mod.split(".")[0] != "hybrid_attention" or mod == own:
+                continue
+            if any(_is_private(p) for p in mod.split(".")):
+                out.append((node.lineno, f"from {mod} import ..."))
+                continue
+            out += [(node.lineno, f"from {mod} import {a.name}") for a in node.names if _is_private(a.name)]
+        elif isinstance(node, ast.Import):
+            out += [
+                (node.lineno, f"import {a.name}")
+                for a in node.names
+                if a.name.split(".")[0] == "hybrid_attention" and any(_is_private(p) for p in a.name.split("."))
+            ]
+    return sorted(out)
+
+
+#: ``path:statement`` of private imports inside files another engineer is rewriting (empty: none left)
+PRIVATE_IMPORT_EXCEPTIONS: set[str] = set()
+
+
+def test_no_private_names_are_imported_across_modules():
+    """A name starting with ``_`` belongs to its own file: another module that needs it needs a public owner."""
+    bad = []
+    for _, _, path, package in _sources():
+        rel = str(path.relative_to(ROOT))
+        bad += [f"{rel}:{line} {stmt}" for line, stmt in _private_imports(path, package)]
+    bad = [b for b in bad if f"{b.split(':')[0]}:{b.split(' ', 1)[1]}" not in PRIVATE_IMPORT_EXCEPTIONS]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_checker_sees_a_private_import(tmp_path):
+    src = tmp_path / "mod.py"
+    src.write_text(
+        "from . import checks as _checks\n"  # a private alias of a public module: fine
+        "from .exact import _rows\n"
+        "def f():\n    from hybrid_attention.ising import IsingProblem, _check_mask\n"
+        "import hybrid_attention._hidden\n"
+        "from ._impl import thing\n"
+        "from .mod import _own\n"  # this very file (hybrid_attention.mod): fine
+    )
+    found = _private_imports(src, "hybrid_attention")
+    assert found == [
+        (2, "from hybrid_attention.exact import _rows"),
+        (4, "from hybrid_attention.ising import _check_mask"),
+        (5, "import hybrid_attention._hidden"),
+        (6, "from hybrid_attention._impl import ..."),
+    ], found
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """module -> the modules of the package it imports (anywhere in the file; ``from pkg import mod`` points at
+    ``pkg.mod``, ``from pkg import name`` at ``pkg``)."""
+    files = {_module_name(path, package): (path, package) for _, _, path, package in _sources()}
+    graph = {}
+    for name, (path, package) in files.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        edges = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                mod = _imports_of(node, package)
+                for a in node.names:
+                    target = f"{mod}.{a.name}" if f"{mod}.{a.name}" in files else mod
+                    if target in files:
+                        edges.add(target)
+            elif isinstance(node, ast.Import):
+                edges |= {a.name for a in node.names if a.name in files}
+        graph[name] = edges - {name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def test_no_import_cycles_within_the_package():
+    """Imports between the package's modules form no cycle (lazy imports inside functions count too)."""
+    cycles = _cycles(_module_graph())
+    assert not cycles, "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_finder_sees_a_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"d"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []

@@ -1,29 +1,86 @@
-"""Every ```python block of README.md runs (in order, in one namespace), and the two set-up commands stay as CI runs them."""
+"""The README's examples run and print what it shows, and the two set-up commands stay as CI runs them.
+
+* The ```` ```python ```` blocks run in order, in one namespace (a later block may use an earlier block's names); a
+  ```` ```text ```` block right after one is what it prints.
+* A ```` ```bash ```` block followed by a ```` ```text ```` block is a command-line example: its commands run (in a
+  temporary directory) and together print that text. The set-up commands (no output block) are not run here:
+  ``.ci/run`` runs command 2 verbatim, which is checked instead.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
+import shlex
+import subprocess
+import sys
 
 from tests.conftest import REPO
 
+FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", flags=re.M | re.S)
 
-def _blocks(lang: str) -> list[str]:
+
+def _blocks() -> list[tuple[str, str, str | None]]:
+    """``(language, code, expected output or None)`` of every fenced block of README.md, in order."""
     text = (REPO / "README.md").read_text()
-    return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
+    found = list(FENCE.finditer(text))
+    out = []
+    for i, m in enumerate(found):
+        nxt = found[i + 1] if i + 1 < len(found) else None
+        follows = nxt is not None and nxt.group(1) == "text" and not text[m.end() : nxt.start()].strip()
+        out.append((m.group(1), m.group(2), nxt.group(2) if follows and m.group(1) != "text" else None))
+    return out
 
 
-def test_readme_python_examples_run():
-    blocks = _blocks("python")
+def _normalise(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.strip().splitlines())
+
+
+def test_readme_python_examples_run_and_print_what_is_shown(tmp_path, monkeypatch):
+    blocks = [(code, expected) for lang, code, expected in _blocks() if lang == "python"]
     assert blocks, "README.md has no python examples"
-    ns: dict = {}
-    for code in blocks:
-        exec(compile(code, "README.md", "exec"), ns)
+    monkeypatch.chdir(tmp_path)
+    ns: dict = {"__name__": "__readme__"}
+    for code, expected in blocks:
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(compile(code, "README.md", "exec"), ns)
+        if expected is not None:
+            shown = _normalise(printed.getvalue())
+            assert shown == _normalise(expected), f"README.md: the output shown is stale; it prints now:\n{shown}"
+
+
+def test_readme_command_line_example_prints_what_is_shown(tmp_path):
+    examples = [(code, expected) for lang, code, expected in _blocks() if lang == "bash" and expected is not None]
+    assert examples, "README.md has no command-line example with its output"
+    for code, expected in examples:
+        printed = []
+        for line in re.sub(r"\\\n\s*", " ", code).splitlines():
+            argv = shlex.split(line, comments=True)
+            if not argv:
+                continue
+            assert argv[0] == "hybrid-attention", f"README example runs something else: {line}"
+            command = [sys.executable, "-m", "hybrid_attention.apps", *argv[1:]]
+            r = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+            assert r.returncode == 0, r.stderr[-2000:]
+            printed.append(r.stdout)
+        shown = _normalise("".join(printed))
+        assert shown == _normalise(expected), f"README.md: the command-line output is stale; it prints now:\n{shown}"
 
 
 def test_ci_runs_the_readme_test_command():
-    bash = [b.strip() for b in _blocks("bash")]
+    bash = [code.strip() for lang, code, expected in _blocks() if lang == "bash" and expected is None]
     commands = [line for b in bash for line in b.splitlines() if line and not line.startswith("#")]
     assert len(commands) >= 2
+    demo_cmd = next(c for c in commands if c.endswith("hybrid-attention demo"))
     test_cmd = next(c for c in commands if "pytest" in c)
+    assert commands.index(demo_cmd) < commands.index(test_cmd), "command 1 runs the demo, command 2 the tests"
     ci = (REPO / ".ci" / "run").read_text()
     assert test_cmd in ci, f"README test command {test_cmd!r} is not what .ci/run runs"
+
+
+def test_readme_names_the_architecture_map():
+    text = (REPO / "README.md").read_text()
+    assert "`tests/test_layers.py` is the architecture map" in text
+    assert len(text.splitlines()) <= 230, "the README is the front door; the manual lives in docs/"

@@ -22,8 +22,8 @@ same budget): runs at a learning rate other than the directory's own go to ``DIR
 ``summary.csv`` (and ``metric_vs_T.png``, the coupling profile) give each (mode, T) at its best learning rate
 (:func:`summarise_best_lr`), ``summary_by_lr.csv`` the table per learning rate, ``summary.md`` both, and
 ``metric_vs_lr.png`` the metric against the learning rate. A directory made with one learning rate continues with
-``--lrs`` that include it, reusing its runs; without ``--lrs`` (or with a single one) everything is as before the
-axis existed. The rule is in :mod:`hybrid_attention.apps.ablate.grid`.
+``--lrs`` that include it, reusing its runs; without ``--lrs`` (or with a single one) run names and files carry no
+learning rate. The rule is in :mod:`hybrid_attention.apps.ablate.grid`.
 
 ``--report-only`` rebuilds the tables and plots from the runs present. ``--workers N`` (a local Dask cluster) or
 ``--scheduler ADDRESS`` (an existing one) runs each run as a Dask task; the summaries are the same as serially
@@ -33,10 +33,12 @@ axis existed. The rule is in :mod:`hybrid_attention.apps.ablate.grid`.
 a second ``ablate`` on the same ``DIR`` is refused. A run that diverges is recorded as such in its
 ``metrics.json``, skipped by later calls and reported; the other runs go on.
 
-Modules: ``grid`` (:func:`ablate`: runs the grid), ``report`` (reading the runs, :func:`collect_runs`,
-:func:`summarise`, :func:`coupling_profile`, the tables), ``plots`` (the figures; matplotlib imported there only when
-drawing), ``cluster`` (the grid on a Dask cluster, :func:`~hybrid_attention.apps.ablate.cluster.run_grid`),
-``command`` (the subcommand, whose training flags are :mod:`hybrid_attention.apps.train.flags`).
+Modules: ``grid`` (:func:`ablate`: runs the grid), ``runs`` (one run of it,
+:func:`~hybrid_attention.apps.ablate.runs.run_one`, shared by the serial and the Dask paths), ``report`` (reading
+the runs, :func:`collect_runs`, :func:`summarise`, :func:`coupling_profile`, the tables), ``plots`` (the figures;
+matplotlib imported there only when drawing), ``cluster`` (the grid on a Dask cluster,
+:func:`~hybrid_attention.apps.ablate.cluster.run_grid`), ``command`` (the subcommand, whose training flags are
+:mod:`hybrid_attention.apps.train.flags`).
 """
 
 from __future__ import annotations

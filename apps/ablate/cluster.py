@@ -1,7 +1,7 @@
 """The ablation grid on a Dask cluster: one task per (mode, T, lr, seed) run.
 
 :func:`run_grid` submits each run that is not finished yet as a task running
-:func:`hybrid_attention.apps.ablate.grid.run_one` (the serial path's own function) in a worker process, and waits for
+:func:`hybrid_attention.apps.ablate.runs.run_one` (the serial path's own function) in a worker process, and waits for
 all of them; :func:`hybrid_attention.apps.ablate.grid.ablate` then tabulates the run directories exactly as after a
 serial grid, so the summaries are the same.
 
@@ -24,7 +24,7 @@ from typing import Any
 from hybrid_attention.apps.distributed import DEFAULT_RETRIES, dask_client, run_tasks
 from hybrid_attention.apps.train import TrainConfig
 
-from .grid import run_one
+from .runs import run_one
 
 __all__ = ["run_grid", "run_task"]
 
@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 
 def run_task(cfg: TrainConfig) -> dict[str, Any]:
-    """The task of one run (in a worker process): :func:`~hybrid_attention.apps.ablate.grid.run_one`, reduced to
+    """The task of one run (in a worker process): :func:`~hybrid_attention.apps.ablate.runs.run_one`, reduced to
     ``{"run", "diverged", "step"}`` so that little travels back to the driver (the results are in the directory)."""
     m = run_one(cfg)
     return {"run": Path(cfg.out).name, "diverged": m is None, "step": None if m is None else m.get("step")}
@@ -52,12 +52,17 @@ def run_grid(
 
     Args:
         scheduler, workers: the cluster (:func:`hybrid_attention.apps.distributed.dask_client`); or
-        client: an existing ``distributed.Client`` (then ``scheduler`` and ``workers`` are ignored).
+        client: an existing ``distributed.Client`` (instead of ``scheduler`` / ``workers``).
         retries: re-runs of a task that raised.
 
     Raises:
+        ValueError: ``client`` together with ``scheduler`` or ``workers``.
         The error of a run that fails after its retries (bad data, a locked run directory, ...).
     """
+    if client is not None and (scheduler is not None or workers is not None):
+        raise ValueError(
+            f"give either client= or scheduler=/workers=, got client and scheduler={scheduler!r}, workers={workers!r}"
+        )
     if client is None:
         with dask_client(scheduler, workers) as c:
             return run_grid(configs, client=c, retries=retries, progress=progress)

@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a learning-rate axis: one run per (mode, T, lr, seed), and the best lr per (mode, T) in the summaries "
         "(default: the single --lr; a directory made with one lr can be continued with --lrs that include it)",
     )
-    add_train_flags(parser, ["steps"], defaults="config", help={"steps": ""})  # train's text is about --resume
+    add_train_flags(parser, ["max_steps"], defaults="config", help={"max_steps": ""})  # train's text is about --resume
     a("--out", required=True, metavar="DIR", help="ablation directory (resumable)")
     add_train_flags(parser, _MODEL_FLAGS[:_LR], defaults="config")
     add_train_flags(parser, ["lr"], defaults="given")  # None when not given: --lr and --lrs must agree

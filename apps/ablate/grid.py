@@ -5,17 +5,17 @@ Serially in this process by default; with ``scheduler=`` or ``workers=`` each ru
 (:mod:`hybrid_attention.apps.ablate.cluster`), and the summaries are the same.
 
 The learning-rate axis and run names (:func:`run_dir`): a directory has an *lr axis* once it holds, or is asked
-for, more than one learning rate. Runs at the directory's *untagged* learning rate keep the names they always had,
+for, more than one learning rate. Runs at the directory's *untagged* learning rate are named
 ``runs/<mode>_T<T>_s<seed>``; runs at any other learning rate carry a tag, ``runs/<mode>_T<T>_lr<tag>_s<seed>``
 (:func:`lr_tag`, e.g. ``lr3e-03``). The untagged learning rate is the one a directory started with when it started
-with a single one (every directory made before the lr axis existed), and none when it started with several. So an
-old directory continued with ``lrs`` that include its learning rate reuses its runs as they are, and a directory
-without an lr axis looks exactly as before.
+with a single one (also the one of a marker that records no ``lrs``, only ``settings.lr``), and none when it started
+with several. So a single-rate directory continued with ``lrs`` that include its learning rate reuses its runs as
+they are, and a directory without an lr axis has untagged run names only.
 
-The marker rule: the settings of ``_SETTINGS`` must match the directory's (a setting missing from an old marker,
-written before its flag existed, counts as its :class:`TrainConfig` default). ``lr`` is one of them only while
-neither the directory nor the call has an lr axis (a single ``--lr`` other than the directory's is refused, as
-before); with an lr axis on either side every learning rate is accepted and joins the directory's ``lrs``.
+The marker rule: the settings of ``_SETTINGS`` must match the directory's (a setting the marker does not record
+counts as its :class:`TrainConfig` default). ``lr`` is one of them only while neither the directory nor the call has
+an lr axis (a single ``--lr`` other than the directory's is refused); with an lr axis on either side every learning
+rate is accepted and joins the directory's ``lrs``.
 """
 
 from __future__ import annotations
@@ -29,18 +29,20 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from hybrid_attention.apps.run_files import LOCK_NAME, lock_directory, remove_stale_temporaries, write_json
-from hybrid_attention.apps.train import TrainConfig, TrainingDiverged, train
+from hybrid_attention.apps.run_files import lock_directory, write_json
+from hybrid_attention.apps.train import TrainConfig, upgrade_saved
 from hybrid_attention.apps.train.flags import MODEL_FLAGS
 
+from .cluster import run_grid
 from .report import divergence, is_finished, load_json, report
+from .runs import run_one
 
-__all__ = ["ablate", "run_dir", "run_one", "lr_tag"]
+__all__ = ["ablate", "run_dir", "lr_tag"]
 
 logger = logging.getLogger(__name__)
 
 #: the settings an ablation directory is bound to (ablation.json)
-_SETTINGS = ("task", "steps", *MODEL_FLAGS)
+_SETTINGS = ("task", "max_steps", *MODEL_FLAGS)
 
 
 def lr_tag(lr: float) -> str:
@@ -66,32 +68,6 @@ def run_dir(out: Path, mode: str, T: int, seed: int, lr: float | None = None) ->
     learning rate), else ``out/runs/<mode>_T<T>_lr<tag>_s<seed>`` with the :func:`lr_tag` of ``lr``."""
     tag = "" if lr is None else f"_lr{lr_tag(lr)}"
     return Path(out) / "runs" / f"{mode}_T{T}{tag}_s{seed}"
-
-
-def _prepare_run(cfg: TrainConfig) -> TrainConfig:
-    """Resume a run that has a checkpoint; start one that has none. A directory left by a run killed before its
-    first checkpoint holds only its ``config.json`` (nothing computed): that is cleared so the run starts afresh."""
-    d = Path(cfg.out)
-    if (d / "checkpoint.pt").is_file():
-        return dataclasses.replace(cfg, resume=True)
-    if d.is_dir() and {p.name for p in d.iterdir()} <= {"config.json", LOCK_NAME}:
-        with lock_directory(d):
-            remove_stale_temporaries(d)
-            (d / "config.json").unlink(missing_ok=True)
-    return dataclasses.replace(cfg, resume=False)
-
-
-def run_one(cfg: TrainConfig) -> dict[str, Any] | None:
-    """Train (or resume) one grid run; its ``metrics.json`` content, or ``None`` if it diverged (recorded in its
-    directory). The run directory is locked by :func:`~hybrid_attention.apps.train.train` while it runs, so a
-    second task on the same run is refused instead of writing into it."""
-    try:
-        m = train(_prepare_run(cfg))
-    except TrainingDiverged as exc:
-        logger.warning("%s", exc)
-        return None
-    logger.info("%s: %s", cfg.out, {k: v for k, v in m.items() if k.startswith("val_")})
-    return m
 
 
 def ablate(
@@ -165,8 +141,6 @@ def ablate(
         todo = [c for c in configs if not is_finished(Path(c.out)) and not divergence(Path(c.out))]
         logger.info("ablation: %d runs, %d already finished or diverged", len(configs), len(configs) - len(todo))
         if todo and (scheduler is not None or workers is not None):
-            from .cluster import run_grid
-
             run_grid(todo, scheduler=scheduler, workers=workers, progress=progress)
             return report(out, base.task)
         bar = tqdm(
@@ -213,8 +187,8 @@ def _write_marker(
     carries its learning rate)."""
     marker = out / "ablation.json"
     old = load_json(marker) if marker.is_file() else {}
-    old_settings = old.get("settings", {})
-    # a marker written before the lr axis: its single lr is in its settings, and its runs are untagged
+    old_settings = upgrade_saved(old.get("settings", {}))  # settings recorded under an older name: today's
+    # a marker without "lrs" records its single lr in its settings, and its runs are untagged
     old_lrs = old.get("lrs", [old_settings["lr"]] if "lr" in old_settings else [])
     if not old:
         untagged = lrs[0] if len(lrs) == 1 else None

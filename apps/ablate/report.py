@@ -4,8 +4,8 @@ With a learning-rate axis (the directory's ``ablation.json`` or its finished run
 :func:`report` adds an ``lr`` column to ``runs.csv``, writes the table per (mode, T, lr) to ``summary_by_lr.csv``,
 and makes ``summary.csv``, ``metric_vs_T.png`` and the coupling profile those of the best learning rate per
 (mode, T) (:func:`summarise_best_lr`: the same learning-rate budget for every mode); ``summary.md`` holds both
-tables and ``metric_vs_lr.png`` the metric against the learning rate. With one learning rate every file is as it was
-before the axis existed.
+tables and ``metric_vs_lr.png`` the metric against the learning rate. With one learning rate there is no ``lr``
+column, no per-lr table and no ``metric_vs_lr.png``.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def diverged_runs(out: str | Path) -> dict[str, dict[str, Any]]:
 
 
 def _default_lr() -> float:
-    """The :class:`TrainConfig` default learning rate (what a run whose config does not record one had)."""
+    """The :class:`TrainConfig` default learning rate: the learning rate of a run whose config records none."""
     return next(f.default for f in dataclasses.fields(TrainConfig) if f.name == "lr")
 
 
@@ -258,7 +258,7 @@ def report(out: str | Path, task: str) -> list[dict[str, Any]]:
     by_lr = len(grid_lrs(out, rows)) > 1
     fields = sorted({k for r in rows for k in r}, key=lambda k: list(rows[0]).index(k) if k in rows[0] else 99)
     if not by_lr:
-        fields.remove("lr")  # runs.csv as before the lr axis
+        fields.remove("lr")  # one learning rate: no lr column
     _write_csv(out / "runs.csv", fields, rows)
     per_lr = summarise(rows, task, by_lr=True) if by_lr else None
     summ = summarise_best_lr(rows, task) if by_lr else summarise(rows, task)

@@ -91,7 +91,7 @@ class Study:
 
     Attributes:
         name: directory name under the plan's root.
-        base: :class:`TrainConfig` fields shared by every run (task, steps, patience, variant, ``ffn``, ...).
+        base: :class:`TrainConfig` fields shared by every run (task, max_steps, patience, variant, ``ffn``, ...).
         modes, block_sizes, seeds: the grid.
         sweep: the learning-rate sweep (``None``: ``base["lr"]`` or the :class:`TrainConfig` default for all modes).
         label: what the study is for (shown in reports).
@@ -260,7 +260,7 @@ def estimate_seconds(spec: RunSpec, ms_per_step: dict[tuple[str, int, bool], flo
     ms = ms_per_step.get((mode, c.block_size, c.ffn))
     if ms is None and mode == FIELD_MODE:  # not measured yet: the same exact enumeration as hj
         ms = ms_per_step.get(("hj", c.block_size, c.ffn))
-    return None if ms is None else ms * c.steps / 1000
+    return None if ms is None else ms * c.max_steps / 1000
 
 
 def _train_one(cfg: TrainConfig) -> tuple[str, str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from hybrid_attention.apps.run_files import load_checkpoint
-from hybrid_attention.apps.train import TrainConfig
+from hybrid_attention.apps.train import TrainConfig, upgrade_saved
 from hybrid_attention.model import Transformer
 from hybrid_attention.tasks.brackets import BracketTask
 from hybrid_attention.tasks.shakespeare import load_shakespeare
@@ -44,7 +44,7 @@ def load_model(checkpoint: str | Path) -> tuple[Transformer, TrainConfig]:
     blob = load_checkpoint(path)
     known = set(TrainConfig.__dataclass_fields__)
     try:
-        cfg = TrainConfig(**{k: v for k, v in blob["config"].items() if k in known})
+        cfg = TrainConfig(**{k: v for k, v in upgrade_saved(blob["config"]).items() if k in known})
         vocab = blob["model"]["wte.weight"].shape[0]
         mcfg = cfg.model_config(vocab)
         mcfg.exact = True  # the fidelity study compares samplers against the exact layer

@@ -50,7 +50,7 @@ def _open_report(out: Path, cfg: FidelityConfig, overwrite: bool, command: str |
         "commands": [command] if command else [],
         "points": {},
     }
-    (out / (REPORT + ".tmp")).unlink(missing_ok=True)  # left by a kill in an earlier version
+    (out / (REPORT + ".tmp")).unlink(missing_ok=True)  # a temporary report left by a killed write
     if overwrite:
         for old in [out / REPORT, *out.glob("fidelity_vs_*.png")]:  # only files this command writes
             old.unlink(missing_ok=True)
@@ -72,7 +72,7 @@ def _open_report(out: Path, cfg: FidelityConfig, overwrite: bool, command: str |
             f"--out {out} holds a report of format version {old.get('version')}, this version writes "
             f"{REPORT_VERSION}; choose another directory or pass --overwrite"
         )
-    old_cfg = {**dataclasses.asdict(cfg), **old.get("config", {})}  # keys missing from an old report: as now
+    old_cfg = {**dataclasses.asdict(cfg), **old.get("config", {})}  # a key the report does not record: as in cfg
     diff = {k: (old_cfg[k], getattr(cfg, k)) for k in (*ENSEMBLE_KEYS, "base") if old_cfg[k] != getattr(cfg, k)}
     if diff:
         what = " and ".join(

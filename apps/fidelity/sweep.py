@@ -123,7 +123,9 @@ def _noise_backend() -> Any:
     return getattr(fake_provider, NOISY_BACKEND)()
 
 
-def make_schedule(tau: float, steps: int, calibration: str = "none", *, beta: float = 1.0, n: int = 4) -> Any:
+def make_schedule(
+    tau: float, steps: int, calibration: str = "none", *, beta: float | None = None, n: int | None = None
+) -> Any:
     """The DQA schedule of a sweep point.
 
     The DQA samplers encode ``beta * H_P`` (the problem's ``beta`` scales ``h`` and ``J``), so their output is
@@ -139,10 +141,15 @@ def make_schedule(tau: float, steps: int, calibration: str = "none", *, beta: fl
             then ``energy_scale`` found by bisection so that the *fitted* field temperature of an independent
             random ensemble of ``n``-spin problems at ``beta`` equals ``beta``; raises ``ValueError`` when the anneal
             cannot reach it).
-        beta, n: problem temperature and size (used by ``"fitted"`` only).
+        beta, n: problem temperature and size of the ``"fitted"`` calibration (defaults 1 and 4); ``ValueError`` with
+            any other calibration, which uses neither.
     """
     if calibration not in CALIBRATIONS:
         raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
+    if calibration != "fitted" and (beta is not None or n is not None):
+        raise ValueError(f"beta and n only apply to calibration='fitted', got them with calibration={calibration!r}")
+    beta = 1.0 if beta is None else float(beta)
+    n = 4 if n is None else int(n)
     sched = DQASchedule(tau=float(tau), steps=int(steps))
     if calibration == "none":
         return sched
@@ -168,6 +175,10 @@ def build_sampler(name: str, *, schedule: Any = None, backend: str | None = None
     :data:`NOISY_BACKEND` (its noise model, gates and layout) simulated with ``method="density_matrix"`` (exact
     noisy output, all shots at once: fast for the few qubits of a sweep); ``ibm`` runs on ``backend`` (a fake
     backend name, default :data:`IBM_BACKEND`; local mode). ``kw`` go to the constructor.
+
+    Raises:
+        ValueError: an unknown name; a DQA sampler without ``schedule``, or ``schedule`` for a sampler that runs no
+            DQA program.
     """
     if name not in SAMPLER_KINDS:
         raise ValueError(f"unknown sweep sampler {name!r}; choose from {sorted(SAMPLER_KINDS)}")
@@ -177,6 +188,8 @@ def build_sampler(name: str, *, schedule: Any = None, backend: str | None = None
         if schedule is None:
             raise ValueError(f"sampler {name!r} needs schedule=")
         args["schedule"] = schedule
+    elif schedule is not None:
+        raise ValueError(f"sampler {name!r} runs no DQA program and takes no schedule, got schedule={schedule!r}")
     if name == "aer-noisy":
         args.setdefault("noise_backend", _noise_backend())
         args.setdefault("method", "density_matrix")
@@ -224,9 +237,9 @@ def _compare(
     return out
 
 
-def _stats(p: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    S = exact.enumerate_states(n, dtype=torch.float64).numpy()
-    return p @ S, np.einsum("...c,cj,ck->...jk", p, S, S)
+def _stats(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Marginals and correlations of probability tables ``p (..., 2**n)``."""
+    return exact.table_marginals(p).numpy(), exact.table_correlations(p).numpy()
 
 
 def measure_point(
@@ -251,9 +264,8 @@ def measure_point(
     p_target = exact.probabilities(prob).numpy()
     schedule = None
     if kind in ("dqa", "dqa-exact"):
-        schedule = make_schedule(
-            point.tau, point.steps, calibration, beta=float(prob.beta_tensor().reshape(-1)[0]), n=point.n
-        )
+        fitted = {"beta": float(prob.beta_tensor().reshape(-1)[0]), "n": point.n} if calibration == "fitted" else {}
+        schedule = make_schedule(point.tau, point.steps, calibration, **fitted)
     sampler = build_sampler(point.sampler, schedule=schedule, backend=backend)
     t0 = time.perf_counter()
     try:
@@ -264,7 +276,7 @@ def measure_point(
         sampler.close()
     p = ss.probabilities()
     m, c = ss.marginals(), ss.correlations()
-    mt, ct = _stats(p_target, point.n)
+    mt, ct = _stats(p_target)
     res: dict[str, Any] = {
         "point": point.__dict__,
         "problems": int(p.shape[0]),
@@ -280,7 +292,7 @@ def measure_point(
             k: getattr(schedule, k)
             for k in ("tau", "steps", "gamma", "energy_scale", "field_scale", "coupling_scale", "order", "shape")
         }
-        mc, cc = _stats(p_circ, point.n)
+        mc, cc = _stats(p_circ)
         res["circuit"] = _compare(p, p_circ, m, mc, c, cc)
         if point.shots:
             res["circuit"]["shot_noise_tv"] = float(expected_shot_tv(p_circ, point.shots).mean())

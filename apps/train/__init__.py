@@ -14,7 +14,7 @@ A run directory ``DIR`` holds:
   ``train`` on the same ``DIR`` is refused.
 
 ``--resume`` continues the run in ``DIR`` with the settings of its ``config.json``: flags given with it must match
-them, except ``--steps`` (extend a finished run; not below the steps already done), ``--data`` (the corpus may move,
+them, except ``--max-steps`` (extend a finished run; not below the steps already done), ``--data`` (the corpus may move,
 its sha256 must match), ``--threads`` and ``--no-progress``. ``--sampler`` given again resets the sampler options
 to the ``--sampler-option`` items given with it.
 
@@ -35,12 +35,12 @@ validation set, :func:`evaluate`), ``loop`` (:func:`train`), ``command`` (the su
 
 Example (Python):
     >>> from hybrid_attention.apps.train import TrainConfig, train   # doctest: +SKIP
-    >>> metrics = train(TrainConfig(task="brackets", attention="hj", block_size=8, steps=200, out="runs/b8"))  # doctest: +SKIP
+    >>> metrics = train(TrainConfig(task="brackets", attention="hj", block_size=8, max_steps=200, out="runs/b8"))  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-from .config import DEFAULT_SHOTS, TASKS, TRAINING_DEFAULTS, TrainConfig
+from .config import DEFAULT_SHOTS, TASKS, TRAINING_DEFAULTS, TrainConfig, upgrade_saved
 from .data import eval_set, evaluate, load_task
 from .flags import parse_sampler_option
 from .loop import TrainingDiverged, build_sampler, build_sampling, train
@@ -50,6 +50,7 @@ __all__ = [
     "TRAINING_DEFAULTS",
     "DEFAULT_SHOTS",
     "TrainConfig",
+    "upgrade_saved",
     "TrainingDiverged",
     "train",
     "evaluate",

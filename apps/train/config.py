@@ -19,24 +19,35 @@ from hybrid_attention.model import TransformerConfig
 from hybrid_attention.sampler import capabilities_of
 from hybrid_attention.sampling import ESTIMATORS, READOUTS
 from hybrid_attention.tasks.bracket_variants import BracketVariant
+from hybrid_attention.tasks.runs import check_runs
+
+#: the run-finding task's alphabet and run length (its decoys: the query letter's share of the other positions)
+RUNS_LETTERS, RUNS_LENGTH = 8, 3
 
 __all__ = [
     "TASKS",
+    "POINTER_TASKS",
     "POINTERS",
     "READOUTS",
     "ESTIMATORS",
     "TrainConfig",
     "RESUME_FREE",
+    "RENAMED",
+    "upgrade_saved",
     "TRAINING_DEFAULTS",
     "DEFAULT_SHOTS",
     "default_readout",
 ]
 
-TASKS = ("shakespeare", "brackets")
+TASKS = ("shakespeare", "brackets", "runs")
+#: tasks whose model points at a position (accuracy metrics) rather than predicting the next character
+POINTER_TASKS = ("brackets", "runs")
 #: how the bracket model points: a linear head over positions, or the last layer's attention weights
 POINTERS = ("linear", "attention")
 #: config keys that may differ when resuming (everything else must match the checkpoint)
-RESUME_FREE = {"steps", "out", "resume", "progress", "threads", "data"}
+RESUME_FREE = {"max_steps", "out", "resume", "progress", "threads", "data"}
+#: settings saved under an older name: old name -> field (runs written before the rename still load and resume)
+RENAMED = {"steps": "max_steps"}
 
 
 #: reads per sampler call when a run leaves ``shots`` unset and its sampler has no training default
@@ -56,6 +67,11 @@ TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+def upgrade_saved(saved: dict[str, Any]) -> dict[str, Any]:
+    """A run's saved settings with every setting saved under an older name (:data:`RENAMED`) under today's."""
+    return {RENAMED.get(k, k): v for k, v in saved.items()}
+
+
 def default_readout(sampler: str) -> str:
     """``"exact"`` for the exact path and for registered samplers whose class declares ``capabilities.differentiable``
     (statevector, meanfield: they give their exact output differentiably), else ``"shots"``."""
@@ -72,7 +88,7 @@ def default_readout(sampler: str) -> str:
 
 _POSITIVE_INTS = (
     "block_size",
-    "steps",
+    "max_steps",
     "n_layer",
     "n_head",
     "n_embd",
@@ -90,14 +106,14 @@ class TrainConfig:
     """One training run (CLI flags map one-to-one; defaults are the ablation's).
 
     Example:
-        >>> TrainConfig(task="brackets", block_size=8, steps=200, out="runs/b8").model_config().vocab_size
+        >>> TrainConfig(task="brackets", block_size=8, max_steps=200, out="runs/b8").model_config().vocab_size
         2
     """
 
     task: str = "shakespeare"
     attention: str = "hj"
     block_size: int = 8
-    steps: int = 1000
+    max_steps: int = 1000
     seed: int = 0
     out: str | None = None
     ffn: bool = True
@@ -136,6 +152,12 @@ class TrainConfig:
     threads: int = 1
     resume: bool = False
     progress: bool = True
+
+    @classmethod
+    def from_saved(cls, saved: dict[str, Any], **overrides: Any) -> TrainConfig:
+        """The configuration a run saved (``config.json["run"]``, a checkpoint's ``config``), its settings saved
+        under an older name (:data:`RENAMED`) read under today's, ``overrides`` applied."""
+        return cls(**{**upgrade_saved(saved), **overrides})
 
     def validate(self) -> None:
         """Check every value before any data is loaded or a model is built (``ValueError``/``TypeError``)."""
@@ -183,14 +205,17 @@ class TrainConfig:
         return BracketVariant(self.bracket_types, self.filler, self.disjoint, self.train_max_depth, self.source_length)
 
     def _check_task(self) -> None:
+        if self.task == "runs":
+            check_runs(self.block_size, RUNS_LETTERS, RUNS_LENGTH, (self.block_size - 1 - RUNS_LENGTH) // RUNS_LETTERS)
         variant = self.bracket_variant()
         if self.task != "brackets":
-            if not variant.is_classic or self.pointer != "linear":
+            if not variant.is_classic or (self.task != "runs" and self.pointer != "linear"):
                 raise ValueError(
                     "the bracket-variant settings (--bracket-types, --filler, --disjoint, --train-max-depth, "
-                    f"--source-length, --pointer) apply to --task brackets, got task {self.task!r}"
+                    f"--source-length) apply to --task brackets, --pointer to brackets and runs; got task {self.task!r}"
                 )
-            return
+            if self.task != "runs":
+                return
         if self.pointer not in POINTERS:
             raise ValueError(f"unknown pointer {self.pointer!r}; expected one of {POINTERS}")
         if self.pointer == "attention" and self.attention == "j" and self.j_field == 0:
@@ -198,6 +223,8 @@ class TrainConfig:
                 "--pointer attention with --attention j (h = 0) leaves nothing to learn: the attention is exactly "
                 "uniform whatever J is (docs/theory.md); add --j-field EPS or use another mode"
             )
+        if self.task == "runs":
+            return
         if variant.is_classic:
             if self.block_size % 2:
                 raise ValueError(
@@ -341,9 +368,9 @@ class TrainConfig:
     def model_config(self, vocab_size: int | None = None) -> TransformerConfig:
         """The model of this run (``vocab_size``: the corpus's; default: the bracket variant's, 65 for Shakespeare)."""
         if vocab_size is None:
-            vocab_size = self.bracket_variant().vocab_size() if self.task == "brackets" else 65
+            vocab_size = {"brackets": self.bracket_variant().vocab_size(), "runs": 2 * RUNS_LETTERS}.get(self.task, 65)
         vocab = vocab_size
-        head = "lm" if self.task != "brackets" else ("position" if self.pointer == "linear" else "attention")
+        head = "lm" if self.task not in POINTER_TASKS else ("position" if self.pointer == "linear" else "attention")
         return TransformerConfig(
             vocab_size=vocab,
             block_size=self.block_size,

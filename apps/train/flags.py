@@ -87,25 +87,34 @@ class Flag:
     option: str
     help: str = ""
     kwargs: dict[str, Any] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
 
 
 #: TrainConfig field -> its flag, in the order ``hybrid-attention train --help`` lists them
 FLAGS: dict[str, Flag] = {
-    "task": Flag("--task", "shakespeare (next character) or brackets (point at the match)", {"choices": TASKS}),
+    "task": Flag(
+        "--task",
+        "shakespeare (next character), brackets (point at the match) or runs (point at the run of the query letter)",
+        {"choices": TASKS},
+    ),
     "attention": Flag(
         "--attention",
         "attention mode (docs/theory.md section 3); bias: the positional-bias control",
         {"choices": ALL_MODES},
     ),
     "block_size": Flag("--block-size", "sequence length T (spins per query)", {"type": int, "metavar": "T"}),
-    "steps": Flag(
-        "--steps", "optimiser steps (with --resume: the new total, to extend a run)", {"type": int, "metavar": "N"}
+    "max_steps": Flag(
+        "--max-steps",
+        "the optimiser steps the run may take (early stopping may end it sooner; with --resume: the new total, to "
+        "extend a run; --steps is the same flag)",
+        {"type": int, "metavar": "N"},
+        aliases=("--steps",),
     ),
     "seed": Flag("--seed", "", {"type": int, "metavar": "S"}),
     "resume": Flag(
         "--resume",
         "continue the run in DIR from its last checkpoint, with the settings of DIR/config.json "
-        "(flags given as well must match them, except --steps, --data, --threads, --no-progress)",
+        "(flags given as well must match them, except --max-steps, --data, --threads, --no-progress)",
         {"action": "store_true"},
     ),
     "ffn": Flag("--no-ffn", "drop the MLP sub-block", {"action": "store_false"}),
@@ -215,7 +224,7 @@ def add_train_flags(
             :class:`TrainConfig` default; ``"config"``: the flags default to the :class:`TrainConfig` values (the
             ``hybrid-attention`` help formatter shows them).
         help: help texts replacing those of :data:`FLAGS` (``""``: none), for a flag whose text is specific to
-            ``train`` (``--steps`` mentions ``--resume``).
+            ``train`` (``--max-steps`` mentions ``--resume``).
     """
     d = TrainConfig()
     for name in names:
@@ -228,13 +237,13 @@ def add_train_flags(
             default = None
         else:
             default = value
-        parser.add_argument(flag.option, dest=name, default=default, help=help_ or None, **flag.kwargs)
+        parser.add_argument(flag.option, *flag.aliases, dest=name, default=default, help=help_ or None, **flag.kwargs)
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """The run's :class:`TrainConfig`: flags given on the command line, the rest from the :class:`TrainConfig`
     defaults, or with ``--resume`` from ``DIR/config.json`` (a flag that differs from it is refused unless it is one
-    that may change on resume, such as ``--steps``)."""
+    that may change on resume, such as ``--max-steps``)."""
     names = {f.name for f in dataclasses.fields(TrainConfig)}
     given = {k: v for k, v in vars(args).items() if k in names and v is not None}
     items = given.pop("sampler_options", None)

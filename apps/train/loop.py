@@ -10,7 +10,7 @@ sampling=...)``, with the step's own seed).
 
 Example:
     >>> from hybrid_attention.apps.train import TrainConfig, train   # doctest: +SKIP
-    >>> metrics = train(TrainConfig(task="brackets", attention="hj", block_size=8, steps=200, out="runs/b8"))  # doctest: +SKIP
+    >>> metrics = train(TrainConfig(task="brackets", attention="hj", block_size=8, max_steps=200, out="runs/b8"))  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def _lr_at(step: int, cfg: TrainConfig) -> float:
     """Linear warmup, then cosine decay to 10 % of ``lr``."""
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
-    frac = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    frac = (step - cfg.warmup) / max(1, cfg.max_steps - cfg.warmup)
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
 
 
@@ -125,7 +125,7 @@ def build_sampler(cfg: TrainConfig) -> Any:
     # (qemcmc's trotter_steps: the proposal's Trotter steps)
     anneal = {"tau": cfg.tau, "trotter_steps": cfg.trotter_steps} if is_dqa(cfg.sampler) else {}
     try:
-        return make_sampler(cfg.sampler, shots=cfg.resolved_shots(), seed=cfg.seed, **anneal, **options)
+        return make_sampler(cfg.sampler, **anneal, **options)
     except Exception as exc:
         ibm = any(c.__module__.startswith("qiskit_ibm_runtime") for c in type(exc).__mro__)
         if isinstance(exc, RuntimeError) or ibm:
@@ -255,7 +255,8 @@ class _Run:
         finishes here too when it has ``plateaued`` (``--patience``); a finished run with couplings is also
         evaluated with ``J = 0`` (``j0_val_*``)."""
         cfg, model = self.cfg, self.model
-        ev = evaluate(model, self.xv, self.yv, cfg.task, depth=self.val_depth, sampling=self.eval_sampling())
+        sampling = self.eval_sampling()  # one value for the evaluation and the J = 0 one (its chains continue)
+        ev = evaluate(model, self.xv, self.yv, cfg.task, depth=self.val_depth, sampling=sampling)
         if not math.isfinite(ev["val_loss"]):
             raise self.diverged(self.step, f"validation loss {ev['val_loss']} after the step")
         groups = {k: ev.pop(k) for k in list(ev) if k.startswith("val_accuracy_by_")}
@@ -267,7 +268,7 @@ class _Run:
         extra: dict[str, Any] = {}
         if final and model.config.attention in COUPLED_MODES:
             with model.couplings_zeroed():
-                ev0 = evaluate(model, self.xv, self.yv, cfg.task)
+                ev0 = evaluate(model, self.xv, self.yv, cfg.task, sampling=sampling)
             extra = {f"j0_{k}": v for k, v in ev0.items() if k.startswith("val_")}
         best = min(self.history["evals"], key=lambda e: e["val_loss"])
         metrics = {
@@ -277,7 +278,7 @@ class _Run:
             "best": best,
             "stopped_early": stopped,
             "step": self.step,
-            "steps": cfg.steps,
+            "max_steps": cfg.max_steps,
             "finished": final,
             "elapsed_s": round(self.elapsed, 3),
             "n_params": self.n_params,
@@ -311,7 +312,13 @@ class _Run:
         except (OSError, ValueError):
             metrics = {}
         if not metrics:
-            metrics = {"step": 0, "steps": self.cfg.steps, "n_params": self.n_params, "train_loss": [], "evals": []}
+            metrics = {
+                "step": 0,
+                "max_steps": self.cfg.max_steps,
+                "n_params": self.n_params,
+                "train_loss": [],
+                "evals": [],
+            }
         done = metrics.get("step", 0)
         metrics.update(
             finished=False,
@@ -369,10 +376,10 @@ def train(config: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]
 def _loop(run: _Run) -> dict[str, Any]:
     cfg = run.cfg
     done = run.out / "metrics.json"
-    if run.checkpoint_step == cfg.steps:  # resumed a run that already reached --steps
+    if run.checkpoint_step == cfg.max_steps:  # resumed a run that already reached --max-steps
         metrics = json.loads(done.read_text()) if done.is_file() else {}
-        if metrics.get("finished") and metrics.get("step") == cfg.steps:
-            logger.info("%s already finished at step %d: nothing to do", run.out, cfg.steps)
+        if metrics.get("finished") and metrics.get("step") == cfg.max_steps:
+            logger.info("%s already finished at step %d: nothing to do", run.out, cfg.max_steps)
             return metrics
     if run.checkpoint_step is not None and done.is_file():  # resumed a run that stopped early (--patience)
         metrics = json.loads(done.read_text())
@@ -391,11 +398,11 @@ def _loop(run: _Run) -> dict[str, Any]:
         },
     )
     work = step_work(cfg, run.sampling)
-    if work is not None and run.step < cfg.steps:  # what the run will do and cost, before its first step
+    if work is not None and run.step < cfg.max_steps:  # what the run will do and cost, before its first step
         seconds = probe_seconds(run.model, run.task, cfg, run.step_sampling(run.step))
-        cost_logger.info(projection(cfg, work, cfg.steps - run.step, seconds))
+        cost_logger.info(projection(cfg, work, cfg.max_steps - run.step, seconds))
     bar = tqdm(
-        total=cfg.steps,
+        total=cfg.max_steps,
         initial=run.step,
         disable=not cfg.progress,
         desc=f"{cfg.task} {cfg.attention} T={cfg.block_size}",
@@ -406,7 +413,7 @@ def _loop(run: _Run) -> dict[str, Any]:
     run.model.train()
     t0 = time.perf_counter()
     try:
-        while run.step < cfg.steps:
+        while run.step < cfg.max_steps:
             loss = run.train_step()
             now = time.perf_counter()
             run.elapsed += now - t0  # evaluation time is not training time
@@ -415,10 +422,10 @@ def _loop(run: _Run) -> dict[str, Any]:
             if work is not None:  # sampler work per second: circuits, sweeps, shots, ...
                 rate[f"{work.short}_s"] = f"{work.count * run.step / max(run.elapsed, 1e-9):.3g}"
             bar.set_postfix(loss=f"{loss:.4f}", **rate, refresh=False)
-            if run.step % cfg.eval_interval == 0 or run.step == cfg.steps:
-                metrics = run.checkpoint(run.step == cfg.steps)
+            if run.step % cfg.eval_interval == 0 or run.step == cfg.max_steps:
+                metrics = run.checkpoint(run.step == cfg.max_steps)
                 bar.set_postfix(loss=f"{loss:.4f}", val=f"{metrics['val_loss']:.4f}", refresh=True)
-                if metrics["finished"]:  # reached --steps, or plateaued (--patience)
+                if metrics["finished"]:  # reached --max-steps, or plateaued (--patience)
                     break
             t0 = time.perf_counter()
     except TrainingDiverged as exc:
@@ -426,4 +433,6 @@ def _loop(run: _Run) -> dict[str, Any]:
         run.record_divergence(exc)
         raise
     bar.close()
-    return metrics if metrics is not None else run.checkpoint(True)  # None: resumed a run stopped exactly at --steps
+    return (
+        metrics if metrics is not None else run.checkpoint(True)
+    )  # None: resumed a run stopped exactly at --max-steps

@@ -17,7 +17,7 @@ from typing import Any
 
 from hybrid_attention.apps.run_files import is_empty, load_checkpoint, lock_directory
 
-from .config import RESUME_FREE, TrainConfig, default_readout
+from .config import RESUME_FREE, TrainConfig, default_readout, upgrade_saved
 
 __all__ = ["claim_directory", "load_resume_state", "check_resume_data", "saved_settings"]
 
@@ -67,7 +67,7 @@ def load_resume_state(cfg: TrainConfig, out: Path) -> tuple[dict[str, Any], Trai
         )
     state = load_checkpoint(ckpt, required=_STATE_KEYS)
     # a setting added after the checkpoint was written (absent from its config) had its default then
-    old = {**dataclasses.asdict(TrainConfig()), **state["config"]}
+    old = {**dataclasses.asdict(TrainConfig()), **upgrade_saved(state["config"])}
     if old.get("readout") is None:  # written before --readout: the readout it had
         old["readout"] = default_readout(old["sampler"])
     cfg = cfg.resolved_from(old)
@@ -77,10 +77,10 @@ def load_resume_state(cfg: TrainConfig, out: Path) -> tuple[dict[str, Any], Trai
             f"--resume: the settings differ from the checkpoint in {str(out)!r}: "
             + ", ".join(f"{k}: checkpoint {a!r}, now {b!r}" for k, (a, b) in diff.items())
         )
-    if state["step"] > cfg.steps:
+    if state["step"] > cfg.max_steps:
         raise ValueError(
-            f"--resume: the run in {str(out)!r} has already done {state['step']} steps, more than --steps "
-            f"{cfg.steps}; pass --steps {state['step']} or more (or omit --steps to keep {old.get('steps')})"
+            f"--resume: the run in {str(out)!r} has already done {state['step']} steps, more than --max-steps "
+            f"{cfg.max_steps}; pass --max-steps {state['step']} or more (or omit it to keep {old.get('max_steps')})"
         )
     return state, cfg
 
@@ -119,7 +119,7 @@ def saved_settings(out: Path) -> dict[str, Any]:
         )
     try:
         with open(path) as f:
-            saved = json.load(f)["run"]
+            saved = upgrade_saved(json.load(f)["run"])
     except (ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"--resume: {str(path)!r} is damaged ({type(exc).__name__}: {exc})") from exc
     if not isinstance(saved, dict):

@@ -45,7 +45,7 @@ def train_probe(mode: str, seed: int, lr: float, runs: Path) -> float:
     known = {f.name for f in dataclasses.fields(TrainConfig)}
     cfg = {k: v for k, v in run.items() if k in known}
     cfg.update(lr=lr, out=str(out), progress=False, resume=(out / "checkpoint.pt").is_file())
-    return float(train(TrainConfig(**cfg))["val_loss"])
+    return float(train(TrainConfig.from_saved(cfg))["val_loss"])
 
 
 def sweep_loss(mode: str, seed: int, lr: float) -> float | None:

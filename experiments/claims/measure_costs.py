@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         total = 0.0
         for (mode, T), cfg in tqdm(cfgs.items(), desc=name):
             ms, ev = measure(cfg, args.steps)
-            run_s = ms * cfg.steps / 1000 + ev * cfg.steps / cfg.eval_interval
+            run_s = ms * cfg.max_steps / 1000 + ev * cfg.max_steps / cfg.eval_interval
             n = len(study.seeds) + (n_sweep if study.sweep and T in study.sweep.block_sizes(study.block_sizes) else 0)
             total += n * run_s
             lines.append(f"| {name} | {mode} | {T} | {ms:.0f} | {ev:.2f} | {n} | {run_s / 60:.1f} |")

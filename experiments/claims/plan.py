@@ -49,7 +49,7 @@ HARD = {"task": "brackets", "bracket_types": 2, "filler": 0.2, "disjoint": True}
 STUDIES = {
     "pilot_brackets": Study(
         "pilot_brackets",
-        {**COMMON, **HARD, "steps": 2000, "lr": 3e-3, "patience": 0},
+        {**COMMON, **HARD, "max_steps": 2000, "lr": 3e-3, "patience": 0},
         MODES,
         (16,),
         (0, 1),
@@ -57,7 +57,7 @@ STUDIES = {
     ),
     "pilot_pointer": Study(
         "pilot_pointer",
-        {**COMMON, **HARD, "pointer": "attention", "steps": 1500, "lr": 3e-3, "patience": 0},
+        {**COMMON, **HARD, "pointer": "attention", "max_steps": 1500, "lr": 3e-3, "patience": 0},
         ("softmax", "hj", "h", "bias"),  # j: uniform attention cannot point, nothing would train
         (16,),
         (0,),
@@ -65,7 +65,7 @@ STUDIES = {
     ),
     "pilot_noffn": Study(
         "pilot_noffn",
-        {**COMMON, **HARD, "ffn": False, "steps": 1500, "lr": 3e-3, "patience": 0},
+        {**COMMON, **HARD, "ffn": False, "max_steps": 1500, "lr": 3e-3, "patience": 0},
         MODES,
         (16,),
         (0, 1),
@@ -73,7 +73,7 @@ STUDIES = {
     ),
     "shakespeare": Study(
         "shakespeare",
-        {**COMMON, "task": "shakespeare", "steps": 4000, "patience": 5},
+        {**COMMON, "task": "shakespeare", "max_steps": 4000, "patience": 5},
         MODES,
         (4, 8, 12, 16, 20),
         SEEDS,
@@ -85,7 +85,7 @@ STUDIES = {
     **{
         f"shakespeare_jfield_e{eps:g}": Study(
             f"shakespeare_jfield_e{eps:g}",
-            {**COMMON, "task": "shakespeare", "steps": 4000, "patience": 5, "j_field": eps},
+            {**COMMON, "task": "shakespeare", "max_steps": 4000, "patience": 5, "j_field": eps},
             ("j",),
             (4, 8, 12, 16),
             SEEDS,
@@ -96,7 +96,7 @@ STUDIES = {
     },
     "brackets": Study(
         "brackets",
-        {**COMMON, **HARD, "steps": 2000, "patience": 5},
+        {**COMMON, **HARD, "max_steps": 2000, "patience": 5},
         MODES,
         (8, 12, 16, 20),
         SEEDS,
@@ -105,7 +105,7 @@ STUDIES = {
     ),
     "brackets_noffn": Study(
         "brackets_noffn",
-        {**COMMON, **HARD, "ffn": False, "steps": 6000, "patience": 5},  # the pilot: 1500 steps do not plateau
+        {**COMMON, **HARD, "ffn": False, "max_steps": 6000, "patience": 5},  # the pilot: 1500 steps do not plateau
         MODES,
         (8, 12, 16, 20),
         SEEDS,
@@ -114,7 +114,7 @@ STUDIES = {
     ),
     "brackets_depth": Study(
         "brackets_depth",
-        {**COMMON, **HARD, "train_max_depth": 3, "steps": 2000, "patience": 5},
+        {**COMMON, **HARD, "train_max_depth": 3, "max_steps": 2000, "patience": 5},
         MODES,
         (16,),
         SEEDS,
@@ -124,7 +124,7 @@ STUDIES = {
     # findings 1-3 with per-T learning rates and 12 seeds (module docstring)
     "shakespeare_pt": Study(
         "shakespeare_pt",
-        {**COMMON, "task": "shakespeare", "steps": 4000, "patience": 5},
+        {**COMMON, "task": "shakespeare", "max_steps": 4000, "patience": 5},
         ("softmax", "hj", "h"),
         (4, 8, 12, 16, 20),
         tuple(range(12)),

@@ -1,4 +1,4 @@
-"""DQA-trained against exact-trained Boltzmann attention (issue 4, part 5): same model, same data, same seeds.
+"""DQA-trained against exact-trained Boltzmann attention: same model, same data, same seeds.
 
 Variants (everything else identical; ``hj`` attention, one layer, one head, T = 8):
 
@@ -77,7 +77,7 @@ def run_one(task: str, variant: str, seed: int, args: argparse.Namespace) -> dic
         task=task,
         attention="hj",
         block_size=args.block_size,
-        steps=args.steps,
+        max_steps=args.steps,
         seed=seed,
         out=str(out),
         batch_size=args.batch_size,

@@ -33,7 +33,8 @@ import torch
 
 from hybrid_attention import attention as att
 from hybrid_attention import kernels
-from hybrid_attention.backends.classical import GibbsSampler, MeanFieldSampler
+from hybrid_attention.backends.gibbs import GibbsSampler
+from hybrid_attention.backends.meanfield import MeanFieldSampler
 from hybrid_attention.bridge import attention_marginals
 
 B = 8  # held-out windows captured per run (--windows uses the first ones)
@@ -58,7 +59,7 @@ def scores(run: Path, seed: int) -> tuple[torch.Tensor, torch.Tensor, float, str
     from hybrid_attention.model import Transformer, TransformerConfig
 
     conf = json.loads((run / "config.json").read_text())
-    rc = TrainConfig(**{**conf["run"], "data": conf["run"].get("data") or "../shared/data/tinyshakespeare.txt"})
+    rc = TrainConfig.from_saved(conf["run"], data=conf["run"].get("data") or "../shared/data/tinyshakespeare.txt")
     model = Transformer(TransformerConfig(**conf["model"]))
     model.load_state_dict(load_checkpoint(ck)["model"])
     x, _ = eval_set(load_task(rc)[0], rc)  # load_task: (task, data record)

@@ -1,4 +1,4 @@
-"""Mixing of quantum-enhanced MCMC against classical proposals, from exact transition matrices (issue #12).
+"""Mixing of quantum-enhanced MCMC against classical proposals, from exact transition matrices.
 
 For random Ising problems of n = 3..8 spins it builds the exact transition matrix of each chain and reports its
 spectral gap ``1 - |lambda_2|`` (larger mixes faster; one step = one proposal):

@@ -1,4 +1,4 @@
-"""How fast qemcmc chains reach Boltzmann on the attention problems of a trained model (issue #12).
+"""How fast qemcmc chains reach Boltzmann on the attention problems of a trained model.
 
 A training step runs only a few qemcmc moves per chain, so where the chains start decides the bias of the reads.
 This script measures that bias against exact enumeration on the Ising problems of a trained ``hj`` model:
@@ -53,10 +53,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "results" / "quantum_training"
 MOVES = (0, 1, 2, 4, 8, 16, 32)
-#: the hard bracket variant of the claims study (issue #13), as in experiments/quantum_training/run.py
+#: the hard bracket variant of the claims study, as in experiments/quantum_training/run.py
 TRAIN = {
     "task": "brackets",
-    "steps": 600,
+    "max_steps": 600,
     "seed": 0,
     "bracket_types": 2,
     "filler": 0.2,
@@ -257,7 +257,7 @@ def measure(T: int, args: argparse.Namespace) -> dict:
 
     run = trained_run(T, Path(args.runs))
     model, conf = load_model(run)
-    task, _ = load_task(TrainConfig(**{**conf["run"], "resume": False}))
+    task, _ = load_task(TrainConfig.from_saved(conf["run"], resume=False))
     problems = {}
     for name, seed in BATCH_SEEDS.items():
         x, _ = task.get_batch("train", TRAIN["batch_size"], T, generator=torch.Generator().manual_seed(seed))

@@ -1,4 +1,4 @@
-"""Which qemcmc proposal mixes fastest on real attention problems (issue #12, the T = 12 gap), computed exactly.
+"""Which qemcmc proposal mixes fastest on real attention problems (the T = 12 gap of sample-based training), computed exactly.
 
 Training runs only a few chain moves per optimiser step, so what matters is how far the chain's law is from Boltzmann
 after ``k`` moves from its start, on the problems the attention layer actually poses. For problems of ``n <= 10``
@@ -81,7 +81,7 @@ def problems_of(args: argparse.Namespace) -> dict[int, list]:
 
     run = model_run(args)
     model, conf = load_model(run)
-    task, _ = load_task(TrainConfig(**{**conf["run"], "resume": False}))
+    task, _ = load_task(TrainConfig.from_saved(conf["run"], resume=False))
     T = conf["run"]["block_size"]
     x, _ = task.get_batch("train", 64, T, generator=torch.Generator().manual_seed(args.batch_seed))
     h, J, beta = layer_problem(model, x[: args.rows])

@@ -1,4 +1,4 @@
-"""Training from samples only (issue #12): qemcmc-trained Boltzmann attention against exact training.
+"""Training from samples only: qemcmc-trained Boltzmann attention against exact training.
 
 Same model (one layer, one head, ``hj`` attention, width 64, FFN, batch 64), same data and seeds per cell; only the
 source of the attention marginals during training differs, and every run is evaluated with exact marginals
@@ -31,7 +31,11 @@ source of the attention marginals during training differs, and every run is eval
 * ``dqa-rb``: DQA measurement shots (``--qemcmc-shots`` per problem, the reads of ``qemcmc``) through the
   Rao-Blackwellised estimator: reads that are not Boltzmann, with the estimator that makes few reads train; it
   separates what the estimator does from what the sampler does;
-* ``softmax``: softmax attention (no sampler), the usual baseline.
+* ``softmax``: softmax attention (no sampler), the usual baseline;
+* ``qemcmc-k0``: the ``qemcmc`` row with zero moves: its reads are the mean-field start itself, through the same
+  estimator; what the quantum moves add is ``qemcmc`` against this control;
+* ``exact-j0``: exact training with the couplings fixed at 0 (mode ``h``: the same sigmoid-form weights without J);
+  what the couplings add at all.
 
 Circuit executions per optimiser step: ``problems = batch x T`` (one problem per query of the causal prefix, one
 layer and head); ``qemcmc`` runs ``chains x moves`` single-shot proposal circuits per problem, ``moves = burn_in +
@@ -72,8 +76,10 @@ VARIANTS = (
     "dqa-shots",
     "dqa-rb",
     "softmax",
+    "qemcmc-k0",
+    "exact-j0",
 )
-#: the harder bracket variant of the claims study (issue #13): two bracket types, 20 % filler, disjoint held-out set
+#: the harder bracket variant of the claims study: two bracket types, 20 % filler, disjoint held-out set
 HARD = {"bracket_types": 2, "filler": 0.2, "disjoint": True}
 COMMON = {"n_layer": 1, "n_head": 1, "n_embd": 64, "batch_size": 64, "lr": 3e-3, "warmup": 50}
 
@@ -95,6 +101,10 @@ def variant_settings(variant: str, args: argparse.Namespace) -> dict:
         return {}
     if variant == "softmax":
         return {"attention": "softmax"}
+    if variant == "exact-j0":
+        return {"attention": "h"}  # J = 0: hj's weights without couplings, exactly
+    if variant == "qemcmc-k0":
+        return _qemcmc(args, args.qemcmc_shots, 0, start="meanfield")
     if variant in ("qemcmc", "qemcmc-reads"):
         est = "conditional" if variant == "qemcmc" else "reads"
         return _qemcmc(args, args.qemcmc_shots, args.burn_in, estimator=est, start="meanfield")
@@ -161,7 +171,7 @@ def run_one(task: str, T: int, variant: str, seed: int, args: argparse.Namespace
     cfg = TrainConfig(
         task=task,
         block_size=T,
-        steps=args.steps,
+        max_steps=args.steps,
         seed=seed,
         out=str(out),
         eval_interval=args.eval_interval,
@@ -237,7 +247,7 @@ def table(rows: list[dict]) -> str:
 
 
 def targets(rows: list[dict]) -> list[str]:
-    """Issue #12's targets per (task, T) for the sample-trained rows: the mean paired difference against ``exact``
+    """The targets per (task, T) for the sample-trained rows: the mean paired difference against ``exact``
     within 2 % perplexity (Shakespeare) or 1 accuracy point (brackets)."""
     out = [
         "### Targets (issue #12: within 2 % of exact perplexity, within 1 point of exact accuracy; mean over seeds)",

@@ -1,4 +1,5 @@
-"""Tasks of the paper (docs/theory.md section 5): character-level Tiny Shakespeare and bracket matching.
+"""Tasks: the paper's character-level Tiny Shakespeare and bracket matching, and run finding (``runs``: evidence
+pooled across neighbouring keys).
 
 Each task module exposes a small data object with ``get_batch(split, batch_size, block_size, generator)`` style
 access used by :mod:`hybrid_attention.apps.train`; the modules depend on numpy and torch only.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from .bracket_variants import BracketVariant, BracketVariantTask, accuracy_by, generate_variant
 from .brackets import BracketTask, generate_brackets, match_positions
+from .runs import RunsTask, generate_runs
 from .shakespeare import CharDataset, load_shakespeare, resolve_data_path
 
 __all__ = [
@@ -18,6 +20,8 @@ __all__ = [
     "BracketVariantTask",
     "generate_variant",
     "accuracy_by",
+    "RunsTask",
+    "generate_runs",
     "CharDataset",
     "load_shakespeare",
     "resolve_data_path",

@@ -33,6 +33,7 @@ __all__ = [
     "URL",
     "SHA256",
     "ENV_VAR",
+    "sha256_file",
     "default_cache_dir",
     "resolve_data_path",
     "download",
@@ -53,6 +54,16 @@ _HOW = (
 
 
 def sha256_file(path: str | os.PathLike) -> str:
+    """Hex sha256 of a file's bytes, read in 1 MiB blocks (the corpus check here; the corpus hash of a training run
+    is the same digest).
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.NamedTemporaryFile(delete=False) as f:
+        ...     _ = f.write(b"abc")
+        >>> sha256_file(f.name)[:16]
+        'ba7816bf8f01cfea'
+    """
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):

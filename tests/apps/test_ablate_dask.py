@@ -49,13 +49,13 @@ def own_cluster():
 @pytest.fixture(scope="module")
 def serial(tmp_path_factory):
     out = tmp_path_factory.mktemp("serial")
-    ablate(TrainConfig(steps=8, eval_interval=4, out=str(out), **TINY), out, *GRID, lrs=LRS, progress=False)
+    ablate(TrainConfig(max_steps=8, eval_interval=4, out=str(out), **TINY), out, *GRID, lrs=LRS, progress=False)
     return out
 
 
 def test_distributed_grid_gives_the_serial_summaries(dask_cluster, serial, tmp_path):
     out = tmp_path / "dist"
-    base = TrainConfig(steps=8, eval_interval=4, out=str(out), **TINY)
+    base = TrainConfig(max_steps=8, eval_interval=4, out=str(out), **TINY)
     rows = ablate(base, out, *GRID, lrs=LRS, progress=False, scheduler=dask_cluster[0].scheduler_address)
     assert len(rows) == 8
     for name in ("summary.csv", "summary_by_lr.csv", "summary.md", "couplings_by_distance.csv"):
@@ -83,7 +83,7 @@ def test_killed_worker_loses_no_finished_run_and_the_grid_completes(own_cluster,
     c, client = own_cluster
     out = tmp_path / "kill"
     out.mkdir()
-    base = TrainConfig(steps=40, eval_interval=4, out=str(out), **TINY)
+    base = TrainConfig(max_steps=40, eval_interval=4, out=str(out), **TINY)
     configs = []
     for seed in (0, 1, 2):
         for mode in ("softmax", "hj"):
@@ -132,3 +132,11 @@ def test_bad_cluster_settings_fail_before_any_run(tmp_path, capsys):
     assert not out.exists()
     with pytest.raises(ValueError, match="either a scheduler address or a number of workers"):
         ablate(TrainConfig(out=str(out), **TINY), out, ["hj"], [4], [0], scheduler="tcp://x:1", workers=2)
+
+
+def test_run_grid_refuses_a_client_with_a_cluster_setting():
+    """A client and a scheduler address (or a worker count) name two clusters: refused, not one of them dropped."""
+    with pytest.raises(ValueError, match="either client= or scheduler=/workers="):
+        run_grid([], client=object(), workers=2)
+    with pytest.raises(ValueError, match="tcp://h:1"):
+        run_grid([], client=object(), scheduler="tcp://h:1")

@@ -1,9 +1,10 @@
-"""The ablation's learning-rate axis and its marker rule (issue #14).
+"""The ablation's learning-rate axis and its marker rule.
 
-A directory without an lr axis looks and reports exactly as before the axis existed (checked byte for byte against
-``test_ablate_data/before_lr``, written by the code before it); an old directory continued with ``lrs`` that include
-its learning rate reuses its runs; the best learning rate per (mode, T) is checked against a brute-force recomputation
-from ``runs.csv``; a marker written before a model flag existed reads that flag as its TrainConfig default.
+A directory without an lr axis has the run names and report files of a single-rate ablation (checked byte for byte
+against the fixture ``test_ablate_data/before_lr``, a directory whose marker records no ``lrs``); such a directory
+continued with ``lrs`` that include its learning rate reuses its runs; the best learning rate per (mode, T) is checked
+against a brute-force recomputation from ``runs.csv``; a marker that does not record a model flag reads that flag as
+its TrainConfig default.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from pathlib import Path
 import pytest
 import torch
 
-import hybrid_attention.apps.ablate.grid as grid
+import hybrid_attention.apps.ablate.runs as ablate_runs
 from hybrid_attention.apps import cli
 from hybrid_attention.apps.ablate import ablate, report, summarise, summarise_best_lr
 from hybrid_attention.apps.ablate.grid import lr_tag, run_dir
-from hybrid_attention.apps.train import TrainConfig
+from hybrid_attention.apps.train import TrainConfig, upgrade_saved
 
 FIXTURE = Path(__file__).parent / "test_ablate_data" / "before_lr"
 REPORT_FILES = ("runs.csv", "summary.csv", "summary.md", "couplings_by_distance.csv")
@@ -41,7 +42,7 @@ def keep_threads():
 
 
 def base(out: Path, **kw) -> TrainConfig:
-    return TrainConfig(**{"steps": 30, "eval_interval": 10, "lr": 1e-2, "out": str(out), **TINY, **kw})
+    return TrainConfig(**{"max_steps": 30, "eval_interval": 10, "lr": 1e-2, "out": str(out), **TINY, **kw})
 
 
 def old_directory(tmp_path: Path) -> Path:
@@ -53,7 +54,7 @@ def old_directory(tmp_path: Path) -> Path:
 
 
 def no_training(monkeypatch):
-    monkeypatch.setattr(grid, "train", lambda cfg: pytest.fail(f"run {cfg.out} was trained again"))
+    monkeypatch.setattr(ablate_runs, "train", lambda cfg: pytest.fail(f"run {cfg.out} was trained again"))
 
 
 def run_bytes(d: Path) -> dict[str, bytes]:
@@ -82,7 +83,7 @@ def test_run_names_without_an_lr_are_the_old_ones():
             lr_tag(bad)
 
 
-# ---------------------------------------------------------------------- one lr: exactly as before
+# ---------------------------------------------------------------------- one lr: the single-rate names and files
 def test_report_with_one_lr_is_byte_identical_to_the_report_before_the_lr_axis(tmp_path):
     d = old_directory(tmp_path)
     rows = report(d, "brackets")
@@ -105,7 +106,9 @@ def test_one_lr_continues_an_old_directory_unchanged(tmp_path, monkeypatch, lrs)
     marker = json.loads((d / "ablation.json").read_text())
     assert marker["settings"]["lr"] == 0.01 and marker["lrs"] == [0.01] and marker["untagged_lr"] == 0.01
     old = json.loads((FIXTURE / "ablation.json").read_text())
-    assert marker["settings"] == old["settings"] and all(marker[k] == old[k] for k in ("modes", "block_sizes", "seeds"))
+    # a setting recorded under an older name (steps) is rewritten under today's (max_steps), with its value
+    assert marker["settings"] == upgrade_saved(old["settings"])
+    assert all(marker[k] == old[k] for k in ("modes", "block_sizes", "seeds"))
 
 
 def test_another_single_lr_is_refused_and_names_the_lr_axis(tmp_path, monkeypatch):
@@ -148,20 +151,20 @@ def test_an_old_directory_continued_with_an_lr_axis_reuses_its_runs(tmp_path, mo
     d = old_directory(tmp_path)
     before = run_bytes(d)
     trained = []
-    real = grid.train
+    real = ablate_runs.train
 
     def recording(cfg):
         trained.append(Path(cfg.out).name)
         return real(cfg)
 
-    monkeypatch.setattr(grid, "train", recording)
+    monkeypatch.setattr(ablate_runs, "train", recording)
     rows = ablate(base(d), d, GRID[0], [4], GRID[2], lrs=[0.01, 3e-3], progress=False)
     # the 0.01 runs are the old ones, untouched; only the new lr trains, in tagged directories
     assert sorted(trained) == sorted(f"{m}_T4_lr3e-03_s{s}" for m in GRID[0] for s in GRID[2])
     assert {k: v for k, v in run_bytes(d).items() if k in before} == before
     marker = json.loads((d / "ablation.json").read_text())
     assert marker["lrs"] == [3e-3, 0.01] and marker["untagged_lr"] == 0.01 and "lr" not in marker["settings"]
-    assert marker["block_sizes"] == [4, 6] and marker["settings"]["steps"] == 30
+    assert marker["block_sizes"] == [4, 6] and marker["settings"]["max_steps"] == 30
     assert len(rows) == 12
     # the report: runs.csv with an lr column, the per-lr table, the best lr per (mode, T)
     runs = read_csv(d / "runs.csv")
@@ -320,12 +323,12 @@ def test_an_old_marker_continues_with_the_new_flags_at_their_defaults(tmp_path, 
     d = old_directory(tmp_path)
     legacy_marker(d)
     no_training(monkeypatch)
-    ablate(base(d), d, *GRID, progress=False)  # refused before the fix: "holds an ablation with other settings"
+    ablate(base(d), d, *GRID, progress=False)  # accepted, not "holds an ablation with other settings"
     for name in REPORT_FILES:
         assert (d / name).read_bytes() == (FIXTURE / name).read_bytes(), name
     marker = json.loads((d / "ablation.json").read_text())
     fixture = json.loads((FIXTURE / "ablation.json").read_text())
-    assert marker["settings"] == fixture["settings"]  # the missing keys now recorded, at their defaults
+    assert marker["settings"] == upgrade_saved(fixture["settings"])  # the missing keys now recorded, at their defaults
     assert marker["lrs"] == [0.01] and marker["untagged_lr"] == 0.01
 
 

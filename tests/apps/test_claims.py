@@ -17,6 +17,8 @@ from hybrid_attention.apps import train as tr
 from hybrid_attention.apps.claims import report as rp
 from hybrid_attention.apps.claims import runner as rn
 from hybrid_attention.apps.claims import stats as st
+from hybrid_attention.apps.claims.costs import mode_label
+from hybrid_attention.apps.claims.report import render, rules, sampler_training, verdicts
 from hybrid_attention.tasks.brackets import BracketTask
 
 TINY = dict(n_embd=8, batch_size=8, warmup=2, progress=False)
@@ -99,14 +101,17 @@ def test_seeds_needed_against_normal_approximation_and_simulation():
 
 # ---------------------------------------------------------------------- report on planted effects
 def _fake_run(root, study, mode, T, seed, metric, *, task, j0=None, J=None, lr=3e-3, ffn=True, j_field=0.0):
+    """A finished run directory as ``train`` writes it (``steps``: the step budget's key before ``max_steps``)."""
     d = root / study / "runs" / f"{mode}_T{T}_lr{lr:g}_s{seed}"
     d.mkdir(parents=True)
     key = "val_perplexity" if task == "shakespeare" else "val_accuracy"
-    m = {key: metric, "val_loss": 1.0, "finished": True, "step": 100, "elapsed_s": 2.0, "evals": []}
+    m = {key: metric, "val_loss": 1.0, "finished": True, "step": 100, "steps": 4000, "elapsed_s": 2.0, "evals": []}
+    m["best"] = {key: metric, "val_loss": 1.0, "step": 100}
     if j0 is not None:
         m[f"j0_{key}"] = j0
     (d / "metrics.json").write_text(json.dumps(m))
     cfg = {"attention": mode, "block_size": T, "seed": seed, "lr": lr, "task": task, "ffn": ffn, "j_field": j_field}
+    cfg["steps"] = 4000
     (d / "config.json").write_text(json.dumps({"run": cfg}))
     (d / "couplings.json").write_text(json.dumps({"J": [J]}))
 
@@ -151,8 +156,19 @@ def _plant(root):
                 _fake_run(root, study, "hj", T, seed, (acc + g + rng.normal(0, 0.05)) / 100, task="brackets")
 
 
+def _plant_h_at_20(root, study="shakespeare", ratio=1.02):
+    """Finding 3 reads every T of its family (8-20): softmax and h at T = 20 (h ``ratio`` times softmax's
+    perplexity)."""
+    rng = np.random.default_rng(7)
+    for seed in range(6):
+        base = 8.0 + rng.normal(0, 0.05)
+        _fake_run(root, study, "softmax", 20, seed, base, task="shakespeare")
+        _fake_run(root, study, "h", 20, seed, base * (ratio + rng.normal(0, 0.0005)), task="shakespeare")
+
+
 def test_findings_on_planted_effects(tmp_path):
     _plant(tmp_path)
+    _plant_h_at_20(tmp_path)
     f = {x["n"]: x for x in rp.findings(tmp_path)}
     assert f[1]["verdict"] == "reproduced"  # hj == softmax at T = 4 within ±0.5 %
     assert f[2]["verdict"] == "reproduced"  # planted 1.08 % gain
@@ -210,22 +226,253 @@ def test_j_only_with_a_field_is_reported_beside_finding_4(tmp_path):
     assert "| j+field |" in budget and "| softmax |" not in budget
 
 
+def _edit_metrics(root, study, run, edit):
+    p = root / study / "runs" / run / "metrics.json"
+    m = json.loads(p.read_text())
+    edit(m)
+    p.write_text(json.dumps(m))  # json writes nan and inf as NaN and Infinity, as Python's json reads them
+    return p.parent
+
+
+def test_damaged_runs_are_named_listed_and_left_out(tmp_path, caplog):
+    """A finished run lacking a needed key or holding NaN/inf is named (path and problem), listed in claims.md,
+    warned about and left out of every statistic; before, a missing key raised KeyError and NaN passed silently."""
+    _plant(tmp_path)
+    bad = {
+        _edit_metrics(tmp_path, "shakespeare", "hj_T12_lr0.003_s0", lambda m: m.pop("val_perplexity")): "lacks "
+        "'val_perplexity'",
+        _edit_metrics(tmp_path, "shakespeare", "hj_T12_lr0.003_s1", lambda m: m.update(val_loss=math.nan)): "val_loss"
+        " is nan",
+        _edit_metrics(tmp_path, "shakespeare", "hj_T4_lr0.003_s2", lambda m: m.update(j0_val_perplexity=math.inf)): (
+            "j0_val_perplexity is inf"
+        ),
+        _edit_metrics(
+            tmp_path,
+            "shakespeare",
+            "h_T8_lr0.003_s3",
+            lambda m: m.update(evals=[{"val_loss": 1.0, "val_perplexity": math.nan}]),
+        ): "evals[0] val_perplexity is nan",
+        _edit_metrics(tmp_path, "brackets", "hj_T16_lr0.003_s4", lambda m: m.pop("elapsed_s")): "lacks 'elapsed_s'",
+    }
+    (tmp_path / "brackets/runs/softmax_T16_lr0.003_s5/config.json").write_text("{")
+    bad[tmp_path / "brackets/runs/softmax_T16_lr0.003_s5"] = "config.json is not valid JSON"
+    _fake_run(tmp_path, "brackets", "hj", 16, 9, math.nan, task="brackets")  # NaN accuracy
+    bad[tmp_path / "brackets/runs/hj_T16_lr0.003_s9"] = "val_accuracy is nan"
+    damaged = {d.path: d.problem for s in ("shakespeare", "brackets") for d in rp.scan(tmp_path, s)[1]}
+    assert set(damaged) == set(bad)
+    for path, what in bad.items():
+        assert what in damaged[path], (path, damaged[path])
+    rows = rp.collect(tmp_path, "shakespeare")
+    assert not {r["run"] for r in rows} & {p.name for p in bad if p.parent.parent.name == "shakespeare"}
+    assert all(math.isfinite(r["metric"]) and math.isfinite(r["val_loss"]) for r in rows)
+    assert rp.compare(rows, "hj", "softmax", 12).n == 4  # two of six seeds damaged
+    caplog.clear()
+    assert cli.main(["claims", "--root", str(tmp_path), "--out", str(tmp_path / "out")]) == 0  # no traceback
+    warned = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    assert all(str(p) in warned for p in bad) and "costs.md and costs.csv not written" in warned
+    text = (tmp_path / "out/claims.md").read_text()
+    section = text.split("## Damaged runs")[1].split("\n## ")[0]
+    assert all(f"| {p} | " in section for p in bad) and "left out of every statistic" in section
+    assert "n/a" not in text.split("## shakespeare")[1].split("Training budget")[0]  # no NaN reached a table
+
+
+def test_max_steps_reads_the_old_and_the_new_key(tmp_path):
+    """The step budget is ``steps`` in old runs and ``max_steps`` after the rename; either is read, one accessor."""
+    assert rp.max_steps({"steps": 4000}) == 4000 and rp.max_steps({"max_steps": 2000}) == 2000
+    assert rp.max_steps({"max_steps": 300, "steps": 300}) == 300
+    with pytest.raises(KeyError):
+        rp.max_steps({"step": 10})
+    for bad in ({"max_steps": 300, "steps": 400}, {"steps": 0}, {"max_steps": "300"}, {"steps": True}):
+        with pytest.raises(ValueError):
+            rp.max_steps(bad)
+    for seed, key in enumerate(("steps", "max_steps")):  # an old and a new run side by side
+        _fake_run(tmp_path, "shakespeare", "softmax", 8, seed, 7.0, task="shakespeare")
+        d = tmp_path / f"shakespeare/runs/softmax_T8_lr0.003_s{seed}"
+        cfg = json.loads((d / "config.json").read_text())
+        cfg["run"][key] = cfg["run"].pop("steps") + 1000 * seed
+        (d / "config.json").write_text(json.dumps(cfg))
+        _edit_metrics(
+            tmp_path, "shakespeare", d.name, lambda m, k=key, s=seed: m.update({k: m.pop("steps") + 1000 * s})
+        )
+    assert [r["max_steps"] for r in rp.collect(tmp_path, "shakespeare")] == [4000, 5000]
+    _edit_metrics(tmp_path, "shakespeare", "softmax_T8_lr0.003_s1", lambda m: m.update(steps=4000))
+    assert rp.scan(tmp_path, "shakespeare")[1] == []  # the config's budget is read first
+    d = tmp_path / "shakespeare/runs/softmax_T8_lr0.003_s1"
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["run"]["steps"] = 6000  # both keys, disagreeing: damaged
+    (d / "config.json").write_text(json.dumps(cfg))
+    (damaged,) = rp.scan(tmp_path, "shakespeare")[1]
+    assert damaged.path == d and "disagree" in damaged.problem
+    rp.write_report(tmp_path, tmp_path / "out")
+    assert "Training budget (up to 4000 steps" in (tmp_path / "out/shakespeare/summary.md").read_text()
+
+
 def test_verdict_rules_inconclusive_and_smaller():
     def cell(d):
         r = st.paired_ci(d)
-        return {"res": r, "p_holm": r.p}
+        return {"res": r, "p_holm": r.p, "alpha": 0.05}  # a family of one contrast
 
-    v, why = rp._verdict_gain(cell([0.5, -0.4, 1.5, -1.0]), 1.08)
+    v, why = verdicts.verdict_gain(cell([0.5, -0.4, 1.5, -1.0]), 1.08)
     assert v == "inconclusive" and "seeds for 80 % power" in why
-    assert rp._verdict_gain(cell([0.30, 0.31, 0.29, 0.30]), 1.08)[0] == "reproduced in direction, smaller"
-    assert rp._verdict_gain(cell([-0.30, -0.31, -0.29, -0.30]), 1.08)[0] == "refuted"
-    assert rp._verdict_comparable(cell([0.1, -0.1, 0.2, 0.0, 0.05]))[0] == "reproduced"
-    assert rp._verdict_comparable(cell([2.0, 2.1, 1.9]))[0] == "refuted"
+    assert verdicts.verdict_gain(cell([0.30, 0.31, 0.29, 0.30]), 1.08)[0] == "reproduced in direction, smaller"
+    assert verdicts.verdict_gain(cell([-0.30, -0.31, -0.29, -0.30]), 1.08)[0] == "refuted"
+    assert verdicts.verdict_comparable(cell([0.1, -0.1, 0.2, 0.0, 0.05]))[0] == "reproduced"
+    assert verdicts.verdict_comparable(cell([2.0, 2.1, 1.9]))[0] == "refuted"
+
+
+# ---------------------------------------------------------------------- the pre-registered rules (plan.py)
+def _plant_pt(root, hj=None, h=None, seeds=range(12), extra=(), noise=0.0005, lr=3e-3):
+    """``shakespeare_pt``: softmax, and hj / h with planted per-T perplexity gains over it in % (``{T: gain}``);
+    ``extra``: further modes planted 10 % worse (cells of the study's table outside the findings' family)."""
+    hj = {4: 0.0, 12: 1.08} if hj is None else hj
+    h = {8: -2.0, 12: -2.0, 16: -2.0, 20: -2.0} if h is None else h
+    rng = np.random.default_rng(11)
+    for seed in seeds:
+        for T in sorted({*hj, *h}):
+            base = 10.0 - 0.1 * T + rng.normal(0, 0.05)
+            _fake_run(root, "shakespeare_pt", "softmax", T, seed, base, task="shakespeare", lr=lr)
+            for mode, gains in (("hj", hj), ("h", h), *((m, {T: -10.0}) for m in extra)):
+                if T in gains:
+                    ratio = 1 - gains[T] / 100 + rng.normal(0, noise)
+                    _fake_run(root, "shakespeare_pt", mode, T, seed, base * ratio, task="shakespeare", lr=lr)
+
+
+def _gains(root, study, mode, T):
+    """Per-seed relative perplexity gains of ``mode`` over softmax, computed from the run files directly."""
+    rows = {(r["mode"], r["seed"]): r["metric"] for r in rp.collect(root, study) if r["block_size"] == T}
+    return [100 * (rows["softmax", s] - v) / rows["softmax", s] for (m, s), v in rows.items() if m == mode]
+
+
+def test_findings_1_to_3_read_shakespeare_pt_and_4_5_keep_shakespeare(tmp_path):
+    _plant(tmp_path)  # shakespeare: hj 1.08 % better at T = 12
+    _plant_pt(tmp_path, hj={4: 0.0, 12: -3.0})  # shakespeare_pt: hj 3 % worse at T = 12
+    f = {x["n"]: x for x in rp.findings(tmp_path)}
+    assert [f[n]["study"] for n in range(1, 6)] == ["shakespeare_pt"] * 3 + ["shakespeare"] * 2
+    assert f[2]["verdict"] == "refuted" and f[2]["ours"].startswith("shakespeare_pt: gain at T = 12: ")
+    assert float(f[2]["ours"].split(": ")[2].split()[0]) == pytest.approx(-3.0, abs=0.1)
+    assert f[1]["verdict"] == "reproduced" and f[3]["verdict"] == "reproduced" and f[4]["verdict"] == "reproduced"
+    empty = tmp_path / "partial"
+    _plant_pt(empty, hj={4: 0.0}, h={})  # partial data: only T = 4 has run
+    f = {x["n"]: x for x in rp.findings(empty)}
+    assert f[1]["verdict"] == "reproduced" and f[2]["verdict"] == "not run" and f[3]["verdict"] == "not run"
+
+
+def test_holm_family_is_the_six_primary_contrasts_not_the_table(tmp_path):
+    """Family A: hj vs softmax at T = 4 and 12, h vs softmax at T = 8-20 (6 contrasts, Bonferroni level 0.05 / 6),
+    whatever else the study's table holds; a contrast without runs counts as p = 1 (the family keeps its size).
+    With the old all-cells Holm the extra modes (bias, j: 10 % worse, tiny p) changed the findings' adjusted p."""
+    _plant_pt(tmp_path, hj={4: 0.1, 12: 0.3}, h={8: -0.3, 12: -0.2, 16: -0.25}, extra=("bias", "j"), noise=0.01)
+    fam = [("hj", 4), ("hj", 12), ("h", 8), ("h", 12), ("h", 16)]
+    ps = [sst.ttest_1samp(_gains(tmp_path, "shakespeare_pt", m, T), 0.0).pvalue for m, T in fam] + [1.0]  # T = 20
+    expected = st.holm(ps)
+    f = {x["n"]: x for x in rp.findings(tmp_path)}
+    got = [c for n in (1, 2, 3) for c in f[n]["contrasts"]]
+    assert [(c["mode"], c["block_size"]) for c in got] == [*fam, ("h", 20)]
+    assert [c["p_holm"] for c in got] == pytest.approx(expected)
+    assert all(c["alpha"] == pytest.approx(0.05 / 6) for c in got) and got[-1]["res"] is None
+    g = _gains(tmp_path, "shakespeare_pt", "hj", 12)
+    lo, hi = sst.t.interval(1 - 0.05 / 6, len(g) - 1, loc=np.mean(g), scale=sst.sem(g))  # Bonferroni interval
+    assert (got[1]["res"].lo, got[1]["res"].hi) == pytest.approx((lo, hi))
+    n = st.seeds_needed(1.08, float(np.std(g, ddof=1)), alpha=0.05 / 6)
+    assert f[2]["verdict"] == "inconclusive" and f"about {n} seeds" in f[2]["why"]
+    assert "undecided at T = 20" not in f[3]["why"] and "no runs at T = 20" in f[3]["why"]
+    rp.write_report(tmp_path, tmp_path / "out")
+    md = (tmp_path / "out/shakespeare_pt/summary.md").read_text()
+    assert "Holm" not in md.replace("the findings' Holm families", "") and "| seeds | p |" in md  # unadjusted
+
+
+def test_worse_uses_the_half_percent_margin_per_block_size():
+    """Finding 3: worse when the interval lies below -0.5 %, not worse above it, else undecided. A significant
+    0.2 % deficit used to reproduce "worse"; it now refutes it."""
+
+    def res(mean, half=0.1):
+        return st.PairedResult(12, mean, 0.1, mean - half, mean + half, 1e-6)
+
+    assert verdicts.verdict_worse({8: res(-2), 12: res(-1), 16: res(-0.7), 20: res(-3)})[0] == "reproduced"
+    v, why = verdicts.verdict_worse({8: res(-2), 12: res(-0.2), 16: res(-2), 20: res(-2)})
+    assert v == "refuted" and "not worse at T = 12" in why  # significant, but within the margin
+    v, why = verdicts.verdict_worse({8: res(-2), 12: res(-0.5, 0.3), 16: res(-2), 20: None})
+    assert v == "inconclusive" and "undecided at T = 12" in why and "no runs at T = 20" in why
+    assert verdicts.worse_cell(res(-0.61)) == "worse" and verdicts.worse_cell(res(-0.39)) == "not worse"
+    assert verdicts.verdict_worse({8: None})[0] == "not run"
+
+
+def test_worse_margin_on_planted_runs(tmp_path):
+    _plant_pt(tmp_path, h={8: -0.2, 12: -0.2, 16: -0.2, 20: -0.2}, noise=0.0002)  # significantly, barely worse
+    f3 = rp.findings(tmp_path)[2]
+    assert all(c["res"].hi < 0 for c in f3["contrasts"])  # every cell significantly worse: the old rule reproduced
+    assert f3["verdict"] == "refuted" and "not worse at T = 8, T = 12, T = 16, T = 20" in f3["why"]
+
+
+@pytest.mark.parametrize(
+    ("softmax", "claimed_fits"),
+    [(0.996, False), (0.9722, False), (0.90, True)],  # room 0.5, 2.88 (just short of 2.89), 10 points
+)
+def test_ceiling_makes_a_gain_untestable_not_refuted(tmp_path, softmax, claimed_fits):
+    diffs = (0.1, -0.1, 0.05, -0.05, 0.0, 0.02)  # points: no significant gain, interval far below the claims
+    for seed, d in enumerate(diffs):
+        for study in ("brackets", "brackets_noffn"):
+            acc = softmax - 0.002 * (seed % 2)
+            _fake_run(tmp_path, study, "softmax", 16, seed, acc, task="brackets")
+            _fake_run(tmp_path, study, "hj", 16, seed, acc + d / 100, task="brackets")
+    f = {x["n"]: x for x in rp.findings(tmp_path)}
+    for n in (6, 7):
+        if claimed_fits:
+            assert f[n]["verdict"] == "refuted" and "ceiling" not in f[n]["why"]
+        else:  # the old rule said "refuted": a gain of 2.89 or 4.53 points cannot exist above softmax
+            assert f[n]["verdict"] == "not testable (ceiling)", f[n]
+            assert f"ceiling: softmax reaches {100 * softmax - 0.1:.2f} % accuracy" in f[n]["why"]  # seeds' mean
+            assert "by the gain rule alone: refuted" in f[n]["why"]
+    c = f[6]["contrasts"][0]
+    assert c["alpha"] == pytest.approx(0.05 / 2) and len(f[7]["contrasts"]) == 1  # family B: two contrasts
+    assert verdicts.ceiling(2.89, 100 - 2.89) is None and verdicts.ceiling(2.89, 97.2) is not None
+
+
+def test_learning_rate_per_cell_and_the_edge_flag(tmp_path):
+    """Each (mode, T) shows its own rate; a rate the sweep chose on an edge of its grid is flagged."""
+    _plant_pt(tmp_path, hj={4: 0.0}, h={}, seeds=range(3))
+    hj4 = tmp_path / "shakespeare_pt/runs"
+    for d in hj4.glob("hj_T4_*"):  # hj at T = 4 ran at 1e-2, the top of its grid
+        d.rename(d.with_name(d.name.replace("lr0.003", "lr0.01")))
+        cfg = json.loads((d.with_name(d.name.replace("lr0.003", "lr0.01")) / "config.json").read_text())
+        cfg["run"]["lr"] = 1e-2
+        (d.with_name(d.name.replace("lr0.003", "lr0.01")) / "config.json").write_text(json.dumps(cfg))
+    best = {"softmax": 3e-3, "hj": 1e-2}
+    for mode in best:
+        for lr in (1e-3, 3e-3, 1e-2):
+            for seed in (100, 101):
+                d = tmp_path / f"shakespeare_pt/sweep/{mode}_T4_lr{lr:g}_s{seed}"
+                d.mkdir(parents=True)
+                v = 2.0 + abs(math.log(lr / best[mode]))
+                (d / "metrics.json").write_text(json.dumps({"finished": True, "val_loss": v}))
+    rows = {(r["mode"], r["block_size"]): r for r in rp.collect(tmp_path, "shakespeare_pt")}
+    assert rows["hj", 4]["lr_at_edge"] is True and rows["softmax", 4]["lr_at_edge"] is False
+    rp.write_report(tmp_path, tmp_path / "out")
+    md = (tmp_path / "out/shakespeare_pt/summary.md").read_text()
+    assert next(x for x in md.splitlines() if x.startswith("| 4 | hj |")).endswith("| 3 | 0.01 (edge) |")
+    assert next(x for x in md.splitlines() if x.startswith("| 4 | softmax |")).endswith("| 3 | 0.003 |")
+
+
+def test_best_checkpoint_is_reported_beside_the_last_evaluation(tmp_path):
+    _plant_pt(tmp_path, hj={4: 0.0, 12: 1.08}, h={})
+    for d in (tmp_path / "shakespeare_pt/runs").glob("hj_T12_*"):  # the best checkpoint: 2 % lower perplexity
+        _edit_metrics(
+            tmp_path, "shakespeare_pt", d.name, lambda m: m["best"].update(val_perplexity=0.98 * m["val_perplexity"])
+        )
+    f2 = rp.findings(tmp_path)[1]
+    assert f2["verdict"] == "reproduced"  # the verdict reads the last evaluation (1.08 %)
+    best = float(f2["ours"].split("best checkpoint ")[1].split()[0])
+    assert best == pytest.approx(100 * (1 - 0.98 * (1 - 0.0108)), abs=0.05)
+    rp.write_report(tmp_path, tmp_path / "out")
+    md = (tmp_path / "out/shakespeare_pt/summary.md").read_text()
+    line = next(x for x in md.splitlines() if x.startswith("| 12 | hj vs softmax |"))
+    assert float(line.split("|")[3].split()[0]) == pytest.approx(1.08, abs=0.05)
+    assert float(line.split("|")[4].split()[0]) == pytest.approx(best, abs=0.01)
 
 
 # ---------------------------------------------------------------------- plan runner
 def _study(sweep=True, seeds=(0,)):
-    base = {"task": "brackets", "steps": 4, "eval_interval": 2, "eval_size": 8, **TINY}
+    base = {"task": "brackets", "max_steps": 4, "eval_interval": 2, "eval_size": 8, **TINY}
     base.pop("progress")
     return rn.Study("s", base, ("softmax", "hj"), (4,), seeds, rn.LRSweep((1e-3, 1e-2), 4, (100,)) if sweep else None)
 
@@ -249,7 +496,7 @@ def test_plan_waits_for_the_sweep_then_takes_each_modes_best_rate(tmp_path):
     assert rn.estimate_seconds(mains[0], {(mains[0].config.attention, 4, True): 10.0}) == pytest.approx(0.04)
     # J-only with a field is costed apart from uniform J-only, and like hj until it has been measured
     field = dataclasses.replace(mains[0], config=dataclasses.replace(mains[0].config, attention="j", j_field=0.5))
-    assert rp.mode_label(field.config) == "j+field" and rp.mode_label({"attention": "j", "j_field": 0.0}) == "j"
+    assert mode_label(field.config) == "j+field" and mode_label({"attention": "j", "j_field": 0.0}) == "j"
     assert rn.estimate_seconds(field, {("j", 4, True): 1.0, ("hj", 4, True): 10.0}) == pytest.approx(0.04)
     assert rn.estimate_seconds(field, {("j+field", 4, True): 20.0, ("hj", 4, True): 10.0}) == pytest.approx(0.08)
 
@@ -266,7 +513,7 @@ def _finish(runs, loss):
 
 
 def test_per_block_size_sweep_extends_past_an_edge_until_the_best_rate_is_interior(tmp_path):
-    base = {"task": "brackets", "steps": 4, "eval_interval": 2, "eval_size": 8, **TINY}
+    base = {"task": "brackets", "max_steps": 4, "eval_interval": 2, "eval_size": 8, **TINY}
     base.pop("progress")
     sweep = rn.LRSweep((1e-3, 3e-3, 1e-2), None, (100,), extend=True, max_extend=2)
     study = rn.Study("s", base, ("softmax", "hj"), (4, 6), (0, 1), sweep)
@@ -315,7 +562,7 @@ def test_early_stopping_j0_and_accuracy_by_depth(tmp_path):
         task="brackets",
         attention="hj",
         block_size=8,
-        steps=400,
+        max_steps=400,
         eval_interval=2,
         patience=1,
         lr=1e-6,
@@ -394,7 +641,7 @@ def test_claims_command(tmp_path, capsys):
 
 
 def test_a_failing_run_is_reported_not_raised(tmp_path):
-    cfg = tr.TrainConfig(task="shakespeare", steps=2, data=str(tmp_path / "missing.txt"), out=str(tmp_path / "r"))
+    cfg = tr.TrainConfig(task="shakespeare", max_steps=2, data=str(tmp_path / "missing.txt"), out=str(tmp_path / "r"))
     out, outcome = rn._train_one(cfg)
     assert out == cfg.out and outcome.startswith("failed: FileNotFoundError")
     assert rn.run_state(tmp_path / "r") == "new"
@@ -409,10 +656,10 @@ EXACT = {
     ("shakespeare", 12): [8.0],
 }
 PLANTED = {
-    ("brackets", 8, "dqa-shots"): [0.1, -0.2, 0.0, 0.15],  # competitive: interval above -1
-    ("brackets", 8, "gibbs"): [-5.0, -6.0, -5.5, -5.2],  # not competitive: interval below -1
-    ("brackets", 8, "qemcmc"): [0.5, -3.0, 1.0, -2.5],  # inconclusive: crosses -1
-    ("shakespeare", 8, "dqa-shots"): [0.3, -0.4, 0.1, 0.0],  # competitive: interval above -2 %
+    ("brackets", 8, "dqa-shots"): [0.1, -0.2, 0.0, 0.15],  # competitive: interval above -0.5
+    ("brackets", 8, "gibbs"): [-5.0, -6.0, -5.5, -5.2],  # not competitive: interval below -0.5
+    ("brackets", 8, "qemcmc"): [0.5, -3.0, 1.0, -2.5],  # inconclusive: crosses -0.5
+    ("shakespeare", 8, "dqa-shots"): [0.3, -0.4, 0.1, 0.0],  # competitive: interval above -0.5 %
     ("shakespeare", 8, "gibbs"): [-10.0, -12.0, -11.0, -10.5],  # not competitive
     ("shakespeare", 8, "qemcmc"): [1.0, -6.0, 2.0, -4.0],  # inconclusive
     ("shakespeare", 12, "dqa-shots"): [0.5],  # one seed
@@ -494,6 +741,43 @@ def test_finding8_verdicts(tmp_path):
     assert _finding8(tmp_path, _qt_rows(no_dqa))["verdict"] == "not run"
 
 
+def test_finding8_margins_controls_and_what_the_quantum_moves_add(tmp_path):
+    """Margins 0.5 % and 0.5 point (were 2 % and 1); the controls qemcmc-k0 and exact-j0 are labelled rows; with
+    qemcmc and qemcmc-k0 both run, the qemcmc gain over qemcmc-k0 paired by seed."""
+    k0 = [-1.0, -2.5, 0.0, -3.0]  # qemcmc-k0's gains over exact: qemcmc - k0 = [1.5, -0.5, 1.0, 0.5]
+    planted = {
+        **PLANTED,
+        ("brackets", 8, "qemcmc-k0"): k0,
+        ("brackets", 8, "exact-j0"): [-20.0, -21.0, -19.0, -20.5],
+        ("brackets", 8, "gibbs-chain"): [-0.7, -0.8, -0.75, -0.72],  # competitive at a 1-point margin, not at 0.5
+    }
+    rows = rp.load_sampler_training(_write_qt(tmp_path / "s.json", _qt_rows(planted)))
+    cells = {(c["task"], c["variant"]): c for c in rp.sampler_training_cells(rows) if c["block_size"] == 8}
+    assert cells["brackets", "gibbs-chain"]["verdict"] == "not competitive"
+    assert "-0.5 points" in cells["brackets", "gibbs-chain"]["why"]
+    (mg,) = sampler_training.moves_gain(rows)
+    moves = [a - b for a, b in zip(PLANTED[("brackets", 8, "qemcmc")], k0)]
+    assert (mg["task"], mg["block_size"], mg["res"].n) == ("brackets", 8, 4)
+    assert mg["res"].mean == pytest.approx(np.mean(moves)) and mg["res"].sd == pytest.approx(np.std(moves, ddof=1))
+    f = _finding8(tmp_path, _qt_rows(planted))
+    assert (
+        f"What the quantum moves add (qemcmc over qemcmc-k0, paired by seed): brackets T = 8: {np.mean(moves):.2f}"
+        in (f["ours"])
+    )
+    assert "margins 0.5 % perplexity, 0.5 accuracy point" in f["why"]
+    root = tmp_path / "claims"
+    _plant(root)
+    text = rp.write_report(root, tmp_path / "out").read_text()
+    assert "| brackets | 8 | qemcmc-k0 | control: qemcmc with zero moves" in text
+    assert "| brackets | 8 | exact-j0 | control: exact training with J fixed at 0 |" in text
+    assert "What the quantum moves add: the gain of qemcmc over qemcmc-k0" in text
+    assert f"| brackets | 8 | 4 | {np.mean(moves):.3f} [" in text
+    _write_qt(tmp_path / "quantum_training/summary.json", _qt_rows())  # no qemcmc-k0 yet
+    text = rp.write_report(root, tmp_path / "out").read_text()
+    assert "qemcmc-k0 (zero moves) has not run with the seeds of qemcmc" in text
+    assert "What the quantum moves add" not in text
+
+
 def test_finding8_missing_and_malformed_summary(tmp_path):
     root = tmp_path / "claims"
     root.mkdir()
@@ -573,7 +857,7 @@ def test_the_committed_plan_is_valid(tmp_path):
             for T in study.block_sizes:
                 cfg = study.config(mode, T, study.seeds[0], 1e-3, tmp_path / "run")  # raises on an invalid run
                 assert cfg.threads == 1
-    field = {n: st for n, st in plan.STUDIES.items() if rp.FIELD_STUDY in n}
+    field = {n: st for n, st in plan.STUDIES.items() if rules.FIELD_STUDY in n}
     assert field and all(f.modes == ("j",) and f.base["j_field"] in plan.JFIELDS for f in field.values())
     assert {f.base["j_field"] for f in field.values()} == set(plan.JFIELDS)
 
@@ -592,5 +876,5 @@ def test_breakdown_by_distance_and_depth_on_planted_counts(tmp_path):
     assert b[("hj", "2-3")]["mean"] == pytest.approx(94.0) and b[("hj", "2-3")]["gain"].mean == pytest.approx(9.0)
     assert b[("hj", "8-15")]["gain"].mean == pytest.approx(30.0) and b[("hj", "8-15")]["n"] == 3
     assert rp.breakdown(rows, "by_depth") == []
-    md = rp._breakdown_markdown(rows)
+    md = render.breakdown_markdown(rows)
     assert "by match distance" in md and "| 16 | hj - softmax | 0.0 [" in md and "by nesting depth" not in md

@@ -194,7 +194,7 @@ def test_model_ensemble_from_a_training_run(tmp_path):
             task="brackets",
             attention="hj",
             block_size=6,
-            steps=3,
+            max_steps=3,
             out=str(run),
             progress=False,
             eval_interval=3,
@@ -325,3 +325,18 @@ def test_other_settings_are_refused_naming_them(tmp_path, capsys):
     )
     rep = json.loads((out / "report.json").read_text())
     assert rep["config"]["n"] == [2, 3] and rep["config"]["shots"] == [64, 256] and len(rep["points"]) == 3
+
+
+def test_settings_a_schedule_or_sampler_does_not_use_are_refused():
+    """``beta``/``n`` belong to the fitted calibration and ``schedule`` to DQA samplers: elsewhere they are refused,
+    not dropped."""
+    from hybrid_attention.apps.fidelity.sweep import build_sampler, make_schedule
+    from hybrid_attention.circuits import DQASchedule
+
+    with pytest.raises(ValueError, match="beta and n only apply to calibration='fitted'.*'leading'"):
+        make_schedule(1.0, 10, "leading", beta=0.5)
+    with pytest.raises(ValueError, match="calibration='none'"):
+        make_schedule(1.0, 10, n=3)
+    assert make_schedule(1.0, 10) == DQASchedule(tau=1.0, steps=10)
+    with pytest.raises(ValueError, match="'gibbs' runs no DQA program and takes no schedule"):
+        build_sampler("gibbs", schedule=DQASchedule(tau=1.0, steps=10))

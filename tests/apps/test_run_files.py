@@ -1,4 +1,4 @@
-"""Run-directory safety (issue #10): locks, resume from config.json, divergence, corpus hash, temporary files, safe
+"""Run-directory safety: locks, resume from config.json, divergence, corpus hash, temporary files, safe
 checkpoint loading, one-line CLI errors, --help defaults and --version."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import torch
 
 import hybrid_attention
 from hybrid_attention.apps import cli, run_files
+from hybrid_attention.tasks.shakespeare import sha256_file
 
 TINY = ["--n-embd", "8", "--batch-size", "8", "--no-progress", "--warmup", "2"]
 BRACKETS = ["train", "--task", "brackets", "--attention", "hj", "--block-size", "4", "--eval-interval", "2", *TINY]
@@ -67,9 +68,9 @@ def shakespeare(corpus):
 @pytest.mark.parametrize(
     "command, flag, default",
     [
-        ("train", "--steps", "1000"),
+        ("train", "--max-steps", "1000"),
         ("train", "--lr", "0.003"),
-        ("ablate", "--steps", "1000"),
+        ("ablate", "--max-steps", "1000"),
         ("ablate", "--block-sizes", "[4, 8, 12, 16]"),
         ("fidelity", "--problems", "8"),
         ("demo", "--shots", "128"),
@@ -81,7 +82,7 @@ def test_help_shows_defaults(capsys, command, flag, default):
     assert info.value.code == 0
     out = capsys.readouterr().out
     options = out[out.index("\noptions:") :].splitlines()
-    start = next(i for i, ln in enumerate(options) if ln.strip().startswith(flag + " "))
+    start = next(i for i, ln in enumerate(options) if ln.strip().startswith((flag + " ", flag + ",")))
     end = next((i for i in range(start + 1, len(options)) if options[i].strip().startswith("-")), len(options))
     entry = " ".join(" ".join(options[start:end]).split())  # argparse wraps lines
     assert f"(default: {default})" in entry
@@ -104,7 +105,7 @@ def test_resume_reads_the_settings_from_config_json(tmp_path, capsys):
     assert cli.main(["train", "--out", str(out), "--resume", "--steps", "6", "--no-progress"]) == 0  # extend the run
     m, c = read(out, "metrics.json"), read(out, "config.json")["run"]
     assert m["finished"] and m["step"] == 6 and len(m["train_loss"]) == 6
-    assert (c["seed"], c["lr"], c["block_size"], c["n_embd"], c["steps"]) == (3, 0.01, 4, 8, 6)
+    assert (c["seed"], c["lr"], c["block_size"], c["n_embd"], c["max_steps"]) == (3, 0.01, 4, 8, 6)
     # explicit flags must match (or be on the whitelist like --steps); a conflict is refused naming the setting
     assert cli.main(["train", "--out", str(out), "--resume", "--steps", "8", "--seed", "3", "--no-progress"]) == 0
     capsys.readouterr()
@@ -134,7 +135,7 @@ def test_resume_with_fewer_steps_than_done_is_an_error(tmp_path, capsys):
     capsys.readouterr()
     assert cli.main([*BRACKETS, "--steps", "2", "--out", str(out), "--resume"]) == 2
     err = one_line_error(capsys.readouterr().err)
-    assert "4 steps" in err and "--steps 2" in err
+    assert "4 steps" in err and "--max-steps 2" in err
     assert (out / "checkpoint.pt").read_bytes() == before and read(out, "metrics.json")["step"] == 4
 
 
@@ -270,7 +271,7 @@ def test_diverging_run_stops_and_keeps_the_last_good_checkpoint(tmp_path, capsys
 def test_ablate_reports_a_diverged_run_and_does_not_rerun_it(tmp_path, monkeypatch, capsys):
     import dataclasses
 
-    import hybrid_attention.apps.ablate.grid as ab
+    import hybrid_attention.apps.ablate.runs as ab
 
     real, calls = ab.train, []
 
@@ -438,7 +439,7 @@ def test_ibm_account_errors_are_one_line(tmp_path, capsys, monkeypatch):
 def test_changed_corpus_with_the_same_vocabulary_is_refused_on_resume(tmp_path, corpus, capsys):
     out = tmp_path / "run"
     assert cli.main([*shakespeare(corpus), "--steps", "2", "--out", str(out)]) == 0
-    sha = run_files.sha256_file(corpus)
+    sha = sha256_file(corpus)
     assert read(out, "config.json")["data_sha256"] == sha
     assert torch.load(out / "checkpoint.pt", weights_only=True)["data_sha256"] == sha
     edited = tmp_path / "edited.txt"

@@ -62,7 +62,7 @@ def test_a_checkpoint_written_before_the_sampling_value_resumes(tmp_path):
     before = load_checkpoint(old / "checkpoint.pt")
     assert before["format"] == 2 and before["step"] == 2
     assert cli.main(["train", "--resume", "--out", str(old), "--steps", "4", "--no-progress"]) == 0
-    assert cli.main(brackets(tmp_path / "straight", "--estimator", "conditional", steps=4)) == 0
+    assert cli.main(brackets(tmp_path / "straight", "--estimator", "reads", steps=4)) == 0
     a, ca = _state(tmp_path / "straight")
     b, cb = _state(old)
     assert b["step"] == 4 and torch.equal(ca["layer0"], cb["layer0"])
@@ -102,7 +102,7 @@ def test_a_checkpoint_without_chains_is_refused_on_resume(tmp_path):
     with pytest.raises(ValueError, match="does not fit this model.*persistent_chains"):
         from hybrid_attention.apps.train import train
 
-        train(TrainConfig(**{**blob["config"], "resume": True, "steps": 4, "progress": False}))
+        train(TrainConfig.from_saved(blob["config"], resume=True, max_steps=4, progress=False))
 
 
 def test_sampler_options_named_like_the_anneal_flags_reach_the_sampler():

@@ -182,7 +182,7 @@ def test_python_train_callable(tmp_path):
             task="brackets",
             attention="j",
             block_size=4,
-            steps=2,
+            max_steps=2,
             eval_interval=2,
             n_embd=8,
             batch_size=4,
@@ -198,17 +198,19 @@ def test_make_sampler_passes_the_dqa_schedule(monkeypatch):
 
     calls = []
     monkeypatch.setattr(registry, "get_sampler", lambda name, **kw: calls.append((name, kw)) or name)
-    assert registry.make_sampler("aer", shots=100, tau=0.5, trotter_steps=7, seed=3, optimization_level=1) == "aer"
+    assert registry.make_sampler("aer", tau=0.5, trotter_steps=7, optimization_level=1) == "aer"
     name, kw = calls[-1]
     assert kw["schedule"] == DQASchedule(tau=0.5, steps=7) and kw["optimization_level"] == 1
-    registry.make_sampler("gibbs", shots=10, tau=0.5, trotter_steps=7, seed=3)
-    assert calls[-1] == ("gibbs", {})  # classical samplers ignore tau and Trotter steps
-    with pytest.raises(ValueError, match="shots"):
-        registry.make_sampler("gibbs", shots=0, tau=1.0, trotter_steps=1, seed=0)
+    registry.make_sampler("gibbs")
+    assert calls[-1] == ("gibbs", {})
+    registry.make_sampler("qemcmc", trotter_steps=3)  # its own option of that name: the proposal's Trotter steps
+    assert calls[-1] == ("qemcmc", {"trotter_steps": 3})
+    with pytest.raises(TypeError, match="takes no tau"):
+        registry.make_sampler("gibbs", tau=0.5)  # nothing would use it
 
 
 def test_make_sampler_exact_from_registry():
-    s = registry.make_sampler("exact", shots=None, tau=1.0, trotter_steps=1, seed=0)
+    s = registry.make_sampler("exact")
     assert s.properties["exact"]
 
 
@@ -242,7 +244,7 @@ def test_ablate_smoke_and_resume(tmp_path, monkeypatch, capsys):
     rows = (out / "summary.csv").read_text().splitlines()
     assert rows[0].startswith("mode,block_size,n,mean,std") and len(rows) == 1 + 4
     assert (out / "metric_vs_T.png").stat().st_size > 1000 and (out / "couplings_by_distance.png").is_file()
-    import hybrid_attention.apps.ablate.grid as ab
+    import hybrid_attention.apps.ablate.runs as ab
 
     monkeypatch.setattr(ab, "train", lambda cfg: pytest.fail(f"finished run {cfg.out} was run again"))
     assert cli.main(args) == 0  # everything finished: nothing re-run
@@ -368,7 +370,7 @@ def test_resume_of_a_checkpoint_written_before_sampler_options(tmp_path):
     out = tmp_path / "old"
     assert cli.main([*GIBBS, "--out", str(out)]) == 0
     blob = torch.load(out / "checkpoint.pt", weights_only=False)
-    del blob["config"]["sampler_options"]  # as written by earlier versions
+    del blob["config"]["sampler_options"]  # a checkpoint whose config records no sampler_options
     torch.save(blob, out / "checkpoint.pt")
     assert cli.main([*GIBBS, "--steps", "3", "--out", str(out), "--resume"]) == 0
 
@@ -399,3 +401,30 @@ def test_malformed_sampler_option_is_an_argparse_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert info.value.code == 2 and "KEY=VALUE" in err and "'burn_in:3'" in err
     assert not out.exists()
+
+
+def test_runs_task_trains_with_the_attention_pointer(tmp_path):
+    """``--task runs``: a pointer task (accuracy metrics), the attention weights may point; bracket-only settings
+    are refused."""
+    from hybrid_attention.apps.train import TrainConfig, train
+
+    cfg = TrainConfig(task="runs", pointer="attention", attention="hj", block_size=8, max_steps=2, eval_interval=2,
+                      n_embd=8, batch_size=4, progress=False, out=str(tmp_path / "r"))  # fmt: skip
+    m = train(cfg)
+    assert 0 <= m["val_accuracy"] <= 1 and "val_perplexity" not in m
+    assert cfg.model_config().vocab_size == 16 and cfg.model_config().head == "attention"
+    with pytest.raises(ValueError, match="apply to --task brackets"):
+        TrainConfig(task="runs", bracket_types=2, out="x").validate()
+    with pytest.raises(ValueError, match="too short"):
+        TrainConfig(task="runs", block_size=4, out="x").validate()
+
+
+def test_a_sampler_run_beyond_exact_enumeration_finishes_with_its_j0_evaluation(tmp_path):
+    """hj at T = 26 (above the exact limit) with mean field: training, evaluation and the final J = 0 evaluation
+    all run on the sampler, never on exact enumeration."""
+    from hybrid_attention.apps.train import TrainConfig, train
+
+    cfg = TrainConfig(task="runs", pointer="attention", attention="hj", block_size=26, max_steps=2, eval_interval=2,
+                      n_embd=8, batch_size=2, sampler="meanfield", progress=False, out=str(tmp_path / "r"))  # fmt: skip
+    m = train(cfg)
+    assert m["finished"] and "j0_val_accuracy" in m

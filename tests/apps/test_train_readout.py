@@ -109,14 +109,14 @@ def test_resuming_a_run_written_before_readout_existed(tmp_path, capsys):
     assert cli.main(brackets(out, *DQA)) == 0
     cfg_file = out / "config.json"
     blob = json.loads(cfg_file.read_text())
-    del blob["run"]["readout"]  # as written before the setting existed: config.json and the checkpoint
+    del blob["run"]["readout"]  # a run that records no readout: in config.json and the checkpoint
     cfg_file.write_text(json.dumps(blob))
     ckpt = torch.load(out / "checkpoint.pt", weights_only=True)
     del ckpt["config"]["readout"]
     torch.save(ckpt, out / "checkpoint.pt")
     assert cli.main(brackets(out, *DQA, "--readout", "shots", "--resume", steps=4)) == 2
     assert "readout" in capsys.readouterr().err
-    assert cli.main(brackets(out, *DQA, "--resume", steps=4)) == 0  # the flags of the old run, as before
+    assert cli.main(brackets(out, *DQA, "--resume", steps=4)) == 0  # without --readout: accepted
     assert run_config(out)["readout"] == "exact"
     assert cli.main(brackets(out, *DQA, "--readout", "exact", "--resume", steps=6)) == 0
     assert json.loads((out / "metrics.json").read_text())["step"] == 6

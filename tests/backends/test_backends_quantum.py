@@ -208,7 +208,7 @@ def test_pennylane_validation():
 # ---------------------------------------------------------------------- ibm: tests/backends/test_ibm.py
 
 
-# ---------------------------------------------------------------------- issue #10: size bounds before allocating
+# ---------------------------------------------------------------------- size bounds before allocating
 @pytest.fixture
 def budget_8gib(monkeypatch):
     from hybrid_attention import checks

@@ -9,7 +9,8 @@ import torch
 
 from hybrid_attention import IsingProblem, exact, kernels
 from hybrid_attention.backends import get_sampler
-from hybrid_attention.backends.classical import AnnealingSampler, GibbsSampler, MeanFieldSampler
+from hybrid_attention.backends.gibbs import AnnealingSampler, GibbsSampler
+from hybrid_attention.backends.meanfield import MeanFieldSampler
 
 Z = 5.0
 

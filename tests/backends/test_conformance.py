@@ -73,7 +73,7 @@ def test_rejects_unknown_option_and_bad_problem(sampler):
     conformance.assert_rejects_bad_input(sampler[1])
 
 
-# ---------------------------------------------------------------------- issue #10: hostile input, every sampler
+# ---------------------------------------------------------------------- hostile input, every sampler
 @pytest.mark.parametrize("num_reads", [None, 7])
 def test_empty_batch_gives_empty_results(sampler, num_reads):
     """B = 0 returns empty results of the right shapes (the Sampler base class handles it for every backend)."""

@@ -9,7 +9,7 @@ import torch
 
 from hybrid_attention import exact
 from hybrid_attention.backends import gibbs_kernel
-from hybrid_attention.backends.classical import AnnealingSampler, GibbsSampler
+from hybrid_attention.backends.gibbs import AnnealingSampler, GibbsSampler
 from tests.backends.test_classical import sk_problem, within_shot_tolerance
 
 pytestmark = pytest.mark.usefixtures("one_thread")

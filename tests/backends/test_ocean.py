@@ -119,6 +119,8 @@ def test_sampleset_round_trip_keeps_spins_counts_and_energies():
     np.testing.assert_allclose(back.correlations(), ss.correlations()[1], atol=1e-12)
     binary = sampleset_to_dimod(ss, (0,), vartype="BINARY")
     assert binary.vartype is dimod.BINARY
+    with pytest.raises(ValueError, match="vartype='BINARY' only applies to the default model"):  # not dropped
+        sampleset_to_dimod(ss, (1,), bqm=bqm, labels=["x", "y", "z"], vartype="BINARY")
     np.testing.assert_allclose(sampleset_from_dimod(binary, p[0]).marginals(), ss.marginals()[0], atol=1e-12)
 
 

@@ -1,4 +1,4 @@
-"""The PennyLane sampler with a ``qml.device`` object (issue #15): the object's own shots against the ideal circuit
+"""The PennyLane sampler with a ``qml.device`` object: the object's own shots against the ideal circuit
 output (z = 5 shot-noise tolerances from the shipped conformance checks), and the refusals (a seed the object would
 ignore, too few wires, device_kwargs with an object)."""
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
+from hybrid_attention.backends.driver import rx_block
 from hybrid_attention.backends.qemcmc_draw import draw_basis_proposals
 from hybrid_attention.backends.qemcmc_engines import evolve_basis_states
 from hybrid_attention.backends.rotating_frame import rotation_block
-from hybrid_attention.backends.statevector import _rx_matrix
 from hybrid_attention.circuits.proposal import ProposalParams
 
 
@@ -21,7 +21,7 @@ def test_rotation_block_is_the_driver_in_the_rotating_frame(g):
     x = 0.37
     bits = (np.arange(1 << g)[:, None] >> np.arange(g)) & 1
     S = np.diag(1j ** bits.sum(-1))
-    want = _rx_matrix(g, x, torch.complex128, "cpu").numpy()
+    want = rx_block(g, x, torch.complex128, "cpu").numpy()
     np.testing.assert_allclose(S @ rotation_block(g, x) @ S.conj().T, want, atol=1e-14)
 
 

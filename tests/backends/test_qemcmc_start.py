@@ -1,4 +1,4 @@
-"""Where qemcmc chains start decides the bias of a few-move read (issue #12): the fields start against the random
+"""Where qemcmc chains start decides the bias of a few-move read: the fields start against the random
 start on a problem like an attention problem (strong fields, weak couplings), with the error computation of
 ``experiments/quantum_training/burn_in.py`` and tolerances from the number of chains."""
 

@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from hybrid_attention.backends import get_sampler
+from hybrid_attention.backends.driver import rx_block
 from hybrid_attention.backends.rotating_frame import apply_block, frame_phases, rotated_blocks
 from hybrid_attention.backends.statevector import (
     _dqa_autograd,
     _energies_into,
-    _rx_matrix,
     configuration_energies,
     dqa_statevector,
 )
@@ -81,6 +81,6 @@ def test_rotated_layer_conjugated_by_the_frame_is_the_driver(n):
         z = apply_block(z, torch.empty_like(z), block)
     full = torch.eye(1, dtype=torch.complex128)
     for _ in range(n):
-        full = torch.kron(_rx_matrix(1, x, torch.complex128, "cpu"), full)
+        full = torch.kron(rx_block(1, x, torch.complex128, "cpu"), full)
     want = psi @ full.T
     torch.testing.assert_close(z * S, want, rtol=0, atol=1e-13)

@@ -226,7 +226,26 @@ def test_validation_and_registry():
         StatevectorSampler(cache_limit=0)
 
 
-# ---------------------------------------------------------------------- issue #10: hostile input
+# ---------------------------------------------------------------------- hostile input
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_a_cuda_device_without_cuda_is_refused_naming_what_is_available():
+    with pytest.raises(
+        ValueError, match=r"statevector: device 'cuda' is not available on this machine; available: \['cpu'"
+    ):
+        get_sampler("statevector", device="cuda")
+
+
+def test_a_device_the_machine_lacks_is_refused_at_construction():
+    with pytest.raises(ValueError, match=r"statevector: device 'cuda:99' is not available.*available: \['cpu'"):
+        StatevectorSampler(device="cuda:99")
+    with pytest.raises(ValueError, match="statevector: device 'gpu' is not a torch device"):
+        StatevectorSampler(device="gpu")
+    with pytest.raises(TypeError, match="statevector: device must be a str, a torch.device or a device index"):
+        StatevectorSampler(device=1.5)
+    sv = StatevectorSampler(DQASchedule(tau=1.0, steps=3), device="cpu")
+    assert sv.device == torch.device("cpu") and sv.marginals(IsingProblem(torch.zeros(1, 2))).shape == (1, 2)
+
+
 def test_refuses_huge_problems_before_allocating(monkeypatch):
     from hybrid_attention import checks
 

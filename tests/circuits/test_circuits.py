@@ -290,7 +290,7 @@ def test_pennylane_matches_reference(device):
             assert np.all(tv(to_little_endian(bq(tmpl.values(p)), n), ref_of(p, s)) < 1e-10)
 
 
-# ---------------------------------------------------------------------- issue #10: size bound before building
+# ---------------------------------------------------------------------- size bound before building
 def test_huge_trotter_programs_refused_before_building(monkeypatch):
     from hybrid_attention.circuits import program, qiskit_dqa
 

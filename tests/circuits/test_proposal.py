@@ -16,7 +16,7 @@ from hybrid_attention.circuits.proposal import (
     proposal_unitary,
     proposal_values,
 )
-from hybrid_attention.circuits.reference import _apply_driver, problem_energies
+from hybrid_attention.circuits.reference import apply_driver, problem_energies
 
 
 def random_problem(n, seed, scale=1.0):
@@ -51,7 +51,7 @@ def test_unitary_is_unitary_and_symmetric(n, gamma, time, steps, shape):
 def _product(n, E, layers):
     psi = np.eye(1 << n, dtype=complex)  # row s: |s>, evolved layer by layer
     for kind, val in layers:
-        psi = _apply_driver(psi, val, n) if kind == "D" else psi * np.exp(-1j * val * E)
+        psi = apply_driver(psi, val, n) if kind == "D" else psi * np.exp(-1j * val * E)
     return np.abs(psi) ** 2  # Q[s, s']
 
 

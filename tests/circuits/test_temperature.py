@@ -125,6 +125,11 @@ def test_calibrate_errors():
         calibrate(0.1, s0, vary="steps")
     with pytest.raises(ValueError, match="method"):
         calibrate(0.1, s0, method="magic")
+    # the fit's settings with the closed form: refused, not dropped
+    with pytest.raises(ValueError, match="problems only apply to method='fit'"):
+        calibrate(0.1, s0, problems=random_problems(n=2, batch=2))
+    with pytest.raises(ValueError, match="tol, max_iter only apply to method='fit'"):
+        calibrate(0.1, s0, tol=1e-2, max_iter=5)
 
 
 def test_schedule_scales_validated():

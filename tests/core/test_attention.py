@@ -220,7 +220,7 @@ def test_sampler_path_matches_exact(rng):
     assert bridge is not None
 
 
-# ---------------------------------------------------------------------- issue #10: hostile input
+# ---------------------------------------------------------------------- hostile input
 @pytest.mark.parametrize("mode", MODES)
 def test_empty_batch(mode):
     q = torch.zeros(0, 2, 5, 3, dtype=torch.float64, requires_grad=True)

@@ -221,7 +221,7 @@ def test_grouped_prefixes_with_reads_match_the_circuit_output(layer):
     assert torch.all(gh.triu(1) == 0) and gh.abs().max() > 0
 
 
-# ---------------------------------------------------------------------- issue #10: hostile input
+# ---------------------------------------------------------------------- hostile input
 @pytest.mark.parametrize("name", ["exact", "statevector", "gibbs", "meanfield"])
 @pytest.mark.parametrize("causal", [True, False])
 def test_empty_batch(name, causal):
@@ -269,7 +269,7 @@ def test_num_reads_validated(num_reads, exc):
         )
 
 
-# ---------------------------------------------------------------------- issue #12: persistent chains (qemcmc)
+# ---------------------------------------------------------------------- persistent chains (qemcmc)
 def _qemcmc(overhead=None, pad=False, **kw):
     """A qemcmc sampler whose declared call grouping is chosen by the test (one call per prefix, groups, padded)."""
     from hybrid_attention.backends.qemcmc import QEMCMCSampler

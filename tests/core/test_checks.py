@@ -73,7 +73,7 @@ def test_positive_int(value, exc):
 
 
 def test_integer_type_errors_are_also_value_errors():
-    """Count checks raised ValueError for a float before they were unified: both catch clauses keep working."""
+    """A count of the wrong type is a TypeError and also a ValueError: both catch clauses catch it."""
     with pytest.raises(ValueError):
         checks.check_positive_int(1.5, "burn_in", minimum=0)
     assert checks.check_positive_int(np.int16(3), "steps") == 3 and checks.check_num_reads(None) is None
@@ -114,3 +114,24 @@ def test_checks_import_no_quantum_packages():
         "bad = [m for m in ('qiskit', 'pennylane') if m in sys.modules]; assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_symmetric_couplings_rule_and_tolerances():
+    """One rule for every J: symmetric (allclose tolerances) and a zero diagonal (to ``diagonal_atol``)."""
+    J = torch.tensor([[0.0, 1.0], [1.0 + 1e-9, 0.0]])
+    checks.check_symmetric_couplings(J)  # within rtol 1e-5
+    with pytest.raises(ValueError, match=r"J must be symmetric .*got max \|J - J\^T\| = 0.1; build it"):
+        checks.check_symmetric_couplings(torch.tensor([[0.0, 1.0], [1.1, 0.0]]), hint="build it")
+    with pytest.raises(ValueError, match="zero diagonal"):
+        checks.check_symmetric_couplings(torch.tensor([[1e-9, 0.0], [0.0, 0.0]]))
+    checks.check_symmetric_couplings(torch.tensor([[1e-9, 0.0], [0.0, 0.0]]), diagonal_atol=1e-6)
+    checks.check_symmetric_couplings(torch.tensor([[1.0, 0.0], [0.0, 0.0]]), zero_diagonal=False)
+    with pytest.raises(ValueError, match=r"J must have a zero diagonal, got max \|J\[h, j, j\]\||zero diagonal"):
+        checks.check_head_couplings(torch.eye(3)[None], 1, 3)
+
+
+def test_check_finite_names_the_value_and_its_index():
+    with pytest.raises(ValueError, match=r"J must be finite, got a non-finite value inf at index \[1, 0\]"):
+        checks.check_finite(np.array([[0.0, 1.0], [np.inf, 0.0]]), "J")
+    checks.check_finite(torch.ones(3), "h")
+    checks.check_finite(np.arange(3), "c")  # integers are always finite

@@ -268,8 +268,9 @@ def test_causal_kernel_gradcheck(rng):
     Ju = to_t(np.triu(rng.normal(scale=0.5, size=(2, T, T)), 1)).requires_grad_(True)
     beta = torch.tensor([0.8, 1.1], dtype=torch.float64, requires_grad=True)
 
-    def f(h, Ju, beta):
-        return kernels.causal_marginals(h, Ju + Ju.transpose(-1, -2), beta)
+    def f(h, Ju, beta):  # the strict upper triangle: finite differences keep J symmetric with a zero diagonal
+        U = torch.triu(Ju, 1)
+        return kernels.causal_marginals(h, U + U.transpose(-1, -2), beta)
 
     assert torch.autograd.gradcheck(f, (h, Ju, beta))
 
@@ -380,7 +381,7 @@ def test_property_causal_outputs_ignore_future_tokens(T, seed):
     torch.testing.assert_close(a[..., : t + 1, :], b[..., : t + 1, :], atol=0, rtol=0)
 
 
-# ---------------------------------------------------------------------- issue #10: hostile input
+# ---------------------------------------------------------------------- hostile input
 def test_empty_batch_gives_empty_results():
     J = torch.tensor([[0.0, 0.4], [0.4, 0.0]], dtype=torch.float64)
     p = IsingProblem(torch.zeros(0, 2, dtype=torch.float64), J)
@@ -424,7 +425,7 @@ def test_public_kernels_validate_raw_tensors(rng, kernel):
             f(h, J, beta)
     with pytest.raises(TypeError, match="beta"):
         f(h, J, True)
-    upper = torch.triu(J, 1)  # only the upper triangle filled in: silently ignored (cross block) before
+    upper = torch.triu(J, 1)  # only the upper triangle filled in: refused, not read as half the couplings
     with pytest.raises(ValueError, match="J must be symmetric"):
         f(h, upper)
     badJ = J.clone()
@@ -433,13 +434,30 @@ def test_public_kernels_validate_raw_tensors(rng, kernel):
         f(h, badJ)
 
 
-def test_causal_kernel_ignores_the_diagonal_of_J(rng):
-    """The diagonal is not part of the energy (sum over j < k): a constant offset, accepted and ignored."""
+@pytest.mark.parametrize("kernel", ["causal", "bidirectional", "shared", "loop"])
+def test_kernels_refuse_a_nonzero_diagonal_of_J_before_any_work(kernel, rng, monkeypatch):
+    """J has no self-couplings (docs/theory.md section 2): a nonzero diagonal is refused, naming it, not dropped."""
     T = 5
     h = to_t(rng.normal(size=(2, 2, T, T)))
     J = to_t(random_couplings(rng, T, 0.5, (2,)))
     Jd = J + torch.diag_embed(to_t(rng.normal(size=(2, T))))
-    torch.testing.assert_close(kernels.causal_marginals(h, Jd), kernels.causal_marginals(h, J))
+    run = {
+        "causal": lambda J: kernels.causal_marginals(h, J),
+        "bidirectional": lambda J: kernels.bidirectional_marginals(h, J),
+        "shared": lambda J: kernels.shared_marginals(h[:, :, 0], J),
+        "loop": lambda J: kernels.causal_marginals_loop(h, J),
+    }[kernel]
+
+    def work(*a, **k):
+        raise AssertionError("the enumeration started before J was refused")
+
+    with monkeypatch.context() as mp:
+        for name in ("_causal_marginals", "_bidirectional_marginals", "_shared_marginals"):
+            mp.setattr(kernels, name, work)
+        mp.setattr(exact, "enumerate_states", work)
+        with pytest.raises(ValueError, match=r"J must have a zero diagonal \(no self-couplings\), got max \|J_jj\| ="):
+            run(Jd)
+    assert run(J).shape[-1] == T  # the same couplings with a zero diagonal are fine
 
 
 def test_causal_marginals_loop_validates(rng):
@@ -469,3 +487,17 @@ def test_sample_validates_reads_seed_and_size():
 def test_enumerate_states_rejects_non_integer_sizes():
     with pytest.raises(TypeError, match="n must be an integer"):
         exact.enumerate_states(2.5)
+
+
+def test_table_marginals_and_correlations_of_the_exact_table(rng):
+    """Read out of a probability table over configurations, they give the oracle's marginals and correlations."""
+    p = IsingProblem(to_t(rng.normal(size=(2, 3, 5))), to_t(random_couplings(rng, 5, 0.7, (2, 3))), beta=0.9)
+    P = exact.probabilities(p)
+    torch.testing.assert_close(exact.table_marginals(P), exact.marginals(p), atol=1e-12, rtol=0)
+    torch.testing.assert_close(exact.table_correlations(P), exact.correlations(p), atol=1e-12, rtol=0)
+    np.testing.assert_allclose(exact.table_marginals(P.numpy()).numpy(), exact.marginals(p).numpy(), atol=1e-12)
+    one = torch.zeros(8, dtype=torch.float64)
+    one[6] = 1.0  # the configuration of index 6 = bits 011: s = (+1, -1, -1)
+    assert exact.table_marginals(one).tolist() == [1.0, -1.0, -1.0]
+    with pytest.raises(ValueError, match=r"2\*\*n configurations, got shape \(2, 6\)"):
+        exact.table_marginals(torch.ones(2, 6))

@@ -9,7 +9,14 @@ import pytest
 import torch
 
 from hybrid_attention import IsingProblem
-from hybrid_attention.ising import bits_to_spins, index_to_spins, spins_to_bits, spins_to_index
+from hybrid_attention.ising import (
+    bits_to_index,
+    bits_to_spins,
+    index_to_bits,
+    index_to_spins,
+    spins_to_bits,
+    spins_to_index,
+)
 from tests.conftest import random_couplings, to_t
 
 
@@ -122,12 +129,12 @@ def test_one_element_tensor_beta_survives_flatten_and_indexing():
     assert torch.equal(q[1:3].beta_tensor(), torch.tensor([0.5, 0.5]))
 
 
-# ---------------------------------------------------------------------- issue #10: beta checked in the problem's dtype
+# ---------------------------------------------------------------------- beta checked in the problem's dtype
 @pytest.mark.parametrize(
     "beta", [1e40, 1e-50, torch.tensor(1e40, dtype=torch.float64), torch.tensor([1.0, 1e300], dtype=torch.float64)]
 )
 def test_beta_must_be_finite_and_positive_in_the_problem_dtype(beta):
-    """float32 IsingProblem(beta=1e40) used to pass validation and return NaN (1e40 is inf in float32)."""
+    """float32 IsingProblem(beta=1e40) is refused: 1e40 is inf in float32 (it would make every result NaN)."""
     with pytest.raises(ValueError, match="beta must be finite and > 0"):
         IsingProblem(torch.zeros(2, 2, dtype=torch.float32), beta=beta)
     IsingProblem(torch.zeros(2, 2, dtype=torch.float64), beta=beta)  # fine in float64
@@ -145,7 +152,7 @@ def test_beta_rejects_non_real_types(beta):
         IsingProblem(torch.zeros(2), beta=beta)
 
 
-# ---------------------------------------------------------------------- issue #15: dimod dicts and BQMs
+# ---------------------------------------------------------------------- dimod dicts and BQMs
 def test_from_dimod_accepts_non_integer_labels():
     """Was ``TypeError: can only concatenate str (not "int") to str``; labels keep their order of appearance."""
     p = IsingProblem.from_dimod({"a": 1.0, "b": -0.5}, {("b", "c"): 2.0})
@@ -213,3 +220,25 @@ def test_from_bqm_handles_labels_binary_and_offset():
         IsingProblem.from_bqm({"x": 1.0})
     with pytest.raises(ValueError, match="at least one spin"):
         IsingProblem.from_bqm(dimod.BinaryQuadraticModel("SPIN"))
+
+
+def test_from_dimod_refuses_negative_integer_labels_unless_ordered():
+    """ "Spin j is label j" has no place for -1: refused with the fix named; labels= gives the order."""
+    with pytest.raises(ValueError, match=r"negative integer label\(s\) \[-2, -1\]; pass labels=sorted\(variables\)"):
+        IsingProblem.from_dimod({-1: 0.5, 0: 1.0}, {(-2, 0): 0.25})
+    p = IsingProblem.from_dimod({-1: 0.5, 0: 1.0}, {(-2, 0): 0.25}, labels=[-2, -1, 0])
+    assert p.h.tolist() == [0.0, -0.5, -1.0] and p.J[0, 2].item() == -0.25 and p.mask is None
+    assert IsingProblem.from_dimod({3: 1.0}, {}).mask.tolist() == [False, False, False, True]  # >= 0: label j is spin j
+
+
+@pytest.mark.parametrize("n", [1, 5, 16, 17, 20])
+def test_index_bits_and_spins_round_trip_on_both_paths(n):
+    """``index_to_bits`` looks bits up in a table up to n = 16 and shifts above: both give bit j of c in column j."""
+    rng = np.random.default_rng(n)
+    c = rng.integers(0, 1 << n, size=(3, 7))
+    bits = index_to_bits(c, n)
+    assert bits.shape == (3, 7, n) and bits.dtype == bool
+    np.testing.assert_array_equal(bits, (c[..., None] // 2 ** np.arange(n)) % 2 == 1)  # independent arithmetic
+    np.testing.assert_array_equal(bits_to_index(bits), c)
+    np.testing.assert_array_equal(index_to_spins(c, n), bits_to_spins(bits))
+    np.testing.assert_array_equal(spins_to_index(index_to_spins(c, n)), c)

@@ -1,6 +1,6 @@
-"""Exact hj weights where alpha = (1 + m) / 2 underflows (issue #13, the attention-weight pointer).
+"""Exact hj weights where alpha = (1 + m) / 2 underflows (the attention-weight pointer of the bracket task).
 
-Oracle: a float64 enumeration of ``log p(s_j = +1)`` written here (independent of the kernels), and the old formula
+Oracle: a float64 enumeration of ``log p(s_j = +1)`` written here (independent of the kernels), and the plain formula
 ``normalised_weights(marginals)``, which rows that do not underflow must reproduce bit for bit.
 """
 
@@ -22,8 +22,8 @@ def _couplings(H, T, scale, gen, dtype):
     return (J + J.transpose(-1, -2)).to(dtype)
 
 
-def _old_weights(h, J, beta, causal):
-    """The formula before the fix: marginals, then alpha = (1 + m) / 2 normalised."""
+def _plain_weights(h, J, beta, causal):
+    """The plain formula: marginals, then alpha = (1 + m) / 2 normalised (exact wherever alpha does not underflow)."""
     b = torch.full((h.shape[1],), float(beta), dtype=h.dtype)
     m = kernels._causal_marginals(h, J, b) if causal else kernels._bidirectional_marginals(h, J, b)
     T = h.shape[-1]
@@ -58,7 +58,7 @@ def test_bitwise_identical_on_normal_scores(dtype, causal, one_thread):
     out = []
     for fn in (
         lambda h, J: attention_weights(h, J, mode="hj", causal=causal),
-        lambda h, J: _old_weights(h, J, 1.0, causal),
+        lambda h, J: _plain_weights(h, J, 1.0, causal),
     ):
         h, J = h0.clone().requires_grad_(), J0.clone().requires_grad_()
         w = fn(h, J)
@@ -81,7 +81,7 @@ def test_mixed_batch_keeps_normal_rows_bitwise(causal, one_thread):
     grads = []
     for fn in (
         lambda h: attention_weights(h, J0, mode="hj", causal=causal),
-        lambda h: _old_weights(h, J0, 1.0, causal),
+        lambda h: _plain_weights(h, J0, 1.0, causal),
     ):
         h = h0.clone().requires_grad_()
         w = fn(h)
@@ -118,7 +118,7 @@ def test_saturated_scores_match_float64_oracle(causal, one_thread):
     uniform = vis.double() / vis.sum(-1, keepdim=True)
     assert float((ref - uniform)[..., multi, :].abs().amax()) > 0.1  # the oracle is far from uniform
 
-    old = _old_weights(h64.float(), J64.float(), 1.0, causal)
+    old = _plain_weights(h64.float(), J64.float(), 1.0, causal)
     assert torch.allclose(old[..., multi, :].double(), uniform.expand_as(old)[..., multi, :])  # the bug
 
     h, J = h64.float().requires_grad_(), J64.float().requires_grad_()
@@ -179,7 +179,7 @@ def test_extreme_scores_fallback_matches_oracle(causal, one_thread):
 
 def test_saturated_attention_trains(one_thread):
     """From queries/keys whose scores are all about -50 (every spin pinned), the gradient w.r.t. q and k is
-    non-zero and 50 Adam steps on a pointer loss (-log a_i,target) reduce it; with the old formula it was stuck."""
+    non-zero and 50 Adam steps on a pointer loss (-log a_i,target) reduce it (the plain formula, whose alpha underflows to 0, gives no gradient there)."""
     gen = torch.Generator().manual_seed(4)
     B, H, T, d = 8, 1, 8, 8
     direction = torch.randn(d, generator=gen)

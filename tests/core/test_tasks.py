@@ -178,7 +178,7 @@ def test_default_cache_dir(no_env):
     assert sh.default_cache_dir() == no_env / "xdg" / "hybrid-attention"
 
 
-# ---------------------------------------------------------------------- issue #10: large vocabularies
+# ---------------------------------------------------------------------- large vocabularies
 @pytest.mark.parametrize("vocab", [200, 300, 40_000, 70_000])
 def test_char_dataset_ids_do_not_overflow(vocab):
     """Vocabularies over 32,767 characters overflowed the int16 ids of the fast encoder (negative ids)."""
@@ -353,3 +353,52 @@ def test_variant_bad_settings(kwargs, T, match):
 def test_disjoint_split_refuses_when_strings_run_out():
     with pytest.raises(ValueError, match="too few distinct strings"):
         bv.BracketVariantTask(2, disjoint=True, val_size=10)
+
+
+# ---------------------------------------------------------------------- run finding
+def _runs_of(seq, c):
+    """(start, length) of every maximal run of letter c."""
+    out, i = [], 0
+    while i < len(seq):
+        if seq[i] == c:
+            j = i
+            while j < len(seq) and seq[j] == c:
+                j += 1
+            out.append((i, j - i))
+            i = j
+        else:
+            i += 1
+    return out
+
+
+@pytest.mark.parametrize("T", [8, 32, 64])
+def test_runs_hold_one_run_of_the_query_letter_and_isolated_decoys(T):
+    from hybrid_attention.tasks.runs import RunsTask, generate_runs
+
+    x, y = generate_runs(500, T, seed=3)
+    assert x.shape == y.shape == (500, T) and bool((y[:, :-1] == -100).all())
+    decoys = (T - 4) // 8
+    for row, lab in zip(x.tolist(), y[:, -1].tolist()):
+        c = row[-1] - 8
+        assert 0 <= c < 8 and all(t < 8 for t in row[:-1])
+        runs = _runs_of(row[:-1], c)
+        long = [r for r in runs if r[1] > 1]
+        assert len(long) == 1 and long[0][1] == 3 and lab == long[0][0] + 1  # the middle of the run
+        assert len(runs) - 1 == decoys  # every decoy placed, isolated
+    task = RunsTask(T)
+    xa, ya = task.get_batch("train", 4, T, generator=torch.Generator().manual_seed(0))
+    xb, _ = task.get_batch("train", 4, T, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(xa, xb) and task.vocab_size == 16 and task.val[0].shape == (2000, T)
+
+
+def test_runs_settings_are_checked():
+    from hybrid_attention.tasks.runs import check_runs, generate_runs
+
+    with pytest.raises(ValueError, match="too short"):
+        check_runs(6, 8, 3, 2)
+    with pytest.raises(ValueError, match="run must be >= 2"):
+        check_runs(16, 8, 1, 0)
+    with pytest.raises(TypeError, match="letters must be an int"):
+        check_runs(16, 8.0, 3, 0)
+    with pytest.raises(ValueError, match="n must be a positive int"):
+        generate_runs(0, 16)

@@ -1,0 +1,123 @@
+"""The plots of a study (matplotlib, optional: ``pip install 'hybrid-attention[plots]'``): the metric and the gain
+over softmax against T, bracket accuracy by match distance, and the learned couplings by key distance."""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+from .tables import BREAKDOWN_GROUPS, REPORT_MODES, breakdown, coupling_by_distance, group_name
+
+__all__ = ["write_plots"]
+
+logger = logging.getLogger(__name__)
+
+
+def _yerr(pts: list[dict[str, Any]]) -> list[list[float]]:
+    """Asymmetric error bars from ``mean``/``lo``/``hi`` (0 where the interval is undefined)."""
+    return [
+        [p["mean"] - p["lo"] if math.isfinite(p["lo"]) else 0.0 for p in pts],
+        [p["hi"] - p["mean"] if math.isfinite(p["hi"]) else 0.0 for p in pts],
+    ]
+
+
+def write_plots(out: Path, name: str, rows: list, cells: list, comps: list) -> None:
+    """``metric_vs_T.png``, ``accuracy_by_distance.png`` (bracket studies) and ``couplings_by_distance.png`` (studies
+    with hj or bias runs) of the study ``name`` into ``out``; a warning and nothing without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        logger.warning("matplotlib is not installed (pip install 'hybrid-attention[plots]'): no plots written")
+        return
+    _metric_vs_T(plt, out, name, rows, cells, comps)
+    _accuracy_by_distance(plt, out, name, rows)
+    _couplings(plt, out, name, rows)
+
+
+def _metric_vs_T(plt: Any, out: Path, name: str, rows: list, cells: list, comps: list) -> None:
+    shakespeare = rows[0]["task"] == "shakespeare"
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    for i, mode in enumerate(REPORT_MODES):
+        pts = [c for c in cells if c["mode"] == mode]
+        if not pts:
+            continue
+        x = [c["block_size"] for c in pts]
+        ax.errorbar(x, [c["mean"] for c in pts], yerr=_yerr(pts), marker="o", capsize=3, color=f"C{i}", label=mode)
+        ax.fill_between(x, [c["lo"] for c in pts], [c["hi"] for c in pts], color=f"C{i}", alpha=0.2)
+        cs = [c for c in comps if c["mode"] == mode and c["ref"] == "softmax"]
+        if cs:
+            x = [c["block_size"] for c in cs]
+            pts2 = [{"mean": c["res"].mean, "lo": c["res"].lo, "hi": c["res"].hi} for c in cs]
+            ax2.errorbar(
+                x, [p["mean"] for p in pts2], yerr=_yerr(pts2), marker="o", capsize=3, color=f"C{i}",
+                label=f"{mode} vs softmax",
+            )  # fmt: skip
+            ax2.fill_between(x, [c["res"].lo for c in cs], [c["res"].hi for c in cs], color=f"C{i}", alpha=0.2)
+    ax.set_xlabel("block size T")
+    ax.set_ylabel("validation perplexity" if shakespeare else "per-bracket accuracy (%)")
+    ax.set_title(f"{name}: mean and 95 % CI over seeds", fontsize=10)
+    ax.legend(fontsize=8)
+    ax2.axhline(0, color="k", lw=0.8)
+    ax2.set_xlabel("block size T")
+    ax2.set_ylabel("gain over softmax (%, perplexity)" if shakespeare else "gain over softmax (points)")
+    ax2.set_title("paired by seed, 95 % CI (above 0: better than softmax)", fontsize=10)
+    if ax2.get_legend_handles_labels()[0]:
+        ax2.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "metric_vs_T.png", dpi=110)
+    plt.close(fig)
+
+
+def _accuracy_by_distance(plt: Any, out: Path, name: str, rows: list) -> None:
+    b = breakdown(rows, "by_distance")
+    if not b:
+        return
+    Tb = sorted({x["block_size"] for x in b})
+    fig, axes = plt.subplots(1, len(Tb), figsize=(3.6 * len(Tb), 3.2), squeeze=False, sharey=True)
+    for ax, T in zip(axes[0], Tb):
+        groups = [group_name(g) for g in BREAKDOWN_GROUPS["by_distance"]]
+        groups = [g for g in groups if any(x["group"] == g and x["block_size"] == T for x in b)]
+        for i, mode in enumerate(REPORT_MODES):
+            pts = {x["group"]: x["mean"] for x in b if x["mode"] == mode and x["block_size"] == T}
+            if pts:
+                xs = [k for k, g in enumerate(groups) if g in pts]
+                ax.plot(xs, [pts[groups[k]] for k in xs], marker="o", color=f"C{i}", label=mode)
+        ax.set_xticks(range(len(groups)), groups)
+        ax.set_title(f"T = {T}", fontsize=10)
+        ax.set_xlabel("match distance")
+    axes[0][0].set_ylabel("accuracy (%), mean over seeds")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"{name}: accuracy by match distance (tables with intervals: summary.md)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / "accuracy_by_distance.png", dpi=110)
+    plt.close(fig)
+
+
+def _couplings(plt: Any, out: Path, name: str, rows: list) -> None:
+    Ts = sorted({r["block_size"] for r in rows if r["mode"] in ("hj", "bias")})
+    if not Ts:
+        return
+    fig, axes = plt.subplots(1, len(Ts), figsize=(3.6 * len(Ts), 3.2), squeeze=False)
+    for ax, T in zip(axes[0], Ts):
+        for i, mode in ((1, "hj"), (4, "bias")):
+            prof = coupling_by_distance(rows, mode, T)
+            if prof:
+                x = [p["distance"] + (0.1 if mode == "bias" else 0) for p in prof]
+                label = "hj: J" if mode == "hj" else "bias control: B"
+                y = [p["mean"] for p in prof]
+                ax.errorbar(x, y, yerr=_yerr(prof), marker="o", capsize=2, color=f"C{i}", label=label)
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set_title(f"T = {T}", fontsize=10)
+        ax.set_xlabel("key distance |j - k|")
+    axes[0][0].set_ylabel("mean learned value (95 % CI)")
+    if axes[0][0].get_legend_handles_labels()[0]:
+        axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"{name}: learned couplings J (hj)\nand the control's positional bias B, by distance", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / "couplings_by_distance.png", dpi=110)
+    plt.close(fig)

@@ -1,0 +1,344 @@
+"""Engine validation of the long-context study (results/long_context/PROTOCOL.md, "The engine").
+
+For every validated model (the ``exact_reference`` and ``engine_pilot`` runs of ``experiments/long_context/plan.py``)
+and every candidate engine it measures, against the reference (exact enumeration at T <= 20; at T >= 32 Gibbs chains
+with the Rao-Blackwellised estimator from opposite starts, burn-in doubled until converged):
+
+* the attention marginals' error (rms and max over every visible (row, query, key) of an evaluation subset);
+* the metric of the same weights (validation loss, and perplexity or accuracy) on that subset;
+* the parameter gradients on one training batch: cosine and norm ratio per group (attention projection ``c_attn``,
+  couplings ``J_raw``, everything else), the reference gradient being the mean of independent Gibbs estimates;
+* the largest eigenvalue of the learned beta J.
+
+Each model's numbers go to ``results/long_context/engine_validation/<model>.json`` (resumable: a model with a file is
+skipped); ``--report`` writes ``results/long_context/engine_validation.md`` with the protocol's pass criteria applied.
+
+    python experiments/long_context/validate_engines.py            # every model whose run has finished
+    python experiments/long_context/validate_engines.py --report   # the table and the verdicts
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from plan import ROOT, STUDIES  # noqa: E402
+
+HERE = Path(__file__).resolve().parents[2]
+OUT = HERE / ROOT / "engine_validation"
+#: candidate engines, in the protocol's order
+CANDIDATES = ("meanfield", "gibbs-persistent", "tap")
+#: pass criteria (PROTOCOL.md)
+METRIC_TOL = {"val_perplexity": 0.3, "val_accuracy": 0.3}  # % perplexity, accuracy points
+COSINE_MIN, NORM_RANGE = 0.95, (0.8, 1.25)
+#: reference Gibbs chains: chains per problem (half from all +1, half from all -1), records per chain, first burn-in
+REF_CHAINS, REF_RECORDS, REF_BURN_IN, REF_MAX_BURN_IN = 32, 8, 256, 4096
+GRAD_ESTIMATES = 8
+EVAL_ROWS = {32: 256, 64: 128}
+
+
+def models() -> list[tuple[str, Path]]:
+    """``(name, run directory)`` of every validated model whose run has finished."""
+    out = []
+    for study in STUDIES.values():
+        if not study.name.startswith(("exact_", "pilot_")):
+            continue
+        for d in sorted((HERE / ROOT / study.name / "runs").glob("hj_T*_s*")):
+            m = d / "metrics.json"
+            if m.is_file() and json.loads(m.read_text()).get("finished") and (d / "checkpoint.pt").is_file():
+                out.append((f"{study.name}_{d.name}", d))
+    return out
+
+
+def load(run: Path):
+    """The trained model, its resolved TrainConfig and its task."""
+    from hybrid_attention.apps.run_files import load_checkpoint
+    from hybrid_attention.apps.train import TrainConfig, load_task
+    from hybrid_attention.model import Transformer, TransformerConfig
+
+    conf = json.loads((run / "config.json").read_text())
+    cfg = TrainConfig.from_saved(conf["run"], data=conf["run"].get("data") or conf.get("data_path"), out=str(run))
+    model = Transformer(TransformerConfig(**conf["model"]))
+    model.load_state_dict(load_checkpoint(run / "checkpoint.pt")["model"])
+    model.eval()
+    return model, cfg, load_task(cfg)[0]
+
+
+class _Captured(Exception):
+    """Raised by :func:`layer_problems`'s hook once the layer's input is captured."""
+
+
+def layer_problems(model, x: torch.Tensor):
+    """The single attention layer's scores ``h (B, 1, T, T)``, couplings ``J (1, T, T)`` and ``beta`` on ``x``."""
+    att = model.attention_layers[0]
+    got = {}
+
+    def capture(mod, args):  # the layer's input is all that is needed: stop before any marginals are computed
+        got["x"] = args[0]
+        raise _Captured
+
+    hook = att.register_forward_pre_hook(capture)
+    try:
+        with torch.no_grad():
+            model(x)
+    except _Captured:
+        pass
+    finally:
+        hook.remove()
+    q, k, _ = att.c_attn(got["x"]).split(att.n_embd, dim=2)
+    h = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    return h[:, None].detach(), att.J.detach(), att.beta.detach()
+
+
+def reference_marginals(h, J, beta, seed: int) -> tuple[torch.Tensor, dict]:
+    """Gibbs with the Rao-Blackwellised estimator, chains from opposite starts, burn-in doubled until the marginals
+    move by < 1e-3 (max abs) and every spin's split R-hat (over the chains' conditional means) is < 1.01."""
+    from hybrid_attention import IsingProblem
+    from hybrid_attention.backends import get_sampler
+
+    B, H, T, _ = h.shape
+    tril = torch.ones(T, T, dtype=torch.bool).tril()
+    mask = tril.expand(B * H, T, T).reshape(-1, T)
+    hf = (h.double().reshape(-1, T)) * mask
+    p = IsingProblem(hf, J[0].double(), beta=float(beta[0]), mask=mask)
+    init = np.ones((hf.shape[0], REF_CHAINS, T), dtype=np.int8)
+    init[:, REF_CHAINS // 2 :] = -1
+    sampler = get_sampler("gibbs", dtype=torch.float64)
+    prev, K, info = None, REF_BURN_IN, {}
+    while True:
+        ss = sampler.sample(p, num_reads=REF_CHAINS * REF_RECORDS, num_chains=REF_CHAINS, thinning=1, burn_in=K,
+                            initial_state=init, seed=seed)  # fmt: skip
+        s = torch.from_numpy(ss.spins).double() * mask[:, None, :]  # (P, records * chains, T)
+        phi = torch.tanh(float(beta[0]) * (hf[:, None, :] + s @ J[0].double())) * mask[:, None, :]
+        phi = phi.reshape(-1, REF_RECORDS, REF_CHAINS, T)  # read r * chains + c
+        m = phi.mean((1, 2))
+        rhat = _split_rhat(phi)
+        moved = math.inf if prev is None else float((m - prev).abs().max())
+        info = {"burn_in": K, "moved": moved, "max_rhat": float(np.nanmax(rhat))}
+        if (moved < 1e-3 and info["max_rhat"] < 1.01) or K >= REF_MAX_BURN_IN:
+            info["converged"] = moved < 1e-3 and info["max_rhat"] < 1.01
+            return m.reshape(B, H, T, T), info
+        prev, K = m, 2 * K
+
+
+def _split_rhat(phi: torch.Tensor) -> np.ndarray:
+    """Split R-hat per (problem, spin) from ``phi (P, records, chains, T)``; NaN where nothing varies."""
+    R = phi.shape[1] // 2
+    halves = torch.cat([phi[:, :R], phi[:, R : 2 * R]], dim=2)  # (P, R, 2C, T)
+    means = halves.mean(1)
+    W = halves.var(1, unbiased=True).mean(1)
+    Bv = R * means.var(1, unbiased=True)
+    var = (R - 1) / R * W + Bv / R
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.sqrt((var / W).numpy())
+    out[~np.isfinite(out)] = 1.0  # a spin that never varies (fields far from 0) has converged
+    return out
+
+
+def fixed_sampler(marginals: torch.Tensor):
+    """A sampler that hands the bridge precomputed marginals (the reference) for the model's own forward pass."""
+    from hybrid_attention.sampler import Sampler, SamplerCapabilities
+
+    class FixedMarginals(Sampler):
+        name = "reference"
+        capabilities = SamplerCapabilities(differentiable=True, pad_with_mask=True)
+
+        def differentiable_marginals(self, problem):
+            return marginals.to(problem.dtype).reshape(problem.h.shape)
+
+        def _sample(self, problem, *, num_reads, seed):
+            raise NotImplementedError("the reference marginals have no reads")
+
+    return FixedMarginals()
+
+
+def engine_sampling(name: str, warm_on=None, model=None):
+    """The candidate's :class:`~hybrid_attention.Sampling`; persistent Gibbs chains are warmed on ``warm_on``."""
+    from hybrid_attention import PersistentChains, Sampling
+    from hybrid_attention.backends import get_sampler
+
+    if name == "meanfield":
+        return Sampling(get_sampler("meanfield"))
+    if name == "tap":
+        return Sampling(get_sampler("meanfield", method="tap"))
+    if name == "gibbs-persistent":
+        chains = PersistentChains(8, seed=0)
+        s = Sampling(get_sampler("gibbs", burn_in=2), 8, estimator="conditional", chains=chains)
+        with torch.no_grad():
+            for k in range(32):  # 64 sweeps: chains as warm as in training, where they continue from step to step
+                model(warm_on, sampling=s.with_seed(1000 + k))
+        return s
+    raise ValueError(name)
+
+
+def metric(model, x, y, task_name: str, sampling) -> dict:
+    from hybrid_attention.apps.train import evaluate
+
+    return evaluate(model, x, y, task_name, sampling=sampling)
+
+
+def gradient(model, x, y, sampling) -> dict[str, torch.Tensor]:
+    model.zero_grad(set_to_none=True)
+    _, loss = model(x, y, sampling=sampling)
+    loss.backward()
+    groups = {"c_attn": [], "J_raw": [], "rest": []}
+    for n, p_ in model.named_parameters():
+        if p_.grad is None:
+            continue
+        key = "c_attn" if ".attn.c_attn." in n else ("J_raw" if n.endswith("J_raw") else "rest")
+        groups[key].append(p_.grad.detach().flatten().clone())
+    return {k: torch.cat(v) for k, v in groups.items() if v}
+
+
+def compare_grads(g, ref) -> dict:
+    out = {}
+    for k in ref:
+        a, b = g[k].double(), ref[k].double()
+        out[k] = {"cosine": float(a @ b / (a.norm() * b.norm() + 1e-300)), "norm_ratio": float(a.norm() / b.norm())}
+    return out
+
+
+def validate(name: str, run: Path) -> dict:
+    from hybrid_attention import Sampling
+    from hybrid_attention.apps.train import eval_set
+    from hybrid_attention.backends import get_sampler
+
+    model, cfg, task = load(run)
+    T = cfg.block_size
+    xv, yv = eval_set(task, cfg)
+    rows = EVAL_ROWS.get(T, len(xv))
+    xv, yv = xv[:rows], yv[:rows]
+    xg, yg = task.get_batch("train", 32, T, generator=torch.Generator().manual_seed(12345))
+    h, J, beta = layer_problems(model, xv)
+    lam = float(torch.linalg.eigvalsh((beta[0] * J[0]).double()).abs().max())
+    res = {"model": name, "run": str(run.relative_to(HERE)), "T": T, "task": cfg.task, "eval_rows": rows,
+           "largest_eigenvalue_beta_J": lam, "engines": {}}  # fmt: skip
+    exact = T <= 20
+    t0 = time.perf_counter()
+    if exact:
+        from hybrid_attention.kernels import causal_marginals
+
+        m_ref = causal_marginals(h.double(), J.double(), beta.double())
+        ref_sampling = None
+        g_ref = gradient(model, xg, yg, None)
+        res["reference"] = {"kind": "exact enumeration"}
+    else:
+        m_ref, info = reference_marginals(h, J, beta, seed=1)
+        ref_sampling = Sampling(fixed_sampler(m_ref))
+        ref_chain = Sampling(get_sampler("gibbs", burn_in=info["burn_in"]), REF_CHAINS, estimator="conditional")
+        gs = [gradient(model, xg, yg, ref_chain.with_seed(100 + k)) for k in range(GRAD_ESTIMATES)]
+        g_ref = {k: torch.stack([g[k] for g in gs]).mean(0) for k in gs[0]}
+        # the reference gradient's own noise: cosine of half-means (how far the cosines below can be trusted)
+        half = {k: torch.stack([g[k] for g in gs[: GRAD_ESTIMATES // 2]]).mean(0) for k in gs[0]}
+        other = {k: torch.stack([g[k] for g in gs[GRAD_ESTIMATES // 2 :]]).mean(0) for k in gs[0]}
+        res["reference"] = {"kind": "gibbs, Rao-Blackwellised, opposite starts", **info,
+                            "half_mean_gradient_agreement": compare_grads(half, other)}  # fmt: skip
+    res["reference"]["metric"] = metric(model, xv, yv, cfg.task, ref_sampling)
+    res["reference"]["seconds"] = round(time.perf_counter() - t0, 1)
+    tril = torch.ones(T, T, dtype=torch.bool).tril()
+    for eng in CANDIDATES:
+        t0 = time.perf_counter()
+        s_eval = engine_sampling(eng, xv, model)
+        from hybrid_attention.bridge import attention_marginals
+
+        m = attention_marginals(h, J, beta, sampling=s_eval.layer(0).with_seed(7)).detach().double()
+        err = (m - m_ref.double())[..., tril]
+        s_grad = engine_sampling(eng, xg, model)
+        res["engines"][eng] = {
+            "marginal_error_rms": float(err.pow(2).mean().sqrt()),
+            "marginal_error_max": float(err.abs().max()),
+            "metric": metric(model, xv, yv, cfg.task, s_eval.with_seed(8)),
+            "gradient": compare_grads(gradient(model, xg, yg, s_grad.with_seed(9)), g_ref),
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
+    return res
+
+
+def verdicts(res: dict) -> dict[str, bool]:
+    """Pass/fail of each engine on one model (PROTOCOL.md criteria)."""
+    ref = res["reference"]["metric"]
+    key = "val_perplexity" if "val_perplexity" in ref else "val_accuracy"
+    out = {}
+    for eng, r in res["engines"].items():
+        if key == "val_perplexity":
+            off = 100 * abs(r["metric"][key] - ref[key]) / ref[key]
+        else:
+            off = 100 * abs(r["metric"][key] - ref[key])
+        grads = all(
+            g["cosine"] >= COSINE_MIN and NORM_RANGE[0] <= g["norm_ratio"] <= NORM_RANGE[1]
+            for g in r["gradient"].values()
+        )
+        out[eng] = off <= METRIC_TOL[key] and grads
+    return out
+
+
+def report() -> str:
+    files = sorted(OUT.glob("*.json"))
+    rows = [json.loads(f.read_text()) for f in files]
+    lines = [
+        "# Engine validation (long-context study)",
+        "",
+        "Produced by `python experiments/long_context/validate_engines.py` (one JSON per model in",
+        "`engine_validation/`) and `python experiments/long_context/validate_engines.py --report`. Protocol and pass",
+        'criteria: `PROTOCOL.md` ("The engine"): the metric of the same weights within '
+        f"{METRIC_TOL['val_perplexity']} % perplexity / {METRIC_TOL['val_accuracy']} points of the reference, and for every "
+        f"parameter group a gradient cosine >= {COSINE_MIN} with a norm ratio in [{NORM_RANGE[0]}, {NORM_RANGE[1]}].",
+        "",
+        "| model | T | largest eig of beta J | reference | engine | marginal err rms / max | metric (ref) | "
+        "grad cos c_attn / J / rest | norm ratio c_attn / J / rest | pass |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    passes = {e: True for e in CANDIDATES}
+    for r in rows:
+        v = verdicts(r)
+        ref = r["reference"]
+        key = "val_perplexity" if "val_perplexity" in ref["metric"] else "val_accuracy"
+        refdesc = ref["kind"] + (f", burn-in {ref['burn_in']}, R-hat {ref['max_rhat']:.3f}" if "burn_in" in ref else "")
+        for eng, e in r["engines"].items():
+            passes[eng] &= v[eng]
+            g = e["gradient"]
+            cos = " / ".join(f"{g[k]['cosine']:.3f}" if k in g else "-" for k in ("c_attn", "J_raw", "rest"))
+            nr = " / ".join(f"{g[k]['norm_ratio']:.2f}" if k in g else "-" for k in ("c_attn", "J_raw", "rest"))
+            lines.append(
+                f"| {r['model']} | {r['T']} | {r['largest_eigenvalue_beta_J']:.2f} | {refdesc} | {eng} | "
+                f"{e['marginal_error_rms']:.2e} / {e['marginal_error_max']:.2e} | "
+                f"{e['metric'][key]:.4f} ({ref['metric'][key]:.4f}) | {cos} | {nr} | {'yes' if v[eng] else 'no'} |"
+            )
+    lines += [
+        "",
+        "Engines passing on every model so far: " + (", ".join(e for e, ok in passes.items() if ok) or "none"),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--report", action="store_true", help="write engine_validation.md from the per-model files")
+    p.add_argument("--only", nargs="*", help="only these models (names as in the per-model files)")
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    if args.report:
+        (HERE / ROOT / "engine_validation.md").write_text(report())
+        return 0
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, run in models():
+        if (args.only and name not in args.only) or (OUT / f"{name}.json").is_file():
+            continue
+        print(f"validating {name} ...", flush=True)
+        res = validate(name, run)
+        (OUT / f"{name}.json").write_text(json.dumps(res, indent=1))
+        print(json.dumps({k: v for k, v in res.items() if k != "engines"}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
