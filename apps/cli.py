@@ -5,52 +5,27 @@ Failures end with one line ``hybrid-attention COMMAND: error: ...`` on stderr (`
 exit code 2 when the command was refused before doing anything (bad values, settings that conflict with an
 existing run, a missing or damaged input file, a run directory in use by another process), 1 when it failed while
 running (a diverging run, an I/O error such as a read-only or full disk, a failed IBM job), 130 on Ctrl-C.
+
+Nothing heavy is imported until a command runs: :func:`build_parser` builds every subcommand's flags from their
+record (:mod:`.cli_flags`), so ``--help`` at any level imports neither torch nor qiskit nor pennylane; a command that
+runs is parsed by its own module's parser (:func:`command_parser`), imported then.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
+from typing import Any
 
 from hybrid_attention import __version__
-from hybrid_attention.apps.run_files import DirectoryLocked
-from hybrid_attention.apps.train import TrainingDiverged
 
-# subcommand -> (module, one-line help)
-COMMANDS = {
-    "demo": ("hybrid_attention.apps.demo", "the main demonstration on local defaults (no account, no network)"),
-    "train": ("hybrid_attention.apps.train.command", "train a decoder with Boltzmann or softmax attention on a task"),
-    "ablate": (
-        "hybrid_attention.apps.ablate.command",
-        "run the four-way ablation (modes x block sizes x seeds) and tabulate it",
-    ),
-    "fidelity": ("hybrid_attention.apps.fidelity.command", "measure sampler fidelity against exact enumeration"),
-    "claims": (
-        "hybrid_attention.apps.claims.command",
-        "the paper's findings against the experiment plan's runs: paired CIs, Holm tests, verdicts, plots",
-    ),
-}
-
-
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Appends ``(default: X)`` to the help of every option taking a value, except where the help already says it
-    or there is no default to show (``None`` or suppressed)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        help_ = action.help or ""
-        return (
-            help_ if "(default" in help_ or not _shows_default(action) else f"{help_} (default: %(default)s)".lstrip()
-        )
-
-
-def _shows_default(action: argparse.Action) -> bool:
-    """Options taking a value, with a default to show (a flag's ``True``/``False`` says nothing useful)."""
-    return action.nargs != 0 and action.default is not None and action.default is not argparse.SUPPRESS
+from .cli_flags import COMMANDS, command_parser, recorded, restore, subparser
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The whole ``hybrid-attention`` parser, every subcommand with its flags (from their record, :mod:`.cli_flags`:
+    the same help text and attributes as the modules' own parsers, without importing them)."""
     parser = argparse.ArgumentParser(
         prog="hybrid-attention", description="Boltzmann attention with learnable Ising couplings."
     )
@@ -58,22 +33,39 @@ def build_parser() -> argparse.ArgumentParser:
         "-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug and tracebacks)"
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", action=_Commands)
+    flags = recorded()
     for name, (module, help_) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_, description=help_, formatter_class=HelpFormatter)
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
+        p = subparser(sub, name, help_)
+        if name in flags:
+            restore(flags[name], p)
+        else:  # not recorded: its module was missing when the record was made
             p.set_defaults(_missing=module)
-            continue
-        mod.add_arguments(p)
-        for action in p._actions:  # argparse prints nothing, not even the default, for an option without help text
-            if action.help is None and action.option_strings and _shows_default(action):
-                action.help = "(default: %(default)s)"
-        p.set_defaults(_run=mod.run)
     return parser
+
+
+class _Commands(argparse._SubParsersAction):
+    """The subcommands: a command that runs is parsed by its module's parser (imported now); a help request
+    (``-h``/``--help`` among its arguments, before any ``--``) is answered from the recorded flags."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
+        name, rest = values[0], values[1:]
+        if name in self._name_parser_map and not _asks_help(rest):
+            real = command_parser(name)
+            if real is None:
+                self._name_parser_map[name].set_defaults(_missing=COMMANDS[name][0])
+            else:
+                self._name_parser_map[name] = real
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _asks_help(args: list[str]) -> bool:
+    for a in args:
+        if a == "--":
+            return False
+        if a in ("-h", "--help"):
+            return True
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def exit_code(exc: BaseException) -> int | None:
     """2 for refused input, 1 for a failure while running, ``None`` for anything else (a bug: keep the traceback)."""
+    from hybrid_attention.apps.run_files import DirectoryLocked  # imported by the command that raised
+    from hybrid_attention.apps.train import TrainingDiverged
+
     if isinstance(
         exc,
         (

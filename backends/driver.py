@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["REAL", "rx_block", "driver_groups", "apply_driver", "apply_driver_into", "phase"]
+__all__ = ["REAL", "rx_block", "driver_groups", "apply_driver", "apply_driver_into", "phase", "phase_into"]
 
 #: the complex dtypes the engines simulate in, and the real dtype of their energies and probabilities
 REAL = {torch.complex64: torch.float32, torch.complex128: torch.float64}
@@ -89,6 +89,14 @@ def apply_driver_into(
             torch.matmul(M, psi.view(-1, 1 << g, 1 << lo), out=buf.view(-1, 1 << g, 1 << lo))
         psi, buf = buf, psi
     return psi, buf
+
+
+def phase_into(angle: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``exp(i angle)`` written into the complex ``out`` (same shape; no temporary)."""
+    o = torch.view_as_real(out)
+    torch.cos(angle, out=o[..., 0])
+    torch.sin(angle, out=o[..., 1])
+    return out
 
 
 def phase(angle: torch.Tensor) -> torch.Tensor:

@@ -63,14 +63,14 @@ import torch
 from hybrid_attention.checks import check_memory, check_positive_int, describe_seed, spawn_seeds
 from hybrid_attention.circuits.program import CircuitOptions
 from hybrid_attention.circuits.proposal import ProposalParams, alpha_of
-from hybrid_attention.ising import IsingProblem, index_to_spins, spins_to_index
+from hybrid_attention.exact import enumerate_states
+from hybrid_attention.ising import IsingProblem, index_to_bits, spins_to_index
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
-from .base import progress
-from .driver import REAL
 from .mcmc import effective_sample_size, integrated_time
 from .qemcmc_engines import (
+    REAL,
     CircuitEngine,
     StatevectorEngine,
     aer_runner,
@@ -88,20 +88,52 @@ logger = logging.getLogger(__name__)
 _ENGINES = ("statevector", "aer", "ibm")
 _MODES = ("auto", "unitary", "columns")
 _STARTS = ("random", "fields", "meanfield")
+REAL = REAL
 
 
 def _start_magnetisations(h: torch.Tensor, J: torch.Tensor, beta: np.ndarray, mask: Any, start: str) -> np.ndarray:
     """``(N, n)`` magnetisations of the independent-spin start: ``tanh(beta h)`` (``"fields"``) or the naive mean-field
-    solution (``"meanfield"``). ``h (N, n)``, ``J (N, n, n)`` float64 with dropped spins decoupled; ``beta (N,)``."""
-    b = torch.from_numpy(np.asarray(beta, dtype=np.float64))
+    solution (``"meanfield"``: :func:`.meanfield.mean_field`'s damped iteration, 200 iterations at most, tolerance
+    1e-6, by :func:`_naive_mean_field`). ``h (N, n)``, ``J (N, n, n)`` float64 with dropped spins decoupled;
+    ``beta (N,)``."""
+    b = np.asarray(beta, dtype=np.float64)[:, None]
     if start == "fields":
-        return torch.tanh(b[:, None] * h).numpy()
-    from .meanfield import mean_field  # same floor; imported on use
+        return np.tanh(b * h.numpy())
+    mk = None if mask is None else np.asarray(mask, dtype=np.float64)
+    return _naive_mean_field(h.numpy(), J.numpy(), b, mk, max_iter=200, tol=1e-6)
 
-    mk = None if mask is None else torch.as_tensor(mask)[:, None, :].to(torch.float64)
-    with torch.no_grad():  # an unconverged solution is still a valid starting law: no warning
-        m, _ = mean_field(h[:, None, :], J, b[:, None], mk, method="naive", max_iter=200, tol=1e-6, warn=False)
-    return m[:, 0, :].numpy()
+
+def _naive_mean_field(h: np.ndarray, J: np.ndarray, b: np.ndarray, mask: Any, *, max_iter: int, tol: float):
+    """:func:`.meanfield.mean_field` (naive, damping 0.5, no gradient) in numpy for ``h (N, n)``, ``J (N, n, n)``,
+    ``b (N, 1)``: the same iteration from ``tanh(b h)``, the same stopping test (the largest residual of the batch
+    below ``tol``), so the same solution (to 1e-12; ``tests/backends/test_qemcmc_start.py``). A chain start is one
+    small call per prefix length, where torch's per-call cost was most of the time; a shared ``J`` (one head) is one
+    matrix product per iteration."""
+    shared = J.shape[0] > 0 and (J.strides[0] == 0 or bool((J == J[:1]).all()))
+    m = np.tanh(b * h)
+    for _ in range(max_iter):
+        field = h + (m @ J[0] if shared else np.einsum("rk,rkj->rj", m, J))
+        f = np.tanh(b * field)
+        if mask is not None:
+            f *= mask
+        step = f - m
+        if step.size == 0 or np.abs(step).max() < tol:
+            break
+        m = m + 0.5 * step
+    return m
+
+
+def _energy_table(h: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
+    """:func:`.statevector.configuration_energies` of ``h (N, n)``, ``J (N, n, n)`` (float64). When every problem has
+    the same couplings (one attention head: the bridge's problems share ``J``), the coupling energies of the ``2**n``
+    configurations are computed once and the fields are one GEMM: 4 kernel calls instead of the ~6 n of the doubling
+    (equal to 1e-12)."""
+    N, n = h.shape
+    if N == 0 or n == 0 or not torch.equal(J, J[:1].expand_as(J)):
+        return configuration_energies(h, J)
+    S = enumerate_states(n, dtype=h.dtype)  # (2**n, n), row c = s(c)
+    coupling = 0.5 * ((S @ J[0]) * S).sum(-1)  # sum_{j<k} J_jk s_j s_k (J symmetric, zero diagonal)
+    return (h @ S.T).add_(coupling).neg_()
 
 
 # ---------------------------------------------------------------------- the sampler
@@ -338,7 +370,7 @@ class QEMCMCSampler(Sampler):
             for s, sd in zip(starts, seeds)
         ]
         rec, final, acc, energies, changed = (np.concatenate([o[i] for o in out]) for i in range(5))
-        spins = index_to_spins(rec, n)  # (N, C * r, n), chain-major
+        spins = 1 - 2 * index_to_bits(rec, n).astype(np.int8)  # (N, C * r, n), chain-major
         bs = tuple(problem.batch_shape)
         start = burn // 2
         iat = integrated_time(energies[:, :, start:]) if moves - start >= 8 else np.full(N, np.nan)
@@ -365,7 +397,7 @@ class QEMCMCSampler(Sampler):
             "ess": np.minimum(effective_sample_size(C, r, iat, thin), opts["reads"]).reshape(bs),
             "iat_spins": iat_s.reshape(*bs, n),
             "ess_spins": np.minimum(effective_sample_size(C, r, iat_s), opts["reads"]).reshape(*bs, n),
-            "final_state": index_to_spins(final, n).reshape(*bs, C, n),
+            "final_state": (1 - 2 * index_to_bits(final, n).astype(np.int8)).reshape(*bs, C, n),
             "timing": {"run": time.perf_counter() - t0},
         }
         if self.engine == "ibm":
@@ -379,7 +411,7 @@ class QEMCMCSampler(Sampler):
         N, n = h.shape
         C, r, burn, thin, params = opts["chains"], opts["records"], opts["burn_in"], opts["thinning"], opts["params"]
         moves = burn + (r - 1) * thin
-        E = configuration_energies(h, J)  # (N, 2**n) float64, the classical energies
+        E = _energy_table(h, J)  # (N, 2**n) float64, the classical energies
         if self.engine == "statevector":
             engine: Any = StatevectorEngine(E, alpha, params, mode, dtype=self.dtype, group=self.group)
         else:
@@ -406,7 +438,7 @@ class QEMCMCSampler(Sampler):
         records = []
         if burn == 0:
             records.append(cur.copy())
-        for t in progress(range(1, moves + 1), moves, "qemcmc", show=moves * N * C * (1 << n) >= 1 << 26):
+        for t in _progress(range(1, moves + 1), moves, N * C * (1 << n)):
             g, tm = params.draw(rng)
             new = engine.propose(cur, float(g[0]), float(tm[0]), rng)
             dE = bE[rows, new] - bE[rows, cur]
@@ -418,3 +450,12 @@ class QEMCMCSampler(Sampler):
             if t >= burn and (t - burn) % thin == 0:
                 records.append(cur.copy())
         return np.stack(records, axis=-1).reshape(N, C * r), cur, accepted, trace, changed
+
+
+def _progress(iterable: Any, total: int, work: int) -> Any:
+    """A tqdm bar over the chain moves when the run is long (many moves of a large batch)."""
+    if total * work < 1 << 26:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, total=total, desc="qemcmc", leave=False, disable=None)

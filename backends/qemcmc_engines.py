@@ -4,8 +4,9 @@ An engine draws, for every chain of a chunk of problems, one proposal ``s'`` fro
 the proposal circuit of :mod:`hybrid_attention.circuits.proposal` and ``s`` the chain's current state
 (``propose(cur (N, C) int64, gamma, t, rng) -> (N, C)``, states indexed ``c = sum_j b_j 2**j``):
 
-* :class:`StatevectorEngine`: the batched PyTorch simulator (the energy table of :mod:`.statevector` and the
-  Kronecker-block driver layers of :mod:`.driver`; :func:`evolve_proposal`, :func:`proposal_rows`);
+* :class:`StatevectorEngine`: the batched PyTorch simulator (the energy table and Kronecker-block driver layers of
+  :mod:`.statevector`; :func:`evolve_proposal`, :func:`proposal_rows`; in ``"columns"`` mode the fused draw of
+  :mod:`.qemcmc_draw`, checked against :func:`evolve_basis_states`);
 * :class:`CircuitEngine`: the emitted qiskit circuit (:class:`~hybrid_attention.circuits.proposal.ProposalTemplate`),
   one shot per chain per step in one PUB per step, run by a callable: qiskit-aer's ``SamplerV2``
   (:func:`aer_runner`) or the IBM runtime Sampler of an :class:`~hybrid_attention.backends.ibm.IBMSampler`
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from hybrid_attention.circuits.program import CircuitOptions, edge_mask
+from hybrid_attention.circuits.program import CircuitOptions
 from hybrid_attention.circuits.proposal import (
     ProposalParams,
     alpha_of,
@@ -31,9 +32,10 @@ from hybrid_attention.circuits.proposal import (
     proposal_template,
     proposal_values,
 )
-from hybrid_attention.ising import IsingProblem, bits_to_index, index_to_bits
+from hybrid_attention.ising import IsingProblem, index_to_bits
 
-from .driver import REAL, apply_driver, apply_driver_into, driver_groups, phase, rx_block
+from .driver import apply_driver, apply_driver_into, driver_groups, phase, rx_block
+from .qemcmc_draw import draw_basis_proposals
 from .statevector import configuration_energies
 
 __all__ = [
@@ -45,9 +47,12 @@ __all__ = [
     "CircuitEngine",
     "aer_runner",
     "ibm_runner",
+    "REAL",
 ]
 
 logger = logging.getLogger(__name__)
+
+REAL = {torch.complex64: torch.float32, torch.complex128: torch.float64}
 
 #: ``run(circuit, bindings (rows, P), seed) -> bool bits (rows, n)``: one shot per bindings row
 Runner = Callable[[Any, np.ndarray, int], np.ndarray]
@@ -133,6 +138,7 @@ def evolve_basis_states(
         raise ValueError(f"evolve_basis_states: the proposal must start with a driver layer, got {kind0!r}")
     c, s = float(np.cos(x0)), float(np.sin(x0))
     pair = torch.tensor([[c, 1j * s], [1j * s, c]], dtype=dtype)  # exp(i x X)|b> over b' = 0, 1, for b = 0, 1
+    shifts = torch.arange(n)
     groups = driver_groups(n, group)
     blocks = {v: [(lo, g, rx_block(g, v, dtype, E.device)) for lo, g in groups] for kd, v in rest if kd == "D"}
     pvals = sorted({v for kd, v in rest if kd == "P"})
@@ -142,8 +148,7 @@ def evolve_basis_states(
     for p0 in range(0, N, per):
         p1 = min(N, p0 + per)
         rows = slice(p0 * C, p1 * C)
-        bits = torch.from_numpy(index_to_bits(flat[rows].numpy(), n).view(np.int8)).long()
-        V = pair[bits]  # (rows, n, 2): qubit q's state after the first driver layer
+        V = pair[(flat[rows, None] >> shifts) & 1]  # (rows, n, 2): qubit q's state after the first driver layer
         cur = V[:, n - 1]
         for q in range(n - 2, -1, -1):  # the product state, qubit n - 1 the most significant index bit
             cur = (cur[:, :, None] * V[:, q, None, :]).reshape(cur.shape[0], -1)
@@ -248,12 +253,9 @@ class StatevectorEngine:
                 Q = proposal_rows(self.PE, a, b, K, dtype=dt, group=g).to(torch.float64).numpy()
                 self._cdf = np.cumsum(Q, axis=-1)
             return _draw_one(self._cdf[np.arange(N)[:, None], cur], rng)
-        size = self.PE.shape[-1]
-        psi = evolve_basis_states(torch.from_numpy(cur).long(), self.PE, a, b, K, dtype=dt, group=g)
-        cdf = torch.cumsum((psi.real**2 + psi.imag**2).to(torch.float64), dim=-1)
-        u = torch.from_numpy(rng.random(N * C)) * cdf[:, -1]
-        idx = torch.searchsorted(cdf, u[:, None]).clamp_(max=size - 1)
-        return idx.numpy().reshape(N, C)
+        # columns: the fused draw (rotating frame, last layer only as far as the draw needs it), equal to the inverse
+        # CDF of |evolve_basis_states(cur)|^2 at the same uniforms (tests/backends/test_qemcmc_draw.py)
+        return draw_basis_proposals(cur, self.PE, a, b, K, rng.random(N * C), dtype=dt, group=g)
 
 
 class CircuitEngine:
@@ -283,7 +285,10 @@ class CircuitEngine:
         edges = tuple((j, k) for j in range(n) for k in range(j + 1, n) if nz[j, k])
         self.tmpl = proposal_template(n, edges, params.steps, options, params.shape)
         if len(self.tmpl.edges) < len(edges):  # couplings dropped by the device graph (on_missing="drop")
-            J = J * edge_mask(n, self.tmpl.edges)
+            keep = np.zeros((n, n), dtype=bool)
+            for j, k in self.tmpl.edges:
+                keep[j, k] = keep[k, j] = True
+            J = J * keep
         self.values = proposal_values(h, J, params, self.tmpl.edges, mask)  # (N, n + E)
         self.params, self.run = params, run
         self.circuit = circuit_for(self.tmpl)
@@ -295,7 +300,7 @@ class CircuitEngine:
         binds = self.tmpl.bindings(index_to_bits(cur.reshape(-1), n), np.repeat(self.values, C, axis=0), gamma, t)
         bits = np.asarray(self.run(self.circuit, binds, int(rng.integers(0, 2**31 - 1))))
         self.executions += N * C
-        return bits_to_index(bits.reshape(N * C, n)).reshape(N, C)
+        return (bits.reshape(N * C, n).astype(np.int64) << np.arange(n)).sum(-1).reshape(N, C)
 
 
 def aer_runner(backend_options: dict[str, Any]) -> Runner:

@@ -54,7 +54,9 @@ from hybrid_attention.sampler import SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
 from .dqa import DQASampler
-from .driver import REAL, apply_driver, apply_driver_into, driver_groups, phase, rx_block
+from .driver import REAL, apply_driver, driver_groups, phase, phase_into, rx_block
+from .rotating_frame import apply_block, frame_phases, rotated_blocks
+from .workspace import scratch
 
 __all__ = ["StatevectorSampler", "configuration_energies", "dqa_statevector"]
 
@@ -63,6 +65,8 @@ logger = logging.getLogger(__name__)
 #: fixed cost of one sampler call in units of (problem x configuration) work, for the bridge's prefix grouping
 #: (chosen by timing the T = 12 training step of bench.samplers with several values: 2e3, 6e3, 2e4, 5e4, 1e5)
 _CALL_OVERHEAD = 20000
+#: complex64 problem-phase slices between two complex128 updates of the linear schedule's recurrence
+_PHASE_STRIDE = 2
 
 
 # ---------------------------------------------------------------------- building blocks (plain torch)
@@ -89,6 +93,9 @@ def configuration_energies(h: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
     return E
 
 
+_RX_CACHE: dict[tuple, torch.Tensor] = {}
+
+
 def dqa_statevector(
     h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, *, dtype: torch.dtype = torch.complex64, group: int = 4
 ) -> torch.Tensor:
@@ -103,52 +110,128 @@ def dqa_statevector(
     Returns:
         ``(B, 2**n)`` complex amplitudes, index ``c = sum_j b_j 2**j``; differentiable in ``h`` and ``J``.
     """
-    real = REAL[dtype]
-    n = h.shape[-1]
+    if torch.is_grad_enabled() and (h.requires_grad or J.requires_grad):
+        return _dqa_autograd(h, J, schedule, dtype, group)
+    return _dqa_inplace(h, J, schedule, dtype, group, reuse=False)
+
+
+def _scaled_energies(h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, real: torch.dtype) -> tuple:
     fs = float(getattr(schedule, "field_scale", 1.0))
     cs = float(getattr(schedule, "coupling_scale", 1.0))
-    E = configuration_energies(fs * h.to(real), cs * J.to(real))
-    B = E.shape[0]
-    psi = torch.full((B, 1 << n), 2.0 ** (-n / 2), dtype=dtype, device=h.device)
-    # without autograd every layer works in place on preallocated buffers (allocation dominated otherwise)
-    inplace = not (torch.is_grad_enabled() and E.requires_grad)
-    if inplace:
-        buf = torch.empty_like(psi)
-        phc = torch.empty_like(psi) if dtype != torch.complex128 else None
-    groups = driver_groups(n, group)
-    cache: dict[float, list] = {}
-    layers = program_layers(schedule, merge_drivers=True)
+    return fs * h.to(real), cs * J.to(real)
+
+
+def _linear_phases(layers: list) -> tuple[bool, float]:
+    """Whether the problem phases ``b_k`` of ``layers`` form an arithmetic progression, and its step."""
     pvals = np.array([v for kind, v in layers if kind == "P"])
-    # The linear schedule's problem phases b_k form an arithmetic progression, so exp(-i b_k E) follows from the
-    # previous slice by one complex multiply instead of a cos/sin pass; the recurrence runs in complex128 so its
-    # rounding does not accumulate over the slices.
     step_b = float(pvals[1] - pvals[0]) if len(pvals) > 2 else 0.0
-    recur = len(pvals) > 2 and bool(np.allclose(np.diff(pvals), step_b, rtol=1e-12, atol=0.0))
-    if recur:
+    return len(pvals) > 2 and bool(np.allclose(np.diff(pvals), step_b, rtol=1e-12, atol=0.0)), step_b
+
+
+def _dqa_autograd(h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, dtype: torch.dtype, group: int):
+    """:func:`dqa_statevector` with autograd: every layer a new tensor (complex driver blocks)."""
+    n = h.shape[-1]
+    E = configuration_energies(*_scaled_energies(h, J, schedule, REAL[dtype]))
+    psi = torch.full((E.shape[0], 1 << n), 2.0 ** (-n / 2), dtype=dtype, device=h.device)
+    layers = program_layers(schedule, merge_drivers=True)
+    recur, step_b = _linear_phases(layers)
+    if recur:  # exp(-i b_k E) from the previous slice by one complex128 multiply (no rounding build-up)
         E64 = E.to(torch.float64)
-        step_ph, ph = phase(-step_b * E64), phase(-float(pvals[0]) * E64)
-    first = True
+        step_ph, ph = phase(-step_b * E64), None
+    groups, cache = driver_groups(n, group), {}
     for kind, val in layers:
         if kind == "P":
             if not recur:
-                psi = psi.mul_(phase(-val * E)) if inplace else psi * phase(-val * E)
-            elif inplace:
-                if not first:
-                    ph.mul_(step_ph)
-                psi.mul_(ph if phc is None else phc.copy_(ph))
+                psi = psi * phase(-val * E)
             else:
-                if not first:
-                    ph = ph * step_ph
+                ph = phase(-val * E64) if ph is None else ph * step_ph
                 psi = psi * ph.to(dtype)
-            first = False
         else:
             if val not in cache:
                 cache[val] = [(lo, g, rx_block(g, val, dtype, h.device)) for lo, g in groups]
-            if inplace:
-                psi, buf = apply_driver_into(psi, buf, cache[val])
-            else:
-                psi = apply_driver(psi, cache[val], n)
+            psi = apply_driver(psi, cache[val], n)
     return psi
+
+
+def _dqa_inplace(
+    h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, dtype: torch.dtype, group: int, *, reuse: bool
+) -> torch.Tensor:
+    """:func:`dqa_statevector` without autograd: every layer in place on two buffers, in the rotating frame
+    (:mod:`.rotating_frame`: real driver blocks, half the GEMM flops; ``S`` put back at the end). With ``reuse`` (CPU)
+    the buffers are scratch tensors (:mod:`.workspace`): the result is valid until the next such call."""
+    real = REAL[dtype]
+    n = h.shape[-1]
+    B = h.shape[0]
+    dev = h.device
+    if reuse and dev.type == "cpu":
+        buffer = scratch
+    else:
+
+        def buffer(name: str, shape: tuple, dt: torch.dtype) -> torch.Tensor:
+            return torch.empty(shape, dtype=dt, device=dev)
+
+    size = 1 << n
+    E = _energies_into(*_scaled_energies(h, J, schedule, real), buffer("dqa E", (B, size), real))
+    S = frame_phases(n, dtype).to(dev)
+    psi = buffer("dqa psi", (B, size), dtype).copy_((S.conj() * 2.0 ** (-n / 2)).expand(B, size))  # S^-1 |+>^n
+    buf = buffer("dqa buf", (B, size), dtype)
+    layers = program_layers(schedule, merge_drivers=True)
+    # The linear schedule's problem phases b_k form an arithmetic progression, so exp(-i b_k E) follows from the
+    # previous slice by one complex multiply instead of a cos/sin pass; the recurrence runs in complex128 so its
+    # rounding does not accumulate over the slices. With complex64 amplitudes the complex128 value is advanced (and
+    # cast) every _PHASE_STRIDE slices and the slices between follow in complex64 (a complex128 multiply and its cast
+    # cost 5x a complex64 multiply; a stride of 2 keeps the amplitude error at ~4e-7 as with the recurrence in
+    # complex128 throughout, 4 doubles it).
+    recur, step_b = _linear_phases(layers)
+    if recur:
+        c128 = torch.complex128
+        E64 = buffer("dqa E64", (B, size), torch.float64).copy_(E)
+        ang = buffer("dqa angle", (B, size), torch.float64)
+        ph = buffer("dqa phase", (B, size), c128)
+        stride = 1 if dtype == c128 else _PHASE_STRIDE
+        far = phase_into(torch.mul(E64, -stride * step_b, out=ang), buffer("dqa far", (B, size), c128))
+        if dtype != c128:
+            near = buffer("dqa near", (B, size), dtype).copy_(phase_into(torch.mul(E64, -step_b, out=ang), ph))
+            phc = buffer("dqa phase64", (B, size), dtype)
+    k = 0
+    for kind, val in layers:
+        if kind == "P":
+            if not recur:
+                psi.mul_(phase(-val * E))
+            else:
+                if k == 0:
+                    phase_into(torch.mul(E64, -val, out=ang), ph)
+                elif k % stride == 0:
+                    ph.mul_(far)
+                if dtype == torch.complex128:
+                    psi.mul_(ph)
+                else:
+                    phc.copy_(ph) if k % stride == 0 else phc.mul_(near)
+                    psi.mul_(phc)
+            k += 1
+        else:
+            blocks = rotated_blocks(n, group, val, dtype)
+            if dev.type != "cpu":
+                blocks = [(lo, g, M.to(dev), MT.to(dev)) for lo, g, M, MT in blocks]
+            for block in blocks:
+                psi, buf = apply_block(psi, buf, block), psi
+    return psi.mul_(S)
+
+
+def _energies_into(h: torch.Tensor, J: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """:func:`configuration_energies` (the same operations, so the same values) written into ``out`` ``(B, 2**n)``
+    without intermediate tables; no autograd."""
+    B, n = h.shape
+    out[:, :1].zero_()
+    for m in range(n):
+        loc = h[:, m : m + 1]
+        if m > 0:
+            Sm = enumerate_states(m, dtype=h.dtype, device=h.device)
+            loc = loc + J[..., m, :m] @ Sm.transpose(0, 1)
+        half = 1 << m
+        torch.add(out[:, :half], loc, out=out[:, half : 2 * half])
+        out[:, :half].sub_(loc)
+    return out
 
 
 def _scaled_by_beta(h: torch.Tensor, J: torch.Tensor, beta: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -171,8 +254,7 @@ class StatevectorSampler(DQASampler):
     Args:
         schedule: the :class:`DQASchedule` (default ``DQASchedule(tau=1.0, steps=20)``).
         dtype: ``torch.complex64`` (default; TV error ~1e-7) or ``torch.complex128`` (~1e-15).
-        device: torch device for the simulation (default: the problem's device); one this machine has
-            (``ValueError`` naming the available ones otherwise, e.g. ``"cuda"`` without a GPU).
+        device: torch device for the simulation (default: the problem's device).
         max_spins: size limit (default 20: ``2**20`` amplitudes per problem).
         memory_limit: bytes of amplitudes (and energies) per chunk of problems; the batch is simulated in chunks
             that fit (default 64 MiB). With autograd each chunk is checkpointed, so the backward pass keeps one
@@ -285,7 +367,10 @@ class StatevectorSampler(DQASampler):
         return torch.cat(out, dim=0)
 
     def _run(self, h: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
-        psi = dqa_statevector(h, J, self.schedule, dtype=self.dtype, group=self.group)
+        if torch.is_grad_enabled() and (h.requires_grad or J.requires_grad):
+            psi = _dqa_autograd(h, J, self.schedule, self.dtype, self.group)
+        else:  # the state is a scratch buffer, read at once
+            psi = _dqa_inplace(h, J, self.schedule, self.dtype, self.group, reuse=True)
         return psi.real**2 + psi.imag**2  # the program is unitary: sums to 1 up to rounding
 
     # ------------------------------------------------------------------ public API

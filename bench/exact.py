@@ -8,7 +8,14 @@ shared machine):
       T = 12, 16, 20;
   (c) the kernel's forward and forward+backward time at B = 64, H = 1, T = 12, 16, 20 in float32 and float64, each
       also as a multiple of a floor measured in the same run: one torch.exp pass over a float32 tensor with as many
-      elements as the kernel has (row, configuration) pairs, B * H * sum_{m=1..T} 2^m.
+      elements as the kernel has (row, configuration) pairs, B * H * sum_{m=1..T} 2^m;
+  (d) the float32 forward (no autograd) against its GEMM floor: the arithmetic the factorised kernel cannot avoid,
+      the two products of each prefix length's field factors with its coupling table (YA = xB K and YB = xA K^T,
+      2 * 2 * B * H * 2^m flops for prefix length m), at the float32 matrix-product rate measured in the same run
+      (a 256^3 product, best of 20, as bench/long_context.py's floors); the table also gives the rate of the kernel's
+      own largest product shape (64 x 2^10 by 2^10 x 2^10 at T = 20), the floor at that rate, and the spread of the
+      per-repetition ratio; and the forward's CPU time against the floor at the 256^3 rate. Target (issue "speed where
+      the work is"): forward within 4x of the floor at T = 20.
 
 Run:  python -m bench.exact            (about 2 minutes)
       python -m bench.exact --quick    (smaller repetitions)
@@ -68,6 +75,7 @@ def pairs(B, H, T):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    ap.add_argument("--only-floor", action="store_true", help="only section (d), the forward against the GEMM floor")
     ap.add_argument(
         "--threads",
         type=int,
@@ -79,6 +87,9 @@ def main() -> None:
     reps = 3 if args.quick else 7
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}\n")
+    if args.only_floor:
+        gemm_floor(11 if not args.quick else 5)
+        return
 
     print("(a) kernel vs per-problem loop, B = 64, H = 1, float32")
     print("| T | kernel ms | per-problem loop ms | speed-up |\n|---|---|---|---|")
@@ -129,6 +140,72 @@ def main() -> None:
                 f"| {T} | {str(dtype).replace('torch.', '')} | {x.numel():,} | {fl * 1e3:.2f} | {t['f'] * 1e3:.2f} | "
                 f"{t['f'] / fl:.2f}x | {t['fb'] * 1e3:.2f} | {t['fb'] / fl:.2f}x |"
             )
+    gemm_floor(reps)
+
+
+def gemm_floor(reps: int, block_sizes=(12, 16, 20), B: int = 64) -> None:
+    """Section (d): the float32 forward against the GEMM floor (module docstring)."""
+    from bench.long_context import gemm_rate
+
+    print(
+        "\n(d) float32 forward (no autograd), B = 64, H = 1, against its GEMM floor: the products YA = xB K and "
+        "YB = xA K^T of every prefix length m (2 x 2 B 2^m flops), timed on their own with the kernel's shapes "
+        "(interleaved with the forward, medians); and the same flops at the 256^3 matmul rate (best of 5 per rep) "
+        "against the forward's CPU time (the thread's own: a best-of rate against a loaded wall clock is no ratio)"
+    )
+    print(
+        "| T | GEMM MFLOP | floor ms (shapes) | forward ms | forward / floor | per-rep min - max | "
+        "256^3 rate GF/s | forward CPU ms | forward CPU / floor at that rate |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for T in block_sizes:
+        h, J = _inputs(B, 1, T, torch.float32)
+        flops = sum(4 * B * 2**m for m in range(1, T + 1))
+        g = torch.Generator().manual_seed(T)
+        shapes = []
+        for m in range(1, T + 1):
+            a = m // 2
+            shapes.append(
+                (
+                    torch.rand(B, 1 << a, generator=g),
+                    torch.rand(B, 1 << (m - a), generator=g),
+                    torch.rand(1 << (m - a), 1 << a, generator=g),
+                )
+            )
+
+        def floor():
+            for xA, xB, K in shapes:
+                xB @ K
+                xA @ K.T
+
+        def fwd():
+            with torch.no_grad():
+                kernels.causal_marginals(h, J)
+
+        for f in (floor, fwd):
+            f()
+        tf, tk, cpu, rates = [], [], [], []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            floor()
+            tf.append(time.perf_counter() - t0)
+            t0, c0 = time.perf_counter(), time.thread_time()
+            fwd()
+            tk.append(time.perf_counter() - t0)
+            cpu.append(time.thread_time() - c0)
+            rates.append(gemm_rate(256, reps=5))
+        fl, fw, rate, fc = (
+            statistics.median(tf),
+            statistics.median(tk),
+            statistics.median(rates),
+            statistics.median(cpu),
+        )
+        ratios = [k / f for k, f in zip(tk, tf)]
+        print(
+            f"| {T} | {flops / 1e6:.0f} | {1e3 * fl:.2f} | {1e3 * fw:.2f} | {fw / fl:.2f}x | "
+            f"{min(ratios):.2f} - {max(ratios):.2f} | {rate / 1e9:.0f} | {1e3 * fc:.2f} | {fc * rate / flops:.2f}x |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -11,8 +11,15 @@ engine with ``--trotter-steps`` Trotter steps:
 * ``qemcmc-persistent``: persistent chains (:class:`hybrid_attention.PersistentChains`): every (row, head,
   prefix) problem continues its ``--chains`` chains for ``--moves`` moves and records ``--records`` states per chain.
 
-The table also reports the circuit executions (= shots: one measured proposal each) per optimiser step. Target:
-qemcmc within 20x of the exact step at T = 12.
+The table also reports the circuit executions (= shots: one measured proposal each) per optimiser step. Target
+(issue "speed where the work is"): qemcmc within 10x of the exact step at T = 12.
+
+Where the time goes, measured in the same run: ``qemcmc-k0`` is the ``qemcmc`` step with zero moves (the mean-field
+start and the Rao-Blackwellised estimator alone: the model, the bridge and the sampler's per-call work), so
+``qemcmc - qemcmc-k0`` is the proposals' time. Their floor is the arithmetic the statevector engine must do: per move,
+for every chain of every prefix problem (``B`` rows x ``--fresh-reads`` chains, ``n = 1..T`` spins), the middle driver
+layer (every Kronecker block) and the last layer's most significant block (``backends/qemcmc_draw.py``), as GEMMs of
+the engine's own shapes and sub-chunks, timed alone (interleaved with the steps; medians).
 
     nice -n 5 python -m bench.qemcmc --out results/bench/qemcmc.md
     python -m bench.qemcmc --block-sizes 8 --reps 3 --chains 8 --moves 2 --trotter-steps 4
@@ -33,6 +40,32 @@ from hybrid_attention.backends import get_sampler
 from hybrid_attention.circuits import DQASchedule
 from hybrid_attention.circuits.proposal import ProposalParams
 from hybrid_attention.sampling import PersistentChains, Sampling
+
+
+def proposal_gemms(T: int, rows: int, moves: int, steps: int):
+    """A callable running the GEMMs the statevector proposals of one training step must do (module docstring): for
+    each prefix length ``n``, ``rows`` chains, ``moves`` moves of ``steps`` Trotter steps (``steps - 1`` full driver
+    layers between the analytic first and the last layer, of which only the top block), on cache-sized sub-chunks as
+    the engine runs them."""
+    from hybrid_attention.backends.rotating_frame import apply_block, rotated_blocks
+
+    work = []
+    for n in range(1, T + 1):
+        size = 1 << n
+        per_rows = max(1, (2 << 20) // (size * 8 * 3))  # the engine's sub-chunk (problems x chains), in rows
+        sub = min(rows, per_rows)
+        blocks = rotated_blocks(n, 4, 0.3, torch.complex64)
+        layer = blocks * (steps - 1) + blocks[-1:]
+        cur = torch.randn(sub, size, dtype=torch.complex64)
+        work.append((cur, torch.empty_like(cur), layer, -(-rows // sub) * moves))
+
+    def run() -> None:
+        for cur, buf, layer, times in work:
+            for _ in range(times):
+                for block in layer:
+                    apply_block(cur, buf, block)
+
+    return run
 
 
 def _timed(step, n: int) -> float:
@@ -70,9 +103,11 @@ def main(argv: list[str] | None = None) -> None:
         f" {args.chains} persistent chains x ({args.moves} moves + {args.records} records); dqa-shots: statevector DQA"
         f" (tau 1, 20 steps), {args.shots} shots + covariance backward; median of {args.reps} interleaved reps",
         "",
-        "| T | exact ms/step | qemcmc ms/step | qemcmc / exact | qemcmc-persistent / exact | dqa-shots / exact |"
-        " qemcmc circuits (= shots) per step | qemcmc-persistent circuits per step |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| T | exact ms/step | qemcmc ms/step | qemcmc / exact | qemcmc per-rep min - max | qemcmc-persistent / exact |"
+        " persistent per-rep min - max | dqa-shots / exact | qemcmc circuits (= shots) per step |"
+        " qemcmc-persistent circuits per step | qemcmc-k0 / exact | proposals ms (qemcmc - k0) |"
+        " proposal GEMM floor ms | proposals / floor |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     print("\n".join(lines), flush=True)
     for T in args.block_sizes:
@@ -81,11 +116,14 @@ def main(argv: list[str] | None = None) -> None:
         qs = get_sampler("qemcmc", params=params, burn_in=args.moves)
         fresh = get_sampler("qemcmc", params=params, burn_in=args.fresh_moves, start="meanfield")
         sv = get_sampler("statevector", schedule=DQASchedule(tau=1.0, steps=20))
+        k0 = get_sampler("qemcmc", params=params, burn_in=0, start="meanfield")
         steps = {
             "exact": make_step("hj", T, shape),
             "qemcmc": make_step("hj", T, shape, Sampling(fresh, args.fresh_reads, estimator="conditional", seed=0)),
             "qemcmc-persistent": make_step("hj", T, shape, Sampling(qs, reads, chains=chains, seed=0)),
             "dqa-shots": make_step("hj", T, shape, Sampling(sv, args.shots, readout="shots", seed=0)),
+            "qemcmc-k0": make_step("hj", T, shape, Sampling(k0, args.fresh_reads, estimator="conditional", seed=0)),
+            "floor": proposal_gemms(T, args.batch_size * args.fresh_reads, args.fresh_moves, args.trotter_steps),
         }
         for f in steps.values():
             f()  # warm-up (the qemcmc chains also make their first moves from random states)
@@ -98,9 +136,17 @@ def main(argv: list[str] | None = None) -> None:
         executions = problems * args.fresh_reads * args.fresh_moves  # chains x moves per problem
         persistent = problems * args.chains * per_call_moves
         r = {k: med[k] / med["exact"] for k in med}
+
+        def spread(k: str) -> str:
+            per = [t / e for t, e in zip(times[k], times["exact"])]
+            return f"{min(per):.1f} - {max(per):.1f}"
+
+        prop = med["qemcmc"] - med["qemcmc-k0"]
         row = (
-            f"| {T} | {1e3 * med['exact']:.1f} | {1e3 * med['qemcmc']:.1f} | {r['qemcmc']:.1f}x | "
-            f"{r['qemcmc-persistent']:.1f}x | {r['dqa-shots']:.1f}x | {executions:,} | {persistent:,} |"
+            f"| {T} | {1e3 * med['exact']:.1f} | {1e3 * med['qemcmc']:.1f} | {r['qemcmc']:.1f}x | {spread('qemcmc')} | "
+            f"{r['qemcmc-persistent']:.1f}x | {spread('qemcmc-persistent')} | {r['dqa-shots']:.1f}x | "
+            f"{executions:,} | {persistent:,} | {r['qemcmc-k0']:.1f}x | {1e3 * prop:.1f} | {1e3 * med['floor']:.1f} | "
+            f"{prop / med['floor']:.1f}x |"
         )
         lines.append(row)
         print(row, flush=True)

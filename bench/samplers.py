@@ -67,6 +67,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--problems", type=int, default=256)
     p.add_argument("--shots", type=int, default=1024)
     p.add_argument("--only", nargs="*", default=None, help="names of benchmark functions to run (default: all)")
+    p.add_argument("--reps", type=int, default=7, help="interleaved repetitions (bench_statevector_vs_aer)")
+    p.add_argument(
+        "--threads", type=int, default=1, help="torch and Aer threads, 0: their defaults (bench_statevector_vs_aer)"
+    )
     p.add_argument("--out", default=None, help="write the markdown tables here")
     return p.parse_args(argv)
 
@@ -265,6 +269,72 @@ def _bench_train_step(args: argparse.Namespace, T: int = 12, batch: int = 32, re
 
 BENCHMARKS.append(bench_native)
 BENCHMARKS.append(bench_native_train_step)
+
+
+# ---------------------------------------------------------------------- section: statevector vs aer, side by side
+def bench_statevector_vs_aer(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """``statevector`` against aer's batched paths (the ``aer`` sampler with ``readout="probabilities"`` and with
+    ``readout="shots"``, SamplerV2), ``args.n`` spins, ``--problems`` problems, ``args.steps`` Trotter steps,
+    ``args.shots`` shots, all in this process, repetitions interleaved (``statevector, aer probabilities, aer shots,
+    ...``; medians, and the spread of the per-repetition ratios). Thread counts are equal and fixed: ``--threads``
+    torch intra-op threads for ``statevector`` and the same ``max_parallel_threads`` for Aer (its OpenMP threads;
+    ``max_parallel_experiments`` too, so Aer never runs more threads than statevector); ``--threads 0`` leaves every
+    engine its defaults. The marginals of every
+    engine are checked against the exact circuit output (max z-score over problems and spins)."""
+    import statistics
+
+    from hybrid_attention.backends import get_sampler
+
+    rows = []
+    schedule = DQASchedule(tau=1.0, steps=args.steps)
+    threads = torch.get_num_threads()
+    if args.threads:  # 0: every engine with its defaults (torch's intra-op threads; Aer's parallel experiments)
+        torch.set_num_threads(args.threads)
+    try:
+        for n in args.n:
+            prob = random_problems(n, args.problems, seed=200 + n)
+            bo = (
+                {"max_parallel_threads": args.threads, "max_parallel_experiments": args.threads} if args.threads else {}
+            )
+            engines = {"statevector": get_sampler("statevector", schedule=schedule)}
+            for r in ("probabilities", "shots"):
+                engines[f"aer {r}"] = get_sampler("aer", schedule=schedule, readout=r, backend_options=bo)
+            m_exact = engines["statevector"].marginals(prob).numpy()
+            times: dict[str, list[float]] = {k: [] for k in engines}
+            z = {}
+            for k, s in engines.items():  # warm-up (templates, imports), and the accuracy check
+                ss = s.sample(prob, num_reads=args.shots, seed=0)
+                err = np.abs(ss.marginals() - m_exact) / np.sqrt(np.maximum(1 - m_exact**2, 1e-12) / args.shots)
+                z[k] = float(err.max())
+            for rep in range(args.reps):
+                for k, s in engines.items():
+                    times[k].append(_timed(lambda: s.sample(prob, num_reads=args.shots, seed=rep + 1))[1])
+            med = {k: statistics.median(v) for k, v in times.items()}
+            best = min(("aer probabilities", "aer shots"), key=lambda k: med[k])
+            ratios = [a / b for a, b in zip(times[best], times["statevector"])]
+            rows.append(
+                {
+                    "table": "statevector vs aer's batched paths, interleaved, equal threads",
+                    "n": n,
+                    "problems": args.problems,
+                    "steps": args.steps,
+                    "shots": args.shots,
+                    "threads (torch = Aer)": args.threads or f"defaults (torch {torch.get_num_threads()}, Aer's own)",
+                    "statevector ms": round(1e3 * med["statevector"], 1),
+                    "aer probabilities ms": round(1e3 * med["aer probabilities"], 1),
+                    "aer shots ms": round(1e3 * med["aer shots"], 1),
+                    "aer best / statevector": f"{med[best] / med['statevector']:.1f}x",
+                    "per-rep ratio min - max": f"{min(ratios):.1f} - {max(ratios):.1f}",
+                    "max z (sv, aer p, aer s)": ", ".join(f"{z[k]:.1f}" for k in engines),
+                }
+            )
+            print(rows[-1], flush=True)
+    finally:
+        torch.set_num_threads(threads)
+    return rows
+
+
+BENCHMARKS.append(bench_statevector_vs_aer)
 
 
 # ---------------------------------------------------------------------- (new sections go here, above the guard)

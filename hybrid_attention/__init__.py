@@ -22,14 +22,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import exact
-from .ising import IsingProblem
-
 __version__ = "0.1.0"
 
 
-# Names resolved lazily so that importing the package stays light.
+# Names resolved lazily so that importing the package stays light: ``import hybrid_attention`` imports no torch
+# (the command line's ``--help`` needs only the version), the first use of any of these names does.
 _LAZY = {
+    "IsingProblem": ("hybrid_attention.ising", "IsingProblem"),
     "boltzmann_attention": ("hybrid_attention.attention", "boltzmann_attention"),
     "BoltzmannAttention": ("hybrid_attention.attention", "BoltzmannAttention"),
     "TransformerConfig": ("hybrid_attention.model", "TransformerConfig"),
@@ -46,6 +45,8 @@ def __getattr__(name: str) -> Any:
         mod, attr = _LAZY[name]
         return getattr(importlib.import_module(mod), attr)
     if name in {
+        "exact",
+        "ising",
         "kernels",
         "sampler",
         "sampleset",

@@ -96,9 +96,13 @@ def enumerate_states(n: int, *, dtype: torch.dtype = torch.float32, device: Any 
 
 
 # ---------------------------------------------------------------------- the factorised core
-def _coupling_table(J: torch.Tensor, a: int) -> torch.Tensor:
+def _coupling_table(J: torch.Tensor, a: int, *, scale: Any = None, out: torch.Tensor | None = None) -> torch.Tensor:
     """Coupling energy ``C(cB, cA) = sum_{j<k} J_jk s_j s_k`` (note: without the minus sign) for ``J`` of
-    shape ``(..., n, n)``; returns ``(..., 2**b, 2**a)``."""
+    shape ``(..., n, n)``; returns ``(..., 2**b, 2**a)`` (times ``scale`` ``(...)`` when given, into ``out`` when given:
+    no autograd then).
+
+    One GEMM writes the table: ``[SB JBA, cB, 1] @ [SA^T; 1; cA]`` (inner dimension ``a + 2``), the cross term plus
+    both halves' own energies, instead of a GEMM and two broadcast passes over the ``2**n`` entries."""
     n = J.shape[-1]
     b = n - a
     SA = enumerate_states(a, dtype=J.dtype, device=J.device)
@@ -106,8 +110,14 @@ def _coupling_table(J: torch.Tensor, a: int) -> torch.Tensor:
     JAA, JBB, JBA = J[..., :a, :a], J[..., a:, a:], J[..., a:, :a]
     cA = 0.5 * ((SA @ JAA) * SA).sum(-1)  # (..., 2^a)
     cB = 0.5 * ((SB @ JBB) * SB).sum(-1)  # (..., 2^b)
-    cross = (SB @ JBA) @ SA.transpose(0, 1)  # (..., 2^b, 2^a)
-    return cross + cA.unsqueeze(-2) + cB.unsqueeze(-1)
+    left = torch.cat([SB @ JBA, cB.unsqueeze(-1), torch.ones_like(cB).unsqueeze(-1)], dim=-1)  # (..., 2^b, a + 2)
+    if scale is not None:
+        left = left * scale[..., None, None]
+    right = torch.cat(
+        [SA.transpose(0, 1).expand(*cA.shape[:-1], a, 1 << a), torch.ones_like(cA)[..., None, :], cA[..., None, :]],
+        dim=-2,
+    )
+    return torch.matmul(left, right, out=out)
 
 
 def _field_factors(h: torch.Tensor, beta: torch.Tensor, a: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
