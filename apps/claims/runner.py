@@ -95,6 +95,8 @@ class Study:
         modes, block_sizes, seeds: the grid.
         sweep: the learning-rate sweep (``None``: ``base["lr"]`` or the :class:`TrainConfig` default for all modes).
         label: what the study is for (shown in reports).
+        mode_base: per mode, fields laid over ``base`` for that mode's runs only (e.g. the engine of ``hj``, which
+            ``softmax`` cannot take): ``{"hj": {"sampler": "meanfield"}}``.
     """
 
     name: str
@@ -104,11 +106,18 @@ class Study:
     seeds: tuple[int, ...]
     sweep: LRSweep | None = None
     label: str = ""
+    mode_base: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.mode_base) - set(self.modes))
+        if unknown:
+            raise ValueError(f"Study {self.name!r}: mode_base names modes {unknown} that are not in modes {self.modes}")
 
     def config(self, mode: str, T: int, seed: int, lr: float, out: Path) -> TrainConfig:
         """The validated :class:`TrainConfig` of one run (one torch thread, no progress bar)."""
+        base = {**self.base, **self.mode_base.get(mode, {})}
         cfg = TrainConfig(
-            **{**self.base, "attention": mode, "block_size": T, "seed": seed, "lr": lr},
+            **{**base, "attention": mode, "block_size": T, "seed": seed, "lr": lr},
             out=str(out),
             threads=1,
             progress=False,

@@ -11,7 +11,8 @@ Plans:
   study's harder bracket variant, seed 0, the claims study's settings; its runs keep no checkpoints in git, so the
   validation trains its own);
 * ``main``: the full design at T = 32 and 64 (every task; softmax, h, bias and hj on the study engine, 10 seeds,
-  learning rate swept per mode and T). Its hj engine is set once the validation has chosen it (``ENGINE``).
+  learning rate swept per mode and T). Its hj engine is set once the validation has chosen it (``ENGINE``);
+* ``T128``: Tiny Shakespeare at T = 128, 3 seeds per mode (the protocol's pilot), on the same engine.
 """
 
 from __future__ import annotations
@@ -72,9 +73,22 @@ if ENGINE is not None:
                 SEEDS,
                 LRSweep(LRS, None, extend=True),
                 label=f"long context, {name}",
+                mode_base={"hj": ENGINE},  # softmax, h and bias have no engine
             )
             for name, task in TASKS.items()
         }
+    )
+    # T = 128, Tiny Shakespeare: the protocol's pilot of 3 seeds per mode (the full design only if the T = 64
+    # primary contrast comes out "hj better")
+    STUDIES["shakespeare_T128"] = Study(
+        "shakespeare_T128",
+        {**COMMON, **TASKS["shakespeare"], "max_steps": 4000, "patience": 5},
+        MODES,
+        (128,),
+        SEEDS[:3],
+        LRSweep(LRS, None, extend=True),
+        label="long context, shakespeare, T = 128 (pilot: 3 seeds per mode)",
+        mode_base={"hj": ENGINE},
     )
 
 #: plans: the studies each runs, in order
@@ -84,3 +98,4 @@ PLANS = {
 }
 if ENGINE is not None:
     PLANS["main"] = tuple(TASKS)
+    PLANS["T128"] = ("shakespeare_T128",)

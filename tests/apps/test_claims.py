@@ -501,6 +501,17 @@ def test_plan_waits_for_the_sweep_then_takes_each_modes_best_rate(tmp_path):
     assert rn.estimate_seconds(field, {("j+field", 4, True): 20.0, ("hj", 4, True): 10.0}) == pytest.approx(0.08)
 
 
+def test_mode_base_applies_to_its_mode_only_and_names_a_mode_of_the_study(tmp_path):
+    base = {"task": "brackets", "max_steps": 4, "eval_interval": 2, "eval_size": 8, **TINY}
+    base.pop("progress")
+    study = rn.Study("s", base, ("softmax", "hj"), (4,), (0,), mode_base={"hj": {"sampler": "meanfield"}})
+    runs, _ = rn.plan_runs([study], tmp_path)
+    engines = {r.config.attention: r.config.sampler for r in runs}
+    assert engines == {"softmax": "exact", "hj": "meanfield"}
+    with pytest.raises(ValueError, match=r"mode_base names modes \['h'\]"):
+        rn.Study("s", base, ("softmax", "hj"), (4,), (0,), mode_base={"h": {"sampler": "meanfield"}})
+
+
 def _finish(runs, loss):
     """Mark sweep runs finished with ``loss(mode, T, lr)`` as their final validation loss (``None``: diverged)."""
     for r in runs:
