@@ -134,7 +134,7 @@ class _ChainSampler(Sampler):
                 f"{self.name}: initial_state must be ±1 spins of shape (*batch, chains, n) = {(*bs, 'chains', n)}, "
                 f"got {init.shape}"
             )
-        if not np.isin(init, (-1, 1)).all():
+        if not (np.abs(init) == 1).all():  # +-1 only (np.isin is ~30x slower on a step's chains)
             raise ValueError(f"{self.name}: initial_state must hold only -1 and +1")
         C = init.shape[-2]
         if opts.get("num_chains") not in (None, C) or reads < C:
