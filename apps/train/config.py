@@ -56,7 +56,7 @@ DEFAULT_SHOTS = 256
 #: the settings the project validated for training. ``qemcmc``: fresh chains from the mean-field magnetisations, two
 #: moves of a 2-Trotter-step proposal, one read per chain and 8 chains, Rao-Blackwellised; in
 #: ``results/quantum_training/`` it matches exact training on both tasks at T = 8 and 12 (Shakespeare T = 12:
-#: +0.32 % perplexity, 3 seeds), at about 18x the exact step (``results/bench/qemcmc.md``), where the sampler's
+#: +0.32 % perplexity, 3 seeds), at 8-9x the exact step (``results/bench/qemcmc.md``), where the sampler's
 #: generic defaults (random start, 128 moves, 256 reads) cost about 25 million proposal circuits per step at T = 12.
 TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
     "qemcmc": {
