@@ -12,6 +12,8 @@ run (``--gemm`` size, float32, one thread), added to the softmax step (everythin
 * meanfield: every iteration of the fixed point is one product of the ``(B T, T)`` magnetisations with the head's
   ``(T, T)`` couplings, ``2 B T^3`` flops, forward and (adjoint iteration) backward: ``2 B T^3 (k_fwd + k_bwd)``
   with the iteration counts the run reports;
+* tap (TAP mean field, ``get_sampler("meanfield", method="tap")``): as meanfield, the Onsager correction being
+  elementwise;
 * gibbs: a sweep updates every spin of every chain once: the local fields of all ``B T`` problems' ``C`` chains are
   one product with the couplings per spin update, ``2 B T C T^2`` flops per sweep (each spin's field is a length-T
   dot product), times the sweeps per step; the Rao-Blackwellised estimator adds ``2 B T R T^2`` for the conditional
@@ -36,7 +38,7 @@ from hybrid_attention.backends import get_sampler
 from hybrid_attention.sampling import PersistentChains, Sampling
 
 #: engine -> how it samples (None: softmax attention, no sampler)
-ENGINES = ("softmax", "meanfield", "gibbs")
+ENGINES = ("softmax", "meanfield", "tap", "gibbs")
 
 
 def gemm_rate(n: int, reps: int = 20) -> float:
@@ -58,6 +60,8 @@ def sampling_for(engine: str, args: argparse.Namespace) -> Sampling | None:
         return None
     if engine == "meanfield":
         return Sampling(get_sampler("meanfield"), seed=0)
+    if engine == "tap":
+        return Sampling(get_sampler("meanfield", method="tap"), seed=0)
     if engine == "gibbs":
         chains = PersistentChains(num_chains=args.chains, seed=0)
         sampler = get_sampler("gibbs", burn_in=args.sweeps)
@@ -68,7 +72,7 @@ def sampling_for(engine: str, args: argparse.Namespace) -> Sampling | None:
 def floor_ms(engine: str, T: int, args: argparse.Namespace, rate: float, info: dict) -> float | None:
     """Milliseconds of the engine's attention arithmetic at ``rate`` (module docstring); None for softmax."""
     B = args.batch_size
-    if engine == "meanfield":
+    if engine in ("meanfield", "tap"):  # TAP's iteration adds elementwise terms (the Onsager correction), no product
         k = info.get("iterations", 0) + info.get("backward_iterations", 0)
         return 1e3 * 2 * B * T**3 * k / rate
     if engine == "gibbs":
