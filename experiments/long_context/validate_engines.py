@@ -42,7 +42,10 @@ METRIC_TOL = {"val_perplexity": 0.3, "val_accuracy": 0.3}  # % perplexity, accur
 COSINE_MIN, NORM_RANGE = 0.95, (0.8, 1.25)
 #: reference Gibbs chains: chains per problem (half from all +1, half from all -1), records per chain, first burn-in
 REF_CHAINS, REF_RECORDS, REF_BURN_IN, REF_MAX_BURN_IN = 32, 8, 256, 4096
-GRAD_ESTIMATES = 8
+#: the start groups agree when their squared difference is at most this multiple of its noise (PROTOCOL change 2)
+AGREE_MAX = 1.1
+#: the reference gradient: sweeps between rounds of reads, the even/odd half-mean cosine to reach, the most rounds
+GRAD_GAP, GRAD_HALF_MIN, GRAD_MAX_ROUNDS = 16, 0.98, 64
 EVAL_ROWS = {32: 256, 64: 128}
 
 
@@ -99,39 +102,96 @@ def layer_problems(model, x: torch.Tensor):
     return h[:, None].detach(), att.J.detach(), att.beta.detach()
 
 
-def reference_marginals(h, J, beta, seed: int) -> tuple[torch.Tensor, dict]:
-    """Gibbs with the Rao-Blackwellised estimator, chains from opposite starts, burn-in doubled until the marginals
-    move by < 1e-3 (max abs) and every spin's split R-hat (over the chains' conditional means) is < 1.01."""
+def reference_reads(h, J, beta, seed: int):
+    """Gibbs reads of the layer's problems with the Rao-Blackwellised estimator (PROTOCOL.md, change 2).
+
+    ``REF_CHAINS`` chains per problem, half started from all +1 and half from all -1, continued round after round
+    with the burn-in doubled (256, 512, ... sweeps, at most ``REF_MAX_BURN_IN``); each round records ``REF_RECORDS``
+    states per chain. The rounds stop when the two start groups agree: ``agreement``, the mean over every visible
+    (problem, spin) of the squared difference of the groups' conditional means divided by the mean of its variance
+    expected from the chains' spread alone, is below ``AGREE_MAX`` (about 1 once the groups sample the same law).
+
+    Returns:
+        ``(m (B, H, T, T), spins (B H T, records * chains, T) int8, info, more)``: the marginals (the conditional
+        means averaged over the last round's reads), those reads (read ``r * chains + c``), and ``more(sweeps,
+        seed)``, which continues the same chains by ``sweeps`` sweeps and returns their next ``records * chains``
+        reads.
+    """
     from hybrid_attention import IsingProblem
     from hybrid_attention.backends import get_sampler
 
     B, H, T, _ = h.shape
+    C, R = REF_CHAINS, REF_RECORDS
     tril = torch.ones(T, T, dtype=torch.bool).tril()
     mask = tril.expand(B * H, T, T).reshape(-1, T)
     hf = (h.double().reshape(-1, T)) * mask
-    p = IsingProblem(hf, J[0].double(), beta=float(beta[0]), mask=mask)
-    init = np.ones((hf.shape[0], REF_CHAINS, T), dtype=np.int8)
-    init[:, REF_CHAINS // 2 :] = -1
+    b = float(beta[0])
+    p = IsingProblem(hf, J[0].double(), beta=b, mask=mask)
+    state = np.ones((hf.shape[0], C, T), dtype=np.int8)
+    state[:, C // 2 :] = -1
     sampler = get_sampler("gibbs", dtype=torch.float64)
-    prev, K, info = None, REF_BURN_IN, {}
+    done, target, prev, rounds = 0, REF_BURN_IN, None, 0
     while True:
-        ss = sampler.sample(p, num_reads=REF_CHAINS * REF_RECORDS, num_chains=REF_CHAINS, thinning=1, burn_in=K,
-                            initial_state=init, seed=seed)  # fmt: skip
-        s = torch.from_numpy(ss.spins).double() * mask[:, None, :]  # (P, records * chains, T)
-        phi = torch.tanh(float(beta[0]) * (hf[:, None, :] + s @ J[0].double())) * mask[:, None, :]
-        phi = phi.reshape(-1, REF_RECORDS, REF_CHAINS, T)  # read r * chains + c
-        m = phi.mean((1, 2))
-        rhat = _split_rhat(phi)
+        ss = sampler.sample(p, num_reads=C * R, num_chains=C, thinning=1, burn_in=max(0, target - done),
+                            initial_state=state, seed=seed + 1000 * rounds)  # fmt: skip
+        state, done, rounds = ss.info["final_state"], max(target, done) + R - 1, rounds + 1
+        s = torch.from_numpy(ss.spins).double() * mask[:, None, :]  # (P, R * C, T)
+        phi = torch.tanh(b * (hf[:, None, :] + s @ J[0].double())) * mask[:, None, :]
+        chain_means = phi.reshape(-1, R, C, T).mean(1)  # (P, C, T)
+        up, down = chain_means[:, : C // 2], chain_means[:, C // 2 :]
+        diff2 = (up.mean(1) - down.mean(1)).pow(2)
+        noise = up.var(1) / (C // 2) + down.var(1) / (C // 2)
+        agreement = float(diff2.sum() / noise.sum().clamp_min(1e-300))
+        m = phi.mean(1)
         moved = math.inf if prev is None else float((m - prev).abs().max())
-        info = {"burn_in": K, "moved": moved, "max_rhat": float(np.nanmax(rhat))}
-        if (moved < 1e-3 and info["max_rhat"] < 1.01) or K >= REF_MAX_BURN_IN:
-            info["converged"] = moved < 1e-3 and info["max_rhat"] < 1.01
-            return m.reshape(B, H, T, T), info
-        prev, K = m, 2 * K
+        info = {"burn_in": target, "rounds": rounds, "agreement": agreement, "moved": moved,
+                "max_rhat": float(np.nanmax(_split_rhat(phi.reshape(-1, R, C, T))))}  # fmt: skip
+        if agreement < AGREE_MAX or target >= REF_MAX_BURN_IN:
+            info["converged"] = agreement < AGREE_MAX
+            break
+        prev, target = m, 2 * target
+
+    def more(sweeps: int, seed: int) -> torch.Tensor:
+        nonlocal state
+        ss = sampler.sample(p, num_reads=C * R, num_chains=C, thinning=1, burn_in=sweeps, initial_state=state,
+                            seed=seed)  # fmt: skip
+        state = ss.info["final_state"]
+        return torch.from_numpy(ss.spins)
+
+    return m.reshape(B, H, T, T), torch.from_numpy(ss.spins), info, more
+
+
+def reference_gradient(model, x, y, h, J, beta, seed: int) -> tuple[dict, dict]:
+    """The reference gradient on one batch (PROTOCOL.md, change 2): the mean of per-round gradients, each through the
+    Rao-Blackwellised estimator from one round of :func:`reference_reads` (``records * chains`` reads per problem,
+    rounds ``GRAD_GAP`` sweeps apart), rounds added until the mean of the even rounds and that of the odd rounds agree
+    to a cosine of ``GRAD_HALF_MIN`` in every parameter group (by the Spearman-Brown relation the full mean is then
+    within a cosine of about 0.995 of the limit), at most ``GRAD_MAX_ROUNDS``.
+
+    Returns:
+        ``(gradient per group, info)``.
+    """
+    from hybrid_attention import Sampling
+
+    _, reads, info, more = reference_reads(h, J, beta, seed=seed)
+    gs = []
+    while True:
+        gs.append(gradient(model, x, y, Sampling(fixed_reads(reads), reads.shape[1], estimator="conditional")))
+        k = len(gs)
+        if k >= 8 and k % 4 == 0:
+            half = {g: torch.stack([r[g] for r in gs[0::2]]).mean(0) for g in gs[0]}
+            other = {g: torch.stack([r[g] for r in gs[1::2]]).mean(0) for g in gs[0]}
+            agree = compare_grads(half, other)
+            if all(a["cosine"] >= GRAD_HALF_MIN for a in agree.values()) or k >= GRAD_MAX_ROUNDS:
+                break
+        reads = more(GRAD_GAP, seed + 7919 * k)
+    info = {**info, "gradient_rounds": k, "half_mean_gradient_agreement": agree}
+    return {g: torch.stack([r[g] for r in gs]).mean(0) for g in gs[0]}, info
 
 
 def _split_rhat(phi: torch.Tensor) -> np.ndarray:
-    """Split R-hat per (problem, spin) from ``phi (P, records, chains, T)``; NaN where nothing varies."""
+    """Split R-hat per (problem, spin) from ``phi (P, records, chains, T)``; NaN where nothing varies (reported as a
+    diagnostic only: with a few records per chain its maximum over many spins is noisy)."""
     R = phi.shape[1] // 2
     halves = torch.cat([phi[:, :R], phi[:, R : 2 * R]], dim=2)  # (P, R, 2C, T)
     means = halves.mean(1)
@@ -159,6 +219,27 @@ def fixed_sampler(marginals: torch.Tensor):
             raise NotImplementedError("the reference marginals have no reads")
 
     return FixedMarginals()
+
+
+def fixed_reads(spins: torch.Tensor):
+    """A sampler that hands the bridge precomputed reads ``(problems, reads, T)`` (the reference chains' states), for
+    the reference gradient through the Rao-Blackwellised estimator."""
+    from hybrid_attention.sampler import Sampler, SamplerCapabilities
+    from hybrid_attention.sampleset import SampleSet
+
+    class FixedReads(Sampler):
+        name = "reference-reads"
+        capabilities = SamplerCapabilities(pad_with_mask=True)
+
+        def _sample(self, problem, *, num_reads, seed):
+            if num_reads != spins.shape[1] or problem.batch_shape.numel() != spins.shape[0]:
+                raise ValueError(f"reference reads are {tuple(spins.shape)}; asked for {num_reads} reads of "
+                                 f"{tuple(problem.batch_shape)} problems")  # fmt: skip
+            x = spins.numpy().reshape(*problem.batch_shape, num_reads, problem.n)
+            w = np.full(x.shape[:-1], 1.0 / num_reads)
+            return SampleSet(x, w, problem, {"num_reads": num_reads})
+
+    return FixedReads()
 
 
 def engine_sampling(name: str, warm_on=None, model=None):
@@ -210,7 +291,6 @@ def compare_grads(g, ref) -> dict:
 def validate(name: str, run: Path) -> dict:
     from hybrid_attention import Sampling
     from hybrid_attention.apps.train import eval_set
-    from hybrid_attention.backends import get_sampler
 
     model, cfg, task = load(run)
     T = cfg.block_size
@@ -232,16 +312,11 @@ def validate(name: str, run: Path) -> dict:
         g_ref = gradient(model, xg, yg, None)
         res["reference"] = {"kind": "exact enumeration"}
     else:
-        m_ref, info = reference_marginals(h, J, beta, seed=1)
+        m_ref, _, info, _ = reference_reads(h, J, beta, seed=1)
         ref_sampling = Sampling(fixed_sampler(m_ref))
-        ref_chain = Sampling(get_sampler("gibbs", burn_in=info["burn_in"]), REF_CHAINS, estimator="conditional")
-        gs = [gradient(model, xg, yg, ref_chain.with_seed(100 + k)) for k in range(GRAD_ESTIMATES)]
-        g_ref = {k: torch.stack([g[k] for g in gs]).mean(0) for k in gs[0]}
-        # the reference gradient's own noise: cosine of half-means (how far the cosines below can be trusted)
-        half = {k: torch.stack([g[k] for g in gs[: GRAD_ESTIMATES // 2]]).mean(0) for k in gs[0]}
-        other = {k: torch.stack([g[k] for g in gs[GRAD_ESTIMATES // 2 :]]).mean(0) for k in gs[0]}
-        res["reference"] = {"kind": "gibbs, Rao-Blackwellised, opposite starts", **info,
-                            "half_mean_gradient_agreement": compare_grads(half, other)}  # fmt: skip
+        hg, _, _ = layer_problems(model, xg)
+        g_ref, ginfo = reference_gradient(model, xg, yg, hg, J, beta, seed=2)
+        res["reference"] = {"kind": "gibbs, Rao-Blackwellised, opposite starts", **info, "gradient_batch": ginfo}
     res["reference"]["metric"] = metric(model, xv, yv, cfg.task, ref_sampling)
     res["reference"]["seconds"] = round(time.perf_counter() - t0, 1)
     tril = torch.ones(T, T, dtype=torch.bool).tril()
