@@ -426,7 +426,15 @@ def report() -> str:
         v, v0 = verdicts(r), verdicts(r, amended=False)
         ref = r["reference"]
         key = "val_perplexity" if "val_perplexity" in ref["metric"] else "val_accuracy"
-        refdesc = ref["kind"] + (f", burn-in {ref['burn_in']}, R-hat {ref['max_rhat']:.3f}" if "burn_in" in ref else "")
+        refdesc = ref["kind"]
+        if "agreement" in ref:  # PROTOCOL change 2
+            gb = ref["gradient_batch"]
+            low = min(a["cosine"] for a in gb["half_mean_gradient_agreement"].values())
+            refdesc += (
+                f", burn-in {ref['burn_in']} (start groups {ref['agreement']:.2f}"
+                f"{'' if ref['converged'] else ', not converged'}), gradient {gb['gradient_rounds']} rounds, "
+                f"half-mean cosine >= {low:.3f}" + (" (reference-limited)" if low < GRAD_HALF_MIN else "")
+            )
         name = r["model"] + (" (ceiling)" if at_ceiling(r) else "")
         for eng, e in r["engines"].items():
             g = e["gradient"]
