@@ -1,0 +1,253 @@
+"""The long-context study's report (``results/long_context/PROTOCOL.md``, "Contrasts and decision rules"): per task
+and context length the primary contrast hj against softmax with its verdict, the thesis per task, the secondary
+contrasts (hj against h, against bias, and against itself with J = 0) and the step-budget table.
+
+Input: the run directories of ``experiments/long_context/plan.py``'s studies under one root, ``ROOT/<study>/runs``,
+read by :func:`.load.scan`. The studies are the tasks (``shakespeare``, ``brackets``, ``runs``) at T = 32 and 64, and
+``shakespeare_T128`` (Tiny Shakespeare at T = 128: a pilot of 3 seeds unless the full design ran).
+
+Rules, as the protocol states them:
+
+* gain: relative perplexity in % for Tiny Shakespeare (``(softmax - hj) / softmax x 100``), accuracy points for
+  brackets and runs; positive means hj is better; 95 % t interval, paired by seed;
+* the Holm family: every primary contrast that ran in full (:data:`FULL_SEEDS` seeds on both sides);
+* per (task, T): **hj better** (Holm-adjusted p < 0.05, gain > 0), **hj worse** (adjusted p < 0.05, gain < 0), **no
+  practical gain** (the upper bound of the interval at the family's Bonferroni level below +0.5), otherwise
+  **undecided**; brackets at a T where softmax's mean accuracy is 99.5 % or more: **not testable (ceiling)**; a cell
+  whose final model failed the engine check: the verdict with "(engine-limited)";
+* thesis per task: **supported** when hj is better at T = 64 (and at T = 128 where Tiny Shakespeare ran in full) and
+  its gain at T = 64 exceeds its gain at T = 32 (Welch interval of the difference above 0); **refuted** when every T
+  of the task gives "no practical gain" or "hj worse"; otherwise **inconclusive**; no T that ran in full: **not run**.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+from ..stats import PairedResult, holm, paired_ci, seeds_needed
+from .load import Damaged, scan
+from .tables import gain, plateau
+
+__all__ = [
+    "TASK_STUDIES",
+    "FULL_SEEDS",
+    "MARGIN",
+    "CEILING",
+    "primary_contrasts",
+    "cell_verdict",
+    "thesis",
+    "welch_interval",
+    "long_context_report",
+    "write_long_context_report",
+]
+
+#: study directory -> task; every study's block sizes are read from its runs
+TASK_STUDIES = {"shakespeare": "shakespeare", "brackets": "brackets", "runs": "runs", "shakespeare_T128": "shakespeare"}
+#: seeds per cell of the full design
+FULL_SEEDS = 10
+#: the practical margin: % perplexity or accuracy points
+MARGIN = 0.5
+#: brackets: softmax's mean accuracy (%) at or above which a T is not testable
+CEILING = 99.5
+ALPHA = 0.05
+SECONDARY = (("hj", "h"), ("hj", "bias"))
+
+
+def _per_seed(rows: list[dict[str, Any]], mode: str, T: int) -> dict[int, float]:
+    return {r["seed"]: r["metric"] for r in rows if r["mode"] == mode and r["block_size"] == T}
+
+
+def _gains(rows: list[dict[str, Any]], mode: str, ref: str, T: int, task: str) -> dict[int, float]:
+    a, b = _per_seed(rows, mode, T), _per_seed(rows, ref, T)
+    return {s: gain(a[s], b[s], task == "shakespeare") for s in sorted(set(a) & set(b))}
+
+
+def primary_contrasts(rows_by_study: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Every (task, T) with hj and softmax runs: per-seed gains, the paired result, whether it ran in full, softmax's
+    mean metric, and (for the family) the Holm-adjusted p and the Bonferroni-level interval."""
+    out = []
+    for study, rows in rows_by_study.items():
+        task = TASK_STUDIES[study]
+        for T in sorted({r["block_size"] for r in rows}):
+            g = _gains(rows, "hj", "softmax", T, task)
+            if not g:
+                continue
+            soft = list(_per_seed(rows, "softmax", T).values())
+            out.append(
+                {
+                    "study": study,
+                    "task": task,
+                    "T": T,
+                    "gains": g,
+                    "res": paired_ci(list(g.values())),
+                    "full": len(g) >= FULL_SEEDS,
+                    "softmax_mean": statistics.fmean(soft),
+                }
+            )
+    family = [c for c in out if c["full"]]
+    adj = holm([c["res"].p for c in family])
+    m = max(len(family), 1)
+    for c, p in zip(family, adj):
+        c["p_holm"] = p
+        c["bonferroni"] = paired_ci(list(c["gains"].values()), level=1 - ALPHA / m)
+        c["family_size"] = m
+    return out
+
+
+def cell_verdict(c: dict[str, Any], engine_limited: bool = False) -> str:
+    """The verdict of one primary contrast (module docstring)."""
+    if c["task"] == "brackets" and c["softmax_mean"] >= CEILING:
+        v = "not testable (ceiling)"
+    elif not c["full"]:
+        v = f"pilot ({c['res'].n} seeds): no verdict"
+    else:
+        res, p = c["res"], c["p_holm"]
+        if not math.isnan(p) and p < ALPHA:
+            v = "hj better" if res.mean > 0 else "hj worse"
+        elif c["bonferroni"].hi < MARGIN:
+            v = "no practical gain"
+        else:
+            v = "undecided"
+    return v + (" (engine-limited)" if engine_limited else "")
+
+
+def welch_interval(a: list[float], b: list[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Mean difference ``mean(a) - mean(b)`` with its Welch ``level`` interval: ``(diff, lo, hi)``."""
+    from scipy import stats
+
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError(f"a Welch interval needs two values on each side, got {len(a)} and {len(b)}")
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    d = statistics.fmean(a) - statistics.fmean(b)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return d, d, d
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    half = float(stats.t.ppf(0.5 + level / 2, df)) * se
+    return d, d - half, d + half
+
+
+def thesis(task: str, cells: list[dict[str, Any]], verdicts: dict[tuple[str, int], str]) -> tuple[str, str]:
+    """The thesis verdict of one task and its reason (module docstring)."""
+    full = {c["T"]: c for c in cells if c["task"] == task and c["full"]}
+    if not full:
+        return "not run", "no context length of this task ran in full"
+    v = {T: verdicts[task, T] for T in full}
+    if all(x.startswith(("no practical gain", "hj worse")) for x in v.values()):
+        return "refuted", "every context length: " + ", ".join(f"T = {T} {x}" for T, x in sorted(v.items()))
+    need = [64] + ([128] if task == "shakespeare" and 128 in full else [])
+    if all(T in v and v[T].startswith("hj better") for T in need) and 32 in full:
+        d, lo, hi = welch_interval(list(full[64]["gains"].values()), list(full[32]["gains"].values()))
+        if lo > 0:
+            return "supported", f"hj better at T = 64; gain at T = 64 minus T = 32: {d:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+        return (
+            "inconclusive",
+            f"hj better at T = 64, but its gain does not grow from T = 32: {d:+.2f} [{lo:+.2f}, {hi:+.2f}]",
+        )
+    return "inconclusive", ", ".join(f"T = {T} {x}" for T, x in sorted(v.items()))
+
+
+def _fmt(res: PairedResult, unit: str) -> str:
+    if res.n < 2:
+        return f"{res.mean:+.2f} {unit} (1 seed)"
+    return f"{res.mean:+.2f} {unit} [{res.lo:+.2f}, {res.hi:+.2f}]"
+
+
+def long_context_report(
+    root: str | Path, engine_limited: set[tuple[str, int]] | None = None
+) -> tuple[str, list[Damaged]]:
+    """The report's markdown and the damaged runs left out. ``engine_limited``: the (task, T) cells whose final hj
+    model failed the engine check (PROTOCOL.md)."""
+    root = Path(root)
+    rows_by_study, damaged = {}, []
+    for study in TASK_STUDIES:
+        if (root / study / "runs").is_dir():
+            rows, bad = scan(root, study)
+            rows_by_study[study], damaged = rows, damaged + bad
+    cells = primary_contrasts(rows_by_study)
+    limited = engine_limited or set()
+    verdicts = {(c["task"], c["T"]): cell_verdict(c, (c["task"], c["T"]) in limited) for c in cells}
+    m = max((c.get("family_size", 0) for c in cells), default=0)
+    lines = [
+        "# Long-context study: report",
+        "",
+        "Regenerate: `python experiments/long_context/report.py` (reads `results/long_context/<study>/runs/`; rules:",
+        "`PROTOCOL.md`). Gain: relative perplexity in % (Tiny Shakespeare) or accuracy points (brackets, runs); positive",
+        f"means hj is better. Intervals: 95 % paired t; Holm family: the {m} primary contrasts that ran in full",
+        f'({FULL_SEEDS} seeds); "no practical gain": the interval at the family\'s Bonferroni level lies below '
+        f"+{MARGIN}.",
+        "",
+        "## Primary contrasts: hj against softmax",
+        "",
+        "| task | context | seeds | softmax | hj | gain [95 % CI] | Holm p | Bonferroni interval | verdict | seeds needed |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for c in cells:
+        rows = rows_by_study[c["study"]]
+        unit = "%" if c["task"] == "shakespeare" else "pt"
+        hj = list(_per_seed(rows, "hj", c["T"]).values())
+        bon = c.get("bonferroni")
+        need = "-"
+        v = verdicts[c["task"], c["T"]]
+        if v.startswith("undecided") and c["res"].sd > 0:
+            need = str(seeds_needed(MARGIN, c["res"].sd, alpha=ALPHA / max(m, 1)))
+        holm_p = f"{c['p_holm']:.3g}" if "p_holm" in c else "-"
+        bon_text = f"[{bon.lo:+.2f}, {bon.hi:+.2f}]" if bon is not None else "-"
+        lines.append(
+            f"| {c['task']} | T = {c['T']} | {c['res'].n} | {c['softmax_mean']:.4g} | {statistics.fmean(hj):.4g} | "
+            f"{_fmt(c['res'], unit)} | {holm_p} | {bon_text} | {v} | {need} |"
+        )
+    lines += ["", "## The thesis, per task", "", "| task | verdict | why |", "| --- | --- | --- |"]
+    for task in sorted({c["task"] for c in cells}):
+        t, why = thesis(task, cells, verdicts)
+        lines.append(f"| {task} | {t} | {why} |")
+    lines += [
+        "",
+        "## Secondary contrasts (not part of the verdicts)",
+        "",
+        "| task | context | contrast | seeds | gain [95 % CI] |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for study, rows in rows_by_study.items():
+        task = TASK_STUDIES[study]
+        unit = "%" if task == "shakespeare" else "pt"
+        for T in sorted({r["block_size"] for r in rows}):
+            for mode, ref in SECONDARY:
+                g = _gains(rows, mode, ref, T, task)
+                if g:
+                    lines.append(
+                        f"| {task} | T = {T} | {mode} vs {ref} | {len(g)} | {_fmt(paired_ci(list(g.values())), unit)} |"
+                    )
+            j0 = [gain(r["metric"], r["j0_metric"], task == "shakespeare")
+                  for r in rows if r["mode"] == "hj" and r["block_size"] == T and not math.isnan(r["j0_metric"])]  # fmt: skip
+            if j0:
+                lines.append(
+                    f"| {task} | T = {T} | hj vs itself with J = 0 | {len(j0)} | {_fmt(paired_ci(j0), unit)} |"
+                )
+    lines += [
+        "",
+        "## Step budget",
+        "",
+        "| task | context | mode | runs | stopped early | mean last step | loss change, last quarter (%) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for study, rows in rows_by_study.items():
+        for p in plateau(rows):
+            lines.append(
+                f"| {TASK_STUDIES[study]} | T = {p['block_size']} | {p['mode']} | {p['n']} | {p['stopped']} | "
+                f"{p['steps']:.0f} | {p['loss_change_pct']:+.2f} |"
+            )
+    if damaged:
+        lines += ["", "## Damaged runs (left out)", ""] + [f"- `{d.path}`: {d.problem}" for d in damaged]
+    return "\n".join(lines) + "\n", damaged
+
+
+def write_long_context_report(root: str | Path, out: str | Path | None = None, **kw: Any) -> Path:
+    """Write :func:`long_context_report` to ``out`` (default ``<root>/report.md``); returns the path."""
+    text, _ = long_context_report(root, **kw)
+    path = Path(out) if out is not None else Path(root) / "report.md"
+    path.write_text(text)
+    return path

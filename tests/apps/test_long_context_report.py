@@ -1,0 +1,114 @@
+"""The long-context study's report (apps/claims/report/long_context.py) on planted run directories: each verdict of
+the protocol's decision rules, the Holm family, the thesis per task, the Welch interval against scipy."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy import stats as sst
+
+from hybrid_attention.apps.claims.report import long_context as lc
+from hybrid_attention.apps.claims.report.load import scan
+
+
+def fake_run(root, study, mode, T, seed, metric, *, task, j0=None):
+    """A finished run directory as ``train`` writes it (the fields the report reads)."""
+    d = root / study / "runs" / f"{mode}_T{T}_lr0.003_s{seed}"
+    d.mkdir(parents=True)
+    key = "val_perplexity" if task == "shakespeare" else "val_accuracy"
+    m = {key: metric, "val_loss": 1.0, "finished": True, "step": 4000, "max_steps": 4000, "elapsed_s": 2.0}
+    m["evals"] = [{"step": 100 * (i + 1), "val_loss": 1.0, key: metric} for i in range(8)]
+    if j0 is not None:
+        m[f"j0_{key}"] = j0
+    (d / "metrics.json").write_text(json.dumps(m))
+    cfg = {"attention": mode, "block_size": T, "seed": seed, "lr": 3e-3, "task": task, "ffn": True, "max_steps": 4000}
+    (d / "config.json").write_text(json.dumps({"run": cfg}))
+
+
+def plant(root, *, shakespeare_gain=(2.0, 4.0), runs_noise=0.05, seeds=range(10), t128_seeds=range(3)):
+    """Tiny Shakespeare: hj better by the given % at T = 32, 64; brackets at the ceiling; runs: hj = softmax
+    within ``runs_noise`` points; Shakespeare T = 128 with ``t128_seeds`` seeds."""
+    rng = np.random.default_rng(0)
+    for T, g in zip((32, 64), shakespeare_gain):
+        for s in seeds:
+            base = 6.0 + rng.normal(0, 0.02)
+            fake_run(root, "shakespeare", "softmax", T, s, base, task="shakespeare")
+            hj = base * (1 - g / 100) * (1 + rng.normal(0, 0.001))
+            fake_run(root, "shakespeare", "hj", T, s, hj, task="shakespeare", j0=hj * 1.05)
+            fake_run(root, "shakespeare", "h", T, s, base * 1.01, task="shakespeare")
+        for s in seeds:
+            fake_run(root, "brackets", "softmax", T, s, 0.999, task="brackets")
+            fake_run(root, "brackets", "hj", T, s, 0.998, task="brackets")
+            acc = 0.8 + rng.normal(0, 0.01)
+            fake_run(root, "runs", "softmax", T, s, acc, task="runs")
+            fake_run(root, "runs", "hj", T, s, acc + rng.normal(0, runs_noise / 100), task="runs")
+    for s in t128_seeds:
+        fake_run(root, "shakespeare_T128", "softmax", 128, s, 6.0, task="shakespeare")
+        fake_run(root, "shakespeare_T128", "hj", 128, s, 5.9 + 0.01 * s, task="shakespeare")
+
+
+def _cells(root):
+    scanned = {s: scan(root, s)[0] for s in lc.TASK_STUDIES if (root / s / "runs").is_dir()}
+    return {(c["task"], c["T"]): c for c in lc.primary_contrasts(scanned)}
+
+
+def test_planted_verdicts_thesis_and_family(tmp_path):
+    plant(tmp_path)
+    cells = _cells(tmp_path)
+    # the family: the six full contrasts (3 tasks x T = 32, 64); the T = 128 pilot (3 seeds) stays out
+    assert sum(c["full"] for c in cells.values()) == 6 and not cells["shakespeare", 128]["full"]
+    assert {c.get("family_size") for c in cells.values() if c["full"]} == {6}
+    g = cells["shakespeare", 64]["res"]
+    assert g.lo < 4.0 < g.hi  # the planted gain, in % perplexity
+    v = {k: lc.cell_verdict(c) for k, c in cells.items()}
+    assert v["shakespeare", 32] == v["shakespeare", 64] == "hj better"
+    assert v["brackets", 32] == "not testable (ceiling)"
+    assert v["runs", 32] == v["runs", 64] == "no practical gain"
+    assert v["shakespeare", 128].startswith("pilot (3 seeds)")
+    assert lc.thesis("shakespeare", list(cells.values()), v)[0] == "supported"
+    assert lc.thesis("runs", list(cells.values()), v)[0] == "refuted"
+    text, damaged = lc.long_context_report(tmp_path)
+    assert not damaged
+    for needle in ("T = 32", "T = 64", "T = 128", "| shakespeare | supported |", "| runs | refuted |"):
+        assert needle in text
+    assert "hj vs itself with J = 0" in text and "hj vs h" in text
+
+
+def test_a_gain_that_does_not_grow_is_inconclusive_and_engine_limits_are_marked(tmp_path):
+    plant(tmp_path, shakespeare_gain=(3.0, 3.0))
+    cells = _cells(tmp_path)
+    v = {k: lc.cell_verdict(c) for k, c in cells.items()}
+    t, why = lc.thesis("shakespeare", list(cells.values()), v)
+    assert t == "inconclusive" and "does not grow" in why
+    assert lc.cell_verdict(cells["shakespeare", 64], engine_limited=True) == "hj better (engine-limited)"
+    text, _ = lc.long_context_report(tmp_path, engine_limited={("shakespeare", 64)})
+    assert "hj better (engine-limited)" in text
+
+
+def test_noisy_runs_are_undecided_with_the_seeds_needed(tmp_path):
+    plant(tmp_path, runs_noise=3.0)
+    cells = _cells(tmp_path)
+    c = cells["runs", 64]
+    assert c["bonferroni"].hi > lc.MARGIN and lc.cell_verdict(c) == "undecided"
+    line = next(x for x in lc.long_context_report(tmp_path)[0].splitlines() if x.startswith("| runs | T = 64 |"))
+    assert int(line.rstrip(" |").split("|")[-1]) > 10  # more seeds than ran
+
+
+def test_nothing_full_is_not_run(tmp_path):
+    plant(tmp_path, seeds=range(3))
+    cells = _cells(tmp_path)
+    v = {k: lc.cell_verdict(c) for k, c in cells.items()}
+    assert lc.thesis("runs", list(cells.values()), v) == ("not run", "no context length of this task ran in full")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_welch_interval_matches_scipy(seed):
+    rng = np.random.default_rng(seed)
+    a, b = rng.normal(1.0, 1.0, 7 + seed), rng.normal(0.2, 2.0, 5)
+    d, lo, hi = lc.welch_interval(list(a), list(b))
+    ci = sst.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    assert d == pytest.approx(a.mean() - b.mean()) and (lo, hi) == pytest.approx((ci.low, ci.high))
+    with pytest.raises(ValueError, match="two values on each side"):
+        lc.welch_interval([1.0], [1.0, 2.0])
