@@ -50,14 +50,18 @@ EVAL_ROWS = {32: 256, 64: 128}
 
 
 def models() -> list[tuple[str, Path]]:
-    """``(name, run directory)`` of every validated model whose run has finished."""
+    """``(name, run directory)`` of every validated model whose run has finished, or diverged after a checkpoint (a
+    model that candidate (1) trained until its gradient blew up: validated at its last checkpoint, and marked)."""
     out = []
     for study in STUDIES.values():
         if not study.name.startswith(("exact_", "pilot_")):
             continue
         for d in sorted((HERE / ROOT / study.name / "runs").glob("hj_T*_s*")):
             m = d / "metrics.json"
-            if m.is_file() and json.loads(m.read_text()).get("finished") and (d / "checkpoint.pt").is_file():
+            if not (m.is_file() and (d / "checkpoint.pt").is_file()):
+                continue
+            met = json.loads(m.read_text())
+            if met.get("finished") or met.get("diverged"):
                 out.append((f"{study.name}_{d.name}", d))
     return out
 
@@ -302,6 +306,13 @@ def validate(name: str, run: Path) -> dict:
     lam = float(torch.linalg.eigvalsh((beta[0] * J[0]).double()).abs().max())
     res = {"model": name, "run": str(run.relative_to(HERE)), "T": T, "task": cfg.task, "eval_rows": rows,
            "largest_eigenvalue_beta_J": lam, "engines": {}}  # fmt: skip
+    div = json.loads((run / "metrics.json").read_text()).get("diverged")
+    if div:  # trained until its gradient blew up: validated at its last checkpoint
+        res["diverged"] = {
+            "step": div.get("step"),
+            "reason": div.get("reason"),
+            "checkpoint_step": div.get("checkpoint_step"),
+        }
     exact = T <= 20
     t0 = time.perf_counter()
     if exact:
@@ -436,6 +447,11 @@ def report() -> str:
                 f"half-mean cosine >= {low:.3f}" + (" (reference-limited)" if low < GRAD_HALF_MIN else "")
             )
         name = r["model"] + (" (ceiling)" if at_ceiling(r) else "")
+        if "diverged" in r:
+            d = r["diverged"]
+            name += (
+                f" (training diverged at step {d['step']}: {d['reason']}; checkpoint of step {d['checkpoint_step']})"
+            )
         for eng, e in r["engines"].items():
             g = e["gradient"]
             cos = " / ".join(f"{g[k]['cosine']:.3f}" if k in g else "-" for k in ("c_attn", "J_raw", "rest"))
