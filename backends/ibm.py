@@ -47,6 +47,7 @@ from hybrid_attention.circuits.schedule import DQASchedule
 
 from .base import progress
 from .circuit import CircuitSampler
+from .ledger import JobLedger, LedgerEntry, circuit_text, pub_sha256
 
 __all__ = [
     "IBMSampler",
@@ -226,17 +227,19 @@ def _is_local(backend: Any) -> bool:
     return "fake_provider" in mod or mod.startswith("qiskit_aer") or "fake" in type(backend).__name__.lower()
 
 
-def _resolve_backend(backend: Any, *, allow_hardware: bool, instance: str | None, fractional: bool) -> tuple[Any, bool]:
-    """``(backend object, local)``: a fake name is resolved offline; a device name or ``None`` needs the opt-in and
-    credentials (both checked before the service is contacted)."""
+def _resolve_backend(
+    backend: Any, *, allow_hardware: bool, instance: str | None, fractional: bool
+) -> tuple[Any, bool, Any]:
+    """``(backend object, local, service or None)``: a fake name is resolved offline; a device name or ``None`` needs
+    the opt-in and credentials (both checked before the service is contacted)."""
     if isinstance(backend, str) and is_fake_backend_name(backend):
-        return fake_backend(backend), True
+        return fake_backend(backend), True, None
     if backend is not None and not isinstance(backend, str) and not hasattr(backend, "target"):
         raise TypeError(
             f"ibm: backend must be a BackendV2, a device or fake-backend name, or None, got {type(backend).__name__}"
         )
     if backend is not None and not isinstance(backend, str) and _is_local(backend):
-        return backend, True
+        return backend, True, None
     if not allow_hardware:
         raise ValueError(
             "ibm: submitting to a real IBM Quantum device needs the explicit opt-in allow_hardware=True "
@@ -258,7 +261,8 @@ def _resolve_backend(backend: Any, *, allow_hardware: bool, instance: str | None
             if backend
             else service.least_busy(operational=True, simulator=False, use_fractional_gates=fractional)
         )
-    return backend, False
+        return backend, False, service
+    return backend, False, getattr(backend, "service", None)
 
 
 class IBMSampler(CircuitSampler):
@@ -284,6 +288,12 @@ class IBMSampler(CircuitSampler):
         chunk_size, default_num_reads: see :class:`~hybrid_attention.backends.circuit.CircuitSampler`.
         sampler_options: options of the runtime Sampler (e.g. ``{"dynamical_decoupling": {"enable": True}}``),
             checked here against the primitive's option schema.
+        ledger: a job ledger (a ``.jsonl`` path or a :class:`~hybrid_attention.backends.ledger.JobLedger`): every
+            PUB is recorded before its result is awaited, and a PUB the ledger already holds is never submitted
+            again (its stored bits are read, or its job is collected by id; see :mod:`.ledger`). Calls are
+            resumable when their ``seed`` is fixed (the seed is part of a PUB's identity). ``None``: no ledger.
+        service: what collects a ledger's jobs by id (``service.job(job_id)``): default the service the device
+            came from, or a new ``QiskitRuntimeService`` when first needed.
 
     Example:
         >>> from hybrid_attention import IsingProblem
@@ -312,17 +322,24 @@ class IBMSampler(CircuitSampler):
         chunk_size: int = 256,
         default_num_reads: int = 1024,
         sampler_options: dict[str, Any] | None = None,
+        ledger: str | os.PathLike | JobLedger | None = None,
+        service: Any = None,
     ) -> None:
         super().__init__(schedule=schedule, chunk_size=chunk_size, default_num_reads=default_num_reads)
+        if ledger is not None and not isinstance(ledger, (str, os.PathLike, JobLedger)):
+            raise TypeError(f"ibm: ledger must be a path or a JobLedger, got {type(ledger).__name__}")
         if mode not in _MODES:
             raise ValueError(f"ibm: mode must be one of {_MODES}, got {mode!r}")
         if restrict_couplings not in (None, "raise", "drop"):
             raise ValueError(f"ibm: restrict_couplings must be None, 'raise' or 'drop', got {restrict_couplings!r}")
         if fold_rzz not in (None, True, False):
             raise TypeError(f"ibm: fold_rzz must be True, False or None (automatic), got {fold_rzz!r}")
-        backend, local = _resolve_backend(
+        backend, local, found = _resolve_backend(
             backend, allow_hardware=bool(allow_hardware), instance=instance, fractional=bool(fold_rzz)
         )
+        self.ledger = ledger if isinstance(ledger, JobLedger) or ledger is None else JobLedger(ledger)
+        self.service = service if service is not None else found
+        self.instance = instance
         fractional = has_fractional_rzz(backend)
         if fold_rzz is False and fractional:  # legal while every angle is >= 0; checked per call before submission
             warnings.warn(
@@ -349,7 +366,8 @@ class IBMSampler(CircuitSampler):
             raise ValueError(f"ibm: sampler_options {self.sampler_options!r} rejected by the runtime: {exc}") from exc
         self.max_qubits = int(backend.num_qubits)
         self._ctx: Any = None
-        self._last: dict[str, Any] = {"job_ids": [], "mode": None}
+        self._last: dict[str, Any] = {"job_ids": [], "mode": None, "resumed": 0}
+        self._texts: dict[int, tuple[Any, str]] = {}  # id(ISA circuit) -> (circuit, its QASM text) for PUB hashes
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -387,8 +405,121 @@ class IBMSampler(CircuitSampler):
         if self.fractional:
             _check_rzz_angles(isa, values, self.backend)
         ctx = self._context(2)[0] if self.mode in ("batch", "session") else None
-        job = self._primitive(seed, ctx).run([(isa, values)], shots=int(shots))
-        return job.result()[0].data.meas.to_bool_array(order="little"), job.job_id()
+        pub = self._submit(isa, values, int(shots), int(seed), ctx)
+        try:
+            return self._collect(pub), pub.job_id
+        except Exception as exc:
+            if isinstance(exc, IBMJobError):
+                raise
+            raise IBMJobError(
+                f"ibm: job {pub.job_id} ended with status {_status(pub.job)} ({exc})",
+                job_id=pub.job_id,
+                status=_status(pub.job),
+                completed={},
+                job_ids=[pub.job_id],
+            ) from exc
+
+    # ------------------------------------------------------------------ the ledger
+    @property
+    def backend_name(self) -> str:
+        """The backend's name (as the ledger records it)."""
+        return str(getattr(self.backend, "name", self.backend))
+
+    def _pub_hash(self, isa: Any, values: np.ndarray, shots: int, seed: int) -> str:
+        key = id(isa)
+        if key not in self._texts or self._texts[key][0] is not isa:
+            self._texts[key] = (isa, circuit_text(isa))
+        return pub_sha256(self._texts[key][1], values, shots, seed)
+
+    def _submit(self, isa: Any, values: np.ndarray, shots: int, seed: int, ctx: Any) -> _Pub:
+        """Submit one PUB, or find it in the ledger: its stored bits, or its job collected by id (device)."""
+        if self.ledger is None:
+            job = self._primitive(seed, ctx).run([(isa, values)], shots=shots)
+            return _Pub(None, job, job.job_id(), None, shots)
+        pub = self._pub_hash(isa, values, shots, seed)
+        entry = self.ledger.lookup(pub, self.backend_name)
+        if entry is not None:
+            found = self._resume(entry)
+            if found is not None:
+                self._last["resumed"] = self._last.get("resumed", 0) + 1
+                return found
+        job = self._primitive(seed, ctx).run([(isa, values)], shots=shots)
+        jid = job.job_id()
+        self.ledger.record("submitted", job_id=jid, backend=self.backend_name, pub_sha256=pub, shots=shots)
+        return _Pub(pub, job, jid, None, shots)
+
+    def _resume(self, entry: LedgerEntry) -> _Pub | None:
+        """The PUB of a ledger entry without submitting it, or ``None`` when it must be submitted (again)."""
+        where = f"ledger {str(self.ledger.path)!r} line {entry.line}"
+        if entry.event == "completed":
+            bits = self.ledger.load_bits(entry.pub_sha256)
+            if bits is not None:
+                logger.info("ibm: PUB %s read from %s (job %s)", entry.pub_sha256[:12], where, entry.job_id)
+                return _Pub(entry.pub_sha256, None, entry.job_id, bits, entry.shots)
+        if entry.event == "failed":
+            warnings.warn(f"ibm: {where}: job {entry.job_id} failed; its PUB is submitted again", stacklevel=4)
+            return None
+        if self.local:  # a local-mode job lived in the process that ran it
+            warnings.warn(
+                f"ibm: {where}: job {entry.job_id} ({entry.event}) has no stored bits and local-mode jobs cannot be "
+                "fetched back; its PUB is run again locally (free; the same seed gives the same bits)",
+                stacklevel=4,
+            )
+            return None
+        try:
+            job = self._runtime_service().job(entry.job_id)
+        except Exception as exc:
+            raise IBMJobError(
+                f"ibm: {where}: job {entry.job_id} on {entry.backend} could not be fetched from the runtime service "
+                f"({exc}); nothing was submitted. If that job is lost, move the ledger aside to submit its PUBs again",
+                job_id=entry.job_id,
+                status="UNKNOWN",
+                completed={},
+                job_ids=[entry.job_id],
+            ) from exc
+        logger.info("ibm: PUB %s collected by job id %s (%s)", entry.pub_sha256[:12], entry.job_id, where)
+        return _Pub(entry.pub_sha256, job, entry.job_id, None, entry.shots)
+
+    def _runtime_service(self) -> Any:
+        if self.service is None:
+            token = os.environ.get("QISKIT_IBM_TOKEN")
+            inst = self.instance or os.environ.get("QISKIT_IBM_INSTANCE")
+            self.service = (
+                QiskitRuntimeService(token=token, instance=inst) if token else QiskitRuntimeService(instance=inst)
+            )
+        return self.service
+
+    def _collect(self, pub: _Pub) -> np.ndarray:
+        """The bits ``(B, shots, Q)`` of a submitted (or resumed) PUB; the ledger records the outcome. Raises what
+        ``job.result()`` raises, or :class:`IBMJobError` for a job that ended in error or was cancelled."""
+        if pub.bits is not None:
+            return pub.bits
+        try:
+            result = pub.job.result()
+        except Exception:
+            self._record("failed", pub, status=_status(pub.job))
+            raise
+        status = _status(pub.job)
+        if status in ("ERROR", "CANCELLED"):
+            self._record("failed", pub, status=status)
+            raise IBMJobError(
+                f"ibm: job {pub.job_id} ended with status {status}",
+                job_id=pub.job_id,
+                status=status,
+                completed={},
+                job_ids=[pub.job_id],
+            )
+        bits = result[0].data.meas.to_bool_array(order="little")
+        if self.ledger is not None and pub.sha is not None:
+            self.ledger.store_bits(pub.sha, bits)
+            self._record("completed", pub)
+        return bits
+
+    def _record(self, event: str, pub: _Pub, **extra: Any) -> None:
+        if self.ledger is not None and pub.sha is not None:
+            self.ledger.record(
+                event, job_id=pub.job_id, backend=self.backend_name, pub_sha256=pub.sha, shots=pub.shots, **extra
+            )
 
     def _context(self, chunks: int) -> tuple[Any, bool]:
         """``(Batch/Session or None, opened for this call only)`` for a call of ``chunks`` chunks."""
@@ -418,7 +549,7 @@ class IBMSampler(CircuitSampler):
             if ctx is None
             else ("session" if isinstance(ctx, Session) and not isinstance(ctx, Batch) else "batch")
         )
-        self._last = {"job_ids": [], "mode": kind}
+        self._last = {"job_ids": [], "mode": kind, "resumed": 0}
         try:
             return self._submit_and_collect(isa, values, starts, shots, seeds, ctx)
         finally:
@@ -442,26 +573,24 @@ class IBMSampler(CircuitSampler):
                 st, sd = todo.pop(0)
                 chunk = values[st : st + self.chunk_size]
                 try:
-                    job = self._primitive(sd, ctx).run([(isa, chunk)], shots=shots)
+                    pub = self._submit(isa, chunk, shots, sd, ctx)
+                except IBMJobError:  # a ledger job that cannot be collected: nothing is submitted
+                    raise
                 except Exception as e:  # refused at submission: keep what the jobs already submitted return
                     failure = (None, "NOT_SUBMITTED", e)
                     break
-                job_ids.append(job.job_id())
-                logger.info("ibm: submitted chunk %d (%d problems) as job %s", st, len(chunk), job_ids[-1])
-                pending.append((st, job))
+                job_ids.append(pub.job_id)
+                logger.info("ibm: chunk %d (%d problems): job %s", st, len(chunk), job_ids[-1])
+                pending.append((st, pub))
             if not pending:
                 break
-            st, job = pending.pop(0)
+            st, pub = pending.pop(0)
             try:
-                result = job.result()
-                status = _status(job)
-                exc: Exception | None = None
+                done[st] = self._collect(pub)
+            except IBMJobError as e:
+                failure = failure or (pub.job_id, e.status, None)
             except Exception as e:
-                result, status, exc = None, _status(job), e
-            if exc is not None or status in ("ERROR", "CANCELLED"):
-                failure = failure or (job.job_id(), status, exc)
-                continue
-            done[st] = result[0].data.meas.to_bool_array(order="little")
+                failure = failure or (pub.job_id, _status(pub.job), e)
         if failure is not None:
             jid, status, exc = failure
             why = f" ({exc})" if exc is not None else ""
@@ -482,6 +611,8 @@ class IBMSampler(CircuitSampler):
         return {
             "job_ids": list(self._last["job_ids"]),
             "mode": self._last["mode"],
+            "resumed_pubs": int(self._last.get("resumed", 0)),
+            "ledger": None if self.ledger is None else str(self.ledger.path),
             "primitive": self.primitive,
             "depth": isa.depth(),
             "two_qubit_gates": int(twoq),
@@ -498,6 +629,16 @@ class IBMSampler(CircuitSampler):
             finally:
                 self._ctx = None
         super().close()
+
+
+class _Pub:
+    """One PUB of a call: its ledger hash (``None`` without a ledger), the job (``None`` when read from the ledger),
+    the job id and the bits when already known."""
+
+    __slots__ = ("sha", "job", "job_id", "bits", "shots")
+
+    def __init__(self, sha: str | None, job: Any, job_id: str, bits: np.ndarray | None, shots: int = 0) -> None:
+        self.sha, self.job, self.job_id, self.bits, self.shots = sha, job, str(job_id), bits, int(shots)
 
 
 def _status(job: Any) -> str:

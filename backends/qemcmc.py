@@ -164,6 +164,9 @@ class QEMCMCSampler(Sampler):
             a device name) and further :class:`~hybrid_attention.backends.ibm.IBMSampler` options
             (``allow_hardware=True`` for a real device, ``mode``, ``fold_rzz``, ``sampler_options``...): the IBM
             sampler resolves the backend, credentials, fractional gates, transpilation and the runtime primitive.
+        ledger: ibm engine: the job ledger (a ``.jsonl`` path or a
+            :class:`~hybrid_attention.backends.ledger.JobLedger`): every step's PUB is recorded before it is awaited,
+            and a rerun with the same seed submits none twice (:mod:`.ledger`); same as ``ibm_options["ledger"]``.
 
     Per-call options (``sample(..., **options)``): ``burn_in``, ``thinning``, ``num_chains``, ``params``, ``start``,
     ``initial_state`` (``(*batch, chains, n)`` ±1 spins, or ``None``).
@@ -203,6 +206,7 @@ class QEMCMCSampler(Sampler):
         gamma: Any = None,
         time: Any = None,
         trotter_steps: int | None = None,
+        ledger: Any = None,
     ) -> None:
         super().__init__()
         if engine not in _ENGINES:
@@ -244,11 +248,16 @@ class QEMCMCSampler(Sampler):
         elif engine == "ibm":
             from .ibm import IBMSampler
 
-            self.ibm = IBMSampler(backend, **(ibm_options or {}))
+            opts = dict(ibm_options or {})
+            if ledger is not None:
+                if opts.get("ledger") not in (None, ledger):
+                    raise ValueError("qemcmc: give the ledger once: ledger= or ibm_options['ledger'], not both")
+                opts["ledger"] = ledger
+            self.ibm = IBMSampler(backend, **opts)
             self.circuit_options = dataclasses.replace(self.circuit_options, fold_rzz=self.ibm.circuit_options.fold_rzz)
             limit = int(self.ibm.max_qubits)
-        elif backend is not None or ibm_options:
-            raise ValueError(f"qemcmc: backend and ibm_options are for engine='ibm', got engine={engine!r}")
+        elif backend is not None or ibm_options or ledger is not None:
+            raise ValueError(f"qemcmc: backend, ibm_options and ledger are for engine='ibm', got engine={engine!r}")
         self.max_spins = limit if max_spins is None else check_positive_int(max_spins, "max_spins")
 
     @staticmethod
