@@ -48,6 +48,7 @@ from hybrid_attention.circuits.schedule import DQASchedule
 from .base import progress
 from .circuit import CircuitSampler
 from .ledger import JobLedger, LedgerEntry, circuit_text, pub_sha256
+from .qpu_cost import circuit_seconds, qpu_seconds, rep_delay_of
 
 __all__ = [
     "IBMSampler",
@@ -294,6 +295,10 @@ class IBMSampler(CircuitSampler):
             resumable when their ``seed`` is fixed (the seed is part of a PUB's identity). ``None``: no ledger.
         service: what collects a ledger's jobs by id (``service.job(job_id)``): default the service the device
             came from, or a new ``QiskitRuntimeService`` when first needed.
+        max_qpu_seconds: on a real device, a call whose estimated QPU time (:meth:`estimate`) exceeds this many
+            seconds is refused (``ValueError``) before anything is submitted; ``None``: no limit. Ignored offline.
+        qpu_model: keywords of :func:`~hybrid_attention.backends.qpu_cost.qpu_seconds` replacing its defaults
+            (e.g. a measured ``per_circuit_seconds``).
 
     Example:
         >>> from hybrid_attention import IsingProblem
@@ -324,6 +329,8 @@ class IBMSampler(CircuitSampler):
         sampler_options: dict[str, Any] | None = None,
         ledger: str | os.PathLike | JobLedger | None = None,
         service: Any = None,
+        max_qpu_seconds: float | None = None,
+        qpu_model: dict[str, float] | None = None,
     ) -> None:
         super().__init__(schedule=schedule, chunk_size=chunk_size, default_num_reads=default_num_reads)
         if ledger is not None and not isinstance(ledger, (str, os.PathLike, JobLedger)):
@@ -340,6 +347,11 @@ class IBMSampler(CircuitSampler):
         self.ledger = ledger if isinstance(ledger, JobLedger) or ledger is None else JobLedger(ledger)
         self.service = service if service is not None else found
         self.instance = instance
+        if max_qpu_seconds is not None and (isinstance(max_qpu_seconds, bool) or not max_qpu_seconds >= 0):
+            raise ValueError(f"ibm: max_qpu_seconds must be a non-negative number or None, got {max_qpu_seconds!r}")
+        self.max_qpu_seconds = None if max_qpu_seconds is None else float(max_qpu_seconds)
+        self.qpu_model = dict(qpu_model or {})
+        qpu_seconds(circuits=1, shots=1, **self.qpu_model)  # unknown keys fail now
         fractional = has_fractional_rzz(backend)
         if fold_rzz is False and fractional:  # legal while every angle is >= 0; checked per call before submission
             warnings.warn(
@@ -418,6 +430,78 @@ class IBMSampler(CircuitSampler):
                 completed={},
                 job_ids=[pub.job_id],
             ) from exc
+
+    # ------------------------------------------------------------------ cost
+    def isa_stats(self, isa: Any) -> dict[str, Any]:
+        """``depth``, ``two_qubit_gates`` and ``circuit_seconds`` (duration of one execution from the device's
+        instruction durations, ``None`` when unknown) of an ISA circuit."""
+        ops = isa.count_ops()
+        return {
+            "depth": int(isa.depth()),
+            "two_qubit_gates": int(sum(v for k, v in ops.items() if k in ("cz", "cx", "ecr", "rzz"))),
+            "circuit_seconds": circuit_seconds(isa, self.backend),
+        }
+
+    def cost(self, isa: Any, *, jobs: int, circuits: int, shots: int) -> dict[str, Any]:
+        """The estimate of ``jobs`` jobs (one PUB each) running ``circuits`` bindings of ``isa`` for ``shots`` shots
+        each: the keys of :meth:`estimate`."""
+        st = self.isa_stats(isa)
+        model = {"rep_delay": rep_delay_of(self.backend), "circuit_seconds": st["circuit_seconds"], **self.qpu_model}
+        secs = qpu_seconds(circuits=int(circuits), shots=int(shots), depth=st["depth"], jobs=int(jobs), **model)
+        return {
+            "jobs": int(jobs),
+            "pubs": int(jobs),
+            "circuits": int(circuits),
+            "shots": int(circuits) * int(shots),
+            "depth": st["depth"],
+            "two_qubit_gates": st["two_qubit_gates"],
+            "qpu_seconds": secs,
+        }
+
+    def estimate(self, problem: Any, num_reads: int | None = None) -> dict[str, Any]:
+        """What :meth:`sample` would submit for ``problem`` with ``num_reads`` shots, without submitting anything.
+
+        Args:
+            problem: an :class:`~hybrid_attention.IsingProblem` (any batch shape).
+            num_reads: shots per problem (default ``default_num_reads``).
+
+        Returns:
+            ``{"jobs", "pubs", "circuits", "shots", "depth", "two_qubit_gates", "qpu_seconds"}``: jobs and PUBs (one
+            PUB per chunk of ``chunk_size`` problems, one job per PUB), circuits (parameter bindings: one per
+            problem), shots in all (circuits x reads), depth and two-qubit gates of the ISA circuit, and the
+            estimated QPU seconds (:mod:`~hybrid_attention.backends.qpu_cost`).
+
+        Example:
+            >>> import torch
+            >>> from hybrid_attention import IsingProblem
+            >>> s = IBMSampler(backend="fake_manila", chunk_size=2)
+            >>> e = s.estimate(IsingProblem(torch.zeros(5, 2)), num_reads=100)
+            >>> e["jobs"], e["circuits"], e["shots"]
+            (3, 5, 500)
+        """
+        problem = self.validate(problem, num_reads=num_reads)
+        shots = self.default_num_reads if num_reads is None else int(num_reads)
+        flat = problem.flatten()
+        tmpl = self._template(flat)
+        B = int(flat.h.shape[0])
+        return self.cost(self.isa_circuit(tmpl), jobs=-(-B // self.chunk_size), circuits=B, shots=shots)
+
+    def check_budget(self, est: dict[str, Any]) -> None:
+        """Refuse (``ValueError``, nothing submitted) an estimate above ``max_qpu_seconds`` on a real device."""
+        if self.local or self.max_qpu_seconds is None or est["qpu_seconds"] <= self.max_qpu_seconds:
+            return
+        raise ValueError(
+            f"ibm: the call is estimated at {est['qpu_seconds']:,.1f} QPU seconds ({est['jobs']} job(s), "
+            f"{est['circuits']:,} circuit(s), {est['shots']:,} shots) on {self.backend_name}, above max_qpu_seconds = "
+            f"{self.max_qpu_seconds:g}; nothing was submitted (raise max_qpu_seconds on purpose: QPU time is billed)"
+        )
+
+    def _sample(self, problem: Any, *, num_reads: int | None, seed: Any, **options: Any) -> Any:
+        if not self.local and self.max_qpu_seconds is not None:
+            self.check_budget(self.estimate(problem, num_reads))
+        if self.ledger is not None and seed is None:
+            logger.warning("ibm: a ledger is set but seed=None: this call cannot be resumed (pass a seed)")
+        return super()._sample(problem, num_reads=num_reads, seed=seed, **options)
 
     # ------------------------------------------------------------------ the ledger
     @property

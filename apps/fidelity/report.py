@@ -15,6 +15,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from hybrid_attention.apps.hardware import LEDGER_NAME
 from hybrid_attention.apps.run_files import LOCK_NAME, lock_directory, write_json
 
 from . import sweep
@@ -188,7 +189,12 @@ def _sweep(
     for pt in tqdm(todo, desc="fidelity", disable=not progress, unit="pt"):
         try:
             res = sweep.measure_point(
-                pt, _ensemble(cfg, pt.n, cache), seed=cfg.seed, calibration=cfg.calibration, backend=cfg.backend
+                pt,
+                _ensemble(cfg, pt.n, cache),
+                seed=cfg.seed,
+                calibration=cfg.calibration,
+                backend=cfg.backend,
+                ledger=str(Path(out) / LEDGER_NAME),
             )
         except (ImportError, sweep.UnreachableTemperature) as exc:
             logger.warning("skipping %s: %s", pt.key, exc)

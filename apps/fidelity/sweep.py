@@ -243,7 +243,13 @@ def _stats(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def measure_point(
-    point: SweepPoint, problems: IsingProblem, *, seed: int = 0, calibration: str = "none", backend: str | None = None
+    point: SweepPoint,
+    problems: IsingProblem,
+    *,
+    seed: int = 0,
+    calibration: str = "none",
+    backend: str | None = None,
+    ledger: str | None = None,
 ) -> dict[str, Any]:
     """Sample every problem of the ensemble at ``point`` and compare with the references (module docstring).
 
@@ -252,6 +258,8 @@ def measure_point(
         seed: sampler seed (recorded).
         calibration: DQA schedule set-up (:func:`make_schedule`).
         backend: the ``ibm`` sampler's backend name (:func:`build_sampler`).
+        ledger: the ``ibm`` sampler's job ledger (:mod:`hybrid_attention.backends.ledger`; ``fidelity`` keeps it in
+            its ``--out`` directory): a rerun submits no PUB twice.
 
     Returns:
         JSON-ready dict: ``point`` fields, ``target`` metrics summaries (mean/median/std/max over problems),
@@ -266,7 +274,8 @@ def measure_point(
     if kind in ("dqa", "dqa-exact"):
         fitted = {"beta": float(prob.beta_tensor().reshape(-1)[0]), "n": point.n} if calibration == "fitted" else {}
         schedule = make_schedule(point.tau, point.steps, calibration, **fitted)
-    sampler = build_sampler(point.sampler, schedule=schedule, backend=backend)
+    extra = {"ledger": ledger} if ledger is not None and point.sampler == "ibm" else {}
+    sampler = build_sampler(point.sampler, schedule=schedule, backend=backend, **extra)
     t0 = time.perf_counter()
     try:
         ss = sampler.sample(prob, num_reads=point.shots, seed=seed)
