@@ -30,11 +30,10 @@ from tqdm.auto import tqdm
 from hybrid_attention.apps.run_files import atomic_write, write_json
 from hybrid_attention.attention import COUPLED_MODES
 from hybrid_attention.backends.registry import is_dqa, make_sampler
-
-from ..hardware import check_budget, reaches_ibm, with_default_ledger
 from hybrid_attention.model import Transformer
 from hybrid_attention.sampling import PersistentChains, Sampling
 
+from ..hardware import check_budget, reaches_ibm, with_default_ledger
 from .config import TrainConfig
 from .cost import probe_seconds, projection, step_work
 from .data import eval_set, evaluate, load_task
