@@ -41,6 +41,7 @@ import numpy as np
 import qiskit_ibm_runtime
 from qiskit_ibm_runtime import Batch, QiskitRuntimeService, Session
 
+from hybrid_attention.checks import check_positive_int
 from hybrid_attention.circuits.program import CircuitOptions, DQAProgram, resolve_coupling_map
 from hybrid_attention.circuits.qiskit_dqa import DQATemplate
 from hybrid_attention.circuits.schedule import DQASchedule
@@ -48,6 +49,7 @@ from hybrid_attention.circuits.schedule import DQASchedule
 from .base import progress
 from .circuit import CircuitSampler
 from .ledger import JobLedger, LedgerEntry, circuit_text, pub_sha256
+from .mitigation import calibration_circuits, measured_qubits
 from .qpu_cost import circuit_seconds, qpu_seconds, rep_delay_of
 
 __all__ = [
@@ -64,6 +66,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _MODES = ("auto", "job", "batch", "session")
+_DD_SEQUENCES = ("XX", "XpXm", "XY4")
 
 
 class IBMJobError(RuntimeError):
@@ -299,6 +302,15 @@ class IBMSampler(CircuitSampler):
             seconds is refused (``ValueError``) before anything is submitted; ``None``: no limit. Ignored offline.
         qpu_model: keywords of :func:`~hybrid_attention.backends.qpu_cost.qpu_seconds` replacing its defaults
             (e.g. a measured ``per_circuit_seconds``).
+        dynamical_decoupling: ``None`` (off) or a sequence, ``"XX"``, ``"XpXm"`` or ``"XY4"``: the runtime Sampler's
+            ``dynamical_decoupling`` option (applied by the client-side Sampler, so in local mode too; the legacy
+            ``SamplerV2`` ignores it in local mode, with a warning).
+        twirling: Pauli twirling of the two-qubit gates and of the measurements through the runtime Sampler's
+            ``twirling`` option (``enable_gates``, ``enable_measure``; randomisations ``"auto"``); same scope.
+        readout_mitigation: mitigate read-out errors (:mod:`.mitigation`, mthree): the SampleSet holds every
+            configuration weighted by its mitigated probability. The calibration (2 circuits x
+            ``calibration_shots``) runs through this sampler's route (ledger, estimate) once per measured qubit set.
+        calibration_shots: shots per calibration circuit.
 
     Example:
         >>> from hybrid_attention import IsingProblem
@@ -331,6 +343,10 @@ class IBMSampler(CircuitSampler):
         service: Any = None,
         max_qpu_seconds: float | None = None,
         qpu_model: dict[str, float] | None = None,
+        dynamical_decoupling: str | None = None,
+        twirling: bool = False,
+        readout_mitigation: bool = False,
+        calibration_shots: int = 8192,
     ) -> None:
         super().__init__(schedule=schedule, chunk_size=chunk_size, default_num_reads=default_num_reads)
         if ledger is not None and not isinstance(ledger, (str, os.PathLike, JobLedger)):
@@ -371,7 +387,13 @@ class IBMSampler(CircuitSampler):
         self.backend, self.local, self.mode, self.fractional = backend, local, mode, fractional
         self.optimization_level = int(optimization_level)
         self._sampler_cls, self.primitive = runtime_sampler()
-        self.sampler_options = dict(sampler_options or {})
+        self.sampler_options = _suppression_options(dict(sampler_options or {}), dynamical_decoupling, twirling)
+        self.dynamical_decoupling, self.twirling = dynamical_decoupling, bool(twirling)
+        if not isinstance(readout_mitigation, bool):
+            raise TypeError(f"ibm: readout_mitigation must be True or False, got {readout_mitigation!r}")
+        self.readout_mitigation = readout_mitigation
+        self.calibration_shots = check_positive_int(calibration_shots, "ibm: calibration_shots")
+        self._calibrations: dict[tuple[int, ...], dict[str, Any]] = {}
         try:  # the option schema is the primitive's: check it now, not at the first submission
             self._sampler_cls(mode=backend, options=dict(self.sampler_options))
         except Exception as exc:
@@ -392,6 +414,9 @@ class IBMSampler(CircuitSampler):
                 "primitive": self.primitive,
                 "fractional_rzz": self.fractional,
                 "fold_rzz": self.circuit_options.fold_rzz,
+                "dynamical_decoupling": self.dynamical_decoupling,
+                "twirling": self.twirling,
+                "readout_mitigation": self.readout_mitigation,
                 "versions": {"qiskit_ibm_runtime": qiskit_ibm_runtime.__version__},
             }
         )
@@ -484,7 +509,14 @@ class IBMSampler(CircuitSampler):
         flat = problem.flatten()
         tmpl = self._template(flat)
         B = int(flat.h.shape[0])
-        return self.cost(self.isa_circuit(tmpl), jobs=-(-B // self.chunk_size), circuits=B, shots=shots)
+        isa = self.isa_circuit(tmpl)
+        est = self.cost(isa, jobs=-(-B // self.chunk_size), circuits=B, shots=shots)
+        if self.readout_mitigation and tuple(measured_qubits(isa)) not in self._calibrations:
+            zeros, _ = calibration_circuits(self.max_qubits, measured_qubits(isa))
+            cal = self.cost(zeros, jobs=2, circuits=2, shots=self.calibration_shots)
+            est = {**est, **{k: est[k] + cal[k] for k in ("jobs", "pubs", "circuits", "shots", "qpu_seconds")}}
+            est["calibration"] = {k: cal[k] for k in ("jobs", "circuits", "shots", "qpu_seconds")}
+        return est
 
     def check_budget(self, est: dict[str, Any]) -> None:
         """Refuse (``ValueError``, nothing submitted) an estimate above ``max_qpu_seconds`` on a real device."""
@@ -502,6 +534,21 @@ class IBMSampler(CircuitSampler):
         if self.ledger is not None and seed is None:
             logger.warning("ibm: a ledger is set but seed=None: this call cannot be resumed (pass a seed)")
         return super()._sample(problem, num_reads=num_reads, seed=seed, **options)
+
+    def _readout_calibration(self, tmpl: DQATemplate) -> dict[str, Any]:
+        from .mitigation import assignment_matrices
+
+        isa = self.isa_circuit(tmpl)
+        qubits = tuple(measured_qubits(isa))
+        if qubits in self._calibrations:
+            return {**self._calibrations[qubits], "ran": False}
+        bits = []
+        for k, circ in enumerate(calibration_circuits(self.max_qubits, list(qubits))):
+            pub = self._submit(circ, np.zeros((1, 0)), self.calibration_shots, 7919 + k, None)
+            bits.append(self._collect(pub).reshape(-1, len(qubits)))
+        cal = {"matrices": assignment_matrices(*bits), "qubits": qubits, "shots": self.calibration_shots}
+        self._calibrations[qubits] = cal
+        return {**cal, "ran": True}
 
     # ------------------------------------------------------------------ the ledger
     @property
@@ -723,6 +770,23 @@ class _Pub:
 
     def __init__(self, sha: str | None, job: Any, job_id: str, bits: np.ndarray | None, shots: int = 0) -> None:
         self.sha, self.job, self.job_id, self.bits, self.shots = sha, job, str(job_id), bits, int(shots)
+
+
+def _suppression_options(opts: dict[str, Any], dd: str | None, twirling: bool) -> dict[str, Any]:
+    """``sampler_options`` with the first-class error-suppression options merged in (a conflict raises)."""
+    if dd is not None:
+        if dd not in _DD_SEQUENCES:
+            raise ValueError(f"ibm: dynamical_decoupling must be None or one of {_DD_SEQUENCES}, got {dd!r}")
+        if "dynamical_decoupling" in opts:
+            raise ValueError("ibm: give dynamical decoupling once: dynamical_decoupling= or sampler_options, not both")
+        opts["dynamical_decoupling"] = {"enable": True, "sequence_type": dd}
+    if not isinstance(twirling, bool):
+        raise TypeError(f"ibm: twirling must be True or False, got {twirling!r}")
+    if twirling:
+        if "twirling" in opts:
+            raise ValueError("ibm: give twirling once: twirling=True or sampler_options['twirling'], not both")
+        opts["twirling"] = {"enable_gates": True, "enable_measure": True}
+    return opts
 
 
 def _status(job: Any) -> str:

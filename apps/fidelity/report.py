@@ -175,7 +175,13 @@ def _sweep(
         order = [*report["points"], *(p.key for p in todo)]
         items = [(pt, _ensemble(cfg, pt.n, cache)) for pt in todo]
         for pt, (res, why) in sweep.measure_points(
-            items, seed=cfg.seed, calibration=cfg.calibration, progress=progress, **cluster
+            items,
+            seed=cfg.seed,
+            calibration=cfg.calibration,
+            progress=progress,
+            backend=cfg.backend,
+            mitigation=cfg.mitigation,
+            **cluster,
         ):
             if why is not None:
                 logger.warning("skipping %s: %s", pt.key, why)
@@ -195,6 +201,7 @@ def _sweep(
                 calibration=cfg.calibration,
                 backend=cfg.backend,
                 ledger=str(Path(out) / LEDGER_NAME),
+                mitigation=cfg.mitigation,
             )
         except (ImportError, sweep.UnreachableTemperature) as exc:
             logger.warning("skipping %s: %s", pt.key, exc)
