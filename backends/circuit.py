@@ -148,7 +148,7 @@ class CircuitSampler(DQASampler):
             "physical_qubits": list(cal["qubits"]),
             "calibration_shots": int(cal["shots"]),
             "calibrated_in_this_call": bool(cal["ran"]),
-            "negative_mass": neg.reshape(problem.batch_shape),
+            "negative_mass": neg.reshape(problem.batch_shape).tolist(),
         }
         return SampleSet(spins, probs.reshape(*problem.batch_shape, 1 << n), problem, info)
 
