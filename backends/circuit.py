@@ -143,13 +143,13 @@ class CircuitSampler(DQASampler):
         n = problem.n
         states = enumerate_states(n).numpy().astype(np.int8)  # (2**n, n) ±1, index c = sum_j b_j 2**j
         spins = np.broadcast_to(states, (*problem.batch_shape, 1 << n, n)).copy()
-        info["readout_mitigation"] = {
-            "method": "mthree, clipped and renormalised",
-            "physical_qubits": list(cal["qubits"]),
-            "calibration_shots": int(cal["shots"]),
-            "calibrated_in_this_call": bool(cal["ran"]),
-            "negative_mass": neg.reshape(problem.batch_shape).tolist(),
-        }
+        info.update(  # flat keys (reports keep scalar and list entries of info)
+            readout_mitigation="mthree, clipped and renormalised",
+            mitigation_physical_qubits=[int(q) for q in cal["qubits"]],
+            mitigation_calibration_shots=int(cal["shots"]),
+            mitigation_calibrated_in_this_call=bool(cal["ran"]),
+            mitigation_negative_mass=neg.reshape(problem.batch_shape).tolist(),
+        )
         return SampleSet(spins, probs.reshape(*problem.batch_shape, 1 << n), problem, info)
 
     def _run_chunks(

@@ -113,4 +113,4 @@ def test_fidelity_mitigation_and_ledger(tmp_path):
     report = json.loads((out / "report.json").read_text())
     assert len(report["points"]) == 3
     for point in report["points"].values():
-        assert point["sampler_info"]["readout_mitigation"]["calibration_shots"] == 8192
+        assert point["sampler_info"]["mitigation_calibration_shots"] == 8192

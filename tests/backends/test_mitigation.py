@@ -93,8 +93,7 @@ def test_readout_mitigation_recovers_the_readout_free_output_and_moves_toward_th
     r = raw.sample(p, num_reads=N, seed=1)
     m = mit.sample(p, num_reads=N, seed=2)
     assert m.spins.shape == (6, 8, 3) and np.allclose(m.weights.sum(-1), 1) and (m.weights >= 0).all()
-    info = m.info["readout_mitigation"]
-    assert info["calibrated_in_this_call"] and info["calibration_shots"] == 8192
+    assert m.info["mitigation_calibrated_in_this_call"] and m.info["mitigation_calibration_shots"] == 8192
     m_ro = readout_free_marginals(isa, raw._chunk_values(raw._template(p.flatten()), p.flatten()), backend)
     m_raw, m_mit = np.asarray(r.marginals()), np.asarray(m.marginals())
     # shot noise of a marginal, inflated by the inverse read-out contrast; plus the calibration's own noise
@@ -106,7 +105,7 @@ def test_readout_mitigation_recovers_the_readout_free_output_and_moves_toward_th
     d_raw, d_mit = np.abs(m_raw - ideal).mean(), np.abs(m_mit - ideal).mean()
     assert d_mit < d_raw - Z * np.sqrt(2) * sd.mean() / np.sqrt(sd.size), (d_raw, d_mit)
     again = mit.sample(p, num_reads=100, seed=3)  # the calibration is kept per measured qubit set
-    assert not again.info["readout_mitigation"]["calibrated_in_this_call"]
+    assert not again.info["mitigation_calibrated_in_this_call"]
 
 
 def test_mitigation_calibration_is_in_the_estimate_and_the_ledger(tmp_path):
