@@ -156,7 +156,8 @@ class AerSampler(CircuitSampler):
                 raise TypeError(
                     f"aer: noise_backend must be a qiskit BackendV2 (e.g. FakeTorino()), got {type(noise_backend).__name__}"
                 )
-            bo["noise_model"] = NoiseModel.from_backend(noise_backend)
+            if bo.get("noise_model") is None:  # a model given in backend_options (e.g. built once, reused) is kept
+                bo["noise_model"] = NoiseModel.from_backend(noise_backend)
             limit = min(limit, int(noise_backend.num_qubits))
         self.max_qubits = int(limit)
         self.backend_options = bo
