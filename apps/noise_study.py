@@ -55,6 +55,19 @@ def sk_problems(n: int, count: int, seed: int) -> IsingProblem:
     return IsingProblem(h, U + U.transpose(-1, -2))
 
 
+_NOISE: dict[int, tuple[Any, Any]] = {}
+
+
+def _noise_model(backend: Any) -> Any:
+    """``NoiseModel.from_backend(backend)``, built once per backend object (seconds for a 100+ qubit device)."""
+    from qiskit_aer.noise import NoiseModel
+
+    key = id(backend)
+    if key not in _NOISE or _NOISE[key][0] is not backend:
+        _NOISE[key] = (backend, NoiseModel.from_backend(backend))
+    return _NOISE[key][1]
+
+
 def _spins(n: int) -> np.ndarray:
     return 1 - 2 * ((np.arange(1 << n)[:, None] >> np.arange(n)) & 1)
 
@@ -130,10 +143,7 @@ def dqa_noise(
 
 def _readout_channel(backend: Any, qubits: list[int]) -> list[np.ndarray]:
     """Per measured qubit the read-out assignment matrix ``A[meas, prep]`` of ``backend``'s Aer noise model."""
-    from qiskit_aer.noise import NoiseModel
-
-    nm = NoiseModel.from_backend(backend)
-    errs = nm.to_dict().get("errors", [])
+    errs = _noise_model(backend).to_dict().get("errors", [])
     table: dict[int, np.ndarray] = {}
     for e in errs:
         if e.get("type") == "roerror":
@@ -152,7 +162,6 @@ def noisy_proposal_matrix(
     proposal unitary). States are indexed ``c = sum_j b_j 2**j``."""
     from qiskit.transpiler import generate_preset_pass_manager
     from qiskit_aer import AerSimulator
-    from qiskit_aer.noise import NoiseModel
 
     from hybrid_attention.backends.mitigation import measured_qubits
     from hybrid_attention.backends.qemcmc_engines import proposal_rows
@@ -177,7 +186,7 @@ def noisy_proposal_matrix(
     qubits = measured_qubits(isa)
     circ = isa.remove_final_measurements(inplace=False)
     circ.save_probabilities(qubits, label="p")
-    sim = AerSimulator(method="density_matrix", noise_model=NoiseModel.from_backend(backend))
+    sim = AerSimulator(method="density_matrix", noise_model=_noise_model(backend))
     params_ = list(isa.parameters)
     res = sim.run(circ, parameter_binds=[{p: binds[:, i] for i, p in enumerate(params_)}], shots=1).result()
     P = np.stack([np.asarray(res.data(i)["p"], dtype=np.float64) for i in range(N)])  # (N, N): bit j <- qubits[j]
@@ -261,7 +270,8 @@ def qemcmc_sampled_bias(
     params = ProposalParams(gamma=gamma, time=time_, steps=steps)
     m_b = exact.marginals(problems).numpy().reshape(-1, problems.n)
     out: dict[str, Any] = {"n": problems.n, "problems": int(m_b.shape[0]), "reads": reads, "variants": {}}
-    for name, kw in (("noiseless", {}), ("noisy", {"noise_backend": backend})):
+    noisy = {"noise_backend": backend, "backend_options": {"noise_model": _noise_model(backend)}}
+    for name, kw in (("noiseless", {}), ("noisy", noisy)):
         t0 = time.perf_counter()
         s = get_sampler("qemcmc", engine="aer", params=params, burn_in=burn_in, num_chains=chains, **kw)
         ss = s.sample(problems, num_reads=reads, seed=seed)

@@ -244,7 +244,8 @@ class QEMCMCSampler(Sampler):
             if noise_backend is not None:
                 from qiskit_aer.noise import NoiseModel
 
-                self.backend_options["noise_model"] = NoiseModel.from_backend(noise_backend)
+                if self.backend_options.get("noise_model") is None:  # a model given in backend_options is kept
+                    self.backend_options["noise_model"] = NoiseModel.from_backend(noise_backend)
         elif engine == "ibm":
             from .ibm import IBMSampler
 
