@@ -79,6 +79,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-head", type=int, default=None, help="train: heads (default: train's)")
     p.add_argument("--max-steps", type=int, default=None, help="train: optimiser steps (default: train's)")
     p.add_argument("--eval-exact", action="store_true", help="train: evaluations use exact marginals (not sampled)")
+    p.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="the run's directory: the PUBs its job ledger (DIR/ibm_jobs.jsonl) already holds are reported (a "
+        "resumed run reads them instead of paying for them again)",
+    )
     p.add_argument("--json", action="store_true", help="print the estimate as JSON")
     add_budget_flag(p)
 
@@ -231,6 +238,22 @@ def run(args: argparse.Namespace) -> int:
         )
     real = not is_fake_backend_name(args.backend)
     line = estimate_line(est, f"{args.sampler} on {args.backend}: {what}")
+    if args.out is not None:
+        from pathlib import Path
+
+        from hybrid_attention.backends.ledger import JobLedger
+
+        from .hardware import LEDGER_NAME
+
+        path = Path(args.out) / LEDGER_NAME
+        entries = JobLedger(path).entries() if path.exists() else []
+        done = sum(e.event == "completed" for e in entries)
+        pending = sum(e.event == "submitted" for e in entries)
+        est["ledger"] = {"path": str(path), "completed": done, "submitted_not_collected": pending}
+        line += (
+            f"\nledger {path}: {done} PUB(s) completed and {pending} submitted but not collected: a resumed run "
+            "reads or collects them instead of submitting them again"
+        )
     if real and est["qpu_seconds"] > args.max_qpu_seconds:
         line += f"; above --max-qpu-seconds {args.max_qpu_seconds:g}: such a run is refused unless you raise it"
     print(json.dumps(est, indent=2) if args.json else line)

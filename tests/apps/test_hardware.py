@@ -69,7 +69,7 @@ def test_estimate_command_counts_a_sample_call(capsys):
     assert "2 points x 4 problems" in capsys.readouterr().out
 
 
-def test_fidelity_mitigation_and_ledger(tmp_path):
+def test_fidelity_mitigation_and_ledger(tmp_path, capsys):
     from hybrid_attention.apps.fidelity import FidelityConfig
     from hybrid_attention.apps.fidelity.command import command_line
     from hybrid_attention.apps.fidelity.sweep import mitigation_options
@@ -114,3 +114,7 @@ def test_fidelity_mitigation_and_ledger(tmp_path):
     assert len(report["points"]) == 3
     for point in report["points"].values():
         assert point["sampler_info"]["mitigation_calibration_shots"] == 8192
+    capsys.readouterr()
+    assert main(["estimate", "sample", "--backend", "fake_manila", "--n", "2", "--out", str(out), "--json"]) == 0
+    led = json.loads(capsys.readouterr().out)["ledger"]
+    assert led["completed"] == 5 and led["submitted_not_collected"] == 0
