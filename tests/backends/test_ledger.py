@@ -83,8 +83,10 @@ def test_pub_hash_covers_circuit_values_shots_and_seed():
     assert len({base, *others}) == 6
 
 
+@pytest.mark.slow
 def test_the_isa_hash_is_the_same_in_a_new_process(tmp_path):
-    """Parameters carry random uuids; the PUB hash must not (a resumed run is a new process)."""
+    """Parameters carry random uuids; the PUB hash must not (a resumed run is a new process). Slow (two fresh
+    processes); the kill -9 tests below depend on the same property."""
     code = textwrap.dedent(
         """
         import torch, numpy as np
