@@ -424,8 +424,39 @@ class IBMSampler(CircuitSampler):
 
     # ------------------------------------------------------------------ compile and submit
     def isa_circuit(self, tmpl: DQAProgram) -> Any:
-        """The template (a DQA circuit or a qemcmc proposal) transpiled to the backend's ISA (once per template)."""
-        return self._transpiled(tmpl, self.backend, self.optimization_level)
+        """The template (a DQA circuit or a qemcmc proposal) transpiled to the backend's ISA (once per template).
+
+        With a ledger the ISA circuit is also stored next to it (``<ledger>.isa/<sha256>.qpy``, keyed by the logical
+        circuit, the backend, the optimisation level and the layout) and read back by a later run: a resumed run
+        submits exactly the circuits of the interrupted one (so their PUB hashes match), even after a qiskit upgrade
+        would transpile differently."""
+        if self.ledger is None or tmpl in self._isa:
+            return self._transpiled(tmpl, self.backend, self.optimization_level)
+        import hashlib
+
+        from qiskit import qpy
+
+        layout = list(self.circuit_options.layout[: tmpl.n]) if self.circuit_options.layout else None
+        key = hashlib.sha256(
+            f"{circuit_text(tmpl.circuit)}|{self.backend_name}|{self.optimization_level}|{layout}".encode()
+        ).hexdigest()
+        path = self.ledger.path.with_name(self.ledger.path.name + ".isa") / f"{key}.qpy"
+        if path.exists():
+            with open(path, "rb") as f:
+                isa = qpy.load(f)[0]
+            if isa.num_parameters != tmpl.num_parameters:
+                raise ValueError(f"ibm: the stored ISA circuit {str(path)!r} does not fit its template")
+            self._isa[tmpl] = isa
+            return isa
+        isa = self._transpiled(tmpl, self.backend, self.optimization_level)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            qpy.dump(isa, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        return isa
 
     def run_isa(self, isa: Any, values: np.ndarray, *, shots: int, seed: int) -> tuple[np.ndarray, str]:
         """Run one ISA circuit (from :meth:`isa_circuit`) for a block of parameter values as one job: the device's

@@ -239,6 +239,8 @@ def test_local_mode_reruns_an_unfinished_pub_with_a_warning(tmp_path):
     s._collect = lambda pub: (_ for _ in ()).throw(KeyboardInterrupt())
     with pytest.raises(KeyboardInterrupt):
         s.sample(p, num_reads=8, seed=0)
+    assert [r["event"] for r in lines(path)] == ["submitted"]
+    assert len(list(path.with_name(path.name + ".isa").glob("*.qpy"))) == 1  # the ISA circuit kept for the rerun
     with pytest.warns(UserWarning, match="line 1: job .* local-mode jobs cannot be fetched back"):
         again = sampler(path).sample(p, num_reads=8, seed=0)
     np.testing.assert_array_equal(again.spins, whole.spins)

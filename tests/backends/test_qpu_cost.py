@@ -138,9 +138,12 @@ def test_train_estimate_counts_what_a_training_run_submits(tmp_path):
         out=str(tmp_path / "run"),
         progress=False,
     )
+    import dataclasses
+
     from hybrid_attention.apps.train.loop import build_sampler, qpu_budget
 
-    est = qpu_budget(cfg.resolved(), build_sampler(cfg.resolved()), 2)
+    other = dataclasses.replace(cfg, out=str(tmp_path / "estimate")).resolved()  # its ledger elsewhere
+    est = qpu_budget(other, build_sampler(other), 2)
     IBMSampler._run_chunks = counting
     try:
         train(cfg)
