@@ -1,5 +1,6 @@
 """Readout-error mitigation of the circuit samplers' measured distributions (``readout_mitigation=True`` of the
-``ibm`` and ``aer`` samplers), with mthree (``pip install mthree``; Nation et al., PRX Quantum 2, 040326 (2021)).
+``ibm`` and ``aer`` samplers), with mthree (the ``mitigation`` extra, also part of ``ibm``: ``pip install
+'hybrid-attention[mitigation]'``; Nation et al., PRX Quantum 2, 040326 (2021)).
 
 Calibration: two circuits on the device, every measured physical qubit prepared in ``|0>`` (nothing applied) and
 in ``|1>`` (an ``x`` gate), each measured ``calibration_shots`` times, simultaneously (so crosstalk present during
@@ -94,7 +95,12 @@ def mitigated_probabilities(bits: np.ndarray, matrices: list[np.ndarray]) -> tup
         ``(probabilities (B, 2**n), negative_mass (B,))``: mthree's quasi-probabilities with negative entries set to
         zero and renormalised (index ``c = sum_j b_j 2**j``), and the (absolute) negative mass that was removed.
     """
-    import mthree
+    try:
+        import mthree
+    except ImportError as exc:
+        raise ImportError(
+            "readout_mitigation needs mthree: pip install 'hybrid-attention[mitigation]' (or pip install mthree)"
+        ) from exc
 
     B, shots, n = bits.shape
     if n > MAX_MITIGATED_SPINS:
