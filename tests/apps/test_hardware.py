@@ -118,3 +118,40 @@ def test_fidelity_mitigation_and_ledger(tmp_path, capsys):
     assert main(["estimate", "sample", "--backend", "fake_manila", "--n", "2", "--out", str(out), "--json"]) == 0
     led = json.loads(capsys.readouterr().out)["ledger"]
     assert led["completed"] == 5 and led["submitted_not_collected"] == 0
+
+
+def test_a_training_rerun_with_the_same_seed_submits_no_pub_twice(tmp_path):
+    """Training reproduces its PUBs for a given seed, so a rerun (or a resumed run redoing steps after its last
+    checkpoint) reads them from the ledger: a 4-step run on the 2-step run's ledger submits only steps 3 and 4 (one
+    PUB per prefix length k = 1..4 per step)."""
+    from collections import Counter
+
+    from hybrid_attention.apps.train import TrainConfig, train
+
+    kw = dict(
+        task="brackets",
+        attention="hj",
+        block_size=4,
+        batch_size=2,
+        ffn=False,
+        sampler="ibm",
+        backend="fake_manila",
+        shots=16,
+        trotter_steps=2,
+        eval_exact=True,
+        eval_size=4,
+        eval_interval=2,
+        progress=False,
+    )
+    train(TrainConfig(max_steps=2, out=str(tmp_path / "a"), **kw))
+    ledger = tmp_path / "a" / "ibm_jobs.jsonl"
+
+    def submitted():
+        rows = [json.loads(x) for x in ledger.read_text().splitlines()]
+        return Counter(r["pub_sha256"] for r in rows if r["event"] == "submitted")
+
+    before = submitted()
+    train(TrainConfig(max_steps=4, out=str(tmp_path / "b"), sampler_options={"ledger": str(ledger)}, **kw))
+    after = submitted()
+    assert max(after.values()) == 1 and sum(after.values()) - sum(before.values()) == 2 * 4
+    assert not (tmp_path / "b" / "ibm_jobs.jsonl").exists()  # the ledger given is used, never a second one
