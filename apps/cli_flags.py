@@ -45,6 +45,10 @@ COMMANDS = {
         "run the four-way ablation (modes x block sizes x seeds) and tabulate it",
     ),
     "fidelity": ("hybrid_attention.apps.fidelity.command", "measure sampler fidelity against exact enumeration"),
+    "estimate": (
+        "hybrid_attention.apps.estimate",
+        "what a run on the IBM route would submit and cost (jobs, circuits, shots, QPU seconds), submitting nothing",
+    ),
     "claims": (
         "hybrid_attention.apps.claims.command",
         "the paper's findings against the experiment plan's runs: paired CIs, Holm tests, verdicts, plots",

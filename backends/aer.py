@@ -42,6 +42,7 @@ import torch
 from qiskit_aer import AerSimulator
 from qiskit_aer.primitives import SamplerV2
 
+from hybrid_attention.checks import check_positive_int
 from hybrid_attention.circuits.program import CircuitOptions
 from hybrid_attention.circuits.qiskit_dqa import DQATemplate
 from hybrid_attention.circuits.schedule import DQASchedule
@@ -84,6 +85,14 @@ class AerSampler(CircuitSampler):
             (``None``: chunks run here one after another). The tasks run with ``backend_options`` and, unless
             given there, ``max_parallel_threads=1`` (one core per single-threaded Dask worker). Results are the same
             as without an executor.
+        twirling: Pauli twirling of the ISA circuit's two-qubit gates done here (qiskit's ``pauli_twirl_2q_gates``;
+            Aer has no runtime to do it): ``0`` (off) or the number of random twirls per chunk, the shots split
+            evenly between them. Needs ``noise_backend`` (shots read-out).
+        readout_mitigation: mitigate read-out errors (:mod:`.mitigation`, mthree) with a calibration of the noise
+            backend's measured qubits (2 circuits x ``calibration_shots``, run on the same noisy simulator, once per
+            measured qubit set); the SampleSet holds every configuration weighted by its mitigated probability.
+            Needs ``noise_backend``.
+        calibration_shots: shots per calibration circuit.
     """
 
     name = "aer"
@@ -101,6 +110,9 @@ class AerSampler(CircuitSampler):
         backend_options: dict[str, Any] | None = None,
         readout: str = "auto",
         executor: Any = None,
+        twirling: int = 0,
+        readout_mitigation: bool = False,
+        calibration_shots: int = 8192,
     ) -> None:
         super().__init__(schedule=schedule, chunk_size=chunk_size, options=options, default_num_reads=default_num_reads)
         if method not in _METHODS:
@@ -118,6 +130,19 @@ class AerSampler(CircuitSampler):
                 f"aer: executor must be a distributed.Client or a concurrent.futures.Executor (with submit), "
                 f"got {type(executor).__name__}"
             )
+        if (twirling or readout_mitigation) and noise_backend is None:
+            raise ValueError(
+                f"aer: twirling and readout_mitigation act on a noisy device model: they need noise_backend= "
+                f"(got twirling={twirling!r}, readout_mitigation={readout_mitigation!r}, noise_backend=None)"
+            )
+        if not isinstance(readout_mitigation, bool):
+            raise TypeError(f"aer: readout_mitigation must be True or False, got {readout_mitigation!r}")
+        self.twirling = check_positive_int(twirling, "aer: twirling", minimum=0)
+        if self.twirling and executor is not None:
+            raise ValueError("aer: twirling runs in process; it does not combine with executor=")
+        self.readout_mitigation = readout_mitigation
+        self.calibration_shots = check_positive_int(calibration_shots, "aer: calibration_shots")
+        self._calibrations: dict[tuple[int, ...], dict[str, Any]] = {}
         self.executor = executor
         self.readout = readout
         self.method = method
@@ -131,7 +156,8 @@ class AerSampler(CircuitSampler):
                 raise TypeError(
                     f"aer: noise_backend must be a qiskit BackendV2 (e.g. FakeTorino()), got {type(noise_backend).__name__}"
                 )
-            bo["noise_model"] = NoiseModel.from_backend(noise_backend)
+            if bo.get("noise_model") is None:  # a model given in backend_options (e.g. built once, reused) is kept
+                bo["noise_model"] = NoiseModel.from_backend(noise_backend)
             limit = min(limit, int(noise_backend.num_qubits))
         self.max_qubits = int(limit)
         self.backend_options = bo
@@ -146,6 +172,8 @@ class AerSampler(CircuitSampler):
                 "method": self.method,
                 "readout": self.readout,
                 "noise": None if self.noise_backend is None else getattr(self.noise_backend, "name", "custom"),
+                "twirling": self.twirling,
+                "readout_mitigation": self.readout_mitigation,
                 "versions": {"qiskit": qiskit.__version__, "qiskit_aer": qiskit_aer.__version__},
             }
         )
@@ -192,7 +220,34 @@ class AerSampler(CircuitSampler):
         return np.concatenate(out, axis=0)
 
     def _run_chunk(self, tmpl: DQATemplate, values: np.ndarray, shots: int, seed: int) -> np.ndarray:
-        return _shots_rows(self.circuit_for(tmpl), values, shots, seed, self.backend_options)
+        if not self.twirling:
+            return _shots_rows(self.circuit_for(tmpl), values, shots, seed, self.backend_options)
+        from qiskit.circuit import pauli_twirl_2q_gates
+
+        # K twirled copies of the ISA circuit (random Paulis around each 2q gate, equal to it as a unitary), the shots
+        # split between them (the first shots % K copies one more): one PUB per copy, bits joined along the shots
+        K = min(self.twirling, shots)
+        rng = np.random.default_rng(seed)
+        twirled = pauli_twirl_2q_gates(self.circuit_for(tmpl), seed=int(rng.integers(2**31)), num_twirls=K)
+        twirled = twirled if isinstance(twirled, list) else [twirled]
+        per = [shots // K + (k < shots % K) for k in range(K)]
+        out = [_shots_rows(c, values, m, int(rng.integers(2**31)), self.backend_options) for c, m in zip(twirled, per)]
+        return np.concatenate(out, axis=1)
+
+    def _readout_calibration(self, tmpl: DQATemplate) -> dict[str, Any]:
+        from .mitigation import assignment_matrices, calibration_circuits, measured_qubits
+
+        qubits = tuple(measured_qubits(self.circuit_for(tmpl)))
+        if qubits in self._calibrations:
+            return {**self._calibrations[qubits], "ran": False}
+        bits = []
+        for k, circ in enumerate(calibration_circuits(int(self.noise_backend.num_qubits), list(qubits))):
+            sampler = SamplerV2(seed=7919 + k, options={"backend_options": self.backend_options})
+            res = sampler.run([circ], shots=self.calibration_shots).result()
+            bits.append(res[0].data.meas.to_bool_array(order="little").reshape(-1, len(qubits)))
+        cal = {"matrices": assignment_matrices(*bits), "qubits": qubits, "shots": self.calibration_shots}
+        self._calibrations[qubits] = cal
+        return {**cal, "ran": True}
 
     def _map_chunks(
         self, tmpl: DQATemplate, values: np.ndarray, starts: list[int], shots: int | None, seeds: list[Any]

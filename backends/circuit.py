@@ -101,6 +101,9 @@ class CircuitSampler(DQASampler):
         starts = list(range(0, B, self.chunk_size))
         seeds = spawn_seeds(seed, len(starts))
         t0 = time.perf_counter()
+        mitigation = None
+        if self.readout_mitigation:  # calibrated first (before the problems' PUBs), once per measured qubit set
+            mitigation = self._readout_calibration(tmpl)
         bits = self._run_chunks(tmpl, values, starts, shots, seeds)
         spins = bits_to_spins(bits).reshape(*problem.batch_shape, shots, problem.n)
         info = {
@@ -115,8 +118,39 @@ class CircuitSampler(DQASampler):
             "timing": {"run": time.perf_counter() - t0},
         }
         info.update(self._extra_info(tmpl))
+        if mitigation is not None:
+            return self._mitigated(bits, mitigation, problem, info)
         w = np.full(spins.shape[:-1], 1.0 / shots)
         return SampleSet(spins, w, problem, info)
+
+    # ------------------------------------------------------------------ readout mitigation
+    readout_mitigation: bool = False
+    calibration_shots: int = 8192
+
+    def _readout_calibration(self, tmpl: DQAProgram) -> dict[str, Any]:
+        """``{"matrices": [2 x 2 per measured bit], "qubits": physical qubits, "shots": calibration shots,
+        "ran": bool}`` for the template's measured qubits (subclasses with a noisy read-out implement it)."""
+        raise NotImplementedError(f"{self.name}: readout mitigation is not available")
+
+    def _mitigated(self, bits: np.ndarray, cal: dict[str, Any], problem: IsingProblem, info: dict) -> SampleSet:
+        """The SampleSet of the mitigated distributions: every configuration once, weighted by its clipped and
+        renormalised mitigated probability (:mod:`.mitigation`)."""
+        from hybrid_attention.exact import enumerate_states
+
+        from .mitigation import mitigated_probabilities
+
+        probs, neg = mitigated_probabilities(bits, cal["matrices"])
+        n = problem.n
+        states = enumerate_states(n).numpy().astype(np.int8)  # (2**n, n) ±1, index c = sum_j b_j 2**j
+        spins = np.broadcast_to(states, (*problem.batch_shape, 1 << n, n)).copy()
+        info.update(  # flat keys (reports keep scalar and list entries of info)
+            readout_mitigation="mthree, clipped and renormalised",
+            mitigation_physical_qubits=[int(q) for q in cal["qubits"]],
+            mitigation_calibration_shots=int(cal["shots"]),
+            mitigation_calibrated_in_this_call=bool(cal["ran"]),
+            mitigation_negative_mass=neg.reshape(problem.batch_shape).tolist(),
+        )
+        return SampleSet(spins, probs.reshape(*problem.batch_shape, 1 << n), problem, info)
 
     def _run_chunks(
         self, tmpl: DQAProgram, values: np.ndarray, starts: list[int], shots: int, seeds: list[int]

@@ -41,12 +41,16 @@ import numpy as np
 import qiskit_ibm_runtime
 from qiskit_ibm_runtime import Batch, QiskitRuntimeService, Session
 
+from hybrid_attention.checks import check_positive_int
 from hybrid_attention.circuits.program import CircuitOptions, DQAProgram, resolve_coupling_map
 from hybrid_attention.circuits.qiskit_dqa import DQATemplate
 from hybrid_attention.circuits.schedule import DQASchedule
 
 from .base import progress
 from .circuit import CircuitSampler
+from .ledger import JobLedger, LedgerEntry, circuit_text, pub_sha256
+from .mitigation import calibration_circuits, measured_qubits
+from .qpu_cost import circuit_seconds, qpu_seconds, rep_delay_of
 
 __all__ = [
     "IBMSampler",
@@ -62,6 +66,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _MODES = ("auto", "job", "batch", "session")
+_DD_SEQUENCES = ("XX", "XpXm", "XY4")
 
 
 class IBMJobError(RuntimeError):
@@ -226,17 +231,19 @@ def _is_local(backend: Any) -> bool:
     return "fake_provider" in mod or mod.startswith("qiskit_aer") or "fake" in type(backend).__name__.lower()
 
 
-def _resolve_backend(backend: Any, *, allow_hardware: bool, instance: str | None, fractional: bool) -> tuple[Any, bool]:
-    """``(backend object, local)``: a fake name is resolved offline; a device name or ``None`` needs the opt-in and
-    credentials (both checked before the service is contacted)."""
+def _resolve_backend(
+    backend: Any, *, allow_hardware: bool, instance: str | None, fractional: bool
+) -> tuple[Any, bool, Any]:
+    """``(backend object, local, service or None)``: a fake name is resolved offline; a device name or ``None`` needs
+    the opt-in and credentials (both checked before the service is contacted)."""
     if isinstance(backend, str) and is_fake_backend_name(backend):
-        return fake_backend(backend), True
+        return fake_backend(backend), True, None
     if backend is not None and not isinstance(backend, str) and not hasattr(backend, "target"):
         raise TypeError(
             f"ibm: backend must be a BackendV2, a device or fake-backend name, or None, got {type(backend).__name__}"
         )
     if backend is not None and not isinstance(backend, str) and _is_local(backend):
-        return backend, True
+        return backend, True, None
     if not allow_hardware:
         raise ValueError(
             "ibm: submitting to a real IBM Quantum device needs the explicit opt-in allow_hardware=True "
@@ -258,7 +265,8 @@ def _resolve_backend(backend: Any, *, allow_hardware: bool, instance: str | None
             if backend
             else service.least_busy(operational=True, simulator=False, use_fractional_gates=fractional)
         )
-    return backend, False
+        return backend, False, service
+    return backend, False, getattr(backend, "service", None)
 
 
 class IBMSampler(CircuitSampler):
@@ -284,6 +292,25 @@ class IBMSampler(CircuitSampler):
         chunk_size, default_num_reads: see :class:`~hybrid_attention.backends.circuit.CircuitSampler`.
         sampler_options: options of the runtime Sampler (e.g. ``{"dynamical_decoupling": {"enable": True}}``),
             checked here against the primitive's option schema.
+        ledger: a job ledger (a ``.jsonl`` path or a :class:`~hybrid_attention.backends.ledger.JobLedger`): every
+            PUB is recorded before its result is awaited, and a PUB the ledger already holds is never submitted
+            again (its stored bits are read, or its job is collected by id; see :mod:`.ledger`). Calls are
+            resumable when their ``seed`` is fixed (the seed is part of a PUB's identity). ``None``: no ledger.
+        service: what collects a ledger's jobs by id (``service.job(job_id)``): default the service the device
+            came from, or a new ``QiskitRuntimeService`` when first needed.
+        max_qpu_seconds: on a real device, a call whose estimated QPU time (:meth:`estimate`) exceeds this many
+            seconds is refused (``ValueError``) before anything is submitted; ``None``: no limit. Ignored offline.
+        qpu_model: keywords of :func:`~hybrid_attention.backends.qpu_cost.qpu_seconds` replacing its defaults
+            (e.g. a measured ``per_circuit_seconds``).
+        dynamical_decoupling: ``None`` (off) or a sequence, ``"XX"``, ``"XpXm"`` or ``"XY4"``: the runtime Sampler's
+            ``dynamical_decoupling`` option (applied by the client-side Sampler, so in local mode too; the legacy
+            ``SamplerV2`` ignores it in local mode, with a warning).
+        twirling: Pauli twirling of the two-qubit gates and of the measurements through the runtime Sampler's
+            ``twirling`` option (``enable_gates``, ``enable_measure``; randomisations ``"auto"``); same scope.
+        readout_mitigation: mitigate read-out errors (:mod:`.mitigation`, mthree): the SampleSet holds every
+            configuration weighted by its mitigated probability. The calibration (2 circuits x
+            ``calibration_shots``) runs through this sampler's route (ledger, estimate) once per measured qubit set.
+        calibration_shots: shots per calibration circuit.
 
     Example:
         >>> from hybrid_attention import IsingProblem
@@ -312,17 +339,35 @@ class IBMSampler(CircuitSampler):
         chunk_size: int = 256,
         default_num_reads: int = 1024,
         sampler_options: dict[str, Any] | None = None,
+        ledger: str | os.PathLike | JobLedger | None = None,
+        service: Any = None,
+        max_qpu_seconds: float | None = None,
+        qpu_model: dict[str, float] | None = None,
+        dynamical_decoupling: str | None = None,
+        twirling: bool = False,
+        readout_mitigation: bool = False,
+        calibration_shots: int = 8192,
     ) -> None:
         super().__init__(schedule=schedule, chunk_size=chunk_size, default_num_reads=default_num_reads)
+        if ledger is not None and not isinstance(ledger, (str, os.PathLike, JobLedger)):
+            raise TypeError(f"ibm: ledger must be a path or a JobLedger, got {type(ledger).__name__}")
         if mode not in _MODES:
             raise ValueError(f"ibm: mode must be one of {_MODES}, got {mode!r}")
         if restrict_couplings not in (None, "raise", "drop"):
             raise ValueError(f"ibm: restrict_couplings must be None, 'raise' or 'drop', got {restrict_couplings!r}")
         if fold_rzz not in (None, True, False):
             raise TypeError(f"ibm: fold_rzz must be True, False or None (automatic), got {fold_rzz!r}")
-        backend, local = _resolve_backend(
+        backend, local, found = _resolve_backend(
             backend, allow_hardware=bool(allow_hardware), instance=instance, fractional=bool(fold_rzz)
         )
+        self.ledger = ledger if isinstance(ledger, JobLedger) or ledger is None else JobLedger(ledger)
+        self.service = service if service is not None else found
+        self.instance = instance
+        if max_qpu_seconds is not None and (isinstance(max_qpu_seconds, bool) or not max_qpu_seconds >= 0):
+            raise ValueError(f"ibm: max_qpu_seconds must be a non-negative number or None, got {max_qpu_seconds!r}")
+        self.max_qpu_seconds = None if max_qpu_seconds is None else float(max_qpu_seconds)
+        self.qpu_model = dict(qpu_model or {})
+        qpu_seconds(circuits=1, shots=1, **self.qpu_model)  # unknown keys fail now
         fractional = has_fractional_rzz(backend)
         if fold_rzz is False and fractional:  # legal while every angle is >= 0; checked per call before submission
             warnings.warn(
@@ -342,14 +387,21 @@ class IBMSampler(CircuitSampler):
         self.backend, self.local, self.mode, self.fractional = backend, local, mode, fractional
         self.optimization_level = int(optimization_level)
         self._sampler_cls, self.primitive = runtime_sampler()
-        self.sampler_options = dict(sampler_options or {})
+        self.sampler_options = _suppression_options(dict(sampler_options or {}), dynamical_decoupling, twirling)
+        self.dynamical_decoupling, self.twirling = dynamical_decoupling, bool(twirling)
+        if not isinstance(readout_mitigation, bool):
+            raise TypeError(f"ibm: readout_mitigation must be True or False, got {readout_mitigation!r}")
+        self.readout_mitigation = readout_mitigation
+        self.calibration_shots = check_positive_int(calibration_shots, "ibm: calibration_shots")
+        self._calibrations: dict[tuple[int, ...], dict[str, Any]] = {}
         try:  # the option schema is the primitive's: check it now, not at the first submission
             self._sampler_cls(mode=backend, options=dict(self.sampler_options))
         except Exception as exc:
             raise ValueError(f"ibm: sampler_options {self.sampler_options!r} rejected by the runtime: {exc}") from exc
         self.max_qubits = int(backend.num_qubits)
         self._ctx: Any = None
-        self._last: dict[str, Any] = {"job_ids": [], "mode": None}
+        self._last: dict[str, Any] = {"job_ids": [], "mode": None, "resumed": 0}
+        self._texts: dict[int, tuple[Any, str]] = {}  # id(ISA circuit) -> (circuit, its QASM text) for PUB hashes
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -362,6 +414,9 @@ class IBMSampler(CircuitSampler):
                 "primitive": self.primitive,
                 "fractional_rzz": self.fractional,
                 "fold_rzz": self.circuit_options.fold_rzz,
+                "dynamical_decoupling": self.dynamical_decoupling,
+                "twirling": self.twirling,
+                "readout_mitigation": self.readout_mitigation,
                 "versions": {"qiskit_ibm_runtime": qiskit_ibm_runtime.__version__},
             }
         )
@@ -369,8 +424,39 @@ class IBMSampler(CircuitSampler):
 
     # ------------------------------------------------------------------ compile and submit
     def isa_circuit(self, tmpl: DQAProgram) -> Any:
-        """The template (a DQA circuit or a qemcmc proposal) transpiled to the backend's ISA (once per template)."""
-        return self._transpiled(tmpl, self.backend, self.optimization_level)
+        """The template (a DQA circuit or a qemcmc proposal) transpiled to the backend's ISA (once per template).
+
+        With a ledger the ISA circuit is also stored next to it (``<ledger>.isa/<sha256>.qpy``, keyed by the logical
+        circuit, the backend, the optimisation level and the layout) and read back by a later run: a resumed run
+        submits exactly the circuits of the interrupted one (so their PUB hashes match), even after a qiskit upgrade
+        would transpile differently."""
+        if self.ledger is None or tmpl in self._isa:
+            return self._transpiled(tmpl, self.backend, self.optimization_level)
+        import hashlib
+
+        from qiskit import qpy
+
+        layout = list(self.circuit_options.layout[: tmpl.n]) if self.circuit_options.layout else None
+        key = hashlib.sha256(
+            f"{circuit_text(tmpl.circuit)}|{self.backend_name}|{self.optimization_level}|{layout}".encode()
+        ).hexdigest()
+        path = self.ledger.path.with_name(self.ledger.path.name + ".isa") / f"{key}.qpy"
+        if path.exists():
+            with open(path, "rb") as f:
+                isa = qpy.load(f)[0]
+            if isa.num_parameters != tmpl.num_parameters:
+                raise ValueError(f"ibm: the stored ISA circuit {str(path)!r} does not fit its template")
+            self._isa[tmpl] = isa
+            return isa
+        isa = self._transpiled(tmpl, self.backend, self.optimization_level)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            qpy.dump(isa, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        return isa
 
     def run_isa(self, isa: Any, values: np.ndarray, *, shots: int, seed: int) -> tuple[np.ndarray, str]:
         """Run one ISA circuit (from :meth:`isa_circuit`) for a block of parameter values as one job: the device's
@@ -387,8 +473,215 @@ class IBMSampler(CircuitSampler):
         if self.fractional:
             _check_rzz_angles(isa, values, self.backend)
         ctx = self._context(2)[0] if self.mode in ("batch", "session") else None
-        job = self._primitive(seed, ctx).run([(isa, values)], shots=int(shots))
-        return job.result()[0].data.meas.to_bool_array(order="little"), job.job_id()
+        pub = self._submit(isa, values, int(shots), int(seed), ctx)
+        try:
+            return self._collect(pub), pub.job_id
+        except Exception as exc:
+            if isinstance(exc, IBMJobError):
+                raise
+            raise IBMJobError(
+                f"ibm: job {pub.job_id} ended with status {_status(pub.job)} ({exc})",
+                job_id=pub.job_id,
+                status=_status(pub.job),
+                completed={},
+                job_ids=[pub.job_id],
+            ) from exc
+
+    # ------------------------------------------------------------------ cost
+    def isa_stats(self, isa: Any) -> dict[str, Any]:
+        """``depth``, ``two_qubit_gates`` and ``circuit_seconds`` (duration of one execution from the device's
+        instruction durations, ``None`` when unknown) of an ISA circuit."""
+        ops = isa.count_ops()
+        return {
+            "depth": int(isa.depth()),
+            "two_qubit_gates": int(sum(v for k, v in ops.items() if k in ("cz", "cx", "ecr", "rzz"))),
+            "circuit_seconds": circuit_seconds(isa, self.backend),
+        }
+
+    def cost(self, isa: Any, *, jobs: int, circuits: int, shots: int) -> dict[str, Any]:
+        """The estimate of ``jobs`` jobs (one PUB each) running ``circuits`` bindings of ``isa`` for ``shots`` shots
+        each: the keys of :meth:`estimate`."""
+        st = self.isa_stats(isa)
+        model = {"rep_delay": rep_delay_of(self.backend), "circuit_seconds": st["circuit_seconds"], **self.qpu_model}
+        secs = qpu_seconds(circuits=int(circuits), shots=int(shots), depth=st["depth"], jobs=int(jobs), **model)
+        return {
+            "jobs": int(jobs),
+            "pubs": int(jobs),
+            "circuits": int(circuits),
+            "shots": int(circuits) * int(shots),
+            "depth": st["depth"],
+            "two_qubit_gates": st["two_qubit_gates"],
+            "qpu_seconds": secs,
+        }
+
+    def estimate(self, problem: Any, num_reads: int | None = None) -> dict[str, Any]:
+        """What :meth:`sample` would submit for ``problem`` with ``num_reads`` shots, without submitting anything.
+
+        Args:
+            problem: an :class:`~hybrid_attention.IsingProblem` (any batch shape).
+            num_reads: shots per problem (default ``default_num_reads``).
+
+        Returns:
+            ``{"jobs", "pubs", "circuits", "shots", "depth", "two_qubit_gates", "qpu_seconds"}``: jobs and PUBs (one
+            PUB per chunk of ``chunk_size`` problems, one job per PUB), circuits (parameter bindings: one per
+            problem), shots in all (circuits x reads), depth and two-qubit gates of the ISA circuit, and the
+            estimated QPU seconds (:mod:`~hybrid_attention.backends.qpu_cost`).
+
+        Example:
+            >>> import torch
+            >>> from hybrid_attention import IsingProblem
+            >>> s = IBMSampler(backend="fake_manila", chunk_size=2)
+            >>> e = s.estimate(IsingProblem(torch.zeros(5, 2)), num_reads=100)
+            >>> e["jobs"], e["circuits"], e["shots"]
+            (3, 5, 500)
+        """
+        problem = self.validate(problem, num_reads=num_reads)
+        shots = self.default_num_reads if num_reads is None else int(num_reads)
+        flat = problem.flatten()
+        tmpl = self._template(flat)
+        B = int(flat.h.shape[0])
+        isa = self.isa_circuit(tmpl)
+        est = self.cost(isa, jobs=-(-B // self.chunk_size), circuits=B, shots=shots)
+        if self.readout_mitigation and tuple(measured_qubits(isa)) not in self._calibrations:
+            zeros, _ = calibration_circuits(self.max_qubits, measured_qubits(isa))
+            cal = self.cost(zeros, jobs=2, circuits=2, shots=self.calibration_shots)
+            est = {**est, **{k: est[k] + cal[k] for k in ("jobs", "pubs", "circuits", "shots", "qpu_seconds")}}
+            est["calibration"] = {k: cal[k] for k in ("jobs", "circuits", "shots", "qpu_seconds")}
+        return est
+
+    def check_budget(self, est: dict[str, Any]) -> None:
+        """Refuse (``ValueError``, nothing submitted) an estimate above ``max_qpu_seconds`` on a real device."""
+        if self.local or self.max_qpu_seconds is None or est["qpu_seconds"] <= self.max_qpu_seconds:
+            return
+        raise ValueError(
+            f"ibm: the call is estimated at {est['qpu_seconds']:,.1f} QPU seconds ({est['jobs']} job(s), "
+            f"{est['circuits']:,} circuit(s), {est['shots']:,} shots) on {self.backend_name}, above max_qpu_seconds = "
+            f"{self.max_qpu_seconds:g}; nothing was submitted (raise max_qpu_seconds on purpose: QPU time is billed)"
+        )
+
+    def _sample(self, problem: Any, *, num_reads: int | None, seed: Any, **options: Any) -> Any:
+        if not self.local and self.max_qpu_seconds is not None:
+            self.check_budget(self.estimate(problem, num_reads))
+        if self.ledger is not None and seed is None:
+            logger.warning("ibm: a ledger is set but seed=None: this call cannot be resumed (pass a seed)")
+        return super()._sample(problem, num_reads=num_reads, seed=seed, **options)
+
+    def _readout_calibration(self, tmpl: DQATemplate) -> dict[str, Any]:
+        from .mitigation import assignment_matrices
+
+        isa = self.isa_circuit(tmpl)
+        qubits = tuple(measured_qubits(isa))
+        if qubits in self._calibrations:
+            return {**self._calibrations[qubits], "ran": False}
+        bits = []
+        for k, circ in enumerate(calibration_circuits(self.max_qubits, list(qubits))):
+            pub = self._submit(circ, np.zeros((1, 0)), self.calibration_shots, 7919 + k, None)
+            bits.append(self._collect(pub).reshape(-1, len(qubits)))
+        cal = {"matrices": assignment_matrices(*bits), "qubits": qubits, "shots": self.calibration_shots}
+        self._calibrations[qubits] = cal
+        return {**cal, "ran": True}
+
+    # ------------------------------------------------------------------ the ledger
+    @property
+    def backend_name(self) -> str:
+        """The backend's name (as the ledger records it)."""
+        return str(getattr(self.backend, "name", self.backend))
+
+    def _pub_hash(self, isa: Any, values: np.ndarray, shots: int, seed: int) -> str:
+        key = id(isa)
+        if key not in self._texts or self._texts[key][0] is not isa:
+            self._texts[key] = (isa, circuit_text(isa))
+        return pub_sha256(self._texts[key][1], values, shots, seed)
+
+    def _submit(self, isa: Any, values: np.ndarray, shots: int, seed: int, ctx: Any) -> _Pub:
+        """Submit one PUB, or find it in the ledger: its stored bits, or its job collected by id (device)."""
+        if self.ledger is None:
+            job = self._primitive(seed, ctx).run([(isa, values)], shots=shots)
+            return _Pub(None, job, job.job_id(), None, shots)
+        pub = self._pub_hash(isa, values, shots, seed)
+        entry = self.ledger.lookup(pub, self.backend_name)
+        if entry is not None:
+            found = self._resume(entry)
+            if found is not None:
+                self._last["resumed"] = self._last.get("resumed", 0) + 1
+                return found
+        job = self._primitive(seed, ctx).run([(isa, values)], shots=shots)
+        jid = job.job_id()
+        self.ledger.record("submitted", job_id=jid, backend=self.backend_name, pub_sha256=pub, shots=shots)
+        return _Pub(pub, job, jid, None, shots)
+
+    def _resume(self, entry: LedgerEntry) -> _Pub | None:
+        """The PUB of a ledger entry without submitting it, or ``None`` when it must be submitted (again)."""
+        where = f"ledger {str(self.ledger.path)!r} line {entry.line}"
+        if entry.event == "completed":
+            bits = self.ledger.load_bits(entry.pub_sha256)
+            if bits is not None:
+                logger.info("ibm: PUB %s read from %s (job %s)", entry.pub_sha256[:12], where, entry.job_id)
+                return _Pub(entry.pub_sha256, None, entry.job_id, bits, entry.shots)
+        if entry.event == "failed":
+            warnings.warn(f"ibm: {where}: job {entry.job_id} failed; its PUB is submitted again", stacklevel=4)
+            return None
+        if self.local:  # a local-mode job lived in the process that ran it
+            warnings.warn(
+                f"ibm: {where}: job {entry.job_id} ({entry.event}) has no stored bits and local-mode jobs cannot be "
+                "fetched back; its PUB is run again locally (free; the same seed gives the same bits)",
+                stacklevel=4,
+            )
+            return None
+        try:
+            job = self._runtime_service().job(entry.job_id)
+        except Exception as exc:
+            raise IBMJobError(
+                f"ibm: {where}: job {entry.job_id} on {entry.backend} could not be fetched from the runtime service "
+                f"({exc}); nothing was submitted. If that job is lost, move the ledger aside to submit its PUBs again",
+                job_id=entry.job_id,
+                status="UNKNOWN",
+                completed={},
+                job_ids=[entry.job_id],
+            ) from exc
+        logger.info("ibm: PUB %s collected by job id %s (%s)", entry.pub_sha256[:12], entry.job_id, where)
+        return _Pub(entry.pub_sha256, job, entry.job_id, None, entry.shots)
+
+    def _runtime_service(self) -> Any:
+        if self.service is None:
+            token = os.environ.get("QISKIT_IBM_TOKEN")
+            inst = self.instance or os.environ.get("QISKIT_IBM_INSTANCE")
+            self.service = (
+                QiskitRuntimeService(token=token, instance=inst) if token else QiskitRuntimeService(instance=inst)
+            )
+        return self.service
+
+    def _collect(self, pub: _Pub) -> np.ndarray:
+        """The bits ``(B, shots, Q)`` of a submitted (or resumed) PUB; the ledger records the outcome. Raises what
+        ``job.result()`` raises, or :class:`IBMJobError` for a job that ended in error or was cancelled."""
+        if pub.bits is not None:
+            return pub.bits
+        try:
+            result = pub.job.result()
+        except Exception:
+            self._record("failed", pub, status=_status(pub.job))
+            raise
+        status = _status(pub.job)
+        if status in ("ERROR", "CANCELLED"):
+            self._record("failed", pub, status=status)
+            raise IBMJobError(
+                f"ibm: job {pub.job_id} ended with status {status}",
+                job_id=pub.job_id,
+                status=status,
+                completed={},
+                job_ids=[pub.job_id],
+            )
+        bits = result[0].data.meas.to_bool_array(order="little")
+        if self.ledger is not None and pub.sha is not None:
+            self.ledger.store_bits(pub.sha, bits)
+            self._record("completed", pub)
+        return bits
+
+    def _record(self, event: str, pub: _Pub, **extra: Any) -> None:
+        if self.ledger is not None and pub.sha is not None:
+            self.ledger.record(
+                event, job_id=pub.job_id, backend=self.backend_name, pub_sha256=pub.sha, shots=pub.shots, **extra
+            )
 
     def _context(self, chunks: int) -> tuple[Any, bool]:
         """``(Batch/Session or None, opened for this call only)`` for a call of ``chunks`` chunks."""
@@ -418,7 +711,7 @@ class IBMSampler(CircuitSampler):
             if ctx is None
             else ("session" if isinstance(ctx, Session) and not isinstance(ctx, Batch) else "batch")
         )
-        self._last = {"job_ids": [], "mode": kind}
+        self._last = {"job_ids": [], "mode": kind, "resumed": 0}
         try:
             return self._submit_and_collect(isa, values, starts, shots, seeds, ctx)
         finally:
@@ -442,26 +735,24 @@ class IBMSampler(CircuitSampler):
                 st, sd = todo.pop(0)
                 chunk = values[st : st + self.chunk_size]
                 try:
-                    job = self._primitive(sd, ctx).run([(isa, chunk)], shots=shots)
+                    pub = self._submit(isa, chunk, shots, sd, ctx)
+                except IBMJobError:  # a ledger job that cannot be collected: nothing is submitted
+                    raise
                 except Exception as e:  # refused at submission: keep what the jobs already submitted return
                     failure = (None, "NOT_SUBMITTED", e)
                     break
-                job_ids.append(job.job_id())
-                logger.info("ibm: submitted chunk %d (%d problems) as job %s", st, len(chunk), job_ids[-1])
-                pending.append((st, job))
+                job_ids.append(pub.job_id)
+                logger.info("ibm: chunk %d (%d problems): job %s", st, len(chunk), job_ids[-1])
+                pending.append((st, pub))
             if not pending:
                 break
-            st, job = pending.pop(0)
+            st, pub = pending.pop(0)
             try:
-                result = job.result()
-                status = _status(job)
-                exc: Exception | None = None
+                done[st] = self._collect(pub)
+            except IBMJobError as e:
+                failure = failure or (pub.job_id, e.status, None)
             except Exception as e:
-                result, status, exc = None, _status(job), e
-            if exc is not None or status in ("ERROR", "CANCELLED"):
-                failure = failure or (job.job_id(), status, exc)
-                continue
-            done[st] = result[0].data.meas.to_bool_array(order="little")
+                failure = failure or (pub.job_id, _status(pub.job), e)
         if failure is not None:
             jid, status, exc = failure
             why = f" ({exc})" if exc is not None else ""
@@ -482,6 +773,8 @@ class IBMSampler(CircuitSampler):
         return {
             "job_ids": list(self._last["job_ids"]),
             "mode": self._last["mode"],
+            "resumed_pubs": int(self._last.get("resumed", 0)),
+            "ledger": None if self.ledger is None else str(self.ledger.path),
             "primitive": self.primitive,
             "depth": isa.depth(),
             "two_qubit_gates": int(twoq),
@@ -498,6 +791,33 @@ class IBMSampler(CircuitSampler):
             finally:
                 self._ctx = None
         super().close()
+
+
+class _Pub:
+    """One PUB of a call: its ledger hash (``None`` without a ledger), the job (``None`` when read from the ledger),
+    the job id and the bits when already known."""
+
+    __slots__ = ("sha", "job", "job_id", "bits", "shots")
+
+    def __init__(self, sha: str | None, job: Any, job_id: str, bits: np.ndarray | None, shots: int = 0) -> None:
+        self.sha, self.job, self.job_id, self.bits, self.shots = sha, job, str(job_id), bits, int(shots)
+
+
+def _suppression_options(opts: dict[str, Any], dd: str | None, twirling: bool) -> dict[str, Any]:
+    """``sampler_options`` with the first-class error-suppression options merged in (a conflict raises)."""
+    if dd is not None:
+        if dd not in _DD_SEQUENCES:
+            raise ValueError(f"ibm: dynamical_decoupling must be None or one of {_DD_SEQUENCES}, got {dd!r}")
+        if "dynamical_decoupling" in opts:
+            raise ValueError("ibm: give dynamical decoupling once: dynamical_decoupling= or sampler_options, not both")
+        opts["dynamical_decoupling"] = {"enable": True, "sequence_type": dd}
+    if not isinstance(twirling, bool):
+        raise TypeError(f"ibm: twirling must be True or False, got {twirling!r}")
+    if twirling:
+        if "twirling" in opts:
+            raise ValueError("ibm: give twirling once: twirling=True or sampler_options['twirling'], not both")
+        opts["twirling"] = {"enable_gates": True, "enable_measure": True}
+    return opts
 
 
 def _status(job: Any) -> str:

@@ -62,7 +62,7 @@ import torch
 
 from hybrid_attention.checks import check_memory, check_positive_int, describe_seed, spawn_seeds
 from hybrid_attention.circuits.program import CircuitOptions
-from hybrid_attention.circuits.proposal import ProposalParams, alpha_of
+from hybrid_attention.circuits.proposal import ProposalParams, alpha_of, proposal_template
 from hybrid_attention.exact import enumerate_states
 from hybrid_attention.ising import IsingProblem, index_to_bits, spins_to_index
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
@@ -164,6 +164,9 @@ class QEMCMCSampler(Sampler):
             a device name) and further :class:`~hybrid_attention.backends.ibm.IBMSampler` options
             (``allow_hardware=True`` for a real device, ``mode``, ``fold_rzz``, ``sampler_options``...): the IBM
             sampler resolves the backend, credentials, fractional gates, transpilation and the runtime primitive.
+        ledger: ibm engine: the job ledger (a ``.jsonl`` path or a
+            :class:`~hybrid_attention.backends.ledger.JobLedger`): every step's PUB is recorded before it is awaited,
+            and a rerun with the same seed submits none twice (:mod:`.ledger`); same as ``ibm_options["ledger"]``.
 
     Per-call options (``sample(..., **options)``): ``burn_in``, ``thinning``, ``num_chains``, ``params``, ``start``,
     ``initial_state`` (``(*batch, chains, n)`` ±1 spins, or ``None``).
@@ -203,6 +206,7 @@ class QEMCMCSampler(Sampler):
         gamma: Any = None,
         time: Any = None,
         trotter_steps: int | None = None,
+        ledger: Any = None,
     ) -> None:
         super().__init__()
         if engine not in _ENGINES:
@@ -240,15 +244,21 @@ class QEMCMCSampler(Sampler):
             if noise_backend is not None:
                 from qiskit_aer.noise import NoiseModel
 
-                self.backend_options["noise_model"] = NoiseModel.from_backend(noise_backend)
+                if self.backend_options.get("noise_model") is None:  # a model given in backend_options is kept
+                    self.backend_options["noise_model"] = NoiseModel.from_backend(noise_backend)
         elif engine == "ibm":
             from .ibm import IBMSampler
 
-            self.ibm = IBMSampler(backend, **(ibm_options or {}))
+            opts = dict(ibm_options or {})
+            if ledger is not None:
+                if opts.get("ledger") not in (None, ledger):
+                    raise ValueError("qemcmc: give the ledger once: ledger= or ibm_options['ledger'], not both")
+                opts["ledger"] = ledger
+            self.ibm = IBMSampler(backend, **opts)
             self.circuit_options = dataclasses.replace(self.circuit_options, fold_rzz=self.ibm.circuit_options.fold_rzz)
             limit = int(self.ibm.max_qubits)
-        elif backend is not None or ibm_options:
-            raise ValueError(f"qemcmc: backend and ibm_options are for engine='ibm', got engine={engine!r}")
+        elif backend is not None or ibm_options or ledger is not None:
+            raise ValueError(f"qemcmc: backend, ibm_options and ledger are for engine='ibm', got engine={engine!r}")
         self.max_spins = limit if max_spins is None else check_positive_int(max_spins, "max_spins")
 
     @staticmethod
@@ -334,8 +344,43 @@ class QEMCMCSampler(Sampler):
         draws = chains * (moves if params.fixed else 1)  # executions one unitary replaces
         return "unitary" if (1 << n) <= draws and n <= 10 else "columns"
 
+    def _problems_per_chunk(self, n: int, chains: int, mode: str) -> int:
+        """Problems run together (one chunk; with a circuit engine one PUB per move holds all their chains)."""
+        per = (1 << n) * (1 << n if mode == "unitary" else chains) * 16 * 3
+        return max(1, self.memory_limit // per)
+
+    def estimate(self, problem: IsingProblem, num_reads: int | None = None, **options: Any) -> dict[str, Any]:
+        """What :meth:`sample` would submit with the ``ibm`` engine, without submitting anything: per chunk of
+        problems one PUB (one job) per chain move, holding one circuit (parameter binding) per chain, one shot each.
+
+        Args:
+            problem: the problems; num_reads, options: as :meth:`sample` (``burn_in``, ``num_chains``...).
+
+        Returns:
+            The keys of :meth:`hybrid_attention.backends.ibm.IBMSampler.estimate`: ``jobs`` = ``pubs`` = chunks x
+            moves, ``circuits`` = problems x chains x moves, ``shots`` = ``circuits``, the proposal's ISA ``depth``
+            and ``two_qubit_gates``, and ``qpu_seconds``; plus ``moves`` and ``chains``.
+        """
+        if self.engine != "ibm":
+            raise ValueError(f"qemcmc: estimate is for engine='ibm' (circuits submitted to IBM), got {self.engine!r}")
+        problem = self.validate(problem, num_reads=num_reads, options=options)
+        opts = self._resolve(problem, num_reads, options)
+        flat = problem.flatten()
+        N, n = int(flat.h.shape[0]), flat.n
+        C, params = opts["chains"], opts["params"]
+        moves = opts["burn_in"] + (opts["records"] - 1) * opts["thinning"]
+        chunks = -(-N // self._problems_per_chunk(n, C, self._mode(n, C, moves, params)))
+        _, J = flat.dropped()
+        nz = J.detach().abs().reshape(-1, n, n).amax(0) > 0
+        edges = tuple((j, k) for j in range(n) for k in range(j + 1, n) if bool(nz[j, k]))
+        tmpl = proposal_template(n, edges, params.steps, self.circuit_options, params.shape)
+        est = self.ibm.cost(self.ibm.isa_circuit(tmpl), jobs=chunks * moves, circuits=N * C * moves, shots=1)
+        return {**est, "moves": moves, "chains": C}
+
     # ------------------------------------------------------------------ sampling
     def _sample(self, problem: IsingProblem, *, num_reads: int | None, seed: Any, **options: Any) -> SampleSet:
+        if self.ibm is not None and not self.ibm.local and self.ibm.max_qpu_seconds is not None:
+            self.ibm.check_budget(self.estimate(problem, num_reads, **options))  # before any submission
         opts = self._resolve(problem, num_reads, options)
         flat = problem.flatten()
         N, n = flat.h.shape[0], flat.n
@@ -348,8 +393,7 @@ class QEMCMCSampler(Sampler):
         mask = None if flat.mask is None else flat.mask.cpu().numpy()
         alpha = alpha_of(h64.numpy(), J64.numpy(), mask) if params.alpha is None else np.full(N, params.alpha)
         mode = self._mode(n, C, moves, params)
-        per = (1 << n) * (1 << n if mode == "unitary" else C) * 16 * 3
-        step = max(1, self.memory_limit // per)
+        step = self._problems_per_chunk(n, C, mode)
         starts = list(range(0, N, step))
         seeds = spawn_seeds(seed, len(starts))
         init = None if opts["initial_state"] is None else opts["initial_state"].reshape(N, C, n)

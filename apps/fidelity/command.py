@@ -63,6 +63,8 @@ def command_line(cfg: FidelityConfig, out: str | Path) -> str:
         parts.append(f"--readout {cfg.readout}")
     if cfg.backend is not None:
         parts.append(f"--backend {shlex.quote(cfg.backend)}")
+    if cfg.mitigation:
+        parts.append(f"--mitigation {','.join(cfg.mitigation)}")
     if cfg.ensemble == "model":
         parts += [
             f"--ensemble model --checkpoint {shlex.quote(str(cfg.checkpoint))}",
@@ -120,6 +122,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="the ibm sampler's fake backend, e.g. fake_torino (default: fake_guadalupe; offline, local mode)",
     )
+    p.add_argument(
+        "--mitigation",
+        default="",
+        metavar="LIST",
+        help="comma-separated error suppression / mitigation of the noisy samplers (aer-noisy, ibm): readout "
+        "(mthree readout mitigation), twirling (ibm: the runtime's gate and measurement twirling; aer-noisy: 8 "
+        "project-side gate twirls), dd (ibm: XY4 dynamical decoupling)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--out",
@@ -157,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         calibration=args.calibration,
         readout=args.readout,
         backend=args.backend,
+        mitigation=[m.strip() for m in args.mitigation.split(",") if m.strip()],
     )
     command = command_line(cfg, args.out)
     report = run_sweep(

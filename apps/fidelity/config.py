@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sweep import CALIBRATIONS, SAMPLER_KINDS, SweepPoint
+from .sweep import CALIBRATIONS, MITIGATIONS, SAMPLER_KINDS, SweepPoint
 
 __all__ = ["FidelityConfig", "sweep_points", "AXES", "ENSEMBLE_KEYS", "GRID_KEYS", "READOUTS"]
 
@@ -22,6 +22,7 @@ ENSEMBLE_KEYS = (
     "head",
     "calibration",
     "backend",
+    "mitigation",
 )
 #: how exact-output DQA samplers (statevector) are measured: their exact output, or shots drawn from it
 READOUTS = ("exact", "shots")
@@ -47,6 +48,9 @@ class FidelityConfig:
             distribution: no shots axis) or ``shots`` (they are sampled with the ``shots`` values like the others).
         backend: the ``ibm`` sampler's backend, a fake backend name (default
             :data:`~hybrid_attention.apps.fidelity.sweep.IBM_BACKEND`); only with ``ibm`` among the samplers.
+        mitigation: error suppression / mitigation of the noisy samplers (``aer-noisy``, ``ibm``), names of
+            :data:`~hybrid_attention.apps.fidelity.sweep.MITIGATIONS` (``readout``, ``twirling``, ``dd``; see
+            :func:`~hybrid_attention.apps.fidelity.sweep.mitigation_options`).
     """
 
     samplers: list[str]
@@ -66,8 +70,15 @@ class FidelityConfig:
     calibration: str = "none"
     readout: str = "exact"
     backend: str | None = None
+    mitigation: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        bad = [m for m in self.mitigation if m not in MITIGATIONS]
+        if bad:
+            raise ValueError(f"unknown mitigation(s) {bad}; choose from {MITIGATIONS}")
+        if self.mitigation and not {"aer-noisy", "ibm"} & set(self.samplers):
+            raise ValueError(f"--mitigation acts on the noisy samplers aer-noisy and ibm, got samplers {self.samplers}")
+        self.mitigation = sorted(set(self.mitigation))
         if self.calibration not in CALIBRATIONS:
             raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {self.calibration!r}")
         if not self.samplers:

@@ -15,6 +15,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from hybrid_attention.apps.hardware import LEDGER_NAME
 from hybrid_attention.apps.run_files import LOCK_NAME, lock_directory, write_json
 
 from . import sweep
@@ -174,7 +175,13 @@ def _sweep(
         order = [*report["points"], *(p.key for p in todo)]
         items = [(pt, _ensemble(cfg, pt.n, cache)) for pt in todo]
         for pt, (res, why) in sweep.measure_points(
-            items, seed=cfg.seed, calibration=cfg.calibration, progress=progress, **cluster
+            items,
+            seed=cfg.seed,
+            calibration=cfg.calibration,
+            progress=progress,
+            backend=cfg.backend,
+            mitigation=cfg.mitigation,
+            **cluster,
         ):
             if why is not None:
                 logger.warning("skipping %s: %s", pt.key, why)
@@ -188,7 +195,13 @@ def _sweep(
     for pt in tqdm(todo, desc="fidelity", disable=not progress, unit="pt"):
         try:
             res = sweep.measure_point(
-                pt, _ensemble(cfg, pt.n, cache), seed=cfg.seed, calibration=cfg.calibration, backend=cfg.backend
+                pt,
+                _ensemble(cfg, pt.n, cache),
+                seed=cfg.seed,
+                calibration=cfg.calibration,
+                backend=cfg.backend,
+                ledger=str(Path(out) / LEDGER_NAME),
+                mitigation=cfg.mitigation,
             )
         except (ImportError, sweep.UnreachableTemperature) as exc:
             logger.warning("skipping %s: %s", pt.key, exc)

@@ -168,7 +168,9 @@ def make_schedule(
     return sched
 
 
-def build_sampler(name: str, *, schedule: Any = None, backend: str | None = None, **kw: Any) -> Any:
+def build_sampler(
+    name: str, *, schedule: Any = None, backend: str | None = None, mitigation: Any = (), **kw: Any
+) -> Any:
     """Instantiate sweep sampler ``name`` (a key of :data:`SAMPLER_KINDS`).
 
     DQA samplers receive ``schedule=``; ``aer-noisy`` is the Aer sampler with ``noise_backend=`` the fake
@@ -195,7 +197,38 @@ def build_sampler(name: str, *, schedule: Any = None, backend: str | None = None
         args.setdefault("method", "density_matrix")
     if name == "ibm":
         args.setdefault("backend", backend or IBM_BACKEND)
+    if mitigation and name in ("aer-noisy", "ibm"):
+        args.update(mitigation_options(name, mitigation))
     return get_sampler(reg, **args)
+
+
+#: error suppression and mitigation the noisy sweep samplers take (``fidelity --mitigation``)
+MITIGATIONS = ("readout", "twirling", "dd")
+#: random twirls per chunk of the aer-noisy sampler's project-side twirling
+AER_TWIRLS = 8
+
+
+def mitigation_options(name: str, mitigation: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """Constructor options of the noisy sweep sampler ``name`` (``aer-noisy`` or ``ibm``) for the ``mitigation``
+    names: ``readout`` (mthree readout mitigation), ``twirling`` (ibm: the runtime's gate and measurement twirling;
+    aer-noisy: :data:`AER_TWIRLS` project-side gate twirls), ``dd`` (ibm only: XY4 dynamical decoupling; Aer runs no
+    schedule, so aer-noisy ignores it).
+
+    Example:
+        >>> mitigation_options("ibm", ["readout", "dd"])
+        {'readout_mitigation': True, 'dynamical_decoupling': 'XY4'}
+    """
+    bad = [m for m in mitigation if m not in MITIGATIONS]
+    if bad:
+        raise ValueError(f"unknown mitigation(s) {bad}; choose from {MITIGATIONS}")
+    out: dict[str, Any] = {}
+    if "readout" in mitigation:
+        out["readout_mitigation"] = True
+    if "twirling" in mitigation:
+        out["twirling"] = True if name == "ibm" else AER_TWIRLS
+    if "dd" in mitigation and name == "ibm":
+        out["dynamical_decoupling"] = "XY4"
+    return out
 
 
 def expected_shot_tv(p: np.ndarray, shots: int) -> np.ndarray:
@@ -243,7 +276,14 @@ def _stats(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def measure_point(
-    point: SweepPoint, problems: IsingProblem, *, seed: int = 0, calibration: str = "none", backend: str | None = None
+    point: SweepPoint,
+    problems: IsingProblem,
+    *,
+    seed: int = 0,
+    calibration: str = "none",
+    backend: str | None = None,
+    ledger: str | None = None,
+    mitigation: list[str] | tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Sample every problem of the ensemble at ``point`` and compare with the references (module docstring).
 
@@ -252,6 +292,9 @@ def measure_point(
         seed: sampler seed (recorded).
         calibration: DQA schedule set-up (:func:`make_schedule`).
         backend: the ``ibm`` sampler's backend name (:func:`build_sampler`).
+        mitigation: error suppression / mitigation of the noisy samplers (:func:`mitigation_options`).
+        ledger: the ``ibm`` sampler's job ledger (:mod:`hybrid_attention.backends.ledger`; ``fidelity`` keeps it in
+            its ``--out`` directory): a rerun submits no PUB twice.
 
     Returns:
         JSON-ready dict: ``point`` fields, ``target`` metrics summaries (mean/median/std/max over problems),
@@ -266,7 +309,8 @@ def measure_point(
     if kind in ("dqa", "dqa-exact"):
         fitted = {"beta": float(prob.beta_tensor().reshape(-1)[0]), "n": point.n} if calibration == "fitted" else {}
         schedule = make_schedule(point.tau, point.steps, calibration, **fitted)
-    sampler = build_sampler(point.sampler, schedule=schedule, backend=backend)
+    extra = {"ledger": ledger} if ledger is not None and point.sampler == "ibm" else {}
+    sampler = build_sampler(point.sampler, schedule=schedule, backend=backend, mitigation=mitigation, **extra)
     t0 = time.perf_counter()
     try:
         ss = sampler.sample(prob, num_reads=point.shots, seed=seed)
@@ -310,14 +354,21 @@ def measure_point(
 
 
 def measure_task(
-    item: tuple[SweepPoint, IsingProblem], *, seed: int = 0, calibration: str = "none"
+    item: tuple[SweepPoint, IsingProblem],
+    *,
+    seed: int = 0,
+    calibration: str = "none",
+    backend: str | None = None,
+    mitigation: list[str] | tuple[str, ...] = (),
 ) -> tuple[dict[str, Any] | None, str | None]:
     """One sweep point as a task (in a Dask worker): ``(result, None)`` from :func:`measure_point`, or
     ``(None, reason)`` when the point is skipped (a missing extra, an :class:`UnreachableTemperature`), so that a
     skip is not retried as a failure."""
     point, problems = item
     try:
-        return measure_point(point, problems, seed=seed, calibration=calibration), None
+        return measure_point(
+            point, problems, seed=seed, calibration=calibration, backend=backend, mitigation=mitigation
+        ), None
     except (ImportError, UnreachableTemperature) as exc:
         return None, str(exc)
 
@@ -331,6 +382,8 @@ def measure_points(
     workers: int | None = None,
     client: Any = None,
     progress: bool = True,
+    backend: str | None = None,
+    mitigation: list[str] | tuple[str, ...] = (),
 ) -> Iterator[tuple[SweepPoint, tuple[dict[str, Any] | None, str | None]]]:
     """Measure ``(point, problems)`` items as Dask tasks; yield ``(point, measure_task(...))`` as they finish.
 
@@ -350,6 +403,8 @@ def measure_points(
             desc="fidelity",
             seed=seed,
             calibration=calibration,
+            backend=backend,
+            mitigation=mitigation,
         ):
             yield pt, outcome
 

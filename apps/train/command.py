@@ -26,6 +26,7 @@ _AFTER_OUT = (
     "estimator",
     "persistent_chains",
     "backend",
+    "max_qpu_seconds",
     "eval_exact",
     "threads",
     "progress",

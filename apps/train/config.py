@@ -21,6 +21,8 @@ from hybrid_attention.sampling import ESTIMATORS, READOUTS
 from hybrid_attention.tasks.bracket_variants import BracketVariant
 from hybrid_attention.tasks.runs import check_runs
 
+from ..hardware import DEFAULT_MAX_QPU_SECONDS
+
 #: the run-finding task's alphabet and run length (its decoys: the query letter's share of the other positions)
 RUNS_LETTERS, RUNS_LENGTH = 8, 3
 
@@ -45,7 +47,7 @@ POINTER_TASKS = ("brackets", "runs")
 #: how the bracket model points: a linear head over positions, or the last layer's attention weights
 POINTERS = ("linear", "attention")
 #: config keys that may differ when resuming (everything else must match the checkpoint)
-RESUME_FREE = {"max_steps", "out", "resume", "progress", "threads", "data"}
+RESUME_FREE = {"max_steps", "out", "resume", "progress", "threads", "data", "max_qpu_seconds"}
 #: settings saved under an older name: old name -> field (runs written before the rename still load and resume)
 RENAMED = {"steps": "max_steps"}
 
@@ -140,6 +142,7 @@ class TrainConfig:
     persistent_chains: int = 0
     estimator: str | None = None
     backend: str | None = None
+    max_qpu_seconds: float = DEFAULT_MAX_QPU_SECONDS
     eval_exact: bool = False
     bracket_types: int = 1
     filler: float = 0.0

@@ -202,6 +202,12 @@ FLAGS: dict[str, Flag] = {
         "(needs --sampler-option allow_hardware=true and credentials)",
         {"metavar": "NAME"},
     ),
+    "max_qpu_seconds": Flag(
+        "--max-qpu-seconds",
+        "the IBM route on a real device: the run's estimated QPU time is printed first and the run refused above this "
+        "many seconds (raise it on purpose: QPU time is billed); offline the estimate is printed only",
+        {"type": float, "metavar": "S"},
+    ),
     "eval_exact": Flag(
         "--eval-exact", "evaluate with exact marginals even when training with a sampler", {"action": "store_true"}
     ),

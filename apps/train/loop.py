@@ -33,6 +33,7 @@ from hybrid_attention.backends.registry import is_dqa, make_sampler
 from hybrid_attention.model import Transformer
 from hybrid_attention.sampling import PersistentChains, Sampling
 
+from ..hardware import check_budget, reaches_ibm, with_default_ledger
 from .config import TrainConfig
 from .cost import probe_seconds, projection, step_work
 from .data import eval_set, evaluate, load_task
@@ -121,6 +122,8 @@ def build_sampler(cfg: TrainConfig) -> Any:
     options = cfg.resolved_sampler_options()
     if cfg.backend is not None:
         options["backend"] = cfg.backend
+    # the IBM route records its jobs in the run's directory: --resume never submits a PUB twice
+    options = with_default_ledger(cfg.sampler, options, cfg.out)
     # the anneal settings reach DQA samplers only: others may take a constructor option of the same name
     # (qemcmc's trotter_steps: the proposal's Trotter steps)
     anneal = {"tau": cfg.tau, "trotter_steps": cfg.trotter_steps} if is_dqa(cfg.sampler) else {}
@@ -363,6 +366,9 @@ def train(config: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]
         state, cfg = load_resume_state(cfg, out) if cfg.resume else (None, cfg.resolved())
         sampling = build_sampling(cfg)  # before the data: bad sampler option values fail fast
         try:
+            if sampling is not None and reaches_ibm(cfg.sampler, cfg.sampler_options):
+                steps_left = cfg.max_steps - (state["step"] if state is not None else 0)
+                qpu_budget(cfg, sampling.sampler, steps_left)  # refused above --max-qpu-seconds: nothing submitted
             task, data = load_task(cfg)
             if state is not None:
                 check_resume_data(state, task, data, out)
@@ -371,6 +377,38 @@ def train(config: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]
         finally:
             if sampling is not None:
                 sampling.sampler.close()
+
+
+def qpu_budget(cfg: TrainConfig, sampler: Any, steps_left: int) -> dict[str, Any]:
+    """The IBM route's estimate for the ``steps_left`` remaining steps of the run (training passes, evaluations
+    unless ``eval_exact``, and the timing probe), logged before the first step; ``ValueError`` (before anything is submitted) when it is
+    above ``max_qpu_seconds`` on a real device."""
+    from ..estimate import estimate_train
+
+    ibm = sampler if sampler.name == "ibm" else sampler.ibm
+    evals = (
+        0 if cfg.eval_exact else math.ceil(steps_left / cfg.eval_interval) * math.ceil(cfg.eval_size / cfg.batch_size)
+    )
+    evals += 1  # the timing probe before the first step (a forward pass on up to PROBE_ROWS rows: counted in full)
+    est = estimate_train(
+        sampler,
+        block_size=cfg.block_size,
+        batch_size=cfg.batch_size,
+        n_layer=cfg.n_layer,
+        n_head=cfg.n_head,
+        max_steps=steps_left,
+        shots=cfg.resolved_shots(),
+        eval_calls=evals,
+    )
+    est.pop("per_pass")
+    line = check_budget(
+        est,
+        cfg.max_qpu_seconds,
+        real_device=not ibm.local,
+        what=f"{cfg.sampler} on {ibm.backend_name}, {steps_left} steps",
+    )
+    cost_logger.info(line)
+    return est
 
 
 def _loop(run: _Run) -> dict[str, Any]:
