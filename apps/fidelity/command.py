@@ -36,8 +36,10 @@ def _base(s: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in filter(None, s.split(",")):
         k, _, v = item.partition("=")
-        if k not in AXES or not v:
-            raise argparse.ArgumentTypeError(f"--base takes axis=value items with axis in {AXES}, got {item!r}")
+        if k not in (*AXES, "budget") or not v:
+            raise argparse.ArgumentTypeError(
+                f"--base takes axis=value items with axis in {(*AXES, 'budget')}, got {item!r}"
+            )
         out[k] = float(v) if k == "tau" else int(v)
     return out
 
@@ -59,6 +61,8 @@ def command_line(cfg: FidelityConfig, out: str | Path) -> str:
         f"--scale {cfg.scale:g}",
         f"--beta {cfg.beta:g}",
     ]
+    if cfg.budget:
+        parts.append(f"--budget {j(cfg.budget)}")
     if cfg.readout != "exact":
         parts.append(f"--readout {cfg.readout}")
     if cfg.backend is not None:
@@ -76,8 +80,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--samplers",
         default=None,
-        help="comma-separated samplers (default: every available one of "
-        "exact,statevector,aer,aer-noisy,pennylane,gibbs,anneal,meanfield; ibm only when named)",
+        help="comma-separated samplers (default: every available one of exact,statevector,aer,aer-noisy,pennylane,"
+        "gibbs,anneal,meanfield,qemcmc,qemcmc-k0,mh-local,mh-uniform; ibm and qemcmc-aer only when named)",
     )
     p.add_argument("--n", type=_ints, default=[3, 4, 5], help="problem sizes (default: 3,4,5)")
     p.add_argument("--shots", type=_ints, default=[256, 1024, 4096], help="shots / reads (default: 256,1024,4096)")
@@ -88,6 +92,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=_base,
         default={},
         help="base point, e.g. n=4,shots=1024,tau=1,steps=40 (default: the lower median of each list)",
+    )
+    p.add_argument(
+        "--budget",
+        type=_ints,
+        default=[],
+        help="work per chain swept for the Markov-chain samplers (moves for qemcmc, mh-local, mh-uniform; sweeps "
+        "for gibbs, anneal), e.g. 0,4,16,64: each sampler traces an error-vs-cost curve (default: not swept)",
     )
     p.add_argument("--problems", type=int, default=8, help="problems in the ensemble")
     p.add_argument("--ensemble", choices=("random", "model"), default="random")
@@ -157,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
         calibration=args.calibration,
         readout=args.readout,
         backend=args.backend,
+        budget=args.budget,
     )
     command = command_line(cfg, args.out)
     report = run_sweep(

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sweep import CALIBRATIONS, SAMPLER_KINDS, SweepPoint
+from .sweep import BUDGET_OPTION, CALIBRATIONS, SAMPLER_KINDS, SweepPoint
 
-__all__ = ["FidelityConfig", "sweep_points", "AXES", "ENSEMBLE_KEYS", "GRID_KEYS", "READOUTS"]
+__all__ = ["FidelityConfig", "sweep_points", "AXES", "BUDGET", "ENSEMBLE_KEYS", "GRID_KEYS", "READOUTS"]
 
 #: configuration keys that define the problem ensemble (and the ibm sampler's backend): a report can only be resumed
 #: if these agree
@@ -26,8 +26,10 @@ ENSEMBLE_KEYS = (
 #: how exact-output DQA samplers (statevector) are measured: their exact output, or shots drawn from it
 READOUTS = ("exact", "shots")
 AXES = ("n", "shots", "tau", "steps")
+#: the cost axis (work per chain of the samplers in ``BUDGET_OPTION``); swept only when given
+BUDGET = "budget"
 #: configuration keys a resumed report may extend (the recorded configuration keeps the union)
-GRID_KEYS = ("samplers", *AXES)
+GRID_KEYS = ("samplers", *AXES, BUDGET)
 
 
 @dataclass
@@ -47,6 +49,9 @@ class FidelityConfig:
             distribution: no shots axis) or ``shots`` (they are sampled with the ``shots`` values like the others).
         backend: the ``ibm`` sampler's backend, a fake backend name (default
             :data:`~hybrid_attention.apps.fidelity.sweep.IBM_BACKEND`); only with ``ibm`` among the samplers.
+        budget: work per chain swept for the samplers of
+            :data:`~hybrid_attention.apps.fidelity.sweep.BUDGET_OPTION` (Markov-chain moves for ``qemcmc``/``mh-*``,
+            sweeps for ``gibbs``/``anneal``); empty (default): their default settings, no budget axis.
     """
 
     samplers: list[str]
@@ -66,6 +71,7 @@ class FidelityConfig:
     calibration: str = "none"
     readout: str = "exact"
     backend: str | None = None
+    budget: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.calibration not in CALIBRATIONS:
@@ -92,6 +98,9 @@ class FidelityConfig:
             if not vals or any(isinstance(v, bool) or int(v) != v or v < lo for v in vals):
                 raise ValueError(f"{ax} must be a non-empty list of integers >= {lo}, got {vals}")
             setattr(self, ax, sorted({int(v) for v in vals}))
+        if any(isinstance(v, bool) or int(v) != v or v < 0 for v in self.budget):
+            raise ValueError(f"budget must be a list of integers >= 0, got {self.budget}")
+        self.budget = sorted({int(v) for v in self.budget})
         if not self.tau or any(not (float(t) > 0) for t in self.tau):
             raise ValueError(f"tau must be a non-empty list of positive numbers, got {self.tau}")
         self.tau = sorted({float(t) for t in self.tau})
@@ -105,10 +114,11 @@ class FidelityConfig:
             raise ValueError("ensemble 'model' needs checkpoint= (a directory written by hybrid-attention train --out)")
         if not (self.scale > 0 and self.beta > 0):
             raise ValueError(f"scale and beta must be > 0, got {self.scale} and {self.beta}")
-        base = {ax: _lower_median(getattr(self, ax)) for ax in AXES}
+        axes = (*AXES, BUDGET) if self.budget else AXES
+        base = {ax: _lower_median(getattr(self, ax)) for ax in axes}
         for k, v in self.base.items():
-            if k not in AXES:
-                raise ValueError(f"base keys must be among {AXES}, got {k!r}")
+            if k not in axes:
+                raise ValueError(f"base keys must be among {axes}, got {k!r}")
             if v not in getattr(self, k):
                 raise ValueError(f"base {k} = {v} is not one of the swept values {getattr(self, k)}")
             base[k] = v
@@ -123,7 +133,8 @@ def sweep_points(cfg: FidelityConfig) -> list[SweepPoint]:
     """The one-axis-at-a-time points of ``cfg`` (base point plus each axis's other values), per sampler.
 
     Axes that do not apply to a sampler are ``None``: ``tau``/``steps`` outside DQA, ``shots`` for exact-output
-    samplers (``statevector``) unless ``cfg.readout`` is ``shots``.
+    samplers (``statevector``) unless ``cfg.readout`` is ``shots``, ``budget`` outside
+    :data:`~hybrid_attention.apps.fidelity.sweep.BUDGET_OPTION` or when no budget is swept.
     """
     pts: list[SweepPoint] = []
     for name in cfg.samplers:
@@ -133,9 +144,10 @@ def sweep_points(cfg: FidelityConfig) -> list[SweepPoint]:
             "shots": cfg.shots if kind != "dqa-exact" or cfg.readout == "shots" else [None],
             "tau": cfg.tau if kind.startswith("dqa") else [None],
             "steps": cfg.steps if kind.startswith("dqa") else [None],
+            BUDGET: cfg.budget if cfg.budget and name in BUDGET_OPTION else [None],
         }
-        base = {ax: (cfg.base[ax] if axes[ax] != [None] else None) for ax in AXES}
-        for ax in AXES:
+        base = {ax: (cfg.base[ax] if axes[ax] != [None] else None) for ax in axes}
+        for ax in axes:
             for v in axes[ax]:
                 p = SweepPoint(name, **{**base, ax: v})
                 if p not in pts:

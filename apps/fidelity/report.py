@@ -19,6 +19,7 @@ from hybrid_attention.apps.run_files import LOCK_NAME, lock_directory, write_jso
 
 from . import sweep
 from .config import ENSEMBLE_KEYS, GRID_KEYS, FidelityConfig, sweep_points
+from .cost import mark_pareto
 from .model import model_inputs
 from .plots import write_plots
 from .problems import problems_from_model, random_problems
@@ -197,6 +198,7 @@ def _sweep(
         skipped.pop(pt.key, None)
         report["points"][pt.key] = res
         _save(out, report)
+    mark_pareto(report["points"])
     _save(out, report)
     if plots:
         report["plots"] = write_plots(report, out)
