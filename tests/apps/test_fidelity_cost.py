@@ -104,7 +104,9 @@ def test_conditional_marginals_are_exact_for_exact_weights():
     m = conditional_marginals(np.broadcast_to(S, (3, 16, 4)), w, p)
     np.testing.assert_allclose(m, exact.marginals(p).numpy(), atol=1e-12)
     with pytest.raises(ValueError, match="masked"):
-        conditional_marginals(S[None], w[:1], IsingProblem(torch.zeros(1, 4), mask=torch.tensor([[True, True, True, False]])))
+        conditional_marginals(
+            S[None], w[:1], IsingProblem(torch.zeros(1, 4), mask=torch.tensor([[True, True, True, False]]))
+        )
 
 
 def test_budget_sweep_end_to_end(tmp_path):
