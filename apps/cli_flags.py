@@ -45,6 +45,10 @@ COMMANDS = {
         "run the four-way ablation (modes x block sizes x seeds) and tabulate it",
     ),
     "fidelity": ("hybrid_attention.apps.fidelity.command", "measure sampler fidelity against exact enumeration"),
+    "mixing": (
+        "hybrid_attention.apps.mixing",
+        "spectral gaps and autocorrelation times of quantum and classical chains on your problems",
+    ),
     "claims": (
         "hybrid_attention.apps.claims.command",
         "the paper's findings against the experiment plan's runs: paired CIs, Holm tests, verdicts, plots",

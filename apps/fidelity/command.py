@@ -61,6 +61,10 @@ def command_line(cfg: FidelityConfig, out: str | Path) -> str:
         f"--scale {cfg.scale:g}",
         f"--beta {cfg.beta:g}",
     ]
+    if cfg.ensemble in ("sk", "layden", "coupling"):
+        parts.append(f"--ensemble {cfg.ensemble}")
+    if cfg.ensemble == "coupling":
+        parts.append(f"--coupling {cfg.coupling:g}")
     if cfg.budget:
         parts.append(f"--budget {j(cfg.budget)}")
     if cfg.readout != "exact":
@@ -101,7 +105,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "for gibbs, anneal), e.g. 0,4,16,64: each sampler traces an error-vs-cost curve (default: not swept)",
     )
     p.add_argument("--problems", type=int, default=8, help="problems in the ensemble")
-    p.add_argument("--ensemble", choices=("random", "model"), default="random")
+    p.add_argument(
+        "--ensemble",
+        choices=("random", "sk", "layden", "coupling", "model"),
+        default="random",
+        help="random: h, J ~ N(0, scale^2); sk: J ~ N(0, scale^2/(n-1)); layden: h, J ~ N(0, 1) at beta 1 (Layden et "
+        "al.'s spin glasses); coupling: J ~ N(0, (coupling*scale)^2); model: a trained model's layer (--checkpoint)",
+    )
+    p.add_argument(
+        "--coupling",
+        type=float,
+        default=1.0,
+        help="rms J / rms h of --ensemble coupling (trained attention layers: about 0.1; spin glass: 1)",
+    )
     p.add_argument(
         "--checkpoint", default=None, help="trained model directory (hybrid-attention train --out) for --ensemble model"
     )
@@ -169,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
         readout=args.readout,
         backend=args.backend,
         budget=args.budget,
+        coupling=args.coupling,
     )
     command = command_line(cfg, args.out)
     report = run_sweep(

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .problems import ENSEMBLES
 from .sweep import BUDGET_OPTION, CALIBRATIONS, SAMPLER_KINDS, SweepPoint
 
 __all__ = ["FidelityConfig", "sweep_points", "AXES", "BUDGET", "ENSEMBLE_KEYS", "GRID_KEYS", "READOUTS"]
@@ -22,6 +24,7 @@ ENSEMBLE_KEYS = (
     "head",
     "calibration",
     "backend",
+    "coupling",
 )
 #: how exact-output DQA samplers (statevector) are measured: their exact output, or shots drawn from it
 READOUTS = ("exact", "shots")
@@ -41,7 +44,8 @@ class FidelityConfig:
         n, shots, tau, steps: values of each axis.
         base: base value per axis (default: lower median of each list).
         problems: problems per ensemble; seed: seeds problems and samplers; scale, beta: random ensemble.
-        ensemble: ``random`` or ``model``; checkpoint: directory of a trained model (``model`` ensemble);
+        ensemble: ``random``, ``sk``, ``layden``, ``coupling``
+            (:func:`~hybrid_attention.apps.fidelity.problems.ensemble_problems`) or ``model``; checkpoint: directory of a trained model (``model`` ensemble);
         layer, head: which attention layer/head the model problems come from.
         calibration: DQA schedule set-up, ``none | leading | compensated | fitted``
             (:func:`hybrid_attention.apps.fidelity.sweep.make_schedule`).
@@ -52,6 +56,7 @@ class FidelityConfig:
         budget: work per chain swept for the samplers of
             :data:`~hybrid_attention.apps.fidelity.sweep.BUDGET_OPTION` (Markov-chain moves for ``qemcmc``/``mh-*``,
             sweeps for ``gibbs``/``anneal``); empty (default): their default settings, no budget axis.
+        coupling: rms J / rms h of the ``coupling`` ensemble.
     """
 
     samplers: list[str]
@@ -72,6 +77,7 @@ class FidelityConfig:
     readout: str = "exact"
     backend: str | None = None
     budget: list[int] = field(default_factory=list)
+    coupling: float = 1.0
 
     def __post_init__(self) -> None:
         if self.calibration not in CALIBRATIONS:
@@ -108,8 +114,10 @@ class FidelityConfig:
             raise ValueError(f"n above 12 is too large for exact references in a sweep, got {max(self.n)}")
         if self.problems < 1:
             raise ValueError(f"problems must be >= 1, got {self.problems}")
-        if self.ensemble not in ("random", "model"):
-            raise ValueError(f"ensemble must be 'random' or 'model', got {self.ensemble!r}")
+        if self.ensemble not in ("model", *ENSEMBLES):
+            raise ValueError(f"ensemble must be one of {('model', *ENSEMBLES)}, got {self.ensemble!r}")
+        if not (self.coupling >= 0 and math.isfinite(self.coupling)):
+            raise ValueError(f"coupling must be a finite number >= 0, got {self.coupling}")
         if self.ensemble == "model" and not self.checkpoint:
             raise ValueError("ensemble 'model' needs checkpoint= (a directory written by hybrid-attention train --out)")
         if not (self.scale > 0 and self.beta > 0):
