@@ -21,7 +21,13 @@ _spec.loader.exec_module(build)
 
 SOURCES = [p.name for p in build.sources()]
 # minimum number of PNG outputs each notebook must produce in the quick configuration
-MIN_PLOTS = {"sampler_fidelity.py": 3, "dqa_temperature.py": 3, "ablation_results.py": 1, "ibm_quantum.py": 1}
+MIN_PLOTS = {
+    "sampler_fidelity.py": 3,
+    "dqa_temperature.py": 3,
+    "ablation_results.py": 1,
+    "ibm_quantum.py": 1,
+    "sampler_frontier.py": 1,
+}
 
 
 def test_every_source_is_rendered_with_outputs():
