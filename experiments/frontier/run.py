@@ -14,6 +14,9 @@ Parts (each resumable: one JSON file per point under ``--out``, skipped when pre
   measured wall seconds of one classical Metropolis move on this machine);
 * ``fidelity``: ``hybrid-attention fidelity`` on the ``coupling`` ensemble at each ``r`` with a ``--budget`` sweep
   (``qemcmc``, ``qemcmc-k0``, ``mh-local``, ``mh-uniform``, ``gibbs``, ``exact``): error against evaluations;
+* ``model``: the ``model`` ensemble: for each trained checkpoint (``--checkpoints DIR ...``, made by the
+  ``hybrid-attention train`` commands of ``results/frontier/README.md``; not committed) the exact gaps of its
+  problems (``hybrid-attention mixing --checkpoint``) and a fidelity budget sweep (``--ensemble model``) at ``--n``;
 * ``table``: ``results/frontier/README.md``'s tables from the files.
 
 Run (repository root; a few minutes per part on a loaded 2-core machine at the defaults):
@@ -116,6 +119,40 @@ def part_fidelity(args: argparse.Namespace) -> None:
         print(f"fidelity r={r:g}: {time.time() - t0:.1f} s", flush=True)
 
 
+def part_model(args: argparse.Namespace) -> None:
+    samplers = "exact,qemcmc,qemcmc-k0,mh-local,mh-uniform,gibbs"
+    from hybrid_attention.apps.fidelity import problems_from_model
+    from hybrid_attention.apps.fidelity.model import model_inputs
+
+    for ck in args.checkpoints:
+        name = Path(ck).name
+        spath = args.out / "model" / f"{name}_n{args.n}_strength.json"
+        if not spath.exists():  # where the checkpoint's problems sit on the coupling axis
+            model, idx = model_inputs(ck, args.problems, seed=args.seed)
+            prob = problems_from_model(model, idx, args.n)
+            h, J = prob.h.numpy(), prob.J.numpy()
+            iu = np.triu_indices(args.n, 1)
+            rms_h, rms_j = float(np.sqrt((h**2).mean())), float(np.sqrt((J[iu] ** 2).mean()))
+            _save(spath, {"checkpoint": ck, "n": args.n, "rms_h": rms_h, "rms_J": rms_j, "ratio": rms_j / rms_h})
+        mix = args.out / "model" / f"{name}_n{args.n}_mixing"
+        if not (mix / "mixing.json").exists():
+            t0 = time.time()
+            cmd = ["hybrid-attention", "mixing", "--checkpoint", ck, "--n", str(args.n), "--problems",
+                   str(args.problems), "--nodes", str(args.nodes), "--out", str(mix), "--no-progress"]  # fmt: skip
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+            print(f"mixing {name}: {time.time() - t0:.1f} s", flush=True)
+        fid = args.out / "model" / f"{name}_n{args.n}_fidelity"
+        if not (fid / "report.json").exists():
+            t0 = time.time()
+            cmd = [
+                "hybrid-attention", "fidelity", "--samplers", samplers, "--n", str(args.n), "--shots", str(args.shots),
+                "--budget", args.budget, "--ensemble", "model", "--checkpoint", ck, "--problems", str(args.problems),
+                "--seed", str(args.seed), "--out", str(fid), "--no-progress",
+            ]  # fmt: skip
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+            print(f"fidelity {name}: {time.time() - t0:.1f} s", flush=True)
+
+
 def _load(pattern: str, out: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(out.glob(pattern))]
 
@@ -186,14 +223,19 @@ def table_fidelity(out: Path) -> list[str]:
     from hybrid_attention.apps.fidelity.cost import error_of
 
     lines = []
-    for d in sorted((out / "fidelity").glob("n*_r*")):
+    for d in [*sorted((out / "fidelity").glob("n*_r*")), *sorted((out / "model").glob("*_fidelity"))]:
         if not (d / "report.json").exists():
             continue
         rep = json.loads((d / "report.json").read_text())
         cfg = rep["config"]
         lines += [
-            f"\n### Fidelity at n = {cfg['n'][0]}, rms J / rms h = {cfg['coupling']:g} ({cfg['problems']} problems, "
-            f"{cfg['shots'][0]} reads)\n",
+            f"\n### Fidelity at n = {cfg['n'][0]}, "
+            + (
+                f"rms J / rms h = {cfg['coupling']:g}"
+                if cfg["ensemble"] == "coupling"
+                else f"model {cfg['checkpoint']}"
+            )
+            + f" ({cfg['problems']} problems, {cfg['shots'][0]} reads)\n",
             f"Command: `{rep['commands'][0]}`\n",
             "| sampler | budget | attention TV (estimator) | evaluations | wall s | QPU s (projected) | Pareto |",
             "| --- | --- | --- | --- | --- | --- | --- |",
@@ -203,7 +245,7 @@ def table_fidelity(out: Path) -> list[str]:
             q = "-" if c["qpu_seconds"] is None else f"{c['qpu_seconds']:.3g}"
             lines.append(
                 f"| {r['point']['sampler']} | {r['point']['budget']} | {error_of(r):.4f} ({r['estimator']}) | "
-                f"{c['evaluations']} | {c['wall_s']:.3g} | {q} | {r['pareto']} |"
+                f"{c['evaluations']} | {c['wall_s']:.3g} | {q} | {r.get('pareto')} |"
             )
     return lines
 
@@ -217,7 +259,8 @@ def part_table(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("part", choices=("layden", "coupling", "fidelity", "table"))
+    p.add_argument("part", choices=("layden", "coupling", "fidelity", "model", "table"))
+    p.add_argument("--checkpoints", nargs="*", default=[], help="model part: trained run directories")
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--max-n", type=int, default=9)
     p.add_argument("--n", type=int, default=7)
@@ -228,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nodes", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    {"layden": part_layden, "coupling": part_coupling, "fidelity": part_fidelity, "table": part_table}[args.part](args)
+    parts = {"layden": part_layden, "coupling": part_coupling, "fidelity": part_fidelity, "model": part_model}
+    {**parts, "table": part_table}[args.part](args)
     return 0
 
 
