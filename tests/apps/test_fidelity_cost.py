@@ -129,3 +129,28 @@ def test_budget_sweep_end_to_end(tmp_path):
     # resume: nothing re-measured
     again = run_sweep(cfg, tmp_path / "r", progress=False, plots=False)
     assert {k: v["seconds"] for k, v in again["points"].items()} == {k: v["seconds"] for k, v in pts.items()}
+
+
+def test_qemcmc_on_aer_counts_its_circuit_executions():
+    """``qemcmc-aer`` runs the proposal circuits on qiskit-aer: its cost counts the circuits the engine executed."""
+    pytest.importorskip("qiskit_aer")
+    from hybrid_attention.backends import qemcmc_engines
+
+    counted = {"n": 0}
+    orig = qemcmc_engines.CircuitEngine.propose
+
+    def propose(engine, cur, *a, **kw):
+        out = orig(engine, cur, *a, **kw)
+        counted["n"] = engine.executions
+        return out
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(qemcmc_engines.CircuitEngine, "propose", propose)
+    try:
+        res = measure_point(SweepPoint("qemcmc-aer", 2, 6, None, None, 3), random_problems(2, 2, seed=0), seed=0)
+    finally:
+        mp.undo()
+    assert counted["n"] == 2 * 6 * 3  # problems x chains x moves, one shot each
+    assert res["cost"]["evaluations"] == 2 * 6 * (1 + 3)
+    per = qpu_seconds(circuits=6 * 3, shots=1, depth=circuit_depth(2, 12) + 1)
+    assert res["cost"]["qpu_seconds"] == pytest.approx(2 * per)
