@@ -85,7 +85,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--samplers",
         default=None,
         help="comma-separated samplers (default: every available one of exact,statevector,aer,aer-noisy,pennylane,"
-        "gibbs,anneal,meanfield,qemcmc,qemcmc-k0,mh-local,mh-uniform; ibm and qemcmc-aer only when named)",
+        "gibbs,anneal,meanfield,qemcmc,qemcmc-k0,mh-local,mh-uniform; ibm, qemcmc-aer, qemcmc-aer-noisy only when named)",
     )
     p.add_argument("--n", type=_ints, default=[3, 4, 5], help="problem sizes (default: 3,4,5)")
     p.add_argument("--shots", type=_ints, default=[256, 1024, 4096], help="shots / reads (default: 256,1024,4096)")

@@ -33,7 +33,7 @@ from typing import Any
 __all__ = ["point_cost", "pareto_front", "mark_pareto", "error_of", "circuit_depth"]
 
 #: sweep samplers whose evaluations are chain states (chains x (1 + moves))
-CHAIN_SAMPLERS = ("qemcmc", "qemcmc-k0", "qemcmc-aer", "mh-local", "mh-uniform")
+CHAIN_SAMPLERS = ("qemcmc", "qemcmc-k0", "qemcmc-aer", "qemcmc-aer-noisy", "mh-local", "mh-uniform")
 
 
 def circuit_depth(n: int, steps: int) -> int:

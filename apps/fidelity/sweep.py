@@ -83,16 +83,20 @@ SWEEP_SAMPLERS: dict[str, str] = {
     "qemcmc": "qemcmc",
     "qemcmc-k0": "qemcmc",
     "qemcmc-aer": "qemcmc",
+    "qemcmc-aer-noisy": "qemcmc",
     "mh-local": "mh-local",
     "mh-uniform": "mh-uniform",
 }
 #: constructor options of sweep samplers that are a registered sampler with other settings: the Markov chains start
 #: at the naive mean-field product distribution (as training uses them); ``qemcmc-k0`` is ``qemcmc`` with zero
-#: moves (the start and the estimator alone); ``qemcmc-aer`` runs the proposal circuits on qiskit-aer
+#: moves (the start and the estimator alone); ``qemcmc-aer`` runs the proposal circuits on qiskit-aer,
+#: ``qemcmc-aer-noisy`` with the noise model and ISA transpilation of :data:`NOISY_BACKEND` (device noise makes the
+#: proposal only approximately symmetric, so the chain only approximately Boltzmann)
 SWEEP_OPTIONS: dict[str, dict[str, Any]] = {
     "qemcmc": {"start": "meanfield"},
     "qemcmc-k0": {"start": "meanfield", "burn_in": 0},
     "qemcmc-aer": {"start": "meanfield", "engine": "aer"},
+    "qemcmc-aer-noisy": {"start": "meanfield", "engine": "aer"},
     "mh-local": {"start": "meanfield"},
     "mh-uniform": {"start": "meanfield"},
 }
@@ -102,16 +106,27 @@ BUDGET_OPTION: dict[str, str] = {
     "anneal": "num_sweeps",
     "qemcmc": "burn_in",
     "qemcmc-aer": "burn_in",
+    "qemcmc-aer-noisy": "burn_in",
     "mh-local": "burn_in",
     "mh-uniform": "burn_in",
 }
 #: the estimator a frontier ranks each sampler by: ``conditional`` (Rao-Blackwellised) for Boltzmann reads
 ESTIMATOR: dict[str, str] = {
     name: "conditional"
-    for name in ("exact", "gibbs", "anneal", "qemcmc", "qemcmc-k0", "qemcmc-aer", "mh-local", "mh-uniform")
+    for name in (
+        "exact",
+        "gibbs",
+        "anneal",
+        "qemcmc",
+        "qemcmc-k0",
+        "qemcmc-aer",
+        "qemcmc-aer-noisy",
+        "mh-local",
+        "mh-uniform",
+    )
 }
 #: sweep samplers measured only when asked for (``--samplers ...,ibm``): slow, and they need a backend
-OPT_IN_SAMPLERS = ("ibm", "qemcmc-aer")
+OPT_IN_SAMPLERS = ("ibm", "qemcmc-aer", "qemcmc-aer-noisy")
 #: DQA samplers that return the exact output distribution of their circuit (no shots axis)
 EXACT_OUTPUT = ("statevector",)
 
@@ -235,8 +250,9 @@ def build_sampler(name: str, *, schedule: Any = None, backend: str | None = None
         raise ValueError(f"sampler {name!r} runs no DQA program and takes no schedule, got schedule={schedule!r}")
     for k, v in SWEEP_OPTIONS.get(name, {}).items():
         args.setdefault(k, v)
-    if name == "aer-noisy":
+    if name in ("aer-noisy", "qemcmc-aer-noisy"):
         args.setdefault("noise_backend", _noise_backend())
+    if name == "aer-noisy":
         args.setdefault("method", "density_matrix")
     if name == "ibm":
         args.setdefault("backend", backend or IBM_BACKEND)
