@@ -46,7 +46,7 @@ from IPython.display import Markdown, display
 from hybrid_attention.apps.fidelity import FidelityConfig, ensemble_problems, run_sweep
 from hybrid_attention.apps.fidelity.plots import plot_frontier
 from hybrid_attention.apps.mixing import fit_exponent, mixing_report
-from hybrid_attention.apps.notebook import QUICK, ROOT
+from hybrid_attention.apps.notebook import QUICK, ROOT, show
 
 CHAINS = ("qemcmc", "local", "uniform", "heat-bath")
 RESULTS = ROOT / "results" / "frontier"
@@ -83,7 +83,7 @@ fig, ax = plt.subplots(figsize=(6, 4))
 plot_frontier(small, 4, ax)
 ax.legend(fontsize=7)
 ax.set_title("live example: n = 4, rms J / rms h = 0.5", fontsize=9)
-plt.show()
+show(fig)
 
 # %% [markdown]
 # ## 1. Mixing per step against size (committed report)
@@ -121,7 +121,7 @@ for ax, ens in zip(axs, ("layden", "sk")):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
 plt.tight_layout()
-plt.show()
+show(fig)
 display(
     Markdown(
         "| ensemble | chain | k (gap ~ 2^(-k n)) | bootstrap sd | sizes | instances |\n| --- | --- | --- | --- | --- | --- |\n"
@@ -150,7 +150,7 @@ if reps:
     axs[0].set_yscale("log")
     axs[0].set_xlabel("rms J / rms h")
     axs[0].set_ylabel("median spectral gap per step")
-    axs[0].axvspan(0.08, 0.15, color="grey", alpha=0.2, label="trained attention layers")
+    axs[0].axvspan(0.03, 0.15, color="grey", alpha=0.2, label="trained attention layers (measured)")
     axs[0].legend(fontsize=7)
     adv = np.array(med["qemcmc"]) / np.max([med[c] for c in CHAINS if c != "qemcmc"], axis=0)
     axs[1].plot(rs, adv, "ko-", label="qemcmc gap / best classical gap")
@@ -171,7 +171,7 @@ if reps:
         a.grid(alpha=0.3)
     fig.suptitle(f"n = {n}, {reps[0]['instances']} problems per strength", fontsize=9)
     plt.tight_layout()
-    plt.show()
+    show(fig)
 else:
     display(Markdown("No committed coupling sweep under `results/frontier/coupling/`."))
 
@@ -188,6 +188,6 @@ if reports:
         ax.set_title(f"rms J / rms h = {rep['config']['coupling']:g}", fontsize=9)
     axs[0][0].legend(fontsize=6)
     plt.tight_layout()
-    plt.show()
+    show(fig)
 else:
     display(Markdown("No committed fidelity reports under `results/frontier/fidelity/`."))

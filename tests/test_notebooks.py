@@ -26,7 +26,7 @@ MIN_PLOTS = {
     "dqa_temperature.py": 3,
     "ablation_results.py": 1,
     "ibm_quantum.py": 1,
-    "sampler_frontier.py": 1,
+    "sampler_frontier.py": 4,
 }
 
 
