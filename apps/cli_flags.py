@@ -49,6 +49,10 @@ COMMANDS = {
         "hybrid_attention.apps.estimate",
         "what a run on the IBM route would submit and cost (jobs, circuits, shots, QPU seconds), submitting nothing",
     ),
+    "mixing": (
+        "hybrid_attention.apps.mixing",
+        "spectral gaps and autocorrelation times of quantum and classical chains on your problems",
+    ),
     "claims": (
         "hybrid_attention.apps.claims.command",
         "the paper's findings against the experiment plan's runs: paired CIs, Holm tests, verdicts, plots",

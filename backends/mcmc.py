@@ -1,7 +1,9 @@
 """Markov-chain analysis: exact transition matrices of small chains, spectral gaps, autocorrelation diagnostics.
 
-Used by the ``qemcmc`` sampler (its diagnostics in ``SampleSet.info``), its tests (detailed balance, stationarity)
-and ``experiments/qemcmc_mixing`` (spectral gaps of quantum, local and uniform proposals). numpy only.
+Used by the ``qemcmc`` sampler (its diagnostics in ``SampleSet.info``), its tests (detailed balance, stationarity),
+``experiments/qemcmc_mixing`` and ``hybrid-attention mixing`` (spectral gaps of quantum, local and uniform proposals).
+numpy only at import; :func:`transition_matrix` and :func:`spectral_gaps` import torch and the proposal simulator
+(:mod:`.qemcmc_engines`) when called.
 
 States are indexed ``c = sum_j b_j 2**j`` (docs/theory.md section 2). A transition matrix ``P`` has ``P[s, s']`` the
 probability of moving from ``s`` to ``s'`` (rows sum to 1).
@@ -13,7 +15,10 @@ probability of moving from ``s`` to ``s'`` (rows sum to 1).
   (single-spin-flip Metropolis, uniform proposals, random-scan Gibbs);
 * :func:`stationary_distribution`, :func:`detailed_balance_violation`, :func:`spectral_gap`,
   :func:`exact_integrated_time`: exact properties of a chain;
-* :func:`integrated_time`, :func:`effective_sample_size`: estimates from sampled traces (Sokal's automatic window).
+* :func:`integrated_time`, :func:`effective_sample_size`: estimates from sampled traces (Sokal's automatic window);
+* :func:`transition_matrix`: the exact kernel of one problem's ``qemcmc`` chain (simulated proposal unitary);
+  :func:`kernel_matrices`: every kernel of :data:`KERNELS` for one problem; :func:`spectral_gaps`: their gaps for a
+  batch of problems (``n <= 12``).
 
 Example:
     >>> import numpy as np
@@ -41,7 +46,19 @@ __all__ = [
     "exact_integrated_time",
     "integrated_time",
     "effective_sample_size",
+    "transition_matrix",
+    "kernel_matrices",
+    "spectral_gaps",
+    "KERNELS",
+    "MAX_EXACT_SPINS",
 ]
+
+#: the chains :func:`spectral_gaps` and :func:`kernel_matrices` know: ``qemcmc`` (Metropolis with the quantum
+#: proposal of the ``qemcmc`` sampler), ``local`` (Metropolis, one uniformly chosen spin flipped: ``mh-local``),
+#: ``uniform`` (Metropolis, a uniformly random configuration: ``mh-uniform``), ``heat-bath`` (random-scan Gibbs)
+KERNELS = ("qemcmc", "local", "uniform", "heat-bath")
+#: largest ``n`` for exact transition matrices (``2**12 = 4096`` states: ~134 MB per matrix)
+MAX_EXACT_SPINS = 12
 
 
 def _flips(n: int) -> np.ndarray:
@@ -175,3 +192,153 @@ def effective_sample_size(num_chains: int, records: int, iat: Any, thinning: int
     """
     tau = np.maximum(np.asarray(iat, dtype=np.float64) / thinning, 1.0)
     return num_chains * np.minimum(records, np.maximum(1.0, records / tau))
+
+
+def transition_matrix(problem: Any, params: Any = None, *, nodes: int = 6, dtype: Any = None) -> np.ndarray:
+    """The exact transition matrix ``P[s, s']`` ``(2**n, 2**n)`` of one problem's ``qemcmc`` chain.
+
+    The proposal matrix comes from the simulated proposal unitary
+    (:func:`hybrid_attention.backends.qemcmc_engines.proposal_rows`), the acceptance is Metropolis on ``beta E``
+    (:func:`metropolis_matrix`). For parameters drawn from ranges the chain's kernel is the average of ``P`` over the
+    uniform parameter distribution; it is computed with a ``nodes x nodes`` Gauss-Legendre rule (a mixture of exactly
+    symmetric kernels, so detailed balance holds for any ``nodes``).
+
+    Args:
+        problem: one :class:`~hybrid_attention.ising.IsingProblem` (batch size 1 or no batch), ``n <= 12``
+            (``n = 11, 12`` simulate 2048 / 4096 basis states per quadrature node: minutes and about 1 GB).
+        params: :class:`~hybrid_attention.circuits.proposal.ProposalParams` (default: the sampler's default).
+        nodes: quadrature nodes per random parameter.
+        dtype: simulation dtype (default ``torch.complex128``).
+    """
+    import torch
+
+    from hybrid_attention.circuits.proposal import ProposalParams, alpha_of
+
+    from .qemcmc_engines import proposal_rows
+    from .statevector import configuration_energies
+
+    dtype = torch.complex128 if dtype is None else dtype
+    params = ProposalParams() if params is None else params
+    flat = problem.detach().flatten()
+    if flat.h.shape[0] != 1 or flat.n > MAX_EXACT_SPINS:
+        raise ValueError(f"transition_matrix needs one problem with n <= {MAX_EXACT_SPINS}, got {problem!r}")
+    h, J = flat.dropped()
+    h64, J64 = h.to(torch.float64).cpu(), J.to(torch.float64).cpu().expand(1, flat.n, flat.n)
+    mask = None if flat.mask is None else flat.mask.cpu().numpy()
+    alpha = float(alpha_of(h64.numpy(), J64.numpy(), mask)[0]) if params.alpha is None else params.alpha
+    E = configuration_energies(h64, J64)  # (1, 2**n)
+    beta = float(flat.beta_tensor()[0])
+    x, w = np.polynomial.legendre.leggauss(int(nodes))
+    (g0, g1), (t0, t1) = params.ranges()
+    gs = [(g0, 1.0)] if g0 == g1 else [(g0 + (g1 - g0) * (xi + 1) / 2, wi / 2) for xi, wi in zip(x, w)]
+    ts = [(t0, 1.0)] if t0 == t1 else [(t0 + (t1 - t0) * (xi + 1) / 2, wi / 2) for xi, wi in zip(x, w)]
+    P = np.zeros((1 << flat.n, 1 << flat.n))
+    for g, wg in gs:
+        for t, wt in ts:
+            a, b = params.slices(g, t)
+            Q = proposal_rows(alpha * E, a, b, params.steps, dtype=dtype)[0].to(torch.float64).numpy()
+            P += wg * wt * metropolis_matrix(Q, E[0].numpy(), beta)
+    return P
+
+
+def _check_kernels(problem: Any, proposals: Any) -> tuple[str, ...]:
+    """``proposals`` as a tuple of :data:`KERNELS` names; ``ValueError`` for an unknown one or ``n`` above the limit
+    (before any work)."""
+    from hybrid_attention.ising import IsingProblem
+
+    if not isinstance(problem, IsingProblem):
+        raise TypeError(f"expected an IsingProblem, got {type(problem).__name__}")
+    if isinstance(proposals, str):
+        proposals = (proposals,)
+    proposals = tuple(proposals)
+    bad = [p for p in proposals if p not in KERNELS]
+    if bad or not proposals:
+        raise ValueError(f"proposals must be a non-empty selection of {KERNELS}, got {list(proposals)}")
+    if problem.n > MAX_EXACT_SPINS:
+        raise ValueError(
+            f"exact transition matrices need n <= {MAX_EXACT_SPINS} spins (2**n states), got n = {problem.n}; "
+            "estimate autocorrelation times from chains instead (hybrid-attention mixing does so above the limit)"
+        )
+    return proposals
+
+
+def kernel_matrices(
+    problem: Any, proposals: Any = KERNELS, params: Any = None, *, nodes: int = 6
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """The exact transition matrices of one problem's chains, with its energies and Boltzmann distribution.
+
+    Args:
+        problem: one :class:`~hybrid_attention.ising.IsingProblem` (batch size 1 or no batch), ``n <= 12``.
+        proposals: names among :data:`KERNELS`. params: the ``qemcmc`` proposal (:func:`transition_matrix`).
+        nodes: quadrature nodes per random proposal parameter.
+
+    Returns:
+        ``({name: P (2**n, 2**n)}, E (2**n,), pi (2**n,))``: one step of each chain is one proposal (``local``,
+        ``uniform``, ``qemcmc``) or one spin update (``heat-bath``); ``E`` the energies, ``pi`` the exact Boltzmann
+        distribution at the problem's ``beta``.
+    """
+    import torch
+
+    from .statevector import configuration_energies
+
+    proposals = _check_kernels(problem, proposals)
+    flat = problem.detach().flatten()
+    if flat.h.shape[0] != 1:
+        raise ValueError(f"kernel_matrices takes one problem, got a batch of {flat.h.shape[0]}")
+    n = flat.n
+    h, J = flat.dropped()
+    E = configuration_energies(h.to(torch.float64).cpu(), J.to(torch.float64).cpu().expand(1, n, n))[0].numpy()
+    beta = float(flat.beta_tensor()[0])
+    w = np.exp(-beta * (E - E.min()))
+    pi = w / w.sum()
+    out: dict[str, np.ndarray] = {}
+    for name in proposals:
+        if name == "qemcmc":
+            out[name] = transition_matrix(flat, params, nodes=nodes)
+        elif name == "local":
+            out[name] = metropolis_matrix(local_proposal(n), E, beta)
+        elif name == "uniform":
+            out[name] = metropolis_matrix(uniform_proposal(n), E, beta)
+        else:
+            out[name] = heat_bath_matrix(E, beta, n)
+    return out, E, pi
+
+
+def spectral_gaps(
+    problem: Any, proposals: Any = KERNELS, params: Any = None, *, nodes: int = 6
+) -> dict[str, np.ndarray]:
+    """Exact spectral gaps ``1 - |lambda_2|`` of each chain, for every problem of a batch.
+
+    A larger gap mixes faster: the chain forgets its start within about ``1 / gap`` steps (one step = one proposal;
+    for ``heat-bath`` one spin update). Gaps are per step, not per unit of cost: a ``qemcmc`` step runs a circuit.
+
+    Args:
+        problem: an :class:`~hybrid_attention.ising.IsingProblem` with any batch shape and ``n <= 12``
+            (``qemcmc`` at ``n = 11, 12`` takes minutes per problem).
+        proposals: names among :data:`KERNELS` (default: all four).
+        params: :class:`~hybrid_attention.circuits.proposal.ProposalParams` of the ``qemcmc`` proposal (default: the
+            sampler's Layden ranges ``gamma in [0.25, 0.6]``, ``t in [2, 20]``, averaged by quadrature).
+        nodes: Gauss-Legendre nodes per random proposal parameter.
+
+    Returns:
+        ``{name: gaps}`` with ``gaps`` float64 of the problem's batch shape.
+
+    Raises:
+        ValueError: an unknown proposal name, or ``n > 12`` (before any work). TypeError: not an IsingProblem.
+
+    Example:
+        >>> import torch
+        >>> from hybrid_attention import IsingProblem
+        >>> g = spectral_gaps(IsingProblem(torch.zeros(2, 3)), proposals=("uniform", "local", "heat-bath"))
+        >>> {k: [round(float(x), 4) for x in v] for k, v in g.items()}  # free spins; local flips are periodic
+        {'uniform': [1.0, 1.0], 'local': [0.0, 0.0], 'heat-bath': [0.3333, 0.3333]}
+    """
+    proposals = _check_kernels(problem, proposals)
+    flat = problem.detach().flatten()
+    B = flat.h.shape[0]
+    gaps = {name: np.empty(B) for name in proposals}
+    for b in range(B):
+        Ps, _, pi = kernel_matrices(flat[b : b + 1], proposals, params, nodes=nodes)
+        for name, P in Ps.items():
+            gaps[name][b] = spectral_gap(P, pi)
+    return {name: g.reshape(tuple(problem.batch_shape)) for name, g in gaps.items()}

@@ -40,7 +40,8 @@ the configuration / moves: how much the chains actually move), ``iat`` (integrat
 moves after half the burn-in; NaN for fewer than 8 such moves), ``ess`` (:func:`.mcmc.effective_sample_size`),
 ``iat_spins`` / ``ess_spins`` (the same for each spin over its recorded reads, in records; ``(*batch, n)``; with one
 record per chain ``iat_spins = 1`` and ``ess_spins = num_chains``, the chains being independent),
-``circuit_executions`` (proposal circuits run: chains x moves per problem) and ``moves``.
+``circuit_executions`` (proposal circuits run: chains x moves per problem), ``proposals`` (the same count for any
+proposal kind: chains x moves) and ``moves``.
 
 Example:
     >>> import torch
@@ -68,7 +69,7 @@ from hybrid_attention.ising import IsingProblem, index_to_bits, spins_to_index
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
-from .mcmc import effective_sample_size, integrated_time
+from .mcmc import effective_sample_size, integrated_time, transition_matrix
 from .qemcmc_engines import (
     REAL,
     CircuitEngine,
@@ -77,7 +78,6 @@ from .qemcmc_engines import (
     evolve_proposal,
     ibm_runner,
     proposal_rows,
-    transition_matrix,
 )
 from .statevector import configuration_energies
 
@@ -431,7 +431,8 @@ class QEMCMCSampler(Sampler):
             "start": "initial_state" if opts["initial_state"] is not None else opts["start"],
             "thinning": thin,
             "moves": moves,
-            "circuit_executions": C * moves,
+            "circuit_executions": C * moves if self.capabilities.needs_circuit else 0,
+            "proposals": C * moves,
             "params": params,
             "seed": describe_seed(seed),
             "chunk_seeds": seeds,
@@ -449,6 +450,18 @@ class QEMCMCSampler(Sampler):
         w = np.full((*bs, opts["reads"]), 1.0 / opts["reads"])
         return SampleSet(spins[:, : opts["reads"]].reshape(*bs, opts["reads"], n), w, problem, info)
 
+    def _proposal_engine(self, E, h, J, mask, alpha, params, mode):  # noqa: ANN001, ANN202 (internal)
+        """The object whose ``propose(cur (N, C), gamma, t, rng) -> (N, C)`` draws each chain's proposal (the
+        classical Metropolis samplers of :mod:`.metropolis` override it)."""
+        if self.engine == "statevector":
+            return StatevectorEngine(E, alpha, params, mode, dtype=self.dtype, group=self.group)
+        if self.engine == "aer":
+            circuit_for, run = self._aer_circuit, aer_runner(self.backend_options)
+        else:
+            circuit_for, run = ibm_runner(self.ibm)
+        self._jobs.append(getattr(run, "job_ids", []))  # filled while the chains run
+        return CircuitEngine(h.numpy(), J.numpy(), mask, params, self.circuit_options, circuit_for, run)
+
     def _run_chunk(self, h, J, beta, alpha, mask, init, opts, mode, rng):  # noqa: ANN001, ANN202 (internal)
         """Chains of one chunk of problems: ``(records (N, C * r), final (N, C), accepted (N, C), energies
         (N, C, moves + 1), changed (N, C))`` (``changed``: accepted moves to another configuration)."""
@@ -456,15 +469,7 @@ class QEMCMCSampler(Sampler):
         C, r, burn, thin, params = opts["chains"], opts["records"], opts["burn_in"], opts["thinning"], opts["params"]
         moves = burn + (r - 1) * thin
         E = _energy_table(h, J)  # (N, 2**n) float64, the classical energies
-        if self.engine == "statevector":
-            engine: Any = StatevectorEngine(E, alpha, params, mode, dtype=self.dtype, group=self.group)
-        else:
-            if self.engine == "aer":
-                circuit_for, run = self._aer_circuit, aer_runner(self.backend_options)
-            else:
-                circuit_for, run = ibm_runner(self.ibm)
-            engine = CircuitEngine(h.numpy(), J.numpy(), mask, params, self.circuit_options, circuit_for, run)
-            self._jobs.append(getattr(run, "job_ids", []))  # filled while the chains run
+        engine = self._proposal_engine(E, h, J, mask, alpha, params, mode)
         En = E.numpy()
         bE = beta[:, None] * En  # (N, 2**n)
         if init is not None:

@@ -1,4 +1,4 @@
-"""Proposal engines of the ``qemcmc`` sampler, and the exact transition matrix of its chain.
+"""Proposal engines of the ``qemcmc`` sampler.
 
 An engine draws, for every chain of a chunk of problems, one proposal ``s'`` from ``|<s'|U|s>|^2`` where ``U`` is
 the proposal circuit of :mod:`hybrid_attention.circuits.proposal` and ``s`` the chain's current state
@@ -12,7 +12,8 @@ the proposal circuit of :mod:`hybrid_attention.circuits.proposal` and ``s`` the 
   (:func:`aer_runner`) or the IBM runtime Sampler of an :class:`~hybrid_attention.backends.ibm.IBMSampler`
   (:func:`ibm_runner`: fake backends offline, real devices behind its ``allow_hardware`` opt-in).
 
-:func:`transition_matrix` builds the exact kernel of a small problem's chain from the simulated proposal unitary.
+:func:`hybrid_attention.backends.mcmc.transition_matrix` builds the exact kernel of a small problem's chain from
+:func:`proposal_rows`.
 """
 
 from __future__ import annotations
@@ -27,22 +28,19 @@ import torch
 from hybrid_attention.circuits.program import CircuitOptions
 from hybrid_attention.circuits.proposal import (
     ProposalParams,
-    alpha_of,
     proposal_layers,
     proposal_template,
     proposal_values,
 )
-from hybrid_attention.ising import IsingProblem, index_to_bits
+from hybrid_attention.ising import index_to_bits
 
 from .driver import apply_driver, apply_driver_into, driver_groups, phase, rx_block
 from .qemcmc_draw import draw_basis_proposals
-from .statevector import configuration_energies
 
 __all__ = [
     "evolve_proposal",
     "evolve_basis_states",
     "proposal_rows",
-    "transition_matrix",
     "StatevectorEngine",
     "CircuitEngine",
     "aer_runner",
@@ -175,50 +173,6 @@ def proposal_rows(
     eye = torch.eye(N, dtype=dtype, device=E.device).expand(R, N, N).reshape(R * N, N)
     psi = evolve_proposal(eye, E.repeat_interleave(N, dim=0), a, b, steps, group=group)
     return (psi.real**2 + psi.imag**2).reshape(R, N, N)
-
-
-def transition_matrix(
-    problem: IsingProblem,
-    params: ProposalParams | None = None,
-    *,
-    nodes: int = 6,
-    dtype: torch.dtype = torch.complex128,
-) -> np.ndarray:
-    """The exact transition matrix ``P[s, s']`` ``(2**n, 2**n)`` of one problem's ``qemcmc`` chain.
-
-    The proposal matrix comes from the simulated proposal unitary (:func:`proposal_rows`), the acceptance is
-    Metropolis on ``beta E`` (:func:`.mcmc.metropolis_matrix`). For parameters drawn from ranges the chain's kernel
-    is the average of ``P`` over the uniform parameter distribution; it is computed with a ``nodes x nodes``
-    Gauss-Legendre rule (a mixture of exactly symmetric kernels, so detailed balance holds for any ``nodes``).
-
-    Args:
-        problem: one problem (batch size 1 or no batch), ``n <= 10``.
-        params: :class:`ProposalParams` (default: the sampler's default).
-        nodes: quadrature nodes per random parameter.
-    """
-    from .mcmc import metropolis_matrix
-
-    params = ProposalParams() if params is None else params
-    flat = problem.detach().flatten()
-    if flat.h.shape[0] != 1 or flat.n > 10:
-        raise ValueError(f"transition_matrix needs one problem with n <= 10, got {problem!r}")
-    h, J = flat.dropped()
-    h64, J64 = h.to(torch.float64).cpu(), J.to(torch.float64).cpu().expand(1, flat.n, flat.n)
-    mask = None if flat.mask is None else flat.mask.cpu().numpy()
-    alpha = float(alpha_of(h64.numpy(), J64.numpy(), mask)[0]) if params.alpha is None else params.alpha
-    E = configuration_energies(h64, J64)  # (1, 2**n)
-    beta = float(flat.beta_tensor()[0])
-    x, w = np.polynomial.legendre.leggauss(int(nodes))
-    (g0, g1), (t0, t1) = params.ranges()
-    gs = [(g0, 1.0)] if g0 == g1 else [(g0 + (g1 - g0) * (xi + 1) / 2, wi / 2) for xi, wi in zip(x, w)]
-    ts = [(t0, 1.0)] if t0 == t1 else [(t0 + (t1 - t0) * (xi + 1) / 2, wi / 2) for xi, wi in zip(x, w)]
-    P = np.zeros((1 << flat.n, 1 << flat.n))
-    for g, wg in gs:
-        for t, wt in ts:
-            a, b = params.slices(g, t)
-            Q = proposal_rows(alpha * E, a, b, params.steps, dtype=dtype)[0].to(torch.float64).numpy()
-            P += wg * wt * metropolis_matrix(Q, E[0].numpy(), beta)
-    return P
 
 
 def _draw_one(cdf: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -64,6 +64,9 @@ SAMPLERS: dict[str, SamplerEntry] = {
     "ibm": SamplerEntry("hybrid_attention.backends.ibm", "IBMSampler", "ibm"),
     # quantum-enhanced MCMC: circuit proposals, Metropolis acceptance, Boltzmann output (not a DQA output)
     "qemcmc": SamplerEntry("hybrid_attention.backends.qemcmc", "QEMCMCSampler"),
+    # Metropolis with Layden et al.'s classical proposals (one spin flipped; a uniformly random configuration)
+    "mh-local": SamplerEntry("hybrid_attention.backends.metropolis", "LocalMetropolisSampler"),
+    "mh-uniform": SamplerEntry("hybrid_attention.backends.metropolis", "UniformMetropolisSampler"),
     "gibbs": SamplerEntry("hybrid_attention.backends.gibbs", "GibbsSampler"),
     "anneal": SamplerEntry("hybrid_attention.backends.gibbs", "AnnealingSampler"),
     "meanfield": SamplerEntry("hybrid_attention.backends.meanfield", "MeanFieldSampler"),

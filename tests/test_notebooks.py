@@ -27,6 +27,7 @@ MIN_PLOTS = {
     "ablation_results.py": 1,
     "ibm_quantum.py": 1,
     "hardware_noise.py": 2,
+    "sampler_frontier.py": 4,
 }
 
 

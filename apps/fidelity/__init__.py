@@ -35,7 +35,7 @@ Example:
 from __future__ import annotations
 
 from .config import AXES, ENSEMBLE_KEYS, FidelityConfig, sweep_points
-from .problems import problems_from_model, random_problems
+from .problems import ENSEMBLES, ensemble_problems, problems_from_model, random_problems
 from .report import REPORT, load_report, run_sweep
 from .sweep import SAMPLER_KINDS, SweepPoint, UnreachableTemperature, build_sampler, make_schedule, measure_point
 
@@ -55,4 +55,6 @@ __all__ = [
     "UnreachableTemperature",
     "random_problems",
     "problems_from_model",
+    "ensemble_problems",
+    "ENSEMBLES",
 ]

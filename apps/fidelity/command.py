@@ -36,8 +36,10 @@ def _base(s: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in filter(None, s.split(",")):
         k, _, v = item.partition("=")
-        if k not in AXES or not v:
-            raise argparse.ArgumentTypeError(f"--base takes axis=value items with axis in {AXES}, got {item!r}")
+        if k not in (*AXES, "budget") or not v:
+            raise argparse.ArgumentTypeError(
+                f"--base takes axis=value items with axis in {(*AXES, 'budget')}, got {item!r}"
+            )
         out[k] = float(v) if k == "tau" else int(v)
     return out
 
@@ -59,6 +61,12 @@ def command_line(cfg: FidelityConfig, out: str | Path) -> str:
         f"--scale {cfg.scale:g}",
         f"--beta {cfg.beta:g}",
     ]
+    if cfg.ensemble in ("sk", "layden", "coupling"):
+        parts.append(f"--ensemble {cfg.ensemble}")
+    if cfg.ensemble == "coupling":
+        parts.append(f"--coupling {cfg.coupling:g}")
+    if cfg.budget:
+        parts.append(f"--budget {j(cfg.budget)}")
     if cfg.readout != "exact":
         parts.append(f"--readout {cfg.readout}")
     if cfg.backend is not None:
@@ -78,8 +86,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--samplers",
         default=None,
-        help="comma-separated samplers (default: every available one of "
-        "exact,statevector,aer,aer-noisy,pennylane,gibbs,anneal,meanfield; ibm only when named)",
+        help="comma-separated samplers (default: every available one of exact,statevector,aer,aer-noisy,pennylane,"
+        "gibbs,anneal,meanfield,qemcmc,qemcmc-k0,mh-local,mh-uniform; ibm, qemcmc-aer, qemcmc-aer-noisy only when named)",
     )
     p.add_argument("--n", type=_ints, default=[3, 4, 5], help="problem sizes (default: 3,4,5)")
     p.add_argument("--shots", type=_ints, default=[256, 1024, 4096], help="shots / reads (default: 256,1024,4096)")
@@ -91,8 +99,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default={},
         help="base point, e.g. n=4,shots=1024,tau=1,steps=40 (default: the lower median of each list)",
     )
+    p.add_argument(
+        "--budget",
+        type=_ints,
+        default=[],
+        help="work per chain swept for the Markov-chain samplers (moves for qemcmc, mh-local, mh-uniform; sweeps "
+        "for gibbs, anneal), e.g. 0,4,16,64: each sampler traces an error-vs-cost curve (default: not swept)",
+    )
     p.add_argument("--problems", type=int, default=8, help="problems in the ensemble")
-    p.add_argument("--ensemble", choices=("random", "model"), default="random")
+    p.add_argument(
+        "--ensemble",
+        choices=("random", "sk", "layden", "coupling", "model"),
+        default="random",
+        help="random: h, J ~ N(0, scale^2); sk: J ~ N(0, scale^2/(n-1)); layden: h, J ~ N(0, 1) at beta 1 (Layden et "
+        "al.'s spin glasses); coupling: J ~ N(0, (coupling*scale)^2); model: a trained model's layer (--checkpoint)",
+    )
+    p.add_argument(
+        "--coupling",
+        type=float,
+        default=1.0,
+        help="rms J / rms h of --ensemble coupling (trained attention layers: about 0.1; spin glass: 1)",
+    )
     p.add_argument(
         "--checkpoint", default=None, help="trained model directory (hybrid-attention train --out) for --ensemble model"
     )
@@ -168,6 +195,8 @@ def run(args: argparse.Namespace) -> int:
         readout=args.readout,
         backend=args.backend,
         mitigation=[m.strip() for m in args.mitigation.split(",") if m.strip()],
+        budget=args.budget,
+        coupling=args.coupling,
     )
     command = command_line(cfg, args.out)
     report = run_sweep(

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sweep import CALIBRATIONS, MITIGATIONS, SAMPLER_KINDS, SweepPoint
+from .problems import ENSEMBLES
+from .sweep import BUDGET_OPTION, CALIBRATIONS, MITIGATIONS, SAMPLER_KINDS, SweepPoint
 
-__all__ = ["FidelityConfig", "sweep_points", "AXES", "ENSEMBLE_KEYS", "GRID_KEYS", "READOUTS"]
+__all__ = ["FidelityConfig", "sweep_points", "AXES", "BUDGET", "ENSEMBLE_KEYS", "GRID_KEYS", "READOUTS"]
 
 #: configuration keys that define the problem ensemble (and the ibm sampler's backend): a report can only be resumed
 #: if these agree
@@ -23,12 +25,15 @@ ENSEMBLE_KEYS = (
     "calibration",
     "backend",
     "mitigation",
+    "coupling",
 )
 #: how exact-output DQA samplers (statevector) are measured: their exact output, or shots drawn from it
 READOUTS = ("exact", "shots")
 AXES = ("n", "shots", "tau", "steps")
+#: the cost axis (work per chain of the samplers in ``BUDGET_OPTION``); swept only when given
+BUDGET = "budget"
 #: configuration keys a resumed report may extend (the recorded configuration keeps the union)
-GRID_KEYS = ("samplers", *AXES)
+GRID_KEYS = ("samplers", *AXES, BUDGET)
 
 
 @dataclass
@@ -40,7 +45,8 @@ class FidelityConfig:
         n, shots, tau, steps: values of each axis.
         base: base value per axis (default: lower median of each list).
         problems: problems per ensemble; seed: seeds problems and samplers; scale, beta: random ensemble.
-        ensemble: ``random`` or ``model``; checkpoint: directory of a trained model (``model`` ensemble);
+        ensemble: ``random``, ``sk``, ``layden``, ``coupling``
+            (:func:`~hybrid_attention.apps.fidelity.problems.ensemble_problems`) or ``model``; checkpoint: directory of a trained model (``model`` ensemble);
         layer, head: which attention layer/head the model problems come from.
         calibration: DQA schedule set-up, ``none | leading | compensated | fitted``
             (:func:`hybrid_attention.apps.fidelity.sweep.make_schedule`).
@@ -51,6 +57,10 @@ class FidelityConfig:
         mitigation: error suppression / mitigation of the noisy samplers (``aer-noisy``, ``ibm``), names of
             :data:`~hybrid_attention.apps.fidelity.sweep.MITIGATIONS` (``readout``, ``twirling``, ``dd``; see
             :func:`~hybrid_attention.apps.fidelity.sweep.mitigation_options`).
+        budget: work per chain swept for the samplers of
+            :data:`~hybrid_attention.apps.fidelity.sweep.BUDGET_OPTION` (Markov-chain moves for ``qemcmc``/``mh-*``,
+            sweeps for ``gibbs``/``anneal``); empty (default): their default settings, no budget axis.
+        coupling: rms J / rms h of the ``coupling`` ensemble.
     """
 
     samplers: list[str]
@@ -71,6 +81,8 @@ class FidelityConfig:
     readout: str = "exact"
     backend: str | None = None
     mitigation: list[str] = field(default_factory=list)
+    budget: list[int] = field(default_factory=list)
+    coupling: float = 1.0
 
     def __post_init__(self) -> None:
         bad = [m for m in self.mitigation if m not in MITIGATIONS]
@@ -103,6 +115,9 @@ class FidelityConfig:
             if not vals or any(isinstance(v, bool) or int(v) != v or v < lo for v in vals):
                 raise ValueError(f"{ax} must be a non-empty list of integers >= {lo}, got {vals}")
             setattr(self, ax, sorted({int(v) for v in vals}))
+        if any(isinstance(v, bool) or int(v) != v or v < 0 for v in self.budget):
+            raise ValueError(f"budget must be a list of integers >= 0, got {self.budget}")
+        self.budget = sorted({int(v) for v in self.budget})
         if not self.tau or any(not (float(t) > 0) for t in self.tau):
             raise ValueError(f"tau must be a non-empty list of positive numbers, got {self.tau}")
         self.tau = sorted({float(t) for t in self.tau})
@@ -110,16 +125,19 @@ class FidelityConfig:
             raise ValueError(f"n above 12 is too large for exact references in a sweep, got {max(self.n)}")
         if self.problems < 1:
             raise ValueError(f"problems must be >= 1, got {self.problems}")
-        if self.ensemble not in ("random", "model"):
-            raise ValueError(f"ensemble must be 'random' or 'model', got {self.ensemble!r}")
+        if self.ensemble not in ("model", *ENSEMBLES):
+            raise ValueError(f"ensemble must be one of {('model', *ENSEMBLES)}, got {self.ensemble!r}")
+        if not (self.coupling >= 0 and math.isfinite(self.coupling)):
+            raise ValueError(f"coupling must be a finite number >= 0, got {self.coupling}")
         if self.ensemble == "model" and not self.checkpoint:
             raise ValueError("ensemble 'model' needs checkpoint= (a directory written by hybrid-attention train --out)")
         if not (self.scale > 0 and self.beta > 0):
             raise ValueError(f"scale and beta must be > 0, got {self.scale} and {self.beta}")
-        base = {ax: _lower_median(getattr(self, ax)) for ax in AXES}
+        axes = (*AXES, BUDGET) if self.budget else AXES
+        base = {ax: _lower_median(getattr(self, ax)) for ax in axes}
         for k, v in self.base.items():
-            if k not in AXES:
-                raise ValueError(f"base keys must be among {AXES}, got {k!r}")
+            if k not in axes:
+                raise ValueError(f"base keys must be among {axes}, got {k!r}")
             if v not in getattr(self, k):
                 raise ValueError(f"base {k} = {v} is not one of the swept values {getattr(self, k)}")
             base[k] = v
@@ -134,7 +152,8 @@ def sweep_points(cfg: FidelityConfig) -> list[SweepPoint]:
     """The one-axis-at-a-time points of ``cfg`` (base point plus each axis's other values), per sampler.
 
     Axes that do not apply to a sampler are ``None``: ``tau``/``steps`` outside DQA, ``shots`` for exact-output
-    samplers (``statevector``) unless ``cfg.readout`` is ``shots``.
+    samplers (``statevector``) unless ``cfg.readout`` is ``shots``, ``budget`` outside
+    :data:`~hybrid_attention.apps.fidelity.sweep.BUDGET_OPTION` or when no budget is swept.
     """
     pts: list[SweepPoint] = []
     for name in cfg.samplers:
@@ -144,9 +163,10 @@ def sweep_points(cfg: FidelityConfig) -> list[SweepPoint]:
             "shots": cfg.shots if kind != "dqa-exact" or cfg.readout == "shots" else [None],
             "tau": cfg.tau if kind.startswith("dqa") else [None],
             "steps": cfg.steps if kind.startswith("dqa") else [None],
+            BUDGET: cfg.budget if cfg.budget and name in BUDGET_OPTION else [None],
         }
-        base = {ax: (cfg.base[ax] if axes[ax] != [None] else None) for ax in AXES}
-        for ax in AXES:
+        base = {ax: (cfg.base[ax] if axes[ax] != [None] else None) for ax in axes}
+        for ax in axes:
             for v in axes[ax]:
                 p = SweepPoint(name, **{**base, ax: v})
                 if p not in pts:

@@ -9,15 +9,59 @@ import logging
 from pathlib import Path
 from typing import Any
 
-__all__ = ["series", "path_getter", "write_plots", "summary_table", "base_rows"]
+__all__ = ["series", "path_getter", "write_plots", "summary_table", "base_rows", "frontier_series", "plot_frontier"]
 
 logger = logging.getLogger(__name__)
 
-AXIS_LABEL = {"n": "spins n", "shots": "shots", "tau": "anneal time tau", "steps": "Trotter steps K"}
+AXIS_LABEL = {
+    "n": "spins n",
+    "shots": "shots",
+    "tau": "anneal time tau",
+    "steps": "Trotter steps K",
+    "budget": "work per chain (moves / sweeps)",
+}
+COST_LABEL = {
+    "evaluations": "model evaluations (total)",
+    "wall_s": "wall seconds on this machine",
+    "qpu_seconds": "projected QPU seconds (placeholder model)",
+}
+
+
+def frontier_series(report: dict[str, Any], n: int, cost: str = "evaluations") -> dict[str, list[tuple]]:
+    """Per sampler, the ``(cost, error, pareto)`` of its points at size ``n`` sorted by cost (points without that
+    cost, e.g. ``qpu_seconds`` of a classical sampler, left out); error as
+    :func:`hybrid_attention.apps.fidelity.cost.error_of`."""
+    from .cost import error_of
+
+    out: dict[str, list[tuple]] = {}
+    for r in report["points"].values():
+        c = r.get("cost", {}).get(cost)
+        if r["point"]["n"] != n or c is None:
+            continue
+        flag = r.get("pareto_wall" if cost == "wall_s" else "pareto", False)
+        out.setdefault(r["point"]["sampler"], []).append((c, error_of(r), flag))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def plot_frontier(report: dict[str, Any], n: int, ax: Any, cost: str = "evaluations") -> None:
+    """Error (attention-weight TV, mean over problems) against ``cost`` at size ``n`` on a matplotlib ``ax``, one
+    line per sampler, Pareto points ringed."""
+    for i, (name, pts) in enumerate(sorted(frontier_series(report, n, cost).items())):
+        x = [max(c, 1e-9) for c, _, _ in pts]
+        y = [e for _, e, _ in pts]
+        ax.plot(x, y, "o-", color=f"C{i % 10}", label=name, ms=4)
+        px = [max(c, 1e-9) for c, _, f in pts if f]
+        py = [e for _, e, f in pts if f]
+        ax.plot(px, py, "o", mfc="none", mec="k", ms=9)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(COST_LABEL[cost])
+    ax.set_ylabel("attention-weight TV (mean over problems)")
+    ax.grid(alpha=0.3)
 
 
 def _on_base(pt: dict[str, Any], base: dict[str, Any], free: str | None) -> bool:
-    return all(pt[ax] is None or ax == free or pt[ax] == base[ax] for ax in base)
+    return all(pt.get(ax) is None or ax == free or pt.get(ax) == base[ax] for ax in base)
 
 
 def series(report: dict[str, Any], axis: str, sampler: str, getter: Any) -> tuple[list, list]:
@@ -124,6 +168,17 @@ def write_plots(report: dict[str, Any], out: str | Path) -> list[str]:
         fig.savefig(out / name, dpi=110)
         plt.close(fig)
         files.append(name)
+    if any("cost" in r for r in report["points"].values()):
+        n = cfg["base"]["n"]
+        fig, axs = plt.subplots(1, 2, figsize=(10, 4.6))
+        plot_frontier(report, n, axs[0], "evaluations")
+        plot_frontier(report, n, axs[1], "wall_s")
+        axs[0].legend(fontsize=7)
+        fig.suptitle(f"error vs cost at n = {n} (ringed: Pareto frontier; {cfg['ensemble']} ensemble)", fontsize=9)
+        fig.tight_layout()
+        fig.savefig(out / "fidelity_vs_cost.png", dpi=110)
+        plt.close(fig)
+        files.append("fidelity_vs_cost.png")
     return files
 
 
@@ -152,9 +207,24 @@ def base_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
                 "beta_h": path_getter("fit", "beta_h", "median")(r),
                 "beta_J": path_getter("fit", "beta_J", "median")(r),
                 "seconds": r["seconds"],
+                "budget": pt.get("budget"),
+                "estimator": r.get("estimator", "reads"),
+                "error": _error(r),
+                "evaluations": path_getter("cost", "evaluations")(r),
+                "qpu_seconds": path_getter("cost", "qpu_seconds")(r),
+                "pareto": r.get("pareto"),
             }
         )
     return rows
+
+
+def _error(r: dict[str, Any]) -> float | None:
+    from .cost import error_of
+
+    try:
+        return error_of(r)
+    except KeyError:
+        return None
 
 
 def summary_table(report: dict[str, Any]) -> str:
@@ -162,7 +232,8 @@ def summary_table(report: dict[str, Any]) -> str:
     f = lambda v, d=4: "-" if v is None else (f"{v:.{d}g}" if isinstance(v, float) else str(v))  # noqa: E731
     head = (
         "| sampler | n | shots | tau | K | TV | KL(p‖exact) | fidelity | max marg. err | attention TV | TV vs ideal circuit "
-        "| beta_h | beta_J | s |"
+        "| beta_h | beta_J | budget | estimator | attention TV (estimator) | evaluations | QPU s (projected) | Pareto "
+        "| s |"
     )
     lines = [head, "|" + " --- |" * (head.count("|") - 1)]
     for r in base_rows(report):
@@ -184,6 +255,12 @@ def summary_table(report: dict[str, Any]) -> str:
                     "tv_circuit",
                     "beta_h",
                     "beta_J",
+                    "budget",
+                    "estimator",
+                    "error",
+                    "evaluations",
+                    "qpu_seconds",
+                    "pareto",
                 )
             )
             + f" | {r['seconds']:.2f} |"

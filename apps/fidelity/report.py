@@ -20,9 +20,10 @@ from hybrid_attention.apps.run_files import LOCK_NAME, lock_directory, write_jso
 
 from . import sweep
 from .config import ENSEMBLE_KEYS, GRID_KEYS, FidelityConfig, sweep_points
+from .cost import mark_pareto
 from .model import model_inputs
 from .plots import write_plots
-from .problems import problems_from_model, random_problems
+from .problems import ensemble_problems, problems_from_model
 
 __all__ = ["REPORT", "REPORT_VERSION", "load_report", "run_sweep"]
 
@@ -110,8 +111,10 @@ def _union(old: list, new: list, *, ordered: bool) -> list:
 
 def _ensemble(cfg: FidelityConfig, n: int, cache: dict) -> Any:
     if n not in cache:
-        if cfg.ensemble == "random":
-            cache[n] = random_problems(n, cfg.problems, seed=cfg.seed, scale=cfg.scale, beta=cfg.beta)
+        if cfg.ensemble != "model":
+            cache[n] = ensemble_problems(
+                cfg.ensemble, n, cfg.problems, seed=cfg.seed, scale=cfg.scale, beta=cfg.beta, coupling=cfg.coupling
+            )
         else:
             model, idx = model_inputs(cfg.checkpoint, cfg.problems, seed=cfg.seed)
             cache[n] = problems_from_model(model, idx, n, layer=cfg.layer, head=cfg.head)
@@ -210,6 +213,7 @@ def _sweep(
         skipped.pop(pt.key, None)
         report["points"][pt.key] = res
         _save(out, report)
+    mark_pareto(report["points"])
     _save(out, report)
     if plots:
         report["plots"] = write_plots(report, out)

@@ -5,7 +5,7 @@ the problem ensembles, :mod:`~hybrid_attention.apps.fidelity.report` runs the sw
 :mod:`~hybrid_attention.apps.fidelity.plots` draws it). Depends on numpy and torch at import time; the DQA samplers
 (qiskit, pennylane) are imported through the registry only when a sweep uses them.
 
-A *sweep point* is ``(sampler, n, shots, tau, steps)``. At each point every problem of the ensemble is sampled
+A *sweep point* is ``(sampler, n, shots, tau, steps, budget)``. At each point every problem of the ensemble is sampled
 once and compared with
 
 * ``target``: the exact Boltzmann distribution of the problem at its ``beta`` (what attention needs), and, for
@@ -14,6 +14,12 @@ once and compared with
   the independent numpy statevector of :mod:`hybrid_attention.circuits.reference`; isolates shot noise,
   hardware noise and emitter errors from the physics of the anneal), and the effective-temperature fit of that ideal output
   (:func:`hybrid_attention.metrics.fit_effective_beta`) with the distance to its best-fit Boltzmann form.
+
+Samplers whose reads are Boltzmann samples (exact, Markov chains) are also compared through the Rao-Blackwellised
+estimator of the marginals (``target_conditional``: the mean over reads of the conditional means
+``tanh(beta (h_j + sum_k J_jk s_k))``, the estimator training uses); ``estimator`` names the one a frontier ranks the
+point by (:data:`ESTIMATOR`). ``budget`` is the sampler's work per chain (:data:`BUDGET_OPTION`: Markov-chain moves
+or sweeps); ``cost`` is what the point cost (:mod:`~hybrid_attention.apps.fidelity.cost`).
 
 Points are independent: :func:`measure_points` runs them as Dask tasks (one per point, :func:`measure_task`) on a
 scheduler or a local cluster (:mod:`hybrid_attention.apps.distributed`); a point measures the same numbers there as
@@ -41,6 +47,8 @@ from hybrid_attention.circuits.temperature import calibrate, compensate
 from hybrid_attention.circuits.temperature import random_problems as unit_problems
 from hybrid_attention.ising import IsingProblem
 
+from .cost import point_cost
+
 __all__ = [
     "SAMPLER_KINDS",
     "CALIBRATIONS",
@@ -53,6 +61,10 @@ __all__ = [
     "expected_shot_tv",
     "measure_task",
     "measure_points",
+    "conditional_marginals",
+    "SWEEP_OPTIONS",
+    "BUDGET_OPTION",
+    "ESTIMATOR",
 ]
 
 logger = logging.getLogger(__name__)
@@ -68,9 +80,53 @@ SWEEP_SAMPLERS: dict[str, str] = {
     "anneal": "anneal",
     "meanfield": "meanfield",
     "ibm": "ibm",
+    "qemcmc": "qemcmc",
+    "qemcmc-k0": "qemcmc",
+    "qemcmc-aer": "qemcmc",
+    "qemcmc-aer-noisy": "qemcmc",
+    "mh-local": "mh-local",
+    "mh-uniform": "mh-uniform",
+}
+#: constructor options of sweep samplers that are a registered sampler with other settings: the Markov chains start
+#: at the naive mean-field product distribution (as training uses them); ``qemcmc-k0`` is ``qemcmc`` with zero
+#: moves (the start and the estimator alone); ``qemcmc-aer`` runs the proposal circuits on qiskit-aer,
+#: ``qemcmc-aer-noisy`` with the noise model and ISA transpilation of :data:`NOISY_BACKEND` (device noise makes the
+#: proposal only approximately symmetric, so the chain only approximately Boltzmann)
+SWEEP_OPTIONS: dict[str, dict[str, Any]] = {
+    "qemcmc": {"start": "meanfield"},
+    "qemcmc-k0": {"start": "meanfield", "burn_in": 0},
+    "qemcmc-aer": {"start": "meanfield", "engine": "aer"},
+    "qemcmc-aer-noisy": {"start": "meanfield", "engine": "aer"},
+    "mh-local": {"start": "meanfield"},
+    "mh-uniform": {"start": "meanfield"},
+}
+#: the per-call option a point's ``budget`` sets (work per chain: moves for qemcmc / mh, sweeps for gibbs / anneal)
+BUDGET_OPTION: dict[str, str] = {
+    "gibbs": "burn_in",
+    "anneal": "num_sweeps",
+    "qemcmc": "burn_in",
+    "qemcmc-aer": "burn_in",
+    "qemcmc-aer-noisy": "burn_in",
+    "mh-local": "burn_in",
+    "mh-uniform": "burn_in",
+}
+#: the estimator a frontier ranks each sampler by: ``conditional`` (Rao-Blackwellised) for Boltzmann reads
+ESTIMATOR: dict[str, str] = {
+    name: "conditional"
+    for name in (
+        "exact",
+        "gibbs",
+        "anneal",
+        "qemcmc",
+        "qemcmc-k0",
+        "qemcmc-aer",
+        "qemcmc-aer-noisy",
+        "mh-local",
+        "mh-uniform",
+    )
 }
 #: sweep samplers measured only when asked for (``--samplers ...,ibm``): slow, and they need a backend
-OPT_IN_SAMPLERS = ("ibm",)
+OPT_IN_SAMPLERS = ("ibm", "qemcmc-aer", "qemcmc-aer-noisy")
 #: DQA samplers that return the exact output distribution of their circuit (no shots axis)
 EXACT_OUTPUT = ("statevector",)
 
@@ -103,18 +159,20 @@ class UnreachableTemperature(ValueError):
 @dataclass(frozen=True)
 class SweepPoint:
     """One measurement: sampler and its settings (``tau``/``steps`` are ``None`` for non-DQA samplers,
-    ``shots`` is ``None`` for exact-output samplers)."""
+    ``shots`` is ``None`` for exact-output samplers, ``budget`` ``None``: the sampler's default work per chain)."""
 
     sampler: str
     n: int
     shots: int | None
     tau: float | None
     steps: int | None
+    budget: int | None = None
 
     @property
     def key(self) -> str:
         """Stable string used as the JSON key (resume looks points up by it)."""
-        return f"{self.sampler}|n={self.n}|shots={self.shots}|tau={self.tau}|steps={self.steps}"
+        key = f"{self.sampler}|n={self.n}|shots={self.shots}|tau={self.tau}|steps={self.steps}"
+        return key if self.budget is None else f"{key}|budget={self.budget}"
 
 
 def _noise_backend() -> Any:
@@ -192,8 +250,11 @@ def build_sampler(
         args["schedule"] = schedule
     elif schedule is not None:
         raise ValueError(f"sampler {name!r} runs no DQA program and takes no schedule, got schedule={schedule!r}")
-    if name == "aer-noisy":
+    for k, v in SWEEP_OPTIONS.get(name, {}).items():
+        args.setdefault(k, v)
+    if name in ("aer-noisy", "qemcmc-aer-noisy"):
         args.setdefault("noise_backend", _noise_backend())
+    if name == "aer-noisy":
         args.setdefault("method", "density_matrix")
     if name == "ibm":
         args.setdefault("backend", backend or IBM_BACKEND)
@@ -311,9 +372,10 @@ def measure_point(
         schedule = make_schedule(point.tau, point.steps, calibration, **fitted)
     extra = {"ledger": ledger} if ledger is not None and point.sampler == "ibm" else {}
     sampler = build_sampler(point.sampler, schedule=schedule, backend=backend, mitigation=mitigation, **extra)
+    budget = {} if point.budget is None else {BUDGET_OPTION[point.sampler]: int(point.budget)}
     t0 = time.perf_counter()
     try:
-        ss = sampler.sample(prob, num_reads=point.shots, seed=seed)
+        ss = sampler.sample(prob, num_reads=point.shots, seed=seed, **budget)
         elapsed = time.perf_counter() - t0
         p_circ = _circuit_reference(sampler, prob, schedule) if schedule is not None else None
     finally:
@@ -328,6 +390,20 @@ def measure_point(
         "sampler_info": {k: v for k, v in ss.info.items() if _jsonable(v)},
     }
     res["target"] = _compare(p, p_target, m, mt, c, ct)
+    res["estimator"] = ESTIMATOR.get(point.sampler, "reads")
+    if res["estimator"] == "conditional":
+        mc_ = conditional_marginals(ss.spins, ss.weights, prob)
+        res["target_conditional"] = _marginal_errors(mc_, mt)
+    res["cost"] = point_cost(
+        point.sampler,
+        kind,
+        n=point.n,
+        shots=point.shots,
+        steps=point.steps,
+        info=ss.info,
+        wall_s=elapsed,
+        problems=int(p.shape[0]),
+    )
     if point.shots:
         res["shot_noise_tv"] = float(expected_shot_tv(p_target, point.shots).mean())
     if schedule is not None:
@@ -407,6 +483,38 @@ def measure_points(
             mitigation=mitigation,
         ):
             yield pt, outcome
+
+
+def conditional_marginals(spins: Any, weights: Any, problem: IsingProblem) -> np.ndarray:
+    """The Rao-Blackwellised marginals of reads: ``sum_r w_r tanh(beta (h_j + sum_k J_jk s_rk))`` per spin.
+
+    Args:
+        spins: ``(B, R, n)`` ±1 reads; weights: ``(B, R)`` summing to 1; problem: the ``B`` problems (no mask).
+
+    Returns:
+        ``(B, n)`` float64 marginals (unbiased for Boltzmann reads, lower variance than the mean spin).
+    """
+    if problem.mask is not None:
+        raise ValueError("conditional_marginals: masked problems are not supported here")
+    s = np.asarray(spins, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    h = problem.h.detach().double().numpy().reshape(s.shape[0], -1)
+    J = np.broadcast_to(problem.J.detach().double().numpy(), (s.shape[0], problem.n, problem.n))
+    beta = problem.beta_tensor().detach().double().numpy().reshape(-1)
+    beta = np.broadcast_to(beta, (s.shape[0],))
+    phi = np.tanh(beta[:, None, None] * (h[:, None, :] + np.einsum("brk,bkj->brj", s, J)))
+    return np.einsum("br,brj->bj", w, phi)
+
+
+def _marginal_errors(m: np.ndarray, m_ref: np.ndarray) -> dict[str, Any]:
+    me = metrics.marginal_error(m, m_ref)
+    ae = metrics.attention_weight_error(m, m_ref)
+    return {
+        "marginal_max": _summ(me.max),
+        "marginal_mean": _summ(me.mean),
+        "attention_max": _summ(ae["max"]),
+        "attention_tv": _summ(ae["tv"]),
+    }
 
 
 def _circuit_reference(sampler: Any, prob: IsingProblem, schedule: Any) -> np.ndarray:

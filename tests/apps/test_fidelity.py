@@ -36,7 +36,7 @@ def test_cli_smoke_writes_report_and_plots(tmp_path, capsys):
     }
     assert rep["config"]["base"] == {"n": 2, "shots": 64, "tau": 1.0, "steps": 10}
     assert rep["commands"][0].startswith("hybrid-attention fidelity --samplers exact --n 2,3 --shots 64,256")
-    assert sorted(rep["plots"]) == ["fidelity_vs_n.png", "fidelity_vs_shots.png"]
+    assert sorted(rep["plots"]) == ["fidelity_vs_cost.png", "fidelity_vs_n.png", "fidelity_vs_shots.png"]
     for f in rep["plots"]:
         assert (out / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     res = rep["points"]["exact|n=2|shots=64|tau=None|steps=None"]
