@@ -14,7 +14,7 @@ Every point of a fidelity report carries ``cost`` (:func:`point_cost`), totals o
   | ``meanfield`` | fixed-point iterations x ``n`` field updates |
 
 * ``qpu_seconds``: the projected QPU time of the same work on a device (:func:`hybrid_attention.backends.qpu_cost.qpu_seconds`,
-  a placeholder model until the hardware estimate replaces it) for the samplers that run quantum circuits; ``null``
+  one job per sampler call) for the samplers that run quantum circuits; ``null``
   for the classical ones and for exact-output simulation (no device produces an exact distribution).
   ``qemcmc``: ``chains x moves`` bound circuits of one shot each; DQA: one circuit of ``shots`` shots per problem;
   circuit depth estimated as ``steps x (n + 1)`` layers (``n`` layers of disjoint ZZ pairs for all-to-all couplings
@@ -69,14 +69,14 @@ def point_cost(
         evals, unit = problems * (1 << n), "amplitudes"
     elif kind in ("dqa", "dqa-exact"):
         evals, unit = problems * int(shots), "circuit shots"
-        qpu = problems * qpu_seconds(circuits=1, shots=int(shots), depth=circuit_depth(n, steps))
+        qpu = qpu_seconds(circuits=problems, shots=int(shots), depth=circuit_depth(n, steps))  # one job
     elif sampler in CHAIN_SAMPLERS:
         chains, moves = int(info["num_chains"]), int(info["moves"])
         evals, unit = problems * chains * (1 + moves), "chain states"
         if sampler.startswith("qemcmc"):
             psteps = int(getattr(info.get("params"), "steps", 12))
             circuits = int(info.get("circuit_executions", chains * moves))
-            qpu = problems * qpu_seconds(circuits=circuits, shots=1, depth=circuit_depth(n, psteps) + 1)
+            qpu = qpu_seconds(circuits=problems * circuits, shots=1, depth=circuit_depth(n, psteps) + 1)  # one job
     elif sampler in ("gibbs", "anneal"):
         chains = int(info.get("num_chains") or info["num_reads"])  # None in info: one chain per read
         records, thin = int(info["records_per_chain"]), int(info.get("thinning", 1))

@@ -23,7 +23,7 @@ AXIS_LABEL = {
 COST_LABEL = {
     "evaluations": "model evaluations (total)",
     "wall_s": "wall seconds on this machine",
-    "qpu_seconds": "projected QPU seconds (placeholder model)",
+    "qpu_seconds": "projected QPU seconds (backends.qpu_cost model)",
 }
 
 

@@ -97,7 +97,8 @@ def part_coupling(args: argparse.Namespace) -> None:
             {
                 "n": n,
                 "classical_move_s": _classical_move_seconds(n),
-                "qemcmc_step_qpu_s": qpu_seconds(circuits=1, shots=1, depth=depth),
+                # the marginal cost of one more step inside a running job: no per-job overhead
+                "qemcmc_step_qpu_s": qpu_seconds(circuits=1, shots=1, depth=depth, per_job_seconds=0.0),
                 "depth": depth,
             },
         )
@@ -212,7 +213,7 @@ def table_coupling(out: Path) -> list[str]:
     if ratio is not None:
         lines.append(
             f"\nCost of a step: projected QPU seconds of one one-shot proposal circuit (depth {costs[0]['depth']}, "
-            f"placeholder model) {costs[0]['qemcmc_step_qpu_s']:.3g} s against a measured classical Metropolis move "
+            f"hybrid_attention.backends.qpu_cost model, no per-job overhead) {costs[0]['qemcmc_step_qpu_s']:.3g} s against a measured classical Metropolis move "
             f"{costs[0]['classical_move_s']:.3g} s on this machine: ratio {ratio:.3g}. Crossover at equal projected "
             "cost: " + (f"rms J / rms h = {cross_cost:g}" if cross_cost is not None else "none within the range")
         )

@@ -49,8 +49,9 @@ def test_evaluations_count_the_proposals_that_ran(monkeypatch, sampler, cls, bud
     assert counter.count == 5 * shots * (budget or 0)
     assert cost["wall_s"] > 0 and cost["evaluations_unit"] == "chain states"
     if sampler.startswith("qemcmc"):
-        per = qpu_seconds(circuits=counter.count // 5, shots=1, depth=circuit_depth(3, 12) + 1)
-        assert cost["qpu_seconds"] == pytest.approx(5 * per)
+        # every circuit the engine ran, in one job (one sampler call)
+        want = qpu_seconds(circuits=counter.count, shots=1, depth=circuit_depth(3, 12) + 1)
+        assert cost["qpu_seconds"] == pytest.approx(want)
     else:
         assert cost["qpu_seconds"] is None
 
@@ -63,14 +64,15 @@ def test_classical_and_exact_costs():
     assert gb["cost"]["evaluations"] == 2 * 10 * 7 * 3  # problems x chains x sweeps x spins
     sv = measure_point(SweepPoint("statevector", 3, 50, 1.0, 5), problems)
     assert sv["cost"]["evaluations"] == 2 * 50
-    assert sv["cost"]["qpu_seconds"] == pytest.approx(2 * qpu_seconds(circuits=1, shots=50, depth=circuit_depth(3, 5)))
+    assert sv["cost"]["qpu_seconds"] == pytest.approx(qpu_seconds(circuits=2, shots=50, depth=circuit_depth(3, 5)))
 
 
-def test_qpu_seconds_placeholder_model():
+def test_qpu_seconds_model():
     assert qpu_seconds(circuits=0, shots=100) == 0.0
-    a = qpu_seconds(circuits=2, shots=10, depth=4, rep_delay=1.0, layer_time=0.5, circuit_overhead=3.0)
+    kw = {"rep_delay": 1.0, "layer_seconds": 0.5, "per_circuit_seconds": 3.0, "per_job_seconds": 0.0}
+    a = qpu_seconds(circuits=2, shots=10, depth=4, **kw)
     assert a == pytest.approx(2 * 10 * (1.0 + 4 * 0.5) + 2 * 3.0)
-    with pytest.raises(TypeError, match="unknown model key"):
+    with pytest.raises(ValueError, match="unknown model key"):
         qpu_seconds(circuits=1, shots=1, speed=2)
     with pytest.raises(ValueError, match="shots"):
         qpu_seconds(circuits=1, shots=-1)
@@ -152,5 +154,5 @@ def test_qemcmc_on_aer_counts_its_circuit_executions():
         mp.undo()
     assert counted["n"] == 2 * 6 * 3  # problems x chains x moves, one shot each
     assert res["cost"]["evaluations"] == 2 * 6 * (1 + 3)
-    per = qpu_seconds(circuits=6 * 3, shots=1, depth=circuit_depth(2, 12) + 1)
-    assert res["cost"]["qpu_seconds"] == pytest.approx(2 * per)
+    want = qpu_seconds(circuits=2 * 6 * 3, shots=1, depth=circuit_depth(2, 12) + 1)  # one job
+    assert res["cost"]["qpu_seconds"] == pytest.approx(want)
