@@ -462,9 +462,18 @@ def report() -> str:
                 f"{e['metric'][key]:.4f} ({ref['metric'][key]:.4f}) | {cos} | {nr} | {'yes' if v[eng] else 'no'} | "
                 f"{'yes' if v0[eng] else 'no'} |"
             )
+    unconverged = [r["model"] for r in rows if r["reference"].get("converged") is False]
+    judged = [r for r in rows if r["model"] not in unconverged]
     lines += ["", "## Decision" + (" (provisional: models still to validate)" if pending else ""), ""]
+    if unconverged:
+        lines += [
+            f"Over the models whose reference converged; left out ({len(unconverged)}), since no engine can be judged "
+            "against a reference that did not converge and the protocol does not yet say how they count: "
+            + ", ".join(unconverged),
+            "",
+        ]
     for label, amended in (("With change 1", True), ("Under the rules as first written", False)):
-        c = choose(rows, amended=amended) if rows else {"overall": None, "tasks": {}}
+        c = choose(judged, amended=amended) if judged else {"overall": None, "tasks": {}}
         per_task = "; ".join(f"{t}: {e}" + (" (engine-limited)" if lim else "") for t, (e, lim) in c["tasks"].items())
         tail = "" if c["overall"] or not amended else f"; per task (rule 2): {per_task}"
         lines.append(f"- {label}: engine passing on every model: {c['overall'] or 'none'}{tail}")
