@@ -107,57 +107,44 @@ class MetropolisSampler(QEMCMCSampler):
         return _ClassicalProposals(self.proposal, int(h.shape[-1]))
 
 
-class LocalMetropolisSampler(MetropolisSampler):
+class _FixedProposalSampler(MetropolisSampler):
+    """:class:`MetropolisSampler` with its proposal fixed by the class (``PROPOSAL``): the options of the registered
+    ``mh-*`` samplers, without ``proposal``."""
+
+    PROPOSAL = "local"
+
+    def __init__(
+        self,
+        *,
+        burn_in: int = 512,
+        start: str = "random",
+        thinning: int = 1,
+        num_chains: int | None = None,
+        num_reads: int = 256,
+        memory_limit: int = 64 << 20,
+        max_spins: int | None = None,
+    ) -> None:
+        super().__init__(
+            proposal=self.PROPOSAL,
+            burn_in=burn_in,
+            start=start,
+            thinning=thinning,
+            num_chains=num_chains,
+            num_reads=num_reads,
+            memory_limit=memory_limit,
+            max_spins=max_spins,
+        )
+
+
+class LocalMetropolisSampler(_FixedProposalSampler):
     """``mh-local``: :class:`MetropolisSampler` with ``proposal="local"`` (single-spin-flip Metropolis)."""
 
     name = "mh-local"
-
-    def __init__(
-        self,
-        *,
-        burn_in: int = 512,
-        start: str = "random",
-        thinning: int = 1,
-        num_chains: int | None = None,
-        num_reads: int = 256,
-        memory_limit: int = 64 << 20,
-        max_spins: int | None = None,
-    ) -> None:
-        super().__init__(
-            proposal="local",
-            burn_in=burn_in,
-            start=start,
-            thinning=thinning,
-            num_chains=num_chains,
-            num_reads=num_reads,
-            memory_limit=memory_limit,
-            max_spins=max_spins,
-        )
+    PROPOSAL = "local"
 
 
-class UniformMetropolisSampler(MetropolisSampler):
+class UniformMetropolisSampler(_FixedProposalSampler):
     """``mh-uniform``: :class:`MetropolisSampler` with ``proposal="uniform"`` (uniformly random configurations)."""
 
     name = "mh-uniform"
-
-    def __init__(
-        self,
-        *,
-        burn_in: int = 512,
-        start: str = "random",
-        thinning: int = 1,
-        num_chains: int | None = None,
-        num_reads: int = 256,
-        memory_limit: int = 64 << 20,
-        max_spins: int | None = None,
-    ) -> None:
-        super().__init__(
-            proposal="uniform",
-            burn_in=burn_in,
-            start=start,
-            thinning=thinning,
-            num_chains=num_chains,
-            num_reads=num_reads,
-            memory_limit=memory_limit,
-            max_spins=max_spins,
-        )
+    PROPOSAL = "uniform"
