@@ -388,11 +388,44 @@ def metric_deviation(res: dict, eng: str) -> float:
     return 100 * abs(e["val_accuracy"] - ref["val_accuracy"])
 
 
+def converged(res: dict) -> bool:
+    """Whether the model's reference converged (exact enumeration always does; PROTOCOL.md change 2)."""
+    return res["reference"].get("converged", True) is not False
+
+
+def pilot_cells() -> list[tuple[str, int]]:
+    """The (task, T) pairs of the long-context pilot models (the ``engine_pilot`` studies)."""
+    return [(s.base["task"], T) for s in STUDIES.values() if s.name.startswith("pilot_") for T in s.block_sizes]
+
+
+def unvalidated(rows: list[dict], pending: list[str] = ()) -> list[tuple[str, int]]:
+    """PROTOCOL.md change 4, rule 3: the (task, T) pairs whose pilot models are all validated and none of whose
+    references converged ("engine unvalidated" at that T). A pair with a model still to validate is not listed."""
+    out = []
+    for task, T in pilot_cells():
+        tag = f"_hj_T{T}_"
+        mine = [r for r in rows if r["task"] == task and r["T"] == T and r["model"].startswith("pilot_")]
+        waiting = [m for m in pending if m.startswith("pilot_") and tag in m and task_of(m) == task]
+        if mine and not waiting and not any(converged(r) for r in mine):
+            out.append((task, T))
+    return out
+
+
+def task_of(model: str) -> str:
+    """The task of a validated model's name (``pilot_<study>_hj_T..``: the study's task)."""
+    study = model.split("_hj_T")[0]
+    return STUDIES[study].base["task"]
+
+
 def choose(rows: list[dict], *, amended: bool = True) -> dict:
-    """The engine decision (PROTOCOL.md, "The engine" and change 1): ``{"overall": engine or None, "tasks": {task:
-    (engine, engine_limited)}}``. Overall: the first candidate passing every model. Per task (change 1, rule 2, used
-    when there is no overall engine): the first candidate passing every model of the task, else the candidate with
-    the smallest largest metric deviation, marked engine-limited."""
+    """The engine decision (PROTOCOL.md, "The engine" and changes 1 and 4): ``{"overall": engine or None, "tasks":
+    {task: (engine, engine_limited)}}``, over the models whose reference converged (change 4). Overall: the first
+    candidate passing every model. Per task (change 1, rule 2, used when there is no overall engine): the first
+    candidate passing every model of the task, else the candidate with the smallest largest metric deviation, marked
+    engine-limited."""
+    rows = [r for r in rows if converged(r)]  # PROTOCOL.md change 4, rules 1-2
+    if not rows:
+        return {"overall": None, "tasks": {}}
     ok = {e: all(verdicts(r, amended=amended)[e] for r in rows) for e in CANDIDATES}
     overall = next((e for e in CANDIDATES if ok[e]), None)
     tasks = {}
@@ -452,6 +485,10 @@ def report() -> str:
             name += (
                 f" (training diverged at step {d['step']}: {d['reason']}; checkpoint of step {d['checkpoint_step']})"
             )
+
+        def yes(ok: bool, r=r) -> str:  # change 4: no verdict against a reference that did not converge
+            return "yes" if ok else "no" if converged(r) else "- (not converged)"
+
         for eng, e in r["engines"].items():
             g = e["gradient"]
             cos = " / ".join(f"{g[k]['cosine']:.3f}" if k in g else "-" for k in ("c_attn", "J_raw", "rest"))
@@ -459,24 +496,33 @@ def report() -> str:
             lines.append(
                 f"| {name} | {r['T']} | {r['largest_eigenvalue_beta_J']:.2f} | {refdesc} | {eng} | "
                 f"{e['marginal_error_rms']:.2e} / {e['marginal_error_max']:.2e} | "
-                f"{e['metric'][key]:.4f} ({ref['metric'][key]:.4f}) | {cos} | {nr} | {'yes' if v[eng] else 'no'} | "
-                f"{'yes' if v0[eng] else 'no'} |"
+                f"{e['metric'][key]:.4f} ({ref['metric'][key]:.4f}) | {cos} | {nr} | {yes(v[eng])} | {yes(v0[eng])} |"
             )
-    unconverged = [r["model"] for r in rows if r["reference"].get("converged") is False]
-    judged = [r for r in rows if r["model"] not in unconverged]
+    unconverged = [r for r in rows if not converged(r)]
     lines += ["", "## Decision" + (" (provisional: models still to validate)" if pending else ""), ""]
     if unconverged:
         lines += [
-            f"Over the models whose reference converged; left out ({len(unconverged)}), since no engine can be judged "
-            "against a reference that did not converge and the protocol does not yet say how they count: "
-            + ", ".join(unconverged),
+            f"Over the models whose reference converged (PROTOCOL.md change 4). Reference not converged "
+            f"({len(unconverged)} of {len(rows)} validated models; they count neither way): "
+            + ", ".join(
+                f"{r['model']} (start groups {r['reference']['agreement']:.0f}, largest eig of beta J "
+                f"{r['largest_eigenvalue_beta_J']:.2f})"
+                for r in unconverged
+            ),
             "",
         ]
     for label, amended in (("With change 1", True), ("Under the rules as first written", False)):
-        c = choose(judged, amended=amended) if judged else {"overall": None, "tasks": {}}
+        c = choose(rows, amended=amended)
         per_task = "; ".join(f"{t}: {e}" + (" (engine-limited)" if lim else "") for t, (e, lim) in c["tasks"].items())
         tail = "" if c["overall"] or not amended else f"; per task (rule 2): {per_task}"
         lines.append(f"- {label}: engine passing on every model: {c['overall'] or 'none'}{tail}")
+    cells = unvalidated(rows, pending)
+    if cells:
+        lines += [
+            "",
+            "Engine unvalidated (change 4, rule 3: no pilot model of the pair has a converged reference; its verdicts "
+            "carry the mark): " + ", ".join(f"{task} T = {T}" for task, T in cells),
+        ]
     if pending:
         lines += ["", f"Models not validated yet ({len(pending)}): " + ", ".join(pending)]
     return "\n".join(lines) + "\n"

@@ -1,0 +1,98 @@
+"""The long-context engine decision (experiments/long_context/validate_engines.py; PROTOCOL.md "The engine" and its
+changes 1 and 4) on planted validation records: pass criteria, the ceiling rule, the per-task fallback, and models
+whose reference did not converge counting neither way."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parents[2] / "experiments" / "long_context"
+
+
+@pytest.fixture(scope="module")
+def ve():
+    sys.path.insert(0, str(HERE))
+    try:
+        spec = importlib.util.spec_from_file_location("validate_engines", HERE / "validate_engines.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        yield mod
+    finally:
+        sys.path.remove(str(HERE))
+
+
+GOOD = {"c_attn": {"cosine": 0.99, "norm_ratio": 1.0}, "J_raw": {"cosine": 0.97, "norm_ratio": 1.1}}
+BAD_GRAD = {"c_attn": {"cosine": 0.99, "norm_ratio": 1.0}, "J_raw": {"cosine": 0.5, "norm_ratio": 3.0}}
+
+
+def record(model, task, T, ref, engines, *, converged=None):
+    """A per-model file as ``validate`` writes it; ``ref``: the reference metric; ``engines``: {engine: (metric,
+    gradient)}."""
+    key = "val_perplexity" if task == "shakespeare" else "val_accuracy"
+    reference = {"metric": {key: ref}}
+    if converged is not None:
+        reference.update(converged=converged, agreement=1.0 if converged else 50.0)
+    return {
+        "model": model,
+        "task": task,
+        "T": T,
+        "largest_eigenvalue_beta_J": 2.0,
+        "reference": reference,
+        "engines": {
+            e: {"metric": {key: m}, "gradient": g, "marginal_error_rms": 0.0, "marginal_error_max": 0.0}
+            for e, (m, g) in engines.items()
+        },
+    }
+
+
+def test_pass_criteria_and_ceiling(ve):
+    # perplexity 0.3 % of 6.0 is 0.018: 6.017 passes, 6.019 fails; a bad coupling gradient fails
+    r = record("exact_shakespeare_hj_T12", "shakespeare", 12, 6.0, {
+        "meanfield": (6.017, GOOD), "gibbs-persistent": (6.019, GOOD), "tap": (6.0, BAD_GRAD)})  # fmt: skip
+    assert ve.verdicts(r) == {"meanfield": True, "gibbs-persistent": False, "tap": False}
+    # at the ceiling (accuracy >= 99.5 %) change 1 drops the gradient criterion, the first rules keep it
+    c = record("exact_brackets_hj_T12", "brackets", 12, 0.999, {
+        "meanfield": (0.9975, GOOD), "gibbs-persistent": (0.995, GOOD), "tap": (0.999, BAD_GRAD)})  # fmt: skip
+    assert ve.at_ceiling(c) and not ve.at_ceiling(r)
+    assert ve.verdicts(c) == {"meanfield": True, "gibbs-persistent": False, "tap": True}
+    assert ve.verdicts(c, amended=False)["tap"] is False
+
+
+def test_overall_then_per_task_fallback(ve):
+    sh = record("exact_shakespeare_hj_T12", "shakespeare", 12, 6.0, {
+        "meanfield": (6.0, GOOD), "gibbs-persistent": (6.1, GOOD), "tap": (6.0, GOOD)})  # fmt: skip
+    br = record("exact_brackets_hj_T16", "brackets", 16, 0.98, {
+        "meanfield": (0.95, GOOD), "gibbs-persistent": (0.97, GOOD), "tap": (0.9799, GOOD)})  # fmt: skip
+    assert ve.choose([sh, br])["overall"] == "tap"  # meanfield fails brackets, tap passes both
+    # tap also failing brackets: no overall engine; per task: meanfield for Shakespeare, the smallest largest
+    # deviation (gibbs-persistent, 1 point) for brackets, engine-limited
+    br2 = record("exact_brackets_hj_T16", "brackets", 16, 0.98, {
+        "meanfield": (0.95, GOOD), "gibbs-persistent": (0.97, GOOD), "tap": (0.96, GOOD)})  # fmt: skip
+    c = ve.choose([sh, br2])
+    assert c["overall"] is None
+    assert c["tasks"] == {"shakespeare": ("meanfield", False), "brackets": ("gibbs-persistent", True)}
+
+
+def test_unconverged_reference_counts_neither_way(ve):
+    """Change 4: a model whose reference did not converge does not fail (or pass) any engine, and a (task, T) whose
+    pilot models all failed to converge is 'engine unvalidated' once none of them is pending."""
+    ok = record("pilot_shakespeare_hj_T32_lr0.003_s0", "shakespeare", 32, 6.0, {
+        "meanfield": (6.0, GOOD), "gibbs-persistent": (6.0, GOOD), "tap": (6.0, GOOD)}, converged=True)  # fmt: skip
+    wild = {e: (9.0, BAD_GRAD) for e in ve.CANDIDATES}  # every engine far from the pooled chains
+    nc32 = record("pilot_shakespeare_hj_T32_lr0.003_s1", "shakespeare", 32, 6.0, wild, converged=False)
+    nc64 = [
+        record(f"pilot_shakespeare_hj_T64_lr0.003_s{s}", "shakespeare", 64, 6.0, wild, converged=False) for s in (0, 1)
+    ]
+    rows = [ok, nc32, *nc64]
+    assert not ve.converged(nc32) and ve.converged(ok)
+    assert ve.converged(record("exact_x", "shakespeare", 12, 6.0, wild))  # exact enumeration: no flag, converged
+    assert ve.choose(rows)["overall"] == "meanfield"  # as if the unconverged models were absent
+    assert ve.choose([nc32, *nc64]) == {"overall": None, "tasks": {}}  # nothing judged, nothing chosen
+    assert ve.unvalidated(rows) == [("shakespeare", 64)]  # T = 32 has a converged model
+    assert ve.unvalidated(rows, ["pilot_shakespeare_hj_T64_lr0.003_s2"]) == []  # one still pending at T = 64
+    assert ve.task_of("pilot_runs_hj_T64_lr0.003_s1") == "runs"
+    assert set(ve.pilot_cells()) == {(t, T) for t in ("shakespeare", "brackets", "runs") for T in (32, 64)}
