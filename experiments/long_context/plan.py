@@ -11,7 +11,8 @@ Plans:
   study's harder bracket variant, seed 0, the claims study's settings; its runs keep no checkpoints in git, so the
   validation trains its own);
 * ``main``: the full design at T = 32 and 64 (every task; softmax, h, bias and hj on the study engine, 10 seeds,
-  learning rate swept per mode and T). Its hj engine is set once the validation has chosen it (``ENGINE``);
+  learning rate swept per mode and T). Its hj engine per task is set once the validation has chosen it
+  (``ENGINES``);
 * ``T128``: Tiny Shakespeare at T = 128, 3 seeds per mode (the protocol's pilot), on the same engine.
 """
 
@@ -32,8 +33,22 @@ TASKS = {
 }
 #: candidate (1) of the protocol: naive mean field with the implicit-function gradient
 MEANFIELD = {"sampler": "meanfield"}
-#: the hj engine of the main study: None until the engine validation has chosen one (PROTOCOL.md)
-ENGINE: dict | None = None
+#: the protocol's candidate engines (the names of ``validate_engines.CANDIDATES``) as training settings
+CANDIDATE_CONFIGS = {
+    "meanfield": MEANFIELD,
+    "gibbs-persistent": {
+        "sampler": "gibbs",
+        "persistent_chains": 8,
+        "shots": 8,
+        "estimator": "conditional",
+        "sampler_options": {"burn_in": 2},
+    },
+    "tap": {"sampler": "meanfield", "sampler_options": {"method": "tap"}},
+}
+#: the hj engine of the main study per task, by candidate name: None until the engine validation has decided
+#: (PROTOCOL.md; ``python experiments/long_context/validate_engines.py --report`` states the decision, and a test
+#: checks that this matches it)
+ENGINES: dict[str, str] | None = None
 
 #: the claims study's harder bracket variant (no depth split), for the exact-trained reference models
 CLAIMS_BRACKETS = {"task": "brackets", "bracket_types": 2, "filler": 0.2, "disjoint": True}
@@ -62,7 +77,7 @@ STUDIES = {
         for name, task in TASKS.items()
     },
 }
-if ENGINE is not None:
+if ENGINES is not None:
     STUDIES.update(
         {
             name: Study(
@@ -73,7 +88,7 @@ if ENGINE is not None:
                 SEEDS,
                 LRSweep(LRS, None, extend=True),
                 label=f"long context, {name}",
-                mode_base={"hj": ENGINE},  # softmax, h and bias have no engine
+                mode_base={"hj": CANDIDATE_CONFIGS[ENGINES[name]]},  # softmax, h and bias have no engine
             )
             for name, task in TASKS.items()
         }
@@ -88,7 +103,7 @@ if ENGINE is not None:
         SEEDS[:3],
         LRSweep(LRS, None, extend=True),
         label="long context, shakespeare, T = 128 (pilot: 3 seeds per mode)",
-        mode_base={"hj": ENGINE},
+        mode_base={"hj": CANDIDATE_CONFIGS[ENGINES["shakespeare"]]},
     )
 
 #: plans: the studies each runs, in order
@@ -96,6 +111,6 @@ PLANS = {
     "engine_pilot": tuple(f"pilot_{name}" for name in TASKS),
     "exact_reference": ("exact_shakespeare", "exact_brackets"),
 }
-if ENGINE is not None:
+if ENGINES is not None:
     PLANS["main"] = tuple(TASKS)
     PLANS["T128"] = ("shakespeare_T128",)

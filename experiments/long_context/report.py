@@ -1,5 +1,6 @@
 """The long-context study's report: ``results/long_context/report.md`` from the committed runs (PROTOCOL.md rules;
-:mod:`hybrid_attention.apps.claims.report.long_context`).
+:mod:`hybrid_attention.apps.claims.report.long_context`), with the engine decision and marks of the engine validation
+(``validate_engines.py``).
 
     python experiments/long_context/report.py            # writes results/long_context/report.md
     python experiments/long_context/report.py --print    # prints it instead
@@ -22,7 +23,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--root", type=Path, default=HERE / "results" / "long_context")
     p.add_argument("--print", action="store_true", help="print the report instead of writing report.md")
     args = p.parse_args(argv)
-    text, damaged = long_context_report(args.root)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import validate_engines as ve
+    from plan import STUDIES
+
+    rows, pending = ve.validated_rows()
+    ran: dict[str, set[int]] = {}
+    for s in STUDIES.values():
+        if not s.name.startswith(("exact_", "pilot_")):
+            ran.setdefault(s.base["task"], set()).update(s.block_sizes)
+    marks, note = ve.engine_summary(rows, pending, {t: tuple(sorted(Ts)) for t, Ts in ran.items()}) if ran else ({}, "")
+    text, damaged = long_context_report(args.root, engine_marks=marks, engine_note=note)
     warn(damaged)
     if args.print:
         print(text)

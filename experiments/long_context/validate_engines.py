@@ -49,20 +49,26 @@ GRAD_GAP, GRAD_HALF_MIN, GRAD_MAX_ROUNDS = 16, 0.98, 64
 EVAL_ROWS = {32: 256, 64: 128}
 
 
-def models() -> list[tuple[str, Path]]:
+#: the seed of the study's final models that the engine is checked on again (PROTOCOL.md: one seed per task, T)
+FINAL_SEED = 0
+
+
+def models(final: bool = False) -> list[tuple[str, Path]]:
     """``(name, run directory)`` of every validated model whose run has finished, or diverged after a checkpoint (a
-    model that candidate (1) trained until its gradient blew up: validated at its last checkpoint, and marked)."""
+    model that candidate (1) trained until its gradient blew up: validated at its last checkpoint, and marked).
+    ``final``: instead the study's final hj models of seed :data:`FINAL_SEED` (named ``final_<study>_<run>``)."""
     out = []
     for study in STUDIES.values():
-        if not study.name.startswith(("exact_", "pilot_")):
+        if study.name.startswith(("exact_", "pilot_")) == final:
             continue
-        for d in sorted((HERE / ROOT / study.name / "runs").glob("hj_T*_s*")):
+        pattern = f"hj_T*_s{FINAL_SEED}" if final else "hj_T*_s*"
+        for d in sorted((HERE / ROOT / study.name / "runs").glob(pattern)):
             m = d / "metrics.json"
             if not (m.is_file() and (d / "checkpoint.pt").is_file()):
                 continue
             met = json.loads(m.read_text())
             if met.get("finished") or met.get("diverged"):
-                out.append((f"{study.name}_{d.name}", d))
+                out.append((f"{'final_' if final else ''}{study.name}_{d.name}", d))
     return out
 
 
@@ -439,9 +445,10 @@ def choose(rows: list[dict], *, amended: bool = True) -> dict:
     return {"overall": overall, "tasks": tasks}
 
 
-def report() -> str:
-    files = sorted(OUT.glob("*.json"))
-    rows = [json.loads(f.read_text()) for f in files]
+def validated_rows() -> tuple[list[dict], list[str]]:
+    """The committed per-model validation records of the decision's models (the exact-reference and pilot models),
+    and the names of those still to validate."""
+    rows = [json.loads(f.read_text()) for f in sorted(OUT.glob("*.json")) if not f.name.startswith("final_")]
     pending = sorted(
         f"{s.name}_{d.name}"
         for s in STUDIES.values()
@@ -451,6 +458,69 @@ def report() -> str:
         for d in [Path(f"hj_T{T}_lr{s.base['lr']:g}_s{seed}")]
         if not (OUT / f"{s.name}_{d.name}.json").is_file()
     )
+    return rows, pending
+
+
+def engine_summary(
+    rows: list[dict], pending: list[str], block_sizes: dict[str, tuple[int, ...]], finals: list[dict] | None = None
+) -> tuple[dict, str]:
+    """For the study's report: ``(marks, note)``. ``marks``: per (task, T) of ``block_sizes`` (task: the context
+    lengths it ran) "engine-limited" (its task has no passing candidate, change 1 rule 2) or "engine unvalidated"
+    (change 4, rule 3), and from the check on the final models (``finals``, default the committed ``final_*``
+    records): a model that
+    fails its task's engine marks its (task, T) engine-limited, one whose reference did not converge engine
+    unvalidated; ``note``: a markdown section with the engine per task, the unconverged references (change 4, rule 5)
+    and the final check."""
+    c = choose(rows)
+    engines = {t: (c["overall"], False) for t in block_sizes} if c["overall"] else c["tasks"]
+    unval = set(unvalidated(rows, pending))
+    marks = {}
+    for task, Ts in block_sizes.items():
+        for T in Ts:
+            if engines.get(task, (None, False))[1]:
+                marks[task, T] = "engine-limited"
+            elif (task, T) in unval:
+                marks[task, T] = "engine unvalidated"
+    checked = []
+    if finals is None:  # PROTOCOL.md: the check on the study's final models
+        finals = [json.loads(f.read_text()) for f in sorted(OUT.glob("final_*.json"))]
+    for r in finals:
+        eng = engines.get(r["task"], (None, False))[0]
+        if eng is None or r["T"] not in block_sizes.get(r["task"], ()):
+            continue
+        if not converged(r):
+            marks.setdefault((r["task"], r["T"]), "engine unvalidated")
+            checked.append(f"{r['model']}: reference not converged")
+        else:
+            ok = verdicts(r)[eng]
+            if not ok:
+                marks[r["task"], r["T"]] = "engine-limited"
+            checked.append(f"{r['model']}: {eng} {'passes' if ok else 'fails'}")
+    unconv = [r for r in rows if not converged(r)]
+    lines = [
+        "## Engine",
+        "",
+        'hj runs on the engine the validation chose (`engine_validation.md`, PROTOCOL.md "The engine" and changes '
+        "1-4): " + "; ".join(f"{t}: {engines[t][0] if t in engines else 'none decided'}" for t in block_sizes) + ".",
+    ]
+    if pending:
+        lines.append(f"The validation is not complete ({len(pending)} models pending): the decision is provisional.")
+    if unconv:
+        lines.append(
+            f"{len(unconv)} of {len(rows)} validated models have a Gibbs reference that did not converge (the chains "
+            "from opposite starts still disagreed after "
+            f"{REF_MAX_BURN_IN} sweeps), largest eigenvalues of beta J "
+            + ", ".join(f"{r['largest_eigenvalue_beta_J']:.1f}" for r in unconv)
+            + ": learned couplings whose Boltzmann law a long Gibbs run cannot sample. A stronger reference (replica "
+            "exchange) was not tried."
+        )
+    lines.append("Check on the final models (seed 0): " + ("; ".join(checked) if checked else "not run yet") + ".")
+    return marks, "\n".join(lines) + "\n"
+
+
+def report() -> str:
+    rows, pending = validated_rows()
+    finals = [json.loads(f.read_text()) for f in sorted(OUT.glob("final_*.json"))]  # listed, not decided on
     lines = [
         "# Engine validation (long-context study)",
         "",
@@ -466,7 +536,7 @@ def report() -> str:
         "grad cos c_attn / J / rest | norm ratio c_attn / J / rest | pass | first rules |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for r in rows:
+    for r in rows + finals:
         v, v0 = verdicts(r), verdicts(r, amended=False)
         ref = r["reference"]
         key = "val_perplexity" if "val_perplexity" in ref["metric"] else "val_accuracy"
@@ -532,13 +602,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--report", action="store_true", help="write engine_validation.md from the per-model files")
     p.add_argument("--only", nargs="*", help="only these models (names as in the per-model files)")
+    p.add_argument(
+        "--final", action="store_true", help=f"the study's final hj models (seed {FINAL_SEED}) instead of the pilots"
+    )
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     if args.report:
         (HERE / ROOT / "engine_validation.md").write_text(report())
         return 0
     OUT.mkdir(parents=True, exist_ok=True)
-    for name, run in models():
+    for name, run in models(final=args.final):
         if (args.only and name not in args.only) or (OUT / f"{name}.json").is_file():
             continue
         print(f"validating {name} ...", flush=True)

@@ -13,16 +13,28 @@ import pytest
 HERE = Path(__file__).resolve().parents[2] / "experiments" / "long_context"
 
 
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @pytest.fixture(scope="module")
 def ve():
-    sys.path.insert(0, str(HERE))
+    """validate_engines.py, with this study's plan.py as the ``plan`` it imports (another experiment's ``plan`` may
+    already be in ``sys.modules``); the plan is its attribute ``plan``."""
+    saved = sys.modules.get("plan")
+    sys.modules["plan"] = plan = _load("plan", HERE / "plan.py")
     try:
-        spec = importlib.util.spec_from_file_location("validate_engines", HERE / "validate_engines.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        yield mod
+        mod = _load("validate_engines", HERE / "validate_engines.py")
     finally:
-        sys.path.remove(str(HERE))
+        if saved is None:
+            del sys.modules["plan"]
+        else:
+            sys.modules["plan"] = saved
+    mod.plan = plan
+    return mod
 
 
 GOOD = {"c_attn": {"cosine": 0.99, "norm_ratio": 1.0}, "J_raw": {"cosine": 0.97, "norm_ratio": 1.1}}
@@ -96,3 +108,67 @@ def test_unconverged_reference_counts_neither_way(ve):
     assert ve.unvalidated(rows, ["pilot_shakespeare_hj_T64_lr0.003_s2"]) == []  # one still pending at T = 64
     assert ve.task_of("pilot_runs_hj_T64_lr0.003_s1") == "runs"
     assert set(ve.pilot_cells()) == {(t, T) for t in ("shakespeare", "brackets", "runs") for T in (32, 64)}
+
+
+def test_candidate_training_settings_are_valid_runs(ve, tmp_path):
+    """Every candidate engine, as plan.py trains it, is a valid hj run of every task at T = 32 and 64."""
+    from hybrid_attention.apps.train import TrainConfig
+
+    plan = ve.plan
+    assert set(plan.CANDIDATE_CONFIGS) == set(ve.CANDIDATES)
+    for name, eng in plan.CANDIDATE_CONFIGS.items():
+        for task in plan.TASKS.values():
+            for T in (32, 64):
+                cfg = {**plan.COMMON, **task, **eng, "attention": "hj", "block_size": T, "out": str(tmp_path / name)}
+                TrainConfig(**cfg).validate()
+
+
+def test_plan_engines_follow_the_committed_decision(ve):
+    """No study engine before every validated model is in; once they are, plan.ENGINES is the decision's."""
+    import json
+
+    plan = ve.plan
+    rows = [json.loads(f.read_text()) for f in sorted(ve.OUT.glob("*.json"))]
+    expected = {
+        f"{s.name}_hj_T{T}_lr{s.base['lr']:g}_s{seed}"
+        for s in plan.STUDIES.values()
+        if s.name.startswith(("exact_", "pilot_"))
+        for T in s.block_sizes
+        for seed in s.seeds
+    }
+    if not expected <= {r["model"] for r in rows}:
+        assert plan.ENGINES is None, "the study engine is set before the validation has finished"
+        return
+    c = ve.choose(rows)
+    decided = {t: c["overall"] for t in plan.TASKS} if c["overall"] else {t: e for t, (e, _) in c["tasks"].items()}
+    assert plan.ENGINES == decided
+
+
+def test_engine_summary_marks_and_note(ve):
+    """The report's marks: a task without a passing candidate is engine-limited at every T it ran; a (task, T) whose
+    pilot models all failed to converge is engine unvalidated; the note names the engines and the unconverged."""
+    ok = {e: (6.0, GOOD) for e in ve.CANDIDATES}
+    sh = record("pilot_shakespeare_hj_T32_lr0.003_s0", "shakespeare", 32, 6.0, ok, converged=True)
+    nc = [record(f"pilot_shakespeare_hj_T64_lr0.003_s{s}", "shakespeare", 64, 6.0, ok, converged=False) for s in (0, 1)]
+    br = record("exact_brackets_hj_T16", "brackets", 16, 0.98, {
+        "meanfield": (0.95, GOOD), "gibbs-persistent": (0.97, GOOD), "tap": (0.96, GOOD)})  # fmt: skip
+    ran = {"shakespeare": (32, 64, 128), "brackets": (32, 64)}
+    marks, note = ve.engine_summary([sh, *nc, br], [], ran, finals=[])
+    assert marks == {
+        ("shakespeare", 64): "engine unvalidated",
+        ("brackets", 32): "engine-limited",
+        ("brackets", 64): "engine-limited",
+    }
+    assert "shakespeare: meanfield; brackets: gibbs-persistent" in note and "2 of 4 validated models" in note
+    assert "provisional" in ve.engine_summary([sh], ["pilot_runs_hj_T32_lr0.003_s0"], {"shakespeare": (32,)}, [])[1]
+    # the final models' check: a failing final model marks its cell engine-limited, an unconverged one unvalidated
+    bad = {e: (6.5, GOOD) for e in ve.CANDIDATES}
+    finals = [
+        record("final_shakespeare_hj_T32_lr0.003_s0", "shakespeare", 32, 6.0, bad, converged=True),
+        record("final_shakespeare_hj_T128_lr0.003_s0", "shakespeare", 128, 6.0, ok, converged=False),
+        record("final_shakespeare_hj_T64_lr0.003_s0", "shakespeare", 64, 6.0, ok, converged=True),
+    ]
+    marks, note = ve.engine_summary([sh, *nc, br], [], ran, finals=finals)
+    assert marks[("shakespeare", 32)] == "engine-limited" and marks[("shakespeare", 128)] == "engine unvalidated"
+    assert marks[("shakespeare", 64)] == "engine unvalidated"  # the pilots' mark stands: the final model passes
+    assert "final_shakespeare_hj_T32_lr0.003_s0: meanfield fails" in note

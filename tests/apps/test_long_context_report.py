@@ -82,9 +82,13 @@ def test_a_gain_that_does_not_grow_is_inconclusive_and_engine_limits_are_marked(
     v = {k: lc.cell_verdict(c) for k, c in cells.items()}
     t, why = lc.thesis("shakespeare", list(cells.values()), v)
     assert t == "inconclusive" and "does not grow" in why
-    assert lc.cell_verdict(cells["shakespeare", 64], engine_limited=True) == "hj better (engine-limited)"
-    text, _ = lc.long_context_report(tmp_path, engine_limited={("shakespeare", 64)})
+    assert lc.cell_verdict(cells["shakespeare", 64], "engine-limited") == "hj better (engine-limited)"
+    text, _ = lc.long_context_report(tmp_path, engine_marks={("shakespeare", 64): "engine-limited"})
     assert "hj better (engine-limited)" in text
+    marks = {("shakespeare", 64): "engine unvalidated"}
+    text, _ = lc.long_context_report(tmp_path, engine_marks=marks, engine_note="## Engine\n\nhj ran on tap.")
+    assert "hj better (engine unvalidated)" in text and "hj better (engine-limited)" not in text
+    assert text.index("## Engine") < text.index("## Primary contrasts")
 
 
 def test_noisy_runs_are_undecided_with_the_seeds_needed(tmp_path):

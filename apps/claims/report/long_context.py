@@ -14,7 +14,8 @@ Rules, as the protocol states them:
 * per (task, T): **hj better** (Holm-adjusted p < 0.05, gain > 0), **hj worse** (adjusted p < 0.05, gain < 0), **no
   practical gain** (the upper bound of the interval at the family's Bonferroni level below +0.5), otherwise
   **undecided**; brackets at a T where softmax's mean accuracy is 99.5 % or more: **not testable (ceiling)**; a cell
-  whose final model failed the engine check: the verdict with "(engine-limited)";
+  whose engine is limited (no candidate passed its task, or its final model failed the engine check): the verdict
+  with "(engine-limited)"; one with no converged validation reference: with "(engine unvalidated)";
 * thesis per task: **supported** when hj is better at T = 64 (and at T = 128 where Tiny Shakespeare ran in full) and
   its gain at T = 64 exceeds its gain at T = 32 (Welch interval of the difference above 0); **refuted** when every T
   of the task gives "no practical gain" or "hj worse"; otherwise **inconclusive**; no T that ran in full: **not run**.
@@ -97,8 +98,9 @@ def primary_contrasts(rows_by_study: dict[str, list[dict[str, Any]]]) -> list[di
     return out
 
 
-def cell_verdict(c: dict[str, Any], engine_limited: bool = False) -> str:
-    """The verdict of one primary contrast (module docstring)."""
+def cell_verdict(c: dict[str, Any], mark: str = "") -> str:
+    """The verdict of one primary contrast (module docstring); ``mark`` ("engine-limited", "engine unvalidated")
+    follows it in parentheses."""
     if c["task"] == "brackets" and c["softmax_mean"] >= CEILING:
         v = "not testable (ceiling)"
     elif not c["full"]:
@@ -111,7 +113,7 @@ def cell_verdict(c: dict[str, Any], engine_limited: bool = False) -> str:
             v = "no practical gain"
         else:
             v = "undecided"
-    return v + (" (engine-limited)" if engine_limited else "")
+    return v + (f" ({mark})" if mark else "")
 
 
 def welch_interval(a: list[float], b: list[float], level: float = 0.95) -> tuple[float, float, float]:
@@ -157,10 +159,12 @@ def _fmt(res: PairedResult, unit: str) -> str:
 
 
 def long_context_report(
-    root: str | Path, engine_limited: set[tuple[str, int]] | None = None
+    root: str | Path, engine_marks: dict[tuple[str, int], str] | None = None, engine_note: str = ""
 ) -> tuple[str, list[Damaged]]:
-    """The report's markdown and the damaged runs left out. ``engine_limited``: the (task, T) cells whose final hj
-    model failed the engine check (PROTOCOL.md)."""
+    """The report's markdown and the damaged runs left out. ``engine_marks``: per (task, T) the engine's standing
+    that follows the verdict ("engine-limited": no candidate passed, or the final hj model failed the engine check;
+    "engine unvalidated": no validated model of that (task, T) had a converged reference; PROTOCOL.md changes 1 and
+    4); ``engine_note``: markdown placed before the contrasts (the engine decision and the validation's summary)."""
     root = Path(root)
     rows_by_study, damaged = {}, []
     for study in TASK_STUDIES:
@@ -168,8 +172,8 @@ def long_context_report(
             rows, bad = scan(root, study)
             rows_by_study[study], damaged = rows, damaged + bad
     cells = primary_contrasts(rows_by_study)
-    limited = engine_limited or set()
-    verdicts = {(c["task"], c["T"]): cell_verdict(c, (c["task"], c["T"]) in limited) for c in cells}
+    marks = engine_marks or {}
+    verdicts = {(c["task"], c["T"]): cell_verdict(c, marks.get((c["task"], c["T"]), "")) for c in cells}
     m = max((c.get("family_size", 0) for c in cells), default=0)
     lines = [
         "# Long-context study: report",
@@ -180,6 +184,7 @@ def long_context_report(
         f'({FULL_SEEDS} seeds); "no practical gain": the interval at the family\'s Bonferroni level lies below '
         f"+{MARGIN}.",
         "",
+        *([engine_note.rstrip(), ""] if engine_note else []),
         "## Primary contrasts: hj against softmax",
         "",
         "| task | context | seeds | softmax | hj | gain [95 % CI] | Holm p | Bonferroni interval | verdict | seeds needed |",
