@@ -42,12 +42,23 @@ REPORT = "mixing.json"
 SAMPLED = {"qemcmc": "qemcmc", "local": "mh-local", "uniform": "mh-uniform"}
 
 
-def fit_exponent(ns: Any, gaps: Any, *, boots: int = 500, seed: int = 0) -> dict[str, float]:
-    """Fit ``gap ~ c 2**(-k n)``: least squares of ``log2(median gap)`` against ``n``.
+#: per-size statistics of the instances' gaps a fit may use
+STATS = {"median": np.median, "mean": np.mean}
+
+
+def _slope(ns: np.ndarray, per_size: list[np.ndarray], stat: str) -> tuple[float, float]:
+    y = np.log2([max(float(STATS[stat](g)), 1e-300) for g in per_size])
+    b, a = np.polyfit(ns, y, 1)
+    return -b, 2.0**a
+
+
+def fit_exponent(ns: Any, gaps: Any, *, boots: int = 500, seed: int = 0, stat: str = "median") -> dict[str, float]:
+    """Fit ``gap ~ c 2**(-k n)``: least squares of ``log2(stat(gaps))`` against ``n``.
 
     Args:
         ns: sizes ``(S,)``; gaps: per size a 1-D array of the instances' gaps.
         boots: bootstrap resamples of the instances (per size) for the error bar.
+        stat: the per-size statistic of the instances' gaps, ``"median"`` or ``"mean"``.
 
     Returns:
         ``{"k", "k_err", "c"}``: exponent, its bootstrap standard deviation, prefactor.
@@ -55,16 +66,47 @@ def fit_exponent(ns: Any, gaps: Any, *, boots: int = 500, seed: int = 0) -> dict
     ns = np.asarray(ns, dtype=np.float64)
     if len(ns) < 2:
         raise ValueError(f"fit_exponent needs at least two sizes, got {len(ns)}")
-
-    def slope(per_size: list[np.ndarray]) -> tuple[float, float]:
-        y = np.log2([max(float(np.median(g)), 1e-300) for g in per_size])
-        b, a = np.polyfit(ns, y, 1)
-        return -b, 2.0**a
-
-    k, c = slope([np.asarray(g) for g in gaps])
+    if stat not in STATS:
+        raise ValueError(f"stat must be one of {sorted(STATS)}, got {stat!r}")
+    k, c = _slope(ns, [np.asarray(g) for g in gaps], stat)
     rng = np.random.default_rng(seed)
-    ks = [slope([rng.choice(np.asarray(g), len(g)) for g in gaps])[0] for _ in range(boots)]
+    ks = [_slope(ns, [rng.choice(np.asarray(g), len(g)) for g in gaps], stat)[0] for _ in range(boots)]
     return {"k": float(k), "k_err": float(np.std(ks)), "c": float(c)}
+
+
+def exponent_ratio(
+    ns: Any, gaps_num: Any, gaps_den: Any, *, boots: int = 500, seed: int = 0, stat: str = "median"
+) -> dict[str, float]:
+    """The ratio ``k_num / k_den`` of two chains' fitted exponents on the same instances (a speedup ``gap_den ~
+    gap_num ** (1 / ratio)``: ratio 3 is a cubic speedup of chain ``den`` over chain ``num``), with a bootstrap that
+    resamples instances jointly (the same instances for both chains, per size).
+
+    Args:
+        ns: sizes ``(S,)``; gaps_num, gaps_den: per size a 1-D array of the instances' gaps, instance ``i`` of both
+            the same problem.
+
+    Returns:
+        ``{"ratio", "ratio_err", "k_num", "k_den"}``.
+    """
+    ns = np.asarray(ns, dtype=np.float64)
+    num = [np.asarray(g) for g in gaps_num]
+    den = [np.asarray(g) for g in gaps_den]
+    if [len(g) for g in num] != [len(g) for g in den]:
+        raise ValueError(
+            f"both chains need the same instances per size, got {[len(g) for g in num]} and {[len(g) for g in den]}"
+        )
+    if len(ns) < 2:
+        raise ValueError(f"exponent_ratio needs at least two sizes, got {len(ns)}")
+    kn, kd = _slope(ns, num, stat)[0], _slope(ns, den, stat)[0]
+    rng = np.random.default_rng(seed)
+    rs = []
+    for _ in range(boots):
+        idx = [rng.integers(0, len(g), len(g)) for g in num]
+        rs.append(
+            _slope(ns, [g[i] for g, i in zip(num, idx)], stat)[0]
+            / _slope(ns, [g[i] for g, i in zip(den, idx)], stat)[0]
+        )
+    return {"ratio": float(kn / kd), "ratio_err": float(np.std(rs)), "k_num": float(kn), "k_den": float(kd)}
 
 
 def problems_for(args: argparse.Namespace, n: int) -> Any:

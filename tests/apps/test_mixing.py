@@ -13,7 +13,7 @@ import torch
 from hybrid_attention import IsingProblem
 from hybrid_attention.apps.cli import main
 from hybrid_attention.apps.fidelity.problems import ensemble_problems
-from hybrid_attention.apps.mixing import fit_exponent, mixing_report
+from hybrid_attention.apps.mixing import exponent_ratio, fit_exponent, mixing_report
 from hybrid_attention.backends import mcmc
 from hybrid_attention.circuits.proposal import ProposalParams
 
@@ -27,6 +27,29 @@ def test_fit_recovers_a_known_exponent():
     assert 0 < fit["k_err"] < 0.05
     with pytest.raises(ValueError, match="two sizes"):
         fit_exponent([3], [np.ones(3)])
+    mean = fit_exponent(ns, gaps, stat="mean")  # log-normal noise of sd 0.05: mean and median scale alike
+    assert abs(mean["k"] - 0.5) < 5 * mean["k_err"] + 1e-3
+    with pytest.raises(ValueError, match="stat must be one of"):
+        fit_exponent(ns, gaps, stat="mode")
+
+
+def test_exponent_ratio_is_paired_over_instances():
+    """Two chains on the same instances, gaps 2^(-0.3 n) and 2^(-0.9 n) times a per-instance hardness factor: the
+    ratio is 3 within its error; a chain against itself gives exactly 1 with zero spread (the bootstrap resamples
+    the same instances for both; an unpaired one would spread)."""
+    rng = np.random.default_rng(1)
+    ns = [3, 4, 5, 6, 7, 8]
+    shared = [np.exp(rng.normal(0, 0.5, 16)) for _ in ns]  # instance hardness, common to both chains
+    fast = [2.0 ** (-0.3 * n) * s * np.exp(rng.normal(0, 0.02, 16)) for n, s in zip(ns, shared)]
+    slow = [2.0 ** (-0.9 * n) * s * np.exp(rng.normal(0, 0.02, 16)) for n, s in zip(ns, shared)]
+    r = exponent_ratio(ns, slow, fast)
+    assert r["k_num"] == pytest.approx(fit_exponent(ns, slow)["k"])
+    assert r["k_den"] == pytest.approx(fit_exponent(ns, fast)["k"])
+    assert abs(r["ratio"] - 3.0) < 5 * r["ratio_err"] + 0.05 and r["ratio_err"] > 0
+    same = exponent_ratio(ns, fast, fast)
+    assert same["ratio"] == pytest.approx(1.0) and same["ratio_err"] < 1e-12
+    with pytest.raises(ValueError, match="same instances"):
+        exponent_ratio(ns, slow, [g[:8] for g in fast])
 
 
 def test_exact_rows_match_spectral_gaps_and_integrated_time():
