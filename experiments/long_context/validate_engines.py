@@ -46,7 +46,7 @@ REF_CHAINS, REF_RECORDS, REF_BURN_IN, REF_MAX_BURN_IN = 32, 8, 256, 4096
 AGREE_MAX = 1.1
 #: the reference gradient: sweeps between rounds of reads, the even/odd half-mean cosine to reach, the most rounds
 GRAD_GAP, GRAD_HALF_MIN, GRAD_MAX_ROUNDS = 16, 0.98, 64
-EVAL_ROWS = {32: 256, 64: 128}
+EVAL_ROWS = {32: 256, 64: 128, 128: 64}
 
 
 #: the seed of the study's final models that the engine is checked on again (PROTOCOL.md: one seed per task, T)
@@ -467,10 +467,9 @@ def engine_summary(
     """For the study's report: ``(marks, note)``. ``marks``: per (task, T) of ``block_sizes`` (task: the context
     lengths it ran) "engine-limited" (its task has no passing candidate, change 1 rule 2) or "engine unvalidated"
     (change 4, rule 3), and from the check on the final models (``finals``, default the committed ``final_*``
-    records): a model that
-    fails its task's engine marks its (task, T) engine-limited, one whose reference did not converge engine
-    unvalidated; ``note``: a markdown section with the engine per task, the unconverged references (change 4, rule 5)
-    and the final check."""
+    records): a model that fails its task's engine marks its (task, T) engine-limited, one whose reference did not
+    converge engine unvalidated; ``note``: a markdown section with the engine per task, the unconverged references
+    (change 4, rule 5) and the final check."""
     c = choose(rows)
     engines = {t: (c["overall"], False) for t in block_sizes} if c["overall"] else c["tasks"]
     unval = set(unvalidated(rows, pending))
