@@ -45,10 +45,12 @@ CANDIDATE_CONFIGS = {
     },
     "tap": {"sampler": "meanfield", "sampler_options": {"method": "tap"}},
 }
-#: the hj engine of the main study per task, by candidate name: None until the engine validation has decided
-#: (PROTOCOL.md; ``python experiments/long_context/validate_engines.py --report`` states the decision, and a test
-#: checks that this matches it)
-ENGINES: dict[str, str] | None = None
+#: the hj engine of the main study per task, by candidate name, as the engine validation decided over its 18 models
+#: (``results/long_context/engine_validation.md``; PROTOCOL.md "The engine" and changes 1-4; a test holds this to the
+#: committed decision): no candidate passed everywhere, so per task (change 1, rule 2) Tiny Shakespeare takes the
+#: first candidate passing all its converged models, brackets and runs (no candidate passing) the smallest largest
+#: metric deviation, and their cells are "engine-limited"
+ENGINES: dict[str, str] | None = {"shakespeare": "meanfield", "brackets": "tap", "runs": "meanfield"}
 
 #: the claims study's harder bracket variant (no depth split), for the exact-trained reference models
 CLAIMS_BRACKETS = {"task": "brackets", "bracket_types": 2, "filler": 0.2, "disjoint": True}

@@ -500,7 +500,14 @@ def engine_summary(
         "## Engine",
         "",
         'hj runs on the engine the validation chose (`engine_validation.md`, PROTOCOL.md "The engine" and changes '
-        "1-4): " + "; ".join(f"{t}: {engines[t][0] if t in engines else 'none decided'}" for t in block_sizes) + ".",
+        "1-4): "
+        + "; ".join(
+            f"{t}: {engines[t][0]}" + (" (engine-limited: no candidate passed)" if engines[t][1] else "")
+            if t in engines
+            else f"{t}: none decided"
+            for t in block_sizes
+        )
+        + ".",
     ]
     if pending:
         lines.append(f"The validation is not complete ({len(pending)} models pending): the decision is provisional.")
@@ -585,6 +592,13 @@ def report() -> str:
         per_task = "; ".join(f"{t}: {e}" + (" (engine-limited)" if lim else "") for t, (e, lim) in c["tasks"].items())
         tail = "" if c["overall"] or not amended else f"; per task (rule 2): {per_task}"
         lines.append(f"- {label}: engine passing on every model: {c['overall'] or 'none'}{tail}")
+    res = ", ".join(f"{100 / n:.2f} points at T = {T} ({n} rows)" for T, n in sorted(EVAL_ROWS.items()) if T <= 64)
+    lines += [
+        "",
+        f"Resolution (noted after the results, not a rule): one evaluation row of an accuracy task is {res}, coarser "
+        f"than the {METRIC_TOL['val_accuracy']}-point criterion, so on the long-context bracket and runs models an "
+        "engine passes the metric criterion only with exactly the reference's count of correct rows.",
+    ]
     cells = unvalidated(rows, pending)
     if cells:
         lines += [
