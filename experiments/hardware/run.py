@@ -10,7 +10,7 @@ Points (one JSON file each under ``--out/points/``; an existing file is kept, so
   spins (n <= 6), fixed proposal (gamma 0.45, t 6, 2 Trotter steps: the training setting's depth);
 * ``qemcmc-sampled``: :func:`~hybrid_attention.apps.noise_study.qemcmc_sampled_bias`, ``--sampled-n`` spins.
 
-Run (the committed results; about 30 minutes on a busy 2-core machine):
+Run (the committed results; about 3 hours on a busy 2-core machine, most of it the n = 8 and n = 10 DQA points):
 
     nice -n 5 python experiments/hardware/run.py --out results/hardware
     python experiments/hardware/report.py --out results/hardware
@@ -37,7 +37,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="results/hardware")
     ap.add_argument("--backends", default=",".join(BACKENDS))
-    ap.add_argument("--dqa-n", default="4,6,8")
+    ap.add_argument("--dqa-n", default="4,6,8,10")
     ap.add_argument("--exact-n", default="3,4,5,6")
     ap.add_argument("--sampled-n", default="8")
     ap.add_argument("--problems", type=int, default=4)
