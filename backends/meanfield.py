@@ -121,6 +121,12 @@ def _implicit(
         if g is None:
             return g
         v = g
+        # the stopping test is relative to the incoming gradient's scale: a training loss averaged over many
+        # targets gives entries far below ``tol``, and an absolute test would stop after one step (a truncated,
+        # not the implicit, gradient)
+        scale = float(g.abs().max())
+        if scale == 0.0:
+            return g
         for k in range(1, max_iter + 1):
             info["backward_iterations"] = k
             vjp = torch.autograd.grad(f0, z0, v, retain_graph=True)[0]
@@ -128,7 +134,7 @@ def _implicit(
             if not torch.isfinite(new).all():  # no stable fixed point (strong couplings): one-step gradient instead
                 logger.warning("mean-field implicit backward diverged; using the one-step gradient")
                 return g
-            done = float((new - v).abs().max()) < tol * max(1.0, float(g.abs().max()))
+            done = float((new - v).abs().max()) < tol * scale
             v = new
             if done:
                 break

@@ -598,6 +598,10 @@ def report() -> str:
         f"Resolution (noted after the results, not a rule): one evaluation row of an accuracy task is {res}, coarser "
         f"than the {METRIC_TOL['val_accuracy']}-point criterion, so on the long-context bracket and runs models an "
         "engine passes the metric criterion only with exactly the reference's count of correct rows.",
+        "",
+        "Gradients of naive mean field and TAP above were measured with the implicit backward as it was before "
+        "PROTOCOL.md change 5 (an absolute stopping test that cut the adjoint iteration short); recomputed with the "
+        "fixed backward in `backward_fix.md`, the decision is the same.",
     ]
     cells = unvalidated(rows, pending)
     if cells:

@@ -155,6 +155,27 @@ def test_mean_field_gradients(method, grad):
     assert torch.autograd.gradcheck(f, (h, v, beta), eps=1e-6, atol=1e-6, check_undefined_grad=False)
 
 
+@pytest.mark.parametrize("method", ["naive", "tap"])
+def test_mean_field_implicit_gradient_is_scale_free(method):
+    """A training loss averages over thousands of targets, so the incoming gradient is tiny; the implicit backward
+    must still solve its adjoint system (it once stopped after one step when the entries fell below ``tol``)."""
+    rng = np.random.default_rng(2)
+    n, R = 8, 5
+    U = np.triu(rng.normal(scale=0.6 / np.sqrt(n), size=(n, n)), 1)
+    h0, w = rng.normal(size=(R, n)), torch.tensor(rng.normal(size=(R, n)))
+    grads = {}
+    for grad in ("implicit", "unroll"):
+        mf = MeanFieldSampler(method=method, grad=grad, tol=1e-13, max_iter=5000)
+        h = torch.tensor(h0, requires_grad=True)
+        J = torch.tensor(U + U.T, requires_grad=True)
+        m = mf.differentiable_marginals(IsingProblem(h, J))
+        (1e-7 * (m * w).sum()).backward()
+        grads[grad] = torch.cat([h.grad.flatten(), J.grad.flatten()]) / 1e-7
+        assert grad == "unroll" or mf.last_info["backward_iterations"] > 5
+    err = (grads["implicit"] - grads["unroll"]).norm() / grads["unroll"].norm()
+    assert err < 1e-8, err
+
+
 def test_seeds_and_validation():
     pr = IsingProblem(torch.randn(2, 5, generator=torch.Generator().manual_seed(0)))
     g = GibbsSampler(burn_in=8)
