@@ -500,7 +500,7 @@ def engine_summary(
         "## Engine",
         "",
         'hj runs on the engine the validation chose (`engine_validation.md`, PROTOCOL.md "The engine" and changes '
-        "1-4): "
+        "1-4; change 5 fixed mean field's implicit gradient without changing the decision, `backward_fix.md`): "
         + "; ".join(
             f"{t}: {engines[t][0]}" + (" (engine-limited: no candidate passed)" if engines[t][1] else "")
             if t in engines
