@@ -34,6 +34,7 @@ _LAZY = {
     "TransformerConfig": ("hybrid_attention.model", "TransformerConfig"),
     "Transformer": ("hybrid_attention.model", "Transformer"),
     "Sampling": ("hybrid_attention.sampling", "Sampling"),
+    "ReadNoiseWarning": ("hybrid_attention.sampling", "ReadNoiseWarning"),
     "PersistentChains": ("hybrid_attention.sampling", "PersistentChains"),
 }
 

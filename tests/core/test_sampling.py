@@ -142,3 +142,23 @@ def test_the_route_check_can_fail(tmp_path, monkeypatch):
 def test_attention_layer_sizes_are_checked(kwargs, words):
     with pytest.raises(ValueError, match=words):
         BoltzmannAttention(**{"n_embd": 8, "n_head": 2, "block_size": 4, **kwargs})
+
+
+def test_plain_spin_averages_of_reads_warn():
+    """Issue: attention marginals from plain spin averages of reads are never met without a warning."""
+    import warnings
+
+    from hybrid_attention import ReadNoiseWarning
+    from hybrid_attention.backends import get_sampler
+    from hybrid_attention.bridge import attention_marginals
+
+    with pytest.warns(ReadNoiseWarning, match="plain spin averages of 8 reads"):
+        Sampling(get_sampler("gibbs"), 8)
+    with pytest.warns(ReadNoiseWarning, match="estimator='conditional'"):
+        attention_marginals(torch.randn(1, 1, 4, 4), torch.zeros(1, 4, 4), torch.ones(1), sampler=get_sampler("gibbs"),
+                            num_reads=8, seed=0)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ReadNoiseWarning)
+        Sampling(get_sampler("gibbs"), 8, estimator="conditional")
+        Sampling(get_sampler("statevector"))  # exact readout: no reads
+        Sampling(get_sampler("exact"), 8, readout="shots", estimator="conditional")
