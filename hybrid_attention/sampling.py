@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import warnings
 import zlib
@@ -241,12 +242,19 @@ class Sampling:
             )
 
     def with_seed(self, seed: SeedLike) -> Sampling:
-        """The same value with another seed (a training step's fresh seed)."""
-        return dataclasses.replace(self, seed=seed)
+        """The same value with another seed (a training step's fresh seed); the other settings were validated (and
+        warned about) when the value was built."""
+        checks.check_seed(seed)
+        return self._copy_with("seed", seed)
 
     def layer(self, index: int) -> Sampling:
         """The view that attention layer ``index`` gets: its persistent chains live under the key ``layer<index>``."""
-        return dataclasses.replace(self, chain_key=f"layer{index}")
+        return self._copy_with("chain_key", f"layer{index}")
+
+    def _copy_with(self, field: str, value: Any) -> Sampling:
+        new = copy.copy(self)
+        object.__setattr__(new, field, value)
+        return new
 
     def __repr__(self) -> str:
         name = getattr(self.sampler, "name", type(self.sampler).__name__)
