@@ -95,16 +95,17 @@ def mean_field(
                 break
             m = m + damping * step
     else:
+        mk = None if mask is None else mask.detach()
+        blocks = _width_blocks(mk, h.shape[-1])  # once for the forward iteration and the adjoint
         with torch.no_grad():
-            m, it, res = _solve(h.detach(), J.detach(), None if mask is None else mask.detach(), tap, b.detach(),
-                                damping, max_iter, tol)  # fmt: skip
+            m, it, res = _solve(h.detach(), J.detach(), mk, tap, b.detach(), damping, max_iter, tol, blocks)
     info = {"iterations": it, "converged": res < tol, "residual": res}
     if warn and not info["converged"]:
         logger.warning(
             "mean field (%s) did not converge in %d iterations (residual %.2e); strong couplings?", method, it, res
         )
     if need_grad and not unroll:
-        m = _implicit(m.detach(), h, J, mask, tap, b, damping, max_iter, tol, info)
+        m = _implicit(m.detach(), h, J, mask, tap, b, damping, max_iter, tol, info, blocks)
     return m, info
 
 
@@ -141,17 +142,17 @@ def _width_blocks(mask: torch.Tensor | None, n: int) -> list[tuple[torch.Tensor,
 
 
 def _solve(
-    h, J, mask, tap: bool, b, damping: float, max_iter: int, tol: float, *, blocked: bool = True
+    h, J, mask, tap: bool, b, damping: float, max_iter: int, tol: float, blocks: list[tuple[torch.Tensor, int]] | None
 ) -> tuple[torch.Tensor, int, float]:
     """The damped iteration ``m <- m + d (f(m) - m)`` from ``tanh(beta h)``, stopped when the largest residual of
     the whole batch is below ``tol`` (no gradient). Causal masks leave row ``r`` with ``L_r`` active spins; rows are
     iterated in blocks of similar ``L`` on the leading ``L x L`` block of ``J`` (the masked spins are 0 and enter no
     product), the same iteration and stopping test at about half the cost.
 
-    Returns ``(m (G, R, n), iterations, final residual)``; ``blocked=False`` iterates the whole width (for
-    ``bench/meanfield_blocks.py``).
+    ``blocks``: :func:`_width_blocks` of ``mask``, or ``None`` to iterate the whole width.
+
+    Returns ``(m (G, R, n), iterations, final residual)``.
     """
-    blocks = _width_blocks(mask, h.shape[-1]) if blocked else None
     if blocks is None:
         parts = [(h, J, mask, b)]
     else:
@@ -175,22 +176,21 @@ def _solve(
 
 
 def _implicit(
-    m_star: torch.Tensor, h, J, mask, tap, b, damping: float, max_iter: int, tol: float, info: dict
+    m_star: torch.Tensor, h, J, mask, tap, b, damping: float, max_iter: int, tol: float, info: dict, blocks
 ) -> torch.Tensor:
     """Attach the implicit-function gradient of the fixed point ``m* = f(m*, theta)``; the backward pass records
     its adjoint iterations in ``info["backward_iterations"]``.
 
     The adjoint system ``v = g + (df/dm)^T v`` is solved by the damped iteration with ``(df/dm)^T v`` in closed form
     (each problem's Jacobian is ``diag(beta (1 - f^2)) J`` for naive mean field, plus the Onsager term's derivative
-    for TAP), in the same row blocks as the forward iteration (:func:`_solve`); ``v`` then flows into ``theta``
-    through one differentiable step ``f(m*, theta)``."""
+    for TAP), in the forward iteration's row ``blocks`` (:func:`_width_blocks`, or ``None``); ``v`` then flows into
+    ``theta`` through one differentiable step ``f(m*, theta)``."""
     m = _update(m_star, h, J, mask, tap, b)  # one step with the graph to theta (value = m* at convergence)
     with torch.no_grad():
         f = m.detach()
         bd, Jd = b.detach(), J.detach()
         mk = None if mask is None else mask.detach()
         D = bd * (1 - f * f) if mk is None else bd * (1 - f * f) * mk  # beta (1 - tanh^2) on the active spins
-        blocks = _width_blocks(mk, f.shape[-1])
         sel = (lambda t: [t]) if blocks is None else (lambda t: [t[:, r, :L] for r, L in blocks])  # noqa: E731
         Js = [Jd] if blocks is None else [Jd[:, :L, :L] for _, L in blocks]
         parts = list(zip(sel(D), Js, sel(bd.expand(*f.shape[:2], 1)) if blocks else [bd]))

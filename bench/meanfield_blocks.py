@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from hybrid_attention.backends.meanfield import _solve
+from hybrid_attention.backends.meanfield import _solve, _width_blocks
 
 
 def problems(B: int, T: int, c: float = 1.0, seed: int = 0):
@@ -122,7 +122,8 @@ def solver_table(args: argparse.Namespace) -> None:
                 for _ in range(args.reps):  # interleaved: full, blocked, full, blocked, ...
                     for blocked in (False, True):
                         t = time.perf_counter()
-                        out[blocked] = _solve(h, J, mask, tap, b, 0.5, args.iterations, 0.0, blocked=blocked)[0]
+                        blocks = _width_blocks(mask, T) if blocked else None
+                        out[blocked] = _solve(h, J, mask, tap, b, 0.5, args.iterations, 0.0, blocks)[0]
                         times[blocked].append((time.perf_counter() - t) / args.iterations * 1e3)
                 ratios = [f / k for f, k in zip(times[False], times[True])]
                 same = bool(torch.equal(out[False], out[True]))

@@ -193,7 +193,7 @@ def test_mean_field_causal_blocks_match_the_full_width_iteration(method):
     w = torch.tensor(rng.normal(size=(1, B * T, T)))
     b = beta[..., None]
     J0 = torch.tensor(U + U.transpose(0, 2, 1))
-    full = meanfield._solve(h0, J0, mask, method == "tap", b, 0.5, 300, 1e-12, blocked=False)[0]
+    full = meanfield._solve(h0, J0, mask, method == "tap", b, 0.5, 300, 1e-12, None)[0]
     with torch.no_grad():
         m, info = meanfield.mean_field(h0, J0, beta, mask, method=method, tol=1e-12, max_iter=300)
     assert info["converged"]
