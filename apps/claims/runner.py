@@ -43,6 +43,7 @@ __all__ = [
     "plan_runs",
     "chosen_lr",
     "sweep_grid",
+    "sweep_losses",
     "lr_at_edge",
     "run_plan",
     "run_state",
@@ -169,17 +170,25 @@ def _next_rate(a: float, b: float, c: float) -> float:
     return float(f"{c * b / a:.3g}")
 
 
+def sweep_losses(study: Study, mode: str, T: int, lr: float, root: str | Path) -> list[float | None]:
+    """The final validation loss of each sweep seed's run of ``mode`` at block size ``T`` and rate ``lr``, in the
+    order of ``study.sweep.seeds``: ``inf`` for a diverged run, ``None`` for one not finished yet."""
+    if study.sweep is None:
+        raise ValueError(f"study {study.name!r} has no learning-rate sweep")
+    out: list[float | None] = []
+    for seed in study.sweep.seeds:
+        d = Path(root) / study.name / "sweep" / _name(mode, T, lr, seed)
+        out.append(_final_loss(d) if run_state(d) in ("finished", "diverged") else None)
+    return out
+
+
 def _mean_losses(study: Study, mode: str, T: int, lrs: Iterable[float], root: Path) -> dict[float, float] | None:
     """Mean final validation loss over the sweep seeds per rate; ``None`` while any of those runs is unfinished."""
-    sw = study.sweep
     scores = {}
     for lr in lrs:
-        losses = []
-        for seed in sw.seeds:
-            d = root / study.name / "sweep" / _name(mode, T, lr, seed)
-            if run_state(d) not in ("finished", "diverged"):
-                return None
-            losses.append(_final_loss(d))
+        losses = sweep_losses(study, mode, T, lr, root)
+        if any(x is None for x in losses):
+            return None
         scores[lr] = sum(losses) / len(losses)
     return scores
 

@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         if not s.name.startswith(("exact_", "pilot_")):
             ran.setdefault(s.base["task"], set()).update(s.block_sizes)
     marks, note = ve.engine_summary(rows, pending, {t: tuple(sorted(Ts)) for t, Ts in ran.items()}) if ran else ({}, "")
-    text, damaged = long_context_report(args.root, engine_marks=marks, engine_note=note)
+    text, damaged = long_context_report(args.root, engine_marks=marks, engine_note=note, studies=STUDIES)
     warn(damaged)
     if args.print:
         print(text)

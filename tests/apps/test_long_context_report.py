@@ -116,3 +116,64 @@ def test_welch_interval_matches_scipy(seed):
     assert d == pytest.approx(a.mean() - b.mean()) and (lo, hi) == pytest.approx((ci.low, ci.high))
     with pytest.raises(ValueError, match="two values on each side"):
         lc.welch_interval([1.0], [1.0, 2.0])
+
+
+def _sweep_run(root, study, mode, T, lr, seed, val_loss=None, diverged=False):
+    """A sweep run directory: finished with ``val_loss``, diverged, or (neither) started and unfinished."""
+    d = root / study / "sweep" / f"{mode}_T{T}_lr{lr:g}_s{seed}"
+    d.mkdir(parents=True)
+    m = {"mode": mode, "T": T, "lr": lr, "seed": seed}
+    if diverged:
+        m["diverged"] = True
+    elif val_loss is not None:
+        m.update(finished=True, val_loss=val_loss)
+    (d / "metrics.json").write_text(json.dumps(m))
+
+
+def test_learning_rate_table_shows_the_runner_choice_and_flags_edges(tmp_path):
+    from hybrid_attention.apps.claims.runner import LRSweep, Study, chosen_lr
+
+    plant(tmp_path)
+    st = Study(
+        "shakespeare", {"task": "shakespeare"}, ("softmax", "hj"), (32,), (0,), LRSweep((1e-3, 3e-3, 1e-2), None)
+    )
+    for seed, shift in ((100, 0.0), (101, 0.02)):
+        # softmax: interior best at 3e-3; hj: best at the grid's low edge, one seed of 1e-2 diverged
+        for lr, v in ((1e-3, 1.9), (3e-3, 1.8), (1e-2, 1.85)):
+            _sweep_run(tmp_path, "shakespeare", "softmax", 32, lr, seed, v + shift)
+        _sweep_run(tmp_path, "shakespeare", "hj", 32, 1e-3, seed, 1.7 + shift)
+        _sweep_run(tmp_path, "shakespeare", "hj", 32, 3e-3, seed, 1.75 + shift)
+    _sweep_run(tmp_path, "shakespeare", "hj", 32, 1e-2, 100, diverged=True)
+    _sweep_run(tmp_path, "shakespeare", "hj", 32, 1e-2, 101, 1.9)
+    summary = {r["mode"]: r for r in lc.sweep_summary(st, tmp_path)}
+    assert summary["softmax"]["chosen"] == chosen_lr(st, "softmax", tmp_path, 32) == 3e-3
+    assert not summary["softmax"]["edge"] and summary["softmax"]["losses"][3e-3] == pytest.approx(1.81)
+    assert summary["hj"]["chosen"] == 1e-3 and summary["hj"]["edge"]
+    assert summary["hj"]["losses"][1e-2] == float("inf")
+    text, _ = lc.long_context_report(tmp_path, studies={"shakespeare": st})
+    softmax = next(x for x in text.splitlines() if x.startswith("| shakespeare | T = 32 | softmax |"))
+    hj = next(x for x in text.splitlines() if x.startswith("| shakespeare | T = 32 | hj |"))
+    assert "**0.003: 1.8100**" in softmax and softmax.endswith("| 0.003 |")
+    assert "0.01: diverged" in hj and hj.endswith("| 0.001 (edge) |")
+    # an unfinished seed leaves the rate pending and the choice open
+    (tmp_path / "shakespeare" / "sweep" / "softmax_T32_lr0.01_s101" / "metrics.json").write_text("{}")
+    summary = {r["mode"]: r for r in lc.sweep_summary(st, tmp_path)}
+    assert summary["softmax"]["losses"][1e-2] is None and summary["softmax"]["chosen"] is None
+
+
+def test_best_checkpoint_gain_and_the_t128_design_are_reported(tmp_path):
+    plant(tmp_path)
+    for d in (tmp_path / "shakespeare" / "runs").glob("*_T64_*"):
+        m = json.loads((d / "metrics.json").read_text())
+        # the best checkpoint: softmax 1 % better than its last evaluation, hj unchanged
+        factor = 0.99 if d.name.startswith("softmax") else 1.0
+        m["best"] = {"val_perplexity": m["val_perplexity"] * factor, "val_loss": 1.0}
+        (d / "metrics.json").write_text(json.dumps(m))
+    text, _ = lc.long_context_report(tmp_path)
+    row = next(x for x in text.splitlines() if x.startswith("| shakespeare | T = 64 |")).split(" | ")
+    last, best = float(row[5].split()[0]), float(row[6].split()[0])
+    assert last == pytest.approx(4.0, abs=0.2) and best == pytest.approx(last - 1.0, abs=0.1)
+    row32 = next(x for x in text.splitlines() if x.startswith("| shakespeare | T = 32 |")).split(" | ")
+    assert row32[6] == "-"  # no best checkpoint recorded
+    assert "T = 128 (Tiny Shakespeare) ran as the pilot (3 seeds per mode); the protocol calls for the full" in text
+    assert "0.3 %" in text

@@ -28,6 +28,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from ..runner import Study, sweep_grid, sweep_losses
 from ..stats import PairedResult, holm, paired_ci, seeds_needed
 from .load import Damaged, scan
 from .tables import gain, plateau
@@ -41,6 +42,7 @@ __all__ = [
     "cell_verdict",
     "thesis",
     "welch_interval",
+    "sweep_summary",
     "long_context_report",
     "write_long_context_report",
 ]
@@ -54,15 +56,17 @@ MARGIN = 0.5
 #: brackets: softmax's mean accuracy (%) at or above which a T is not testable
 CEILING = 99.5
 ALPHA = 0.05
+#: how closely retraining reproduces a run's perplexity (not bitwise: float kernels differ between machines)
+REPRODUCIBILITY_PCT = 0.3
 SECONDARY = (("hj", "h"), ("hj", "bias"))
 
 
-def _per_seed(rows: list[dict[str, Any]], mode: str, T: int) -> dict[int, float]:
-    return {r["seed"]: r["metric"] for r in rows if r["mode"] == mode and r["block_size"] == T}
+def _per_seed(rows: list[dict[str, Any]], mode: str, T: int, key: str = "metric") -> dict[int, float]:
+    return {r["seed"]: r[key] for r in rows if r["mode"] == mode and r["block_size"] == T and not math.isnan(r[key])}
 
 
-def _gains(rows: list[dict[str, Any]], mode: str, ref: str, T: int, task: str) -> dict[int, float]:
-    a, b = _per_seed(rows, mode, T), _per_seed(rows, ref, T)
+def _gains(rows: list[dict[str, Any]], mode: str, ref: str, T: int, task: str, key: str = "metric") -> dict[int, float]:
+    a, b = _per_seed(rows, mode, T, key), _per_seed(rows, ref, T, key)
     return {s: gain(a[s], b[s], task == "shakespeare") for s in sorted(set(a) & set(b))}
 
 
@@ -152,6 +156,41 @@ def thesis(task: str, cells: list[dict[str, Any]], verdicts: dict[tuple[str, int
     return "inconclusive", ", ".join(f"T = {T} {x}" for T, x in sorted(v.items()))
 
 
+def sweep_summary(study: Study, root: str | Path) -> list[dict[str, Any]]:
+    """Per (T, mode) of a study's learning-rate sweep, as the runner decides it (:func:`.runner.sweep_grid`): the
+    rates swept so far with their mean final validation loss over the sweep seeds (``inf`` when a seed diverged,
+    ``None`` while a seed is unfinished), the chosen rate (``None`` until known) and whether it lies on an edge of
+    the grid."""
+    if study.sweep is None:
+        return []
+    out = []
+    for T in study.sweep.block_sizes(study.block_sizes):
+        for mode in study.modes:
+            grid, best = sweep_grid(study, mode, T, root)
+            losses = {}
+            for lr in grid:
+                got = sweep_losses(study, mode, T, lr, root)
+                losses[lr] = None if any(x is None for x in got) else statistics.fmean(got)  # type: ignore[arg-type]
+            out.append(
+                {
+                    "T": T,
+                    "mode": mode,
+                    "losses": losses,
+                    "chosen": best,
+                    "edge": best is not None and best in (grid[0], grid[-1]),
+                }
+            )
+    return out
+
+
+def _sweep_cell(losses: dict[float, float | None], chosen: float | None) -> str:
+    parts = []
+    for lr, v in losses.items():
+        text = "pending" if v is None else ("diverged" if math.isinf(v) else f"{v:.4f}")
+        parts.append(f"**{lr:g}: {text}**" if lr == chosen else f"{lr:g}: {text}")
+    return ", ".join(parts)
+
+
 def _fmt(res: PairedResult, unit: str) -> str:
     if res.n < 2:
         return f"{res.mean:+.2f} {unit} (1 seed)"
@@ -159,12 +198,17 @@ def _fmt(res: PairedResult, unit: str) -> str:
 
 
 def long_context_report(
-    root: str | Path, engine_marks: dict[tuple[str, int], str] | None = None, engine_note: str = ""
+    root: str | Path,
+    engine_marks: dict[tuple[str, int], str] | None = None,
+    engine_note: str = "",
+    studies: dict[str, Study] | None = None,
 ) -> tuple[str, list[Damaged]]:
     """The report's markdown and the damaged runs left out. ``engine_marks``: per (task, T) the engine's standing
     that follows the verdict ("engine-limited": no candidate passed, or the final hj model failed the engine check;
     "engine unvalidated": no validated model of that (task, T) had a converged reference; PROTOCOL.md changes 1 and
-    4); ``engine_note``: markdown placed before the contrasts (the engine decision and the validation's summary)."""
+    4); ``engine_note``: markdown placed before the contrasts (the engine decision and the validation's summary);
+    ``studies``: the plan's studies by directory name, whose learning-rate sweeps get a table (the rate each mode
+    and T chose, flagged when it lies on an edge of its grid)."""
     root = Path(root)
     rows_by_study, damaged = {}, []
     for study in TASK_STUDIES:
@@ -182,13 +226,16 @@ def long_context_report(
         "`PROTOCOL.md`). Gain: relative perplexity in % (Tiny Shakespeare) or accuracy points (brackets, runs); positive",
         f"means hj is better. Intervals: 95 % paired t; Holm family: the {m} primary contrasts that ran in full",
         f'({FULL_SEEDS} seeds); "no practical gain": the interval at the family\'s Bonferroni level lies below '
-        f"+{MARGIN}.",
+        f"+{MARGIN}. Metric: the last evaluation (the verdicts); the best checkpoint's is shown beside it. Retraining",
+        f"reproduces a run's perplexity to about {REPRODUCIBILITY_PCT} %, not bitwise (float kernels differ between "
+        "machines).",
         "",
         *([engine_note.rstrip(), ""] if engine_note else []),
         "## Primary contrasts: hj against softmax",
         "",
-        "| task | context | seeds | softmax | hj | gain [95 % CI] | Holm p | Bonferroni interval | verdict | seeds needed |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| task | context | seeds | softmax | hj | gain [95 % CI] | gain, best checkpoint | Holm p | Bonferroni interval "
+        "| verdict | seeds needed |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for c in cells:
         rows = rows_by_study[c["study"]]
@@ -201,10 +248,25 @@ def long_context_report(
             need = str(seeds_needed(MARGIN, c["res"].sd, alpha=ALPHA / max(m, 1)))
         holm_p = f"{c['p_holm']:.3g}" if "p_holm" in c else "-"
         bon_text = f"[{bon.lo:+.2f}, {bon.hi:+.2f}]" if bon is not None else "-"
+        best = _gains(rows, "hj", "softmax", c["T"], c["task"], key="best_metric")
+        best_text = _fmt(paired_ci(list(best.values())), unit) if best else "-"
         lines.append(
             f"| {c['task']} | T = {c['T']} | {c['res'].n} | {c['softmax_mean']:.4g} | {statistics.fmean(hj):.4g} | "
-            f"{_fmt(c['res'], unit)} | {holm_p} | {bon_text} | {v} | {need} |"
+            f"{_fmt(c['res'], unit)} | {best_text} | {holm_p} | {bon_text} | {v} | {need} |"
         )
+    t128 = [c for c in cells if c["task"] == "shakespeare" and c["T"] == 128]
+    if t128:
+        full_called = verdicts.get(("shakespeare", 64), "").startswith("hj better")
+        design = "the full design" if t128[0]["full"] else f"the pilot ({t128[0]['res'].n} seeds per mode)"
+        lines += [
+            "",
+            f"T = 128 (Tiny Shakespeare) ran as {design}; the protocol calls for "
+            + (
+                'the full design (T = 64 is "hj better").'
+                if full_called
+                else 'the pilot (the T = 64 primary contrast is not "hj better").'
+            ),
+        ]
     lines += ["", "## The thesis, per task", "", "| task | verdict | why |", "| --- | --- | --- |"]
     for task in sorted({c["task"] for c in cells}):
         t, why = thesis(task, cells, verdicts)
@@ -231,6 +293,27 @@ def long_context_report(
             if j0:
                 lines.append(
                     f"| {task} | T = {T} | hj vs itself with J = 0 | {len(j0)} | {_fmt(paired_ci(j0), unit)} |"
+                )
+    if studies:
+        lines += [
+            "",
+            "## Learning rates",
+            "",
+            "Swept per mode and T on the sweep seeds; per rate the mean final validation loss (bold: the rate the "
+            'main runs use; "edge": the chosen rate lies on an edge of the swept grid, so the optimum may lie beyond '
+            "it).",
+            "",
+            "| task | context | mode | rates: mean final validation loss | chosen |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for name, st in studies.items():
+            if name not in TASK_STUDIES:
+                continue
+            for r in sweep_summary(st, root):
+                chosen = "pending" if r["chosen"] is None else f"{r['chosen']:g}" + (" (edge)" if r["edge"] else "")
+                lines.append(
+                    f"| {TASK_STUDIES[name]} | T = {r['T']} | {r['mode']} | {_sweep_cell(r['losses'], r['chosen'])} "
+                    f"| {chosen} |"
                 )
     lines += [
         "",
