@@ -2,7 +2,7 @@
 :mod:`hybrid_attention.apps.claims.report.long_context`), with the engine decision and marks of the engine validation
 (``validate_engines.py``).
 
-    python experiments/long_context/report.py            # writes results/long_context/report.md
+    python experiments/long_context/report.py            # writes results/long_context/report.md and gain_vs_T.png
     python experiments/long_context/report.py --print    # prints it instead
 """
 
@@ -13,11 +13,14 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[2]
+#: the gain plot beside report.md
+FIGURE = "gain_vs_T.png"
 
 
 def main(argv: list[str] | None = None) -> int:
     from hybrid_attention.apps.claims.report.load import warn
-    from hybrid_attention.apps.claims.report.long_context import long_context_report
+    from hybrid_attention.apps.claims.report.long_context import MARGIN, gain_points, load_studies, long_context_report
+    from hybrid_attention.apps.claims.report.plots import write_long_context_plot
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--root", type=Path, default=HERE / "results" / "long_context")
@@ -33,13 +36,18 @@ def main(argv: list[str] | None = None) -> int:
         if not s.name.startswith(("exact_", "pilot_")):
             ran.setdefault(s.base["task"], set()).update(s.block_sizes)
     marks, note = ve.engine_summary(rows, pending, {t: tuple(sorted(Ts)) for t, Ts in ran.items()}) if ran else ({}, "")
-    text, damaged = long_context_report(args.root, engine_marks=marks, engine_note=note, studies=STUDIES)
+    figure = None
+    if not args.print:
+        rows_by_study, _ = load_studies(args.root)
+        if write_long_context_plot(args.root / FIGURE, gain_points(rows_by_study), MARGIN):
+            figure = FIGURE
+    text, damaged = long_context_report(args.root, engine_marks=marks, engine_note=note, studies=STUDIES, figure=figure)
     warn(damaged)
     if args.print:
         print(text)
     else:
         (args.root / "report.md").write_text(text)
-        print(f"wrote {args.root / 'report.md'}")
+        print(f"wrote {args.root / 'report.md'}" + (f" and {args.root / FIGURE}" if figure else ""))
     return 0
 
 

@@ -177,3 +177,21 @@ def test_best_checkpoint_gain_and_the_t128_design_are_reported(tmp_path):
     assert row32[6] == "-"  # no best checkpoint recorded
     assert "T = 128 (Tiny Shakespeare) ran as the pilot (3 seeds per mode); the protocol calls for the full" in text
     assert "0.3 %" in text
+
+
+def test_gain_plot_points_and_file(tmp_path):
+    pytest.importorskip("matplotlib")
+    from hybrid_attention.apps.claims.report.plots import write_long_context_plot
+
+    plant(tmp_path)
+    rows, _ = lc.load_studies(tmp_path)
+    pts = {(p["task"], p["mode"], p["T"]): p["res"] for p in lc.gain_points(rows)}
+    # planted: hj 2 % / 4 % better at T = 32 / 64, h 1 % worse; no bias runs
+    assert pts["shakespeare", "hj", 64].lo < 4.0 < pts["shakespeare", "hj", 64].hi
+    assert pts["shakespeare", "h", 32].mean == pytest.approx(-1.0, abs=0.01)
+    assert ("shakespeare", "hj", 128) in pts and not any(m == "bias" for _, m, _ in pts)
+    assert write_long_context_plot(tmp_path / "gain.png", lc.gain_points(rows), lc.MARGIN)
+    assert (tmp_path / "gain.png").stat().st_size > 10_000
+    assert not write_long_context_plot(tmp_path / "none.png", [], lc.MARGIN) and not (tmp_path / "none.png").exists()
+    text, _ = lc.long_context_report(tmp_path, figure="gain.png")
+    assert "](gain.png)" in text and text.index("](gain.png)") < text.index("## The thesis")

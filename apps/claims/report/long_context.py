@@ -43,6 +43,8 @@ __all__ = [
     "thesis",
     "welch_interval",
     "sweep_summary",
+    "load_studies",
+    "gain_points",
     "long_context_report",
     "write_long_context_report",
 ]
@@ -197,24 +199,49 @@ def _fmt(res: PairedResult, unit: str) -> str:
     return f"{res.mean:+.2f} {unit} [{res.lo:+.2f}, {res.hi:+.2f}]"
 
 
+def load_studies(root: str | Path) -> tuple[dict[str, list[dict[str, Any]]], list[Damaged]]:
+    """The finished runs' rows per study directory of :data:`TASK_STUDIES` under ``root`` (:func:`.load.scan`), and
+    the damaged runs left out."""
+    root = Path(root)
+    rows_by_study: dict[str, list[dict[str, Any]]] = {}
+    damaged: list[Damaged] = []
+    for study in TASK_STUDIES:
+        if (root / study / "runs").is_dir():
+            rows, bad = scan(root, study)
+            rows_by_study[study], damaged = rows, damaged + bad
+    return rows_by_study, damaged
+
+
+def gain_points(rows_by_study: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per task, mode (hj, h, bias) and T with runs of the mode and of softmax: the paired gain over softmax
+    (``{"task", "mode", "T", "res"}``, ``res`` a :class:`~..stats.PairedResult`), for the plot against T."""
+    out = []
+    for study, rows in rows_by_study.items():
+        task = TASK_STUDIES[study]
+        for T in sorted({r["block_size"] for r in rows}):
+            for mode in ("hj", "h", "bias"):
+                g = _gains(rows, mode, "softmax", T, task)
+                if g:
+                    out.append({"task": task, "mode": mode, "T": T, "res": paired_ci(list(g.values()))})
+    return out
+
+
 def long_context_report(
     root: str | Path,
     engine_marks: dict[tuple[str, int], str] | None = None,
     engine_note: str = "",
     studies: dict[str, Study] | None = None,
+    figure: str | None = None,
 ) -> tuple[str, list[Damaged]]:
     """The report's markdown and the damaged runs left out. ``engine_marks``: per (task, T) the engine's standing
     that follows the verdict ("engine-limited": no candidate passed, or the final hj model failed the engine check;
     "engine unvalidated": no validated model of that (task, T) had a converged reference; PROTOCOL.md changes 1 and
     4); ``engine_note``: markdown placed before the contrasts (the engine decision and the validation's summary);
     ``studies``: the plan's studies by directory name, whose learning-rate sweeps get a table (the rate each mode
-    and T chose, flagged when it lies on an edge of its grid)."""
+    and T chose, flagged when it lies on an edge of its grid); ``figure``: the file name of the gain plot
+    (:func:`.plots.write_long_context_plot`) to show under the primary contrasts."""
     root = Path(root)
-    rows_by_study, damaged = {}, []
-    for study in TASK_STUDIES:
-        if (root / study / "runs").is_dir():
-            rows, bad = scan(root, study)
-            rows_by_study[study], damaged = rows, damaged + bad
+    rows_by_study, damaged = load_studies(root)
     cells = primary_contrasts(rows_by_study)
     marks = engine_marks or {}
     verdicts = {(c["task"], c["T"]): cell_verdict(c, marks.get((c["task"], c["T"]), "")) for c in cells}
@@ -266,6 +293,11 @@ def long_context_report(
                 if full_called
                 else 'the pilot (the T = 64 primary contrast is not "hj better").'
             ),
+        ]
+    if figure:
+        lines += [
+            "",
+            f"![Gain over softmax against T, per task: hj, h and bias, 95 % CI, the margin shaded]({figure})",
         ]
     lines += ["", "## The thesis, per task", "", "| task | verdict | why |", "| --- | --- | --- |"]
     for task in sorted({c["task"] for c in cells}):

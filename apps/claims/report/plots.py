@@ -10,7 +10,7 @@ from typing import Any
 
 from .tables import BREAKDOWN_GROUPS, REPORT_MODES, breakdown, coupling_by_distance, group_name
 
-__all__ = ["write_plots"]
+__all__ = ["write_plots", "write_long_context_plot"]
 
 logger = logging.getLogger(__name__)
 
@@ -121,3 +121,43 @@ def _couplings(plt: Any, out: Path, name: str, rows: list) -> None:
     fig.tight_layout()
     fig.savefig(out / "couplings_by_distance.png", dpi=110)
     plt.close(fig)
+
+
+def write_long_context_plot(path: Path, points: list[dict[str, Any]], margin: float) -> bool:
+    """The long-context study's gain over softmax against T (one panel per task; hj, h and bias with 95 % CI;
+    ``points`` from :func:`.long_context.gain_points`; the band +-``margin`` shaded) to ``path``. Returns whether it
+    was written (not without matplotlib, or without points)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        logger.warning("matplotlib is not installed (pip install 'hybrid-attention[plots]'): no plot written")
+        return False
+    tasks = sorted({p["task"] for p in points})
+    if not tasks:
+        return False
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.8), squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        Ts = sorted({p["T"] for p in points if p["task"] == task})
+        for i, mode in enumerate(("hj", "h", "bias")):
+            pts = sorted((p for p in points if p["task"] == task and p["mode"] == mode), key=lambda p: p["T"])
+            if not pts:
+                continue
+            xs = [p["T"] * (1 + 0.04 * (i - 1)) for p in pts]  # side by side at each T
+            ci = [{"mean": p["res"].mean, "lo": p["res"].lo, "hi": p["res"].hi} for p in pts]
+            ax.errorbar(xs, [c["mean"] for c in ci], yerr=_yerr(ci), marker="o", capsize=3, color=f"C{i}", label=mode)
+        ax.axhspan(-margin, margin, color="0.85", zorder=0)
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(Ts, [str(T) for T in Ts])
+        ax.set_xlabel("context length T")
+        ax.set_ylabel("gain over softmax (% perplexity)" if task == "shakespeare" else "gain over softmax (points)")
+        ax.set_title(task, fontsize=10)
+        ax.legend(fontsize=8)
+    fig.suptitle("paired by seed, 95 % CI; above 0: better than softmax; shaded: the practical margin", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
