@@ -67,6 +67,9 @@ class LRSweep:
             is interior or ``max_extend`` rates were added on that side; a rate chosen at an edge is then reported
             as such (:func:`lr_at_edge`).
         max_extend: rates that may be added per side.
+        extend_below_divergence: with ``extend``, also add the next rate below the grid while its lowest rate has a
+            diverged seed (a rate at which training diverges does not bound the optimum from below), within the
+            same ``max_extend``.
     """
 
     lrs: tuple[float, ...]
@@ -74,6 +77,7 @@ class LRSweep:
     seeds: tuple[int, ...] = (100, 101)
     extend: bool = False
     max_extend: int = 2
+    extend_below_divergence: bool = False
 
     def __post_init__(self) -> None:
         if list(self.lrs) != sorted(set(self.lrs)) or not self.lrs or min(self.lrs) <= 0:
@@ -197,8 +201,9 @@ def sweep_grid(study: Study, mode: str, T: int, root: str | Path) -> tuple[tuple
     """The rates of a mode's sweep at block size ``T`` so far, and the chosen rate (``None`` until it is known).
 
     Without ``extend`` the grid is fixed. With it, the grid grows by one rate beyond an edge whenever the finished
-    sweep's best rate sits on that edge (at most ``max_extend`` per side): the rates returned are those to run now.
-    Ties go to the smaller rate; a diverged run counts as infinitely bad.
+    sweep's best rate sits on that edge (at most ``max_extend`` per side), and with ``extend_below_divergence`` also
+    below while the lowest rate has a diverged seed: the rates returned are those to run now. Ties go to the smaller
+    rate; a diverged run counts as infinitely bad.
     """
     sw, root = study.sweep, Path(root)
     grid = list(sw.lrs)
@@ -209,7 +214,8 @@ def sweep_grid(study: Study, mode: str, T: int, root: str | Path) -> tuple[tuple
         best = min(grid, key=lambda lr: (scores[lr], lr))
         added_low = sum(lr < sw.lrs[0] for lr in grid)
         added_high = sum(lr > sw.lrs[-1] for lr in grid)
-        if sw.extend and best == grid[0] and added_low < sw.max_extend:
+        low_diverged = sw.extend_below_divergence and math.isinf(scores[grid[0]])
+        if sw.extend and (best == grid[0] or low_diverged) and added_low < sw.max_extend:
             grid.insert(0, _next_rate(grid[2], grid[1], grid[0]))
         elif sw.extend and best == grid[-1] and added_high < sw.max_extend:
             grid.append(_next_rate(grid[-3], grid[-2], grid[-1]))

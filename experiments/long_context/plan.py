@@ -79,6 +79,7 @@ STUDIES = {
         for name, task in TASKS.items()
     },
 }
+# the sweeps also extend below a lowest rate that diverged (PROTOCOL.md change 6)
 if ENGINES is not None:
     STUDIES.update(
         {
@@ -88,7 +89,7 @@ if ENGINES is not None:
                 MODES,
                 (32, 64),
                 SEEDS,
-                LRSweep(LRS, None, extend=True),
+                LRSweep(LRS, None, extend=True, extend_below_divergence=True),
                 label=f"long context, {name}",
                 mode_base={"hj": CANDIDATE_CONFIGS[ENGINES[name]]},  # softmax, h and bias have no engine
             )
@@ -103,7 +104,7 @@ if ENGINES is not None:
         MODES,
         (128,),
         SEEDS[:3],
-        LRSweep(LRS, None, extend=True),
+        LRSweep(LRS, None, extend=True, extend_below_divergence=True),
         label="long context, shakespeare, T = 128 (pilot: 3 seeds per mode)",
         mode_base={"hj": CANDIDATE_CONFIGS[ENGINES["shakespeare"]]},
     )

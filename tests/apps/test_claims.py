@@ -553,6 +553,27 @@ def test_per_block_size_sweep_extends_past_an_edge_until_the_best_rate_is_interi
         rn.LRSweep((1e-2, 1e-3), 4)
 
 
+def test_sweep_extends_below_a_lowest_rate_that_diverged(tmp_path):
+    """The runs-task shape (PROTOCOL.md change 6): training diverges at the low rates and fails to learn at the high
+    ones, so the best finite rate sits inside the grid; with ``extend_below_divergence`` the grid still grows
+    below the diverged lowest rate and finds the optimum there; without it the bad interior rate is chosen."""
+    base = {"task": "brackets", "max_steps": 4, "eval_interval": 2, "eval_size": 8, **TINY}
+    base.pop("progress")
+
+    def loss(mode, T, lr):  # diverges at 1e-3 and 3e-3; best at 3e-4; poor and finite from 1e-2 up
+        return None if lr in (1e-3, 3e-3) else (abs(math.log(lr / 3e-4)) if lr < 1e-3 else 3.0 + lr)
+
+    chosen = {}
+    for below in (False, True):
+        sweep = rn.LRSweep((1e-3, 3e-3, 1e-2), None, (100,), extend=True, extend_below_divergence=below)
+        study = rn.Study(f"s{below}", base, ("hj",), (4,), (0,), sweep)
+        for _ in range(5):
+            _finish(rn.plan_runs([study], tmp_path)[0], loss)
+        chosen[below] = rn.sweep_grid(study, "hj", 4, tmp_path)
+    assert chosen[False] == ((1e-3, 3e-3, 1e-2, 3e-2), 1e-2)
+    assert chosen[True] == ((1e-4, 3e-4, 1e-3, 3e-3, 1e-2), 3e-4)
+
+
 @pytest.mark.slow  # two spawned workers each import torch: about 15 s on an idle machine
 def test_run_plan_two_workers_resumable(tmp_path):
     study = _study(sweep=False, seeds=(0,))

@@ -195,3 +195,24 @@ def test_gain_plot_points_and_file(tmp_path):
     assert not write_long_context_plot(tmp_path / "none.png", [], lc.MARGIN) and not (tmp_path / "none.png").exists()
     text, _ = lc.long_context_report(tmp_path, figure="gain.png")
     assert "](gain.png)" in text and text.index("](gain.png)") < text.index("## The thesis")
+
+
+def test_a_diverged_main_run_counts_at_its_last_evaluation(tmp_path):
+    """PROTOCOL.md change 6: a main run whose training diverged stays in its cell (its last evaluation before the
+    divergence), and the table counts it; dropping it would leave the cell short of the full design."""
+    plant(tmp_path)
+    d = tmp_path / "runs" / "runs" / "hj_T64_lr0.003_s3"
+    m = json.loads((d / "metrics.json").read_text())
+    m.update(finished=False, diverged={"step": 2264, "reason": "gradient norm inf", "checkpoint_step": 2200})
+    m["val_accuracy"] = 0.5  # its last evaluation: far below the others
+    (d / "metrics.json").write_text(json.dumps(m))
+    rows, _ = lc.load_studies(tmp_path)
+    hj = {r["seed"]: r for r in rows["runs"] if r["mode"] == "hj" and r["block_size"] == 64}
+    assert len(hj) == 10 and hj[3]["diverged"] and hj[3]["metric"] == pytest.approx(50.0)
+    assert sum(r["diverged"] for r in rows["runs"]) == 1
+    cells = lc.primary_contrasts(rows)
+    c = next(c for c in cells if c["task"] == "runs" and c["T"] == 64)
+    assert c["full"] and c["res"].mean < -2.0  # the seed's 30-point loss pulls the mean gain down
+    text, _ = lc.long_context_report(tmp_path)
+    assert "| runs | T = 64 | 10 (1 hj diverged) |" in text
+    assert scan(tmp_path, "runs")[0].__len__() == len(rows["runs"]) - 1  # the claims study's reading leaves it out

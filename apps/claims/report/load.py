@@ -188,16 +188,18 @@ def _row(d: Path, m: dict[str, Any], c: dict[str, Any]) -> dict[str, Any]:
         "by_distance": _check_counts(m.get("val_accuracy_by_distance"), "val_accuracy_by_distance"),
         "evals": _check_evals(m.get("evals", []), key),
         "couplings": _couplings(d, c["block_size"]),
+        "diverged": bool(m.get("diverged")) and not m.get("finished"),
     }
 
 
-def read_run(d: Path) -> dict[str, Any] | None:
+def read_run(d: Path, diverged: bool = False) -> dict[str, Any] | None:
     """The report's row of the run directory ``d``; ``None`` while it is unfinished (no ``metrics.json`` or not
     ``finished``): ``run``, ``mode``, ``j_field``, ``block_size``, ``seed``, ``lr``, ``task``, ``ffn``, ``metric``
     (last evaluation: perplexity, or accuracy in %), ``best_metric`` (the best checkpoint's, nan if not recorded),
     ``val_loss``, ``j0_metric`` (runs with couplings, else nan), ``last_step``, ``max_steps`` (the budget),
     ``stopped_early``, ``elapsed_s``, ``by_depth`` and ``by_distance`` (brackets: ``{group: [right, count]}``),
-    ``evals``, ``couplings`` (``{key distance: mean learned value}`` or ``None``).
+    ``evals``, ``couplings`` (``{key distance: mean learned value}`` or ``None``), ``diverged`` (whether training
+    diverged: such a run's row, read only with ``diverged=True``, holds its last evaluation before the divergence).
 
     Raises:
         ValueError: a damaged run; the message says what is wrong.
@@ -208,7 +210,7 @@ def read_run(d: Path) -> dict[str, Any] | None:
         m = load_json(d / "metrics.json")
         if not isinstance(m, dict):
             raise ValueError(f"metrics.json holds {type(m).__name__}, expected an object")
-        if not m.get("finished"):
+        if not (m.get("finished") or (diverged and m.get("diverged"))):
             return None
         if not (d / "config.json").is_file():
             raise FileNotFoundError("config.json is missing")
@@ -272,15 +274,16 @@ def _edge(edges: dict[tuple[str, int], bool | None], attention: str, T: int) -> 
     return edges[attention, own[0]] if len(own) == 1 else None
 
 
-def scan(root: str | Path, study: str) -> tuple[list[dict[str, Any]], list[Damaged]]:
+def scan(root: str | Path, study: str, diverged: bool = False) -> tuple[list[dict[str, Any]], list[Damaged]]:
     """The rows of the finished runs of ``ROOT/<study>/runs`` (:func:`read_run`, with ``lr_at_edge``: whether the
     run's learning rate was chosen on an edge of its sweep's grid, :func:`sweep_edges`; ``None``: no sweep) and the
-    damaged runs left out (sweep runs included)."""
+    damaged runs left out (sweep runs included); ``diverged``: also the runs whose training diverged, at their last
+    evaluation (:func:`read_run`)."""
     edges, damaged = sweep_edges(root, study)
     rows = []
     for d in sorted((Path(root) / study / "runs").glob("*_T*_s*")):
         try:
-            row = read_run(d)
+            row = read_run(d, diverged)
         except ValueError as exc:
             damaged.append(Damaged(d, str(exc)))
             continue

@@ -200,14 +200,14 @@ def _fmt(res: PairedResult, unit: str) -> str:
 
 
 def load_studies(root: str | Path) -> tuple[dict[str, list[dict[str, Any]]], list[Damaged]]:
-    """The finished runs' rows per study directory of :data:`TASK_STUDIES` under ``root`` (:func:`.load.scan`), and
-    the damaged runs left out."""
+    """The rows of the finished runs, and of the diverged ones at their last evaluation (PROTOCOL.md change 6), per
+    study directory of :data:`TASK_STUDIES` under ``root`` (:func:`.load.scan`), and the damaged runs left out."""
     root = Path(root)
     rows_by_study: dict[str, list[dict[str, Any]]] = {}
     damaged: list[Damaged] = []
     for study in TASK_STUDIES:
         if (root / study / "runs").is_dir():
-            rows, bad = scan(root, study)
+            rows, bad = scan(root, study, diverged=True)  # PROTOCOL.md change 6: diverged runs count
             rows_by_study[study], damaged = rows, damaged + bad
     return rows_by_study, damaged
 
@@ -255,7 +255,8 @@ def long_context_report(
         f'({FULL_SEEDS} seeds); "no practical gain": the interval at the family\'s Bonferroni level lies below '
         f"+{MARGIN}. Metric: the last evaluation (the verdicts); the best checkpoint's is shown beside it. Retraining",
         f"reproduces a run's perplexity to about {REPRODUCIBILITY_PCT} %, not bitwise (float kernels differ between "
-        "machines).",
+        "machines). A run whose training diverged counts at its last evaluation before the divergence and is counted "
+        "beside the seeds (PROTOCOL.md change 6).",
         "",
         *([engine_note.rstrip(), ""] if engine_note else []),
         "## Primary contrasts: hj against softmax",
@@ -277,8 +278,13 @@ def long_context_report(
         bon_text = f"[{bon.lo:+.2f}, {bon.hi:+.2f}]" if bon is not None else "-"
         best = _gains(rows, "hj", "softmax", c["T"], c["task"], key="best_metric")
         best_text = _fmt(paired_ci(list(best.values())), unit) if best else "-"
+        div = {
+            mode: sum(r["diverged"] for r in rows if r["mode"] == mode and r["block_size"] == c["T"])
+            for mode in ("hj", "softmax")
+        }
+        div_text = ", ".join(f"{n} {mode} diverged" for mode, n in div.items() if n)
         lines.append(
-            f"| {c['task']} | T = {c['T']} | {c['res'].n} | {c['softmax_mean']:.4g} | {statistics.fmean(hj):.4g} | "
+            f"| {c['task']} | T = {c['T']} | {c['res'].n}{f' ({div_text})' if div_text else ''} | {c['softmax_mean']:.4g} | {statistics.fmean(hj):.4g} | "
             f"{_fmt(c['res'], unit)} | {best_text} | {holm_p} | {bon_text} | {v} | {need} |"
         )
     t128 = [c for c in cells if c["task"] == "shakespeare" and c["T"] == 128]
