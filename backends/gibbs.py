@@ -181,6 +181,7 @@ class _ChainSampler(Sampler):
                         records=records,
                         generator=gen,
                         initial_state=None if start is None else start[gs, rs],
+                        record_beta=beta,
                     )
                 )
             rows.append(torch.cat(cols, dim=1))

@@ -110,6 +110,7 @@ def run_chains(
     records: int = 1,
     generator: torch.Generator | None = None,
     initial_state: torch.Tensor | None = None,
+    record_beta: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Run ``chains`` heat-bath chains per problem from uniformly random states (or from ``initial_state``).
 
@@ -121,6 +122,8 @@ def run_chains(
         records: states recorded per chain (the first after all of ``betas``).
         generator: torch random generator.
         initial_state: ``(G, R, chains, n)`` ±1 states the chains start from (persistent chains), or None.
+        record_beta: ``(G, R)`` inverse temperature of the sweeps between records (default: the last of ``betas``;
+            needed when ``betas`` is empty, i.e. continued chains recorded without a burn-in).
 
     Returns:
         int8 spins ``(G, R, records * chains, n)``; read ``r * chains + c`` is chain ``c``'s ``r``-th record, and
@@ -128,6 +131,10 @@ def run_chains(
         problem).
     """
     G, R, n = h.shape
+    if record_beta is None:
+        if not betas and records > 1:
+            raise ValueError("run_chains: records > 1 with no burn-in sweeps needs record_beta")
+        record_beta = betas[-1] if betas else None
     order, rows = None, None
     if mask is not None:
         found = _active_rows(mask)
@@ -135,6 +142,7 @@ def run_chains(
             order, rows = found
             take = lambda x: torch.gather(x, 1, order.view(G, R, *[1] * (x.ndim - 2)).expand_as(x))  # noqa: E731
             h, mask, betas = take(h), take(mask), [take(bt) for bt in betas]
+            record_beta = None if record_beta is None else take(record_beta)
             if initial_state is not None:
                 initial_state = take(initial_state)
     if initial_state is None:
@@ -160,7 +168,7 @@ def run_chains(
     out = [record()]
     for _ in range(records - 1):
         for _ in range(record_every):
-            sweep(betas[-1])
+            sweep(record_beta)
         out.append(record())
     spins = torch.cat(out, dim=2)
     if order is not None:  # back to the caller's problem order

@@ -333,6 +333,25 @@ def test_gibbs_continues_given_chains_and_reports_where_they_stopped():
         get_sampler("anneal").sample(p, num_reads=4, initial_state=init)
 
 
+def test_continued_gibbs_chains_record_several_states_without_burn_in():
+    """``initial_state`` with ``burn_in=0`` and several records per chain (it raised IndexError): the first record is
+    the given state, the later ones come from sweeps at the problem's beta. Independent spins (J = 0) are exact after
+    one heat-bath sweep, so the later records' means match tanh(beta h) within 5 standard errors."""
+    g = torch.Generator().manual_seed(5)
+    h = torch.randn(2, 6, generator=g, dtype=torch.float64)
+    beta, chains, records = 0.7, 500, 4
+    p = IsingProblem(h, torch.zeros(6, 6, dtype=torch.float64), beta=beta)
+    init = np.ones((2, chains, 6), dtype=np.int8)
+    ss = get_sampler("gibbs").sample(p, num_reads=chains * records, seed=3, initial_state=init, burn_in=0, thinning=1)
+    reads = ss.spins.reshape(2, records, chains, 6)
+    assert np.array_equal(reads[:, 0], init)
+    later = reads[:, 1:].reshape(2, -1, 6).astype(np.float64)
+    exact = np.tanh(beta * h.numpy())
+    se = np.sqrt((1 - exact**2) / later.shape[1])
+    assert np.all(np.abs(later.mean(1) - exact) < 5 * se)
+    assert np.array_equal(ss.info["final_state"], reads[:, -1])
+
+
 def test_persistent_gibbs_chains_equilibrate_across_calls():
     """Forty calls of three sweeps each from a random start leave persistent Gibbs chains Boltzmann distributed:
     the next call's reads (no sweep) match exact marginals within 5 standard errors of 300 chains."""
