@@ -11,7 +11,9 @@ with the Rao-Blackwellised estimator from opposite starts, burn-in doubled until
 * the largest eigenvalue of the learned beta J.
 
 Each model's numbers go to ``results/long_context/engine_validation/<model>.json`` (resumable: a model with a file is
-skipped); ``--report`` writes ``results/long_context/engine_validation.md`` with the protocol's pass criteria applied.
+skipped, and a model interrupted mid-way continues from its last finished reference round, kept in
+``engine_validation/.<model>.partial/``, with the same result as an uninterrupted run); ``--report`` writes
+``results/long_context/engine_validation.md`` with the protocol's pass criteria applied.
 
     python experiments/long_context/validate_engines.py            # every model whose run has finished
     python experiments/long_context/validate_engines.py --report   # the table and the verdicts
@@ -112,7 +114,41 @@ def layer_problems(model, x: torch.Tensor):
     return h[:, None].detach(), att.J.detach(), att.beta.detach()
 
 
-def reference_reads(h, J, beta, seed: int):
+class Progress:
+    """Round-level checkpoints of one model's validation in ``directory`` (``None``: none kept). Each key is one
+    ``torch.save`` file, written to a temporary name and renamed, so a kill mid-write leaves the previous one."""
+
+    def __init__(self, directory: Path | None):
+        self.dir = directory
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+        self._t0 = time.perf_counter()
+        self._before = (self.load("clock") or {}).get("seconds", 0.0)
+
+    def seconds(self) -> float:
+        """Seconds spent on this model so far, over every interrupted call up to its last checkpoint and this one."""
+        return self._before + time.perf_counter() - self._t0
+
+    def load(self, key: str):
+        f = None if self.dir is None else self.dir / f"{key}.pt"
+        return torch.load(f, weights_only=False) if f is not None and f.is_file() else None
+
+    def save(self, key: str, obj) -> None:
+        if self.dir is None:
+            return
+        for k, o in ((key, obj), ("clock", {"seconds": self.seconds()})):
+            tmp = self.dir / f"{k}.pt.tmp"
+            torch.save(o, tmp)
+            tmp.replace(self.dir / f"{k}.pt")
+
+    def clear(self) -> None:
+        if self.dir is not None and self.dir.is_dir():
+            for f in self.dir.iterdir():
+                f.unlink()
+            self.dir.rmdir()
+
+
+def reference_reads(h, J, beta, seed: int, progress: Progress | None = None, key: str = "reads"):
     """Gibbs reads of the layer's problems with the Rao-Blackwellised estimator (PROTOCOL.md, change 2).
 
     ``REF_CHAINS`` chains per problem, half started from all +1 and half from all -1, continued round after round
@@ -125,7 +161,9 @@ def reference_reads(h, J, beta, seed: int):
         ``(m (B, H, T, T), spins (B H T, records * chains, T) int8, info, more)``: the marginals (the conditional
         means averaged over the last round's reads), those reads (read ``r * chains + c``), and ``more(sweeps,
         seed)``, which continues the same chains by ``sweeps`` sweeps and returns their next ``records * chains``
-        reads.
+        reads. With ``progress``, the chains are saved after every round that does not end the burn-in (under
+        ``key``) and a later call continues from there: each round's seed and start are fixed, so the result is the
+        same as without an interruption.
     """
     from hybrid_attention import IsingProblem
     from hybrid_attention.backends import get_sampler
@@ -141,6 +179,10 @@ def reference_reads(h, J, beta, seed: int):
     state[:, C // 2 :] = -1
     sampler = get_sampler("gibbs", dtype=torch.float64)
     done, target, prev, rounds = 0, REF_BURN_IN, None, 0
+    saved = progress.load(key) if progress is not None else None
+    if saved is not None:
+        state, done, target, prev, rounds = (saved[k] for k in ("state", "done", "target", "prev", "rounds"))
+        print(f"  {key}: continuing after round {rounds} (burn-in {done} sweeps done)", flush=True)
     while True:
         ss = sampler.sample(p, num_reads=C * R, num_chains=C, thinning=1, burn_in=max(0, target - done),
                             initial_state=state, seed=seed + 1000 * rounds)  # fmt: skip
@@ -160,6 +202,9 @@ def reference_reads(h, J, beta, seed: int):
             info["converged"] = agreement < AGREE_MAX
             break
         prev, target = m, 2 * target
+        if progress is not None:
+            progress.save(key, {"state": state, "done": done, "target": target, "prev": prev, "rounds": rounds})
+        print(f"  {key}: round {rounds}, burn-in {done} sweeps, start-group agreement {agreement:.3g}", flush=True)
 
     def more(sweeps: int, seed: int) -> torch.Tensor:
         nonlocal state
@@ -171,7 +216,7 @@ def reference_reads(h, J, beta, seed: int):
     return m.reshape(B, H, T, T), torch.from_numpy(ss.spins), info, more
 
 
-def reference_gradient(model, x, y, h, J, beta, seed: int) -> tuple[dict, dict]:
+def reference_gradient(model, x, y, h, J, beta, seed: int, progress: Progress | None = None) -> tuple[dict, dict]:
     """The reference gradient on one batch (PROTOCOL.md, change 2): the mean of per-round gradients, each through the
     Rao-Blackwellised estimator from one round of :func:`reference_reads` (``records * chains`` reads per problem,
     rounds ``GRAD_GAP`` sweeps apart), rounds added until the mean of the even rounds and that of the odd rounds agree
@@ -183,7 +228,7 @@ def reference_gradient(model, x, y, h, J, beta, seed: int) -> tuple[dict, dict]:
     """
     from hybrid_attention import Sampling
 
-    _, reads, info, more = reference_reads(h, J, beta, seed=seed)
+    _, reads, info, more = reference_reads(h, J, beta, seed=seed, progress=progress, key="gradient_reads")
     gs = []
     while True:
         gs.append(gradient(model, x, y, Sampling(fixed_reads(reads), reads.shape[1], estimator="conditional")))
@@ -298,7 +343,8 @@ def compare_grads(g, ref) -> dict:
     return out
 
 
-def validate(name: str, run: Path) -> dict:
+def validate(name: str, run: Path, progress: Progress | None = None) -> dict:
+    """One model's validation (module docstring); ``progress`` keeps round-level checkpoints of its reference."""
     from hybrid_attention import Sampling
     from hybrid_attention.apps.train import eval_set
 
@@ -320,7 +366,7 @@ def validate(name: str, run: Path) -> dict:
             "checkpoint_step": div.get("checkpoint_step"),
         }
     exact = T <= 20
-    t0 = time.perf_counter()
+    progress = progress or Progress(None)
     if exact:
         from hybrid_attention.kernels import causal_marginals
 
@@ -329,13 +375,18 @@ def validate(name: str, run: Path) -> dict:
         g_ref = gradient(model, xg, yg, None)
         res["reference"] = {"kind": "exact enumeration"}
     else:
-        m_ref, _, info, _ = reference_reads(h, J, beta, seed=1)
+        got = progress.load("reference_marginals")
+        if got is None:
+            m_ref, _, info, _ = reference_reads(h, J, beta, seed=1, progress=progress)
+            progress.save("reference_marginals", {"m": m_ref, "info": info})
+        else:
+            m_ref, info = got["m"], got["info"]
         ref_sampling = Sampling(fixed_sampler(m_ref))
         hg, _, _ = layer_problems(model, xg)
-        g_ref, ginfo = reference_gradient(model, xg, yg, hg, J, beta, seed=2)
+        g_ref, ginfo = reference_gradient(model, xg, yg, hg, J, beta, seed=2, progress=progress)
         res["reference"] = {"kind": "gibbs, Rao-Blackwellised, opposite starts", **info, "gradient_batch": ginfo}
     res["reference"]["metric"] = metric(model, xv, yv, cfg.task, ref_sampling)
-    res["reference"]["seconds"] = round(time.perf_counter() - t0, 1)
+    res["reference"]["seconds"] = round(progress.seconds(), 1)
     tril = torch.ones(T, T, dtype=torch.bool).tril()
     for eng in CANDIDATES:
         t0 = time.perf_counter()
@@ -667,8 +718,10 @@ def main(argv: list[str] | None = None) -> int:
         if (args.only and name not in args.only) or (OUT / f"{name}.json").is_file():
             continue
         print(f"validating {name} ...", flush=True)
-        res = validate(name, run)
+        progress = Progress(OUT / f".{name}.partial")
+        res = validate(name, run, progress)
         (OUT / f"{name}.json").write_text(json.dumps(res, indent=1))
+        progress.clear()
         print(json.dumps({k: v for k, v in res.items() if k != "engines"}), flush=True)
     return 0
 

@@ -201,3 +201,38 @@ def test_failed_criteria_name_the_misses_and_a_limiting_reference(ve):
     assert marks == {("shakespeare", 32): "engine-limited"}  # the protocol's mark stands; the note explains it
     assert "final_shakespeare_hj_T32_lr0.001_s0: meanfield fails (J_raw gradient cosine 0.500" in note
     assert "an exact engine would reach a cosine of about 0.907" in note
+
+
+def test_interrupted_reference_continues_to_the_uninterrupted_result(ve, tmp_path, monkeypatch):
+    """The Gibbs reference keeps its chains after every burn-in round; a validation killed after a round continues
+    from there and ends with the same marginals, reads and diagnostics as one that was never interrupted."""
+    import torch
+
+    monkeypatch.setattr(ve, "REF_BURN_IN", 4)
+    monkeypatch.setattr(ve, "REF_MAX_BURN_IN", 64)
+    T = 6
+    g = torch.Generator().manual_seed(0)
+    h = 0.1 * torch.randn(2, 1, T, T, generator=g)
+    J = torch.full((1, T, T), 1.5) - 1.5 * torch.eye(T)  # strongly ferromagnetic: the opposite starts disagree
+    beta = torch.ones(1)
+    m0, reads0, info0, _ = ve.reference_reads(h, J, beta, seed=1)
+    assert info0["rounds"] >= 3, "the planted problem must need several rounds"
+
+    class Killed(Exception):
+        pass
+
+    class KilledAfterTwoRounds(ve.Progress):
+        def save(self, key, obj):
+            super().save(key, obj)
+            if obj["rounds"] == 2:
+                raise Killed
+
+    with pytest.raises(Killed):
+        ve.reference_reads(h, J, beta, seed=1, progress=KilledAfterTwoRounds(tmp_path / "p"))
+    progress = ve.Progress(tmp_path / "p")
+    assert progress.load("reads")["rounds"] == 2 and progress.seconds() > 0
+    m1, reads1, info1, _ = ve.reference_reads(h, J, beta, seed=1, progress=progress)
+    assert torch.equal(m0, m1) and torch.equal(reads0, reads1)
+    assert info0 == info1
+    progress.clear()
+    assert not (tmp_path / "p").exists()
