@@ -19,7 +19,13 @@ FIGURE = "gain_vs_T.png"
 
 def main(argv: list[str] | None = None) -> int:
     from hybrid_attention.apps.claims.report.load import warn
-    from hybrid_attention.apps.claims.report.long_context import MARGIN, gain_points, load_studies, long_context_report
+    from hybrid_attention.apps.claims.report.long_context import (
+        FULL_SEEDS,
+        MARGIN,
+        gain_points,
+        load_studies,
+        long_context_report,
+    )
     from hybrid_attention.apps.claims.report.plots import write_long_context_plot
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -39,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     figure = None
     if not args.print:
         rows_by_study, _ = load_studies(args.root)
-        if write_long_context_plot(args.root / FIGURE, gain_points(rows_by_study), MARGIN):
+        if write_long_context_plot(args.root / FIGURE, gain_points(rows_by_study), MARGIN, FULL_SEEDS):
             figure = FIGURE
     text, damaged = long_context_report(args.root, engine_marks=marks, engine_note=note, studies=STUDIES, figure=figure)
     warn(damaged)

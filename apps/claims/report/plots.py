@@ -123,10 +123,11 @@ def _couplings(plt: Any, out: Path, name: str, rows: list) -> None:
     plt.close(fig)
 
 
-def write_long_context_plot(path: Path, points: list[dict[str, Any]], margin: float) -> bool:
+def write_long_context_plot(path: Path, points: list[dict[str, Any]], margin: float, full_seeds: int = 10) -> bool:
     """The long-context study's gain over softmax against T (one panel per task; hj, h and bias with 95 % CI;
-    ``points`` from :func:`.long_context.gain_points`; the band +-``margin`` shaded) to ``path``. Returns whether it
-    was written (not without matplotlib, or without points)."""
+    ``points`` from :func:`.long_context.gain_points`; the band +-``margin`` shaded) to ``path``. A point with fewer
+    than ``full_seeds`` pairs (a pilot) is drawn hollow, joined by a dotted line, and its T is labelled with its
+    seed count. Returns whether it was written (not without matplotlib, or without points)."""
     try:
         import matplotlib
 
@@ -146,17 +147,31 @@ def write_long_context_plot(path: Path, points: list[dict[str, Any]], margin: fl
             if not pts:
                 continue
             xs = [p["T"] * (1 + 0.04 * (i - 1)) for p in pts]  # side by side at each T
-            ci = [{"mean": p["res"].mean, "lo": p["res"].lo, "hi": p["res"].hi} for p in pts]
-            ax.errorbar(xs, [c["mean"] for c in ci], yerr=_yerr(ci), marker="o", capsize=3, color=f"C{i}", label=mode)
+            ys = [p["res"].mean for p in pts]
+            full = [p["res"].n >= full_seeds for p in pts]
+            for keep, style in ((True, {"label": mode}), (False, {"mfc": "white", "ls": "none"})):
+                sel = [k for k, f in enumerate(full) if f == keep]
+                if sel:
+                    ci = [{"mean": ys[k], "lo": pts[k]["res"].lo, "hi": pts[k]["res"].hi} for k in sel]
+                    ax.errorbar([xs[k] for k in sel], [ys[k] for k in sel], yerr=_yerr(ci), marker="o", capsize=3,
+                                color=f"C{i}", **style)  # fmt: skip
+            for k in range(1, len(pts)):  # into or between pilots: dotted
+                if not (full[k - 1] and full[k]):
+                    ax.plot(xs[k - 1 : k + 1], ys[k - 1 : k + 1], ls=":", color=f"C{i}")
         ax.axhspan(-margin, margin, color="0.85", zorder=0)
         ax.axhline(0, color="k", lw=0.8)
         ax.set_xscale("log", base=2)
-        ax.set_xticks(Ts, [str(T) for T in Ts])
+        few = {p["T"]: p["res"].n for p in points if p["task"] == task and p["res"].n < full_seeds}
+        ax.set_xticks(Ts, [f"{T}\n(pilot, {few[T]} seeds)" if T in few else str(T) for T in Ts])
         ax.set_xlabel("context length T")
         ax.set_ylabel("gain over softmax (% perplexity)" if task == "shakespeare" else "gain over softmax (points)")
         ax.set_title(task, fontsize=10)
         ax.legend(fontsize=8)
-    fig.suptitle("paired by seed, 95 % CI; above 0: better than softmax; shaded: the practical margin", fontsize=9)
+    fig.suptitle(
+        f"paired by seed, 95 % CI ({full_seeds} seeds; hollow: a pilot); above 0: better than softmax; shaded: the "
+        "practical margin",
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
