@@ -148,7 +148,9 @@ class Progress:
             self.dir.rmdir()
 
 
-def reference_reads(h, J, beta, seed: int, progress: Progress | None = None, key: str = "reads"):
+def reference_reads(
+    h, J, beta, seed: int, progress: Progress | None = None, key: str = "reads", keep_reads: bool = False
+):
     """Gibbs reads of the layer's problems with the Rao-Blackwellised estimator (PROTOCOL.md, change 2).
 
     ``REF_CHAINS`` chains per problem, half started from all +1 and half from all -1, continued round after round
@@ -161,9 +163,10 @@ def reference_reads(h, J, beta, seed: int, progress: Progress | None = None, key
         ``(m (B, H, T, T), spins (B H T, records * chains, T) int8, info, more)``: the marginals (the conditional
         means averaged over the last round's reads), those reads (read ``r * chains + c``), and ``more(sweeps,
         seed)``, which continues the same chains by ``sweeps`` sweeps and returns their next ``records * chains``
-        reads. With ``progress``, the chains are saved after every round that does not end the burn-in (under
-        ``key``) and a later call continues from there: each round's seed and start are fixed, so the result is the
-        same as without an interruption.
+        reads; ``more.state()`` and ``more.restore(state)`` get and set where the chains are. With ``progress``,
+        the chains are saved after every round (under ``key``) and a later call continues from there: each round's
+        seed and start are fixed, so the result is the same as without an interruption. A call after the last
+        round returns the saved result, its reads only if they were kept (``keep_reads``; else ``None``).
     """
     from hybrid_attention import IsingProblem
     from hybrid_attention.backends import get_sampler
@@ -183,7 +186,8 @@ def reference_reads(h, J, beta, seed: int, progress: Progress | None = None, key
     if saved is not None:
         state, done, target, prev, rounds = (saved[k] for k in ("state", "done", "target", "prev", "rounds"))
         print(f"  {key}: continuing after round {rounds} (burn-in {done} sweeps done)", flush=True)
-    while True:
+    spins = None  # the last round's reads, when this call ran it
+    while saved is None or not saved.get("final"):
         ss = sampler.sample(p, num_reads=C * R, num_chains=C, thinning=1, burn_in=max(0, target - done),
                             initial_state=state, seed=seed + 1000 * rounds)  # fmt: skip
         state, done, rounds = ss.info["final_state"], max(target, done) + R - 1, rounds + 1
@@ -198,13 +202,19 @@ def reference_reads(h, J, beta, seed: int, progress: Progress | None = None, key
         moved = math.inf if prev is None else float((m - prev).abs().max())
         info = {"burn_in": target, "rounds": rounds, "agreement": agreement, "moved": moved,
                 "max_rhat": float(np.nanmax(_split_rhat(phi.reshape(-1, R, C, T))))}  # fmt: skip
+        print(f"  {key}: round {rounds}, burn-in {done} sweeps, start-group agreement {agreement:.3g}", flush=True)
         if agreement < AGREE_MAX or target >= REF_MAX_BURN_IN:
             info["converged"] = agreement < AGREE_MAX
-            break
-        prev, target = m, 2 * target
+            spins = torch.from_numpy(ss.spins)
+            saved = {"final": True, "state": state, "done": done, "target": target, "prev": prev, "rounds": rounds,
+                     "m": m, "info": info, "spins": spins if keep_reads else None}  # fmt: skip
+        else:
+            prev, target = m, 2 * target
+            saved = {"state": state, "done": done, "target": target, "prev": prev, "rounds": rounds}
         if progress is not None:
-            progress.save(key, {"state": state, "done": done, "target": target, "prev": prev, "rounds": rounds})
-        print(f"  {key}: round {rounds}, burn-in {done} sweeps, start-group agreement {agreement:.3g}", flush=True)
+            progress.save(key, saved)
+    state, m, info = saved["state"], saved["m"], saved["info"]
+    spins = saved["spins"] if spins is None else spins
 
     def more(sweeps: int, seed: int) -> torch.Tensor:
         nonlocal state
@@ -213,7 +223,12 @@ def reference_reads(h, J, beta, seed: int, progress: Progress | None = None, key
         state = ss.info["final_state"]
         return torch.from_numpy(ss.spins)
 
-    return m.reshape(B, H, T, T), torch.from_numpy(ss.spins), info, more
+    def restore(s: np.ndarray) -> None:
+        nonlocal state
+        state = s
+
+    more.state, more.restore = (lambda: state), restore
+    return m.reshape(B, H, T, T), spins, info, more
 
 
 def reference_gradient(model, x, y, h, J, beta, seed: int, progress: Progress | None = None) -> tuple[dict, dict]:
@@ -228,8 +243,14 @@ def reference_gradient(model, x, y, h, J, beta, seed: int, progress: Progress | 
     """
     from hybrid_attention import Sampling
 
-    _, reads, info, more = reference_reads(h, J, beta, seed=seed, progress=progress, key="gradient_reads")
+    _, reads, info, more = reference_reads(h, J, beta, seed, progress, key="gradient_reads", keep_reads=True)
+    saved = progress.load("gradient_rounds") if progress is not None else None
     gs = []
+    if saved is not None:  # continue after the saved round, from where its chains stopped
+        gs = saved["gs"]
+        more.restore(saved["state"])
+        reads = more(GRAD_GAP, seed + 7919 * len(gs))
+        print(f"  gradient: continuing after round {len(gs)}", flush=True)
     while True:
         gs.append(gradient(model, x, y, Sampling(fixed_reads(reads), reads.shape[1], estimator="conditional")))
         k = len(gs)
@@ -237,8 +258,12 @@ def reference_gradient(model, x, y, h, J, beta, seed: int, progress: Progress | 
             half = {g: torch.stack([r[g] for r in gs[0::2]]).mean(0) for g in gs[0]}
             other = {g: torch.stack([r[g] for r in gs[1::2]]).mean(0) for g in gs[0]}
             agree = compare_grads(half, other)
+            print(f"  gradient: round {k}, lowest half-mean cosine {min(a['cosine'] for a in agree.values()):.3f}",
+                  flush=True)  # fmt: skip
             if all(a["cosine"] >= GRAD_HALF_MIN for a in agree.values()) or k >= GRAD_MAX_ROUNDS:
                 break
+        if progress is not None:
+            progress.save("gradient_rounds", {"gs": gs, "state": more.state()})
         reads = more(GRAD_GAP, seed + 7919 * k)
     info = {**info, "gradient_rounds": k, "half_mean_gradient_agreement": agree}
     return {g: torch.stack([r[g] for r in gs]).mean(0) for g in gs[0]}, info
@@ -375,12 +400,7 @@ def validate(name: str, run: Path, progress: Progress | None = None) -> dict:
         g_ref = gradient(model, xg, yg, None)
         res["reference"] = {"kind": "exact enumeration"}
     else:
-        got = progress.load("reference_marginals")
-        if got is None:
-            m_ref, _, info, _ = reference_reads(h, J, beta, seed=1, progress=progress)
-            progress.save("reference_marginals", {"m": m_ref, "info": info})
-        else:
-            m_ref, info = got["m"], got["info"]
+        m_ref, _, info, _ = reference_reads(h, J, beta, seed=1, progress=progress)
         ref_sampling = Sampling(fixed_sampler(m_ref))
         hg, _, _ = layer_problems(model, xg)
         g_ref, ginfo = reference_gradient(model, xg, yg, hg, J, beta, seed=2, progress=progress)

@@ -234,5 +234,43 @@ def test_interrupted_reference_continues_to_the_uninterrupted_result(ve, tmp_pat
     m1, reads1, info1, _ = ve.reference_reads(h, J, beta, seed=1, progress=progress)
     assert torch.equal(m0, m1) and torch.equal(reads0, reads1)
     assert info0 == info1
+    # after its last round a call returns the saved result; the reads only if they were kept
+    m2, reads2, info2, more = ve.reference_reads(h, J, beta, seed=1, progress=ve.Progress(tmp_path / "p"))
+    assert torch.equal(m0, m2) and reads2 is None and info2 == info0 and more.state().shape == (2 * T, 32, T)
     progress.clear()
     assert not (tmp_path / "p").exists()
+
+
+def test_interrupted_reference_gradient_continues_to_the_uninterrupted_result(ve, tmp_path, monkeypatch):
+    """The reference gradient keeps its rounds and its chains; killed after a round, it continues to the same
+    gradient and diagnostics as an uninterrupted run."""
+    import torch
+
+    from hybrid_attention.model import Transformer, TransformerConfig
+
+    monkeypatch.setattr(ve, "REF_BURN_IN", 4)
+    monkeypatch.setattr(ve, "REF_MAX_BURN_IN", 16)
+    monkeypatch.setattr(ve, "GRAD_HALF_MIN", 1.01)  # never reached: every run takes GRAD_MAX_ROUNDS rounds
+    monkeypatch.setattr(ve, "GRAD_MAX_ROUNDS", 12)
+    torch.manual_seed(0)
+    T = 6
+    model = Transformer(TransformerConfig(vocab_size=7, block_size=T, n_layer=1, n_head=1, n_embd=8, attention="hj"))
+    x, y = torch.randint(0, 7, (2, T)), torch.randint(0, 7, (2, T))
+    h, J, beta = ve.layer_problems(model, x)
+    g0, info0 = ve.reference_gradient(model, x, y, h, J, beta, seed=2)
+    assert info0["gradient_rounds"] == 12
+
+    class Killed(Exception):
+        pass
+
+    class KilledAfterFiveRounds(ve.Progress):
+        def save(self, key, obj):
+            super().save(key, obj)
+            if key == "gradient_rounds" and len(obj["gs"]) == 5:
+                raise Killed
+
+    with pytest.raises(Killed):
+        ve.reference_gradient(model, x, y, h, J, beta, seed=2, progress=KilledAfterFiveRounds(tmp_path / "p"))
+    g1, info1 = ve.reference_gradient(model, x, y, h, J, beta, seed=2, progress=ve.Progress(tmp_path / "p"))
+    assert g0.keys() == g1.keys() and all(torch.equal(g0[k], g1[k]) for k in g0)
+    assert info0 == info1
