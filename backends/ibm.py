@@ -30,25 +30,32 @@ circuit is checked against the target's bounds before the first job of a call is
 
 from __future__ import annotations
 
-import difflib
 import logging
 import os
-import re
 import warnings
 from typing import Any
 
 import numpy as np
 import qiskit_ibm_runtime
-from qiskit_ibm_runtime import Batch, QiskitRuntimeService, Session
 
 from hybrid_attention.checks import check_positive_int
 from hybrid_attention.circuits.program import CircuitOptions, DQAProgram, resolve_coupling_map
 from hybrid_attention.circuits.qiskit_dqa import DQATemplate
 from hybrid_attention.circuits.schedule import DQASchedule
 
-from .base import progress
 from .circuit import CircuitSampler
-from .ledger import JobLedger, LedgerEntry, circuit_text, pub_sha256
+from .ibm_devices import (
+    check_rzz_angles,
+    fake_backend,
+    fake_backend_names,
+    has_credentials,
+    has_fractional_rzz,
+    is_fake_backend_name,
+    resolve_backend,
+    runtime_sampler,
+)
+from .ibm_jobs import IBMJobError, RuntimeJobs, _status
+from .ledger import JobLedger, circuit_text
 from .mitigation import calibration_circuits, measured_qubits
 from .qpu_cost import circuit_seconds, qpu_seconds, rep_delay_of
 
@@ -69,207 +76,7 @@ _MODES = ("auto", "job", "batch", "session")
 _DD_SEQUENCES = ("XX", "XpXm", "XY4")
 
 
-class IBMJobError(RuntimeError):
-    """A runtime job failed or was cancelled, or a chunk could not be submitted.
-
-    Attributes:
-        job_id: the failed job's id (``None``: the submission itself was refused).
-        status: its final status string (``"NOT_SUBMITTED"`` for a refused submission).
-        completed: ``{chunk_start: bits (C, shots, n)}`` of the chunks that finished (kept so a caller can resume
-            without paying for them again; in a batch this includes chunks submitted after the failed one).
-        job_ids: ids of all jobs submitted in this call.
-    """
-
-    def __init__(
-        self, message: str, *, job_id: str | None, status: str, completed: dict[int, np.ndarray], job_ids: list[str]
-    ) -> None:
-        super().__init__(message)
-        self.job_id, self.status, self.completed, self.job_ids = job_id, status, completed, job_ids
-
-
-def has_credentials() -> bool:
-    """True if ``QISKIT_IBM_TOKEN`` is set or an account is saved on disk (nothing is contacted)."""
-    if os.environ.get("QISKIT_IBM_TOKEN"):
-        return True
-    try:
-        return bool(QiskitRuntimeService.saved_accounts())
-    except Exception:  # unreadable config file counts as no credentials
-        return False
-
-
-def runtime_sampler() -> tuple[type, str]:
-    """``(class, kind)`` of the runtime Sampler this installation offers: ``kind = "executor"`` for the client-side
-    ``qiskit_ibm_runtime.executor_sampler.Sampler`` (>= 0.50), else ``"legacy"`` for ``qiskit_ibm_runtime.SamplerV2``.
-
-    Example:
-        >>> from hybrid_attention.backends.ibm import runtime_sampler
-        >>> runtime_sampler()[1] in ("executor", "legacy")
-        True
-    """
-    try:
-        from qiskit_ibm_runtime.executor_sampler import Sampler
-    except ImportError:  # an older runtime (or one without samplomatic): the server-side primitive
-        from qiskit_ibm_runtime import SamplerV2
-
-        return SamplerV2, "legacy"
-    return Sampler, "executor"
-
-
-# ---------------------------------------------------------------------- fake backends by name
-def _fake_classes() -> dict[str, type]:
-    """``{backend_name: class}`` of the fake backends (``FakeTorino.backend_name == "fake_torino"``)."""
-    from qiskit_ibm_runtime import fake_provider
-    from qiskit_ibm_runtime.fake_provider.fake_backend import FakeBackendV2
-
-    out = {}
-    for attr in dir(fake_provider):
-        obj = getattr(fake_provider, attr)
-        if attr.startswith("Fake") and isinstance(obj, type) and issubclass(obj, FakeBackendV2):
-            out[str(getattr(obj, "backend_name", attr))] = obj
-    return out
-
-
-def fake_backend_names() -> list[str]:
-    """Names of the runtime's fake backends (``qiskit_ibm_runtime.fake_provider``), e.g. ``"fake_torino"``.
-
-    Example:
-        >>> from hybrid_attention.backends.ibm import fake_backend_names
-        >>> {"fake_torino", "fake_manila", "fake_fractional"} <= set(fake_backend_names())
-        True
-    """
-    return sorted(_fake_classes())
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower())
-
-
-def fake_backend(name: str) -> Any:
-    """The fake backend called ``name``: ``"fake_torino"``, ``"FakeTorino"`` or ``"fake_manila_v2"`` all work (case,
-    ``_`` / ``-`` and a ``V2`` suffix are ignored; the class name works too: ``"FakeFractionalBackend"``).
-
-    Raises:
-        ValueError: no fake backend has that name; the message lists the close matches.
-
-    Example:
-        >>> from hybrid_attention.backends.ibm import fake_backend
-        >>> fake_backend("FakeManilaV2").name, fake_backend("fake_manila").num_qubits
-        ('fake_manila', 5)
-    """
-    if not isinstance(name, str):
-        raise TypeError(f"a fake backend name must be a string, got {type(name).__name__}")
-    classes = _fake_classes()
-    key = _norm(name)
-    for bname, cls in classes.items():  # the backend name, or the class name with or without its V2 suffix
-        cname = _norm(cls.__name__)
-        if key in (_norm(bname), cname, cname.removesuffix("v2"), _norm(bname) + "v2"):
-            return cls()
-    close = difflib.get_close_matches(name.lower().replace("-", "_"), list(classes), n=5, cutoff=0.6)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise ValueError(
-        f"ibm: no fake backend named {name!r}{hint} (qiskit_ibm_runtime.fake_provider has {len(classes)}: "
-        "see hybrid_attention.backends.ibm.fake_backend_names())"
-    )
-
-
-def is_fake_backend_name(name: str) -> bool:
-    """Whether ``name`` means a fake backend (starts with ``fake``, any case): resolved offline, never a device."""
-    return _norm(name).startswith("fake")
-
-
-# ---------------------------------------------------------------------- fractional gates
-def has_fractional_rzz(backend: Any) -> bool:
-    """Whether the backend's native ``rzz`` has angle bounds that exclude negative angles (IBM's fractional
-    ``RZZ(0 <= theta <= pi/2)``): the DQA circuit must then be emitted with folded RZZ. False for targets without
-    ``rzz`` or with an unrestricted one (``AerSimulator``).
-
-    Example:
-        >>> from hybrid_attention.backends.ibm import fake_backend, has_fractional_rzz
-        >>> has_fractional_rzz(fake_backend("fake_fractional")), has_fractional_rzz(fake_backend("fake_torino"))
-        (True, False)
-    """
-    target = getattr(backend, "target", None)
-    if target is None or "rzz" not in target.operation_names:
-        return False
-    if not hasattr(target, "gate_has_angle_bounds"):  # qiskit < 2.0: no angle bounds; IBM's fractional RZZ has them
-        return True
-    return bool(target.gate_has_angle_bounds("rzz")) and not target.supported_angle_bound("rzz", [-0.1])
-
-
-def _rzz_angles(isa: Any, values: np.ndarray) -> np.ndarray:
-    """Every bound angle of the ISA circuit's ``rzz`` gates over the rows of ``values (C, P)`` (flat)."""
-    column = {p: i for i, p in enumerate(isa.parameters)}
-    out = []
-    for ins in isa.data:
-        if ins.operation.name != "rzz":
-            continue
-        par = ins.operation.params[0]
-        if par in column:
-            out.append(values[:, column[par]])
-        elif getattr(par, "parameters", None):  # an expression of parameters
-            out.append(np.array([float(par.bind({p: row[column[p]] for p in par.parameters})) for row in values]))
-        else:
-            out.append(np.array([float(par)]))
-    return np.concatenate(out) if out else np.zeros(0)
-
-
-def _check_rzz_angles(isa: Any, values: np.ndarray, backend: Any) -> None:
-    """``ValueError`` before any submission when a bound ``rzz`` angle lies outside the target's angle bounds."""
-    target = backend.target
-    for a in np.unique(np.round(_rzz_angles(isa, values), 12)):
-        if not target.supported_angle_bound("rzz", [float(a)]):
-            raise ValueError(
-                f"ibm: backend {getattr(backend, 'name', backend)!r} rejects RZZ({float(a):.6g}) (fractional gates "
-                "take angles in [0, pi/2]); nothing was submitted. Use fold_rzz=True (or None: automatic), which "
-                "folds every angle into [0, pi/2] (needs |2 beta dt B J| <= pi/2), or a backend without fractional gates"
-            )
-
-
-def _is_local(backend: Any) -> bool:
-    """Fake backends and plain simulators run in the runtime's local mode."""
-    mod = type(backend).__module__
-    return "fake_provider" in mod or mod.startswith("qiskit_aer") or "fake" in type(backend).__name__.lower()
-
-
-def _resolve_backend(
-    backend: Any, *, allow_hardware: bool, instance: str | None, fractional: bool
-) -> tuple[Any, bool, Any]:
-    """``(backend object, local, service or None)``: a fake name is resolved offline; a device name or ``None`` needs
-    the opt-in and credentials (both checked before the service is contacted)."""
-    if isinstance(backend, str) and is_fake_backend_name(backend):
-        return fake_backend(backend), True, None
-    if backend is not None and not isinstance(backend, str) and not hasattr(backend, "target"):
-        raise TypeError(
-            f"ibm: backend must be a BackendV2, a device or fake-backend name, or None, got {type(backend).__name__}"
-        )
-    if backend is not None and not isinstance(backend, str) and _is_local(backend):
-        return backend, True, None
-    if not allow_hardware:
-        raise ValueError(
-            "ibm: submitting to a real IBM Quantum device needs the explicit opt-in allow_hardware=True "
-            "(QPU time is billed); pass a fake backend such as 'fake_torino' (or FakeTorino()) to run offline"
-        )
-    if isinstance(backend, (str, type(None))):
-        if not has_credentials():
-            raise RuntimeError(
-                "ibm: no IBM Quantum credentials found: set QISKIT_IBM_TOKEN (and QISKIT_IBM_INSTANCE) or "
-                "save an account with QiskitRuntimeService.save_account(token=..., instance=...)"
-            )
-        token = os.environ.get("QISKIT_IBM_TOKEN")
-        inst = instance or os.environ.get("QISKIT_IBM_INSTANCE")
-        service = QiskitRuntimeService(token=token, instance=inst) if token else QiskitRuntimeService(instance=inst)
-        del token
-        # fractional-gate devices expose RZZ(0 <= theta <= pi/2) only when asked for: needed by fold_rzz=True
-        backend = (
-            service.backend(backend, use_fractional_gates=fractional)
-            if backend
-            else service.least_busy(operational=True, simulator=False, use_fractional_gates=fractional)
-        )
-        return backend, False, service
-    return backend, False, getattr(backend, "service", None)
-
-
-class IBMSampler(CircuitSampler):
+class IBMSampler(RuntimeJobs, CircuitSampler):
     """DQA circuits through qiskit-ibm-runtime's Sampler (client-side executor-based, or legacy ``SamplerV2``).
 
     Args:
@@ -357,7 +164,7 @@ class IBMSampler(CircuitSampler):
             raise ValueError(f"ibm: restrict_couplings must be None, 'raise' or 'drop', got {restrict_couplings!r}")
         if fold_rzz not in (None, True, False):
             raise TypeError(f"ibm: fold_rzz must be True, False or None (automatic), got {fold_rzz!r}")
-        backend, local, found = _resolve_backend(
+        backend, local, found = resolve_backend(
             backend, allow_hardware=bool(allow_hardware), instance=instance, fractional=bool(fold_rzz)
         )
         self.ledger = ledger if isinstance(ledger, JobLedger) or ledger is None else JobLedger(ledger)
@@ -471,7 +278,7 @@ class IBMSampler(CircuitSampler):
             ``(bits, job_id)``: ``(B, shots, Q)`` bools (qubit ``k`` at index ``k``) and the runtime job's id.
         """
         if self.fractional:
-            _check_rzz_angles(isa, values, self.backend)
+            check_rzz_angles(isa, values, self.backend)
         ctx = self._context(2)[0] if self.mode in ("batch", "session") else None
         pub = self._submit(isa, values, int(shots), int(seed), ctx)
         try:
@@ -581,191 +388,6 @@ class IBMSampler(CircuitSampler):
         self._calibrations[qubits] = cal
         return {**cal, "ran": True}
 
-    # ------------------------------------------------------------------ the ledger
-    @property
-    def backend_name(self) -> str:
-        """The backend's name (as the ledger records it)."""
-        return str(getattr(self.backend, "name", self.backend))
-
-    def _pub_hash(self, isa: Any, values: np.ndarray, shots: int, seed: int) -> str:
-        key = id(isa)
-        if key not in self._texts or self._texts[key][0] is not isa:
-            self._texts[key] = (isa, circuit_text(isa))
-        return pub_sha256(self._texts[key][1], values, shots, seed)
-
-    def _submit(self, isa: Any, values: np.ndarray, shots: int, seed: int, ctx: Any) -> _Pub:
-        """Submit one PUB, or find it in the ledger: its stored bits, or its job collected by id (device)."""
-        if self.ledger is None:
-            job = self._primitive(seed, ctx).run([(isa, values)], shots=shots)
-            return _Pub(None, job, job.job_id(), None, shots)
-        pub = self._pub_hash(isa, values, shots, seed)
-        entry = self.ledger.lookup(pub, self.backend_name)
-        if entry is not None:
-            found = self._resume(entry)
-            if found is not None:
-                self._last["resumed"] = self._last.get("resumed", 0) + 1
-                return found
-        job = self._primitive(seed, ctx).run([(isa, values)], shots=shots)
-        jid = job.job_id()
-        self.ledger.record("submitted", job_id=jid, backend=self.backend_name, pub_sha256=pub, shots=shots)
-        return _Pub(pub, job, jid, None, shots)
-
-    def _resume(self, entry: LedgerEntry) -> _Pub | None:
-        """The PUB of a ledger entry without submitting it, or ``None`` when it must be submitted (again)."""
-        where = f"ledger {str(self.ledger.path)!r} line {entry.line}"
-        if entry.event == "completed":
-            bits = self.ledger.load_bits(entry.pub_sha256)
-            if bits is not None:
-                logger.info("ibm: PUB %s read from %s (job %s)", entry.pub_sha256[:12], where, entry.job_id)
-                return _Pub(entry.pub_sha256, None, entry.job_id, bits, entry.shots)
-        if entry.event == "failed":
-            warnings.warn(f"ibm: {where}: job {entry.job_id} failed; its PUB is submitted again", stacklevel=4)
-            return None
-        if self.local:  # a local-mode job lived in the process that ran it
-            warnings.warn(
-                f"ibm: {where}: job {entry.job_id} ({entry.event}) has no stored bits and local-mode jobs cannot be "
-                "fetched back; its PUB is run again locally (free; the same seed gives the same bits)",
-                stacklevel=4,
-            )
-            return None
-        try:
-            job = self._runtime_service().job(entry.job_id)
-        except Exception as exc:
-            raise IBMJobError(
-                f"ibm: {where}: job {entry.job_id} on {entry.backend} could not be fetched from the runtime service "
-                f"({exc}); nothing was submitted. If that job is lost, move the ledger aside to submit its PUBs again",
-                job_id=entry.job_id,
-                status="UNKNOWN",
-                completed={},
-                job_ids=[entry.job_id],
-            ) from exc
-        logger.info("ibm: PUB %s collected by job id %s (%s)", entry.pub_sha256[:12], entry.job_id, where)
-        return _Pub(entry.pub_sha256, job, entry.job_id, None, entry.shots)
-
-    def _runtime_service(self) -> Any:
-        if self.service is None:
-            token = os.environ.get("QISKIT_IBM_TOKEN")
-            inst = self.instance or os.environ.get("QISKIT_IBM_INSTANCE")
-            self.service = (
-                QiskitRuntimeService(token=token, instance=inst) if token else QiskitRuntimeService(instance=inst)
-            )
-        return self.service
-
-    def _collect(self, pub: _Pub) -> np.ndarray:
-        """The bits ``(B, shots, Q)`` of a submitted (or resumed) PUB; the ledger records the outcome. Raises what
-        ``job.result()`` raises, or :class:`IBMJobError` for a job that ended in error or was cancelled."""
-        if pub.bits is not None:
-            return pub.bits
-        try:
-            result = pub.job.result()
-        except Exception:
-            self._record("failed", pub, status=_status(pub.job))
-            raise
-        status = _status(pub.job)
-        if status in ("ERROR", "CANCELLED"):
-            self._record("failed", pub, status=status)
-            raise IBMJobError(
-                f"ibm: job {pub.job_id} ended with status {status}",
-                job_id=pub.job_id,
-                status=status,
-                completed={},
-                job_ids=[pub.job_id],
-            )
-        bits = result[0].data.meas.to_bool_array(order="little")
-        if self.ledger is not None and pub.sha is not None:
-            self.ledger.store_bits(pub.sha, bits)
-            self._record("completed", pub)
-        return bits
-
-    def _record(self, event: str, pub: _Pub, **extra: Any) -> None:
-        if self.ledger is not None and pub.sha is not None:
-            self.ledger.record(
-                event, job_id=pub.job_id, backend=self.backend_name, pub_sha256=pub.sha, shots=pub.shots, **extra
-            )
-
-    def _context(self, chunks: int) -> tuple[Any, bool]:
-        """``(Batch/Session or None, opened for this call only)`` for a call of ``chunks`` chunks."""
-        if self.mode == "job" or (self.mode == "auto" and chunks < 2):
-            return None, False
-        if self.mode == "auto":
-            return Batch(backend=self.backend), True
-        if self._ctx is None:
-            self._ctx = (Batch if self.mode == "batch" else Session)(backend=self.backend)
-        return self._ctx, False
-
-    def _primitive(self, seed: int, ctx: Any = None) -> Any:
-        sampler = self._sampler_cls(mode=ctx if ctx is not None else self.backend, options=dict(self.sampler_options))
-        if self.local:
-            sampler.options.simulator.seed_simulator = int(seed)
-        return sampler
-
-    def _run_chunks(
-        self, tmpl: DQATemplate, values: np.ndarray, starts: list[int], shots: int, seeds: list[int]
-    ) -> np.ndarray:
-        isa = self.isa_circuit(tmpl)
-        if self.fractional:  # the device's angle bounds, checked for every chunk before the first submission
-            _check_rzz_angles(isa, values, self.backend)
-        ctx, own = self._context(len(starts))
-        kind = (
-            "job"
-            if ctx is None
-            else ("session" if isinstance(ctx, Session) and not isinstance(ctx, Batch) else "batch")
-        )
-        self._last = {"job_ids": [], "mode": kind, "resumed": 0}
-        try:
-            return self._submit_and_collect(isa, values, starts, shots, seeds, ctx)
-        finally:
-            if own:
-                ctx.close()
-
-    def _submit_and_collect(
-        self, isa: Any, values: np.ndarray, starts: list[int], shots: int, seeds: list[int], ctx: Any
-    ) -> np.ndarray:
-        """Submit the chunks (all before the first wait in a batch/session on a device, else one at a time) and
-        collect their bits; :class:`IBMJobError` after collecting every submitted job if one failed."""
-        ahead = len(starts) if (ctx is not None and not self.local) else 1
-        done: dict[int, np.ndarray] = {}
-        job_ids: list[str] = self._last["job_ids"]
-        pending: list[tuple[int, Any]] = []
-        failure: tuple[str | None, str, Exception | None] | None = None
-        todo = list(zip(starts, seeds))
-        bar = progress(range(len(starts)), len(starts), self.name)
-        for _ in bar:
-            while todo and len(pending) < ahead and failure is None:
-                st, sd = todo.pop(0)
-                chunk = values[st : st + self.chunk_size]
-                try:
-                    pub = self._submit(isa, chunk, shots, sd, ctx)
-                except IBMJobError:  # a ledger job that cannot be collected: nothing is submitted
-                    raise
-                except Exception as e:  # refused at submission: keep what the jobs already submitted return
-                    failure = (None, "NOT_SUBMITTED", e)
-                    break
-                job_ids.append(pub.job_id)
-                logger.info("ibm: chunk %d (%d problems): job %s", st, len(chunk), job_ids[-1])
-                pending.append((st, pub))
-            if not pending:
-                break
-            st, pub = pending.pop(0)
-            try:
-                done[st] = self._collect(pub)
-            except IBMJobError as e:
-                failure = failure or (pub.job_id, e.status, None)
-            except Exception as e:
-                failure = failure or (pub.job_id, _status(pub.job), e)
-        if failure is not None:
-            jid, status, exc = failure
-            why = f" ({exc})" if exc is not None else ""
-            what = f"job {jid} ended with status {status}" if jid is not None else "a chunk could not be submitted"
-            raise IBMJobError(
-                f"ibm: {what}{why}; {len(done)} completed chunk(s) kept on this exception's .completed",
-                job_id=jid,
-                status=status,
-                completed=done,
-                job_ids=job_ids,
-            ) from exc
-        return np.concatenate([done[st] for st in starts], axis=0)
-
     def _extra_info(self, tmpl: DQATemplate) -> dict[str, Any]:
         isa = self.isa_circuit(tmpl)
         ops = isa.count_ops()
@@ -793,16 +415,6 @@ class IBMSampler(CircuitSampler):
         super().close()
 
 
-class _Pub:
-    """One PUB of a call: its ledger hash (``None`` without a ledger), the job (``None`` when read from the ledger),
-    the job id and the bits when already known."""
-
-    __slots__ = ("sha", "job", "job_id", "bits", "shots")
-
-    def __init__(self, sha: str | None, job: Any, job_id: str, bits: np.ndarray | None, shots: int = 0) -> None:
-        self.sha, self.job, self.job_id, self.bits, self.shots = sha, job, str(job_id), bits, int(shots)
-
-
 def _suppression_options(opts: dict[str, Any], dd: str | None, twirling: bool) -> dict[str, Any]:
     """``sampler_options`` with the first-class error-suppression options merged in (a conflict raises)."""
     if dd is not None:
@@ -818,11 +430,3 @@ def _suppression_options(opts: dict[str, Any], dd: str | None, twirling: bool) -
             raise ValueError("ibm: give twirling once: twirling=True or sampler_options['twirling'], not both")
         opts["twirling"] = {"enable_gates": True, "enable_measure": True}
     return opts
-
-
-def _status(job: Any) -> str:
-    try:
-        st = job.status()
-    except Exception:
-        return "UNKNOWN"
-    return getattr(st, "name", str(st)).upper()

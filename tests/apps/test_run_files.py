@@ -402,7 +402,7 @@ def test_ibm_account_errors_are_one_line(tmp_path, capsys, monkeypatch):
     pytest.importorskip("qiskit_ibm_runtime")
     from qiskit_ibm_runtime.accounts.exceptions import AccountNotFoundError
 
-    from hybrid_attention.backends import ibm
+    from hybrid_attention.backends import ibm_devices
 
     monkeypatch.delenv("QISKIT_IBM_TOKEN", raising=False)
     args = [
@@ -421,15 +421,15 @@ def test_ibm_account_errors_are_one_line(tmp_path, capsys, monkeypatch):
         "allow_hardware=true",
         *TINY,
     ]
-    monkeypatch.setattr(ibm, "has_credentials", lambda: False)
+    monkeypatch.setattr(ibm_devices, "has_credentials", lambda: False)
     assert cli.main([*args, "--out", str(tmp_path / "a")]) == 2
     assert "credentials" in one_line_error(capsys.readouterr().err)
 
     def no_account(*a, **kw):
         raise AccountNotFoundError("Unable to find account.")
 
-    monkeypatch.setattr(ibm, "has_credentials", lambda: True)
-    monkeypatch.setattr(ibm, "QiskitRuntimeService", no_account)
+    monkeypatch.setattr(ibm_devices, "has_credentials", lambda: True)
+    monkeypatch.setattr(ibm_devices, "QiskitRuntimeService", no_account)
     assert cli.main([*args, "--out", str(tmp_path / "b")]) == 2
     assert "Unable to find account" in one_line_error(capsys.readouterr().err)
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

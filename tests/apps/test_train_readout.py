@@ -150,9 +150,11 @@ def test_ibm_fake_backend_by_name_trains_offline(tmp_path):
 )
 def test_bad_backends_are_refused_before_any_work(tmp_path, capsys, monkeypatch, extra, match):
     pytest.importorskip("qiskit_ibm_runtime")
-    from hybrid_attention.backends import ibm
+    from hybrid_attention.backends import ibm_devices
 
-    monkeypatch.setattr(ibm, "QiskitRuntimeService", lambda *a, **k: pytest.fail("the service must not be contacted"))
+    monkeypatch.setattr(
+        ibm_devices, "QiskitRuntimeService", lambda *a, **k: pytest.fail("the service must not be contacted")
+    )
     out = tmp_path / "bad"
     assert cli.main(brackets(out, *extra)) == 2
     assert match in one_line_error(capsys.readouterr().err) and not out.exists()

@@ -18,7 +18,7 @@ from hybrid_attention.circuits import DQASchedule
 pytest.importorskip("qiskit_aer")
 pytest.importorskip("qiskit_ibm_runtime")
 
-from hybrid_attention.backends import ibm  # noqa: E402
+from hybrid_attention.backends import ibm, ibm_devices, ibm_jobs  # noqa: E402
 
 Z = 5.0
 SCHED = DQASchedule(tau=1.5, steps=8)
@@ -112,8 +112,10 @@ def test_fake_backends_by_name():
 
 def test_a_fake_name_runs_offline_without_credentials(monkeypatch):
     monkeypatch.delenv("QISKIT_IBM_TOKEN", raising=False)
-    monkeypatch.setattr(ibm, "has_credentials", lambda: pytest.fail("a fake backend needs no credentials"))
-    monkeypatch.setattr(ibm, "QiskitRuntimeService", lambda *a, **k: pytest.fail("no service for a fake backend"))
+    monkeypatch.setattr(ibm_devices, "has_credentials", lambda: pytest.fail("a fake backend needs no credentials"))
+    monkeypatch.setattr(
+        ibm_devices, "QiskitRuntimeService", lambda *a, **k: pytest.fail("no service for a fake backend")
+    )
     s = get_sampler("ibm", backend="fake_manila", schedule=DQASchedule(tau=1.0, steps=2))
     assert s.local and s.backend.name == "fake_manila" and s.max_qubits == 5
     ss = s.sample(problems(n=2, batch=1), num_reads=32, seed=0)
@@ -133,7 +135,7 @@ def test_noiseless_fake_targets_match_the_statevector_reference(name):
     assert set(isa.count_ops()) <= set(s.backend.target.operation_names)
     assert s.circuit_options.fold_rzz is (name == "fake_fractional") and ss.info["fold_rzz"] is s.fractional
     if name == "fake_fractional":
-        angles = ibm._rzz_angles(isa, s._chunk_values(s._template(p.flatten()), p.flatten()))
+        angles = ibm_devices._rzz_angles(isa, s._chunk_values(s._template(p.flatten()), p.flatten()))
         assert isa.count_ops()["rzz"] > 0 and angles.size and angles.min() >= 0 and angles.max() <= np.pi / 2 + 1e-12
 
 
@@ -252,7 +254,7 @@ class _FailedJob:
 def test_auto_mode_opens_a_batch_per_call_of_many_chunks(monkeypatch):
     opened = []
 
-    class CountingBatch(ibm.Batch):
+    class CountingBatch(ibm_jobs.Batch):
         def __init__(self, *a, **k):
             super().__init__(*a, **k)
             self.closed = False
@@ -262,7 +264,7 @@ def test_auto_mode_opens_a_batch_per_call_of_many_chunks(monkeypatch):
             self.closed = True
             super().close()
 
-    monkeypatch.setattr(ibm, "Batch", CountingBatch)
+    monkeypatch.setattr(ibm_jobs, "Batch", CountingBatch)
     s = get_sampler("ibm", backend=noiseless("fake_manila"), schedule=SCHED, chunk_size=2)
     assert s.mode == "auto"
     one = s.sample(problems(batch=2), num_reads=16, seed=0)
@@ -287,7 +289,7 @@ def test_a_device_batch_submits_every_chunk_before_waiting():
     p = problems(batch=5)
     ss = s.sample(p, num_reads=2000, seed=1)
     assert [e[0] for e in rec.log] == ["submit"] * 3 + ["result"] * 3
-    assert len({id(c) for c in rec.contexts}) == 1 and isinstance(rec.contexts[0], ibm.Batch)
+    assert len({id(c) for c in rec.contexts}) == 1 and isinstance(rec.contexts[0], ibm_jobs.Batch)
     assert_within_shot_noise(ss.marginals(), ideal_marginals(s, p), 2000)
     s.close()
     assert s._ctx is None
@@ -365,7 +367,7 @@ def test_real_hardware_needs_opt_in_and_credentials(monkeypatch):
         raise AssertionError("the service must not be contacted")
 
     monkeypatch.setattr(
-        ibm,
+        ibm_devices,
         "QiskitRuntimeService",
         type("S", (), {"__init__": no_service, "saved_accounts": staticmethod(lambda *a, **k: {})}),
     )

@@ -1,0 +1,244 @@
+"""Submitting and collecting :class:`~.ibm.IBMSampler`'s runtime jobs: one PUB per chunk, in job mode or in a
+``Batch``/``Session``, through the job ledger (a PUB the ledger holds is read back or collected by id, never
+submitted again), with failures raised as :class:`IBMJobError` carrying what completed."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Any
+
+import numpy as np
+from qiskit_ibm_runtime import Batch, Session
+
+from hybrid_attention.circuits.qiskit_dqa import DQATemplate
+
+from .base import progress
+from .ibm_devices import check_rzz_angles, runtime_service
+from .ledger import LedgerEntry, circuit_text, pub_sha256
+
+__all__ = ["IBMJobError", "RuntimeJobs"]
+
+logger = logging.getLogger("hybrid_attention.backends.ibm")
+
+
+class IBMJobError(RuntimeError):
+    """A runtime job failed or was cancelled, or a chunk could not be submitted.
+
+    Attributes:
+        job_id: the failed job's id (``None``: the submission itself was refused).
+        status: its final status string (``"NOT_SUBMITTED"`` for a refused submission).
+        completed: ``{chunk_start: bits (C, shots, n)}`` of the chunks that finished (kept so a caller can resume
+            without paying for them again; in a batch this includes chunks submitted after the failed one).
+        job_ids: ids of all jobs submitted in this call.
+    """
+
+    def __init__(
+        self, message: str, *, job_id: str | None, status: str, completed: dict[int, np.ndarray], job_ids: list[str]
+    ) -> None:
+        super().__init__(message)
+        self.job_id, self.status, self.completed, self.job_ids = job_id, status, completed, job_ids
+
+
+class RuntimeJobs:
+    """The job half of :class:`~.ibm.IBMSampler` (a mixin): the sampler provides ``backend``, ``local``, ``mode``,
+    ``fractional``, ``ledger``, ``service``, ``instance``, ``chunk_size``, ``name``, ``_sampler_cls``,
+    ``sampler_options``, ``_ctx``, ``_last``, ``_texts`` and :meth:`isa_circuit`."""
+
+    @property
+    def backend_name(self) -> str:
+        """The backend's name (as the ledger records it)."""
+        return str(getattr(self.backend, "name", self.backend))
+
+    def _pub_hash(self, isa: Any, values: np.ndarray, shots: int, seed: int) -> str:
+        key = id(isa)
+        if key not in self._texts or self._texts[key][0] is not isa:
+            self._texts[key] = (isa, circuit_text(isa))
+        return pub_sha256(self._texts[key][1], values, shots, seed)
+
+    def _submit(self, isa: Any, values: np.ndarray, shots: int, seed: int, ctx: Any) -> _Pub:
+        """Submit one PUB, or find it in the ledger: its stored bits, or its job collected by id (device)."""
+        if self.ledger is None:
+            job = self._primitive(seed, ctx).run([(isa, values)], shots=shots)
+            return _Pub(None, job, job.job_id(), None, shots)
+        pub = self._pub_hash(isa, values, shots, seed)
+        entry = self.ledger.lookup(pub, self.backend_name)
+        if entry is not None:
+            found = self._resume(entry)
+            if found is not None:
+                self._last["resumed"] = self._last.get("resumed", 0) + 1
+                return found
+        job = self._primitive(seed, ctx).run([(isa, values)], shots=shots)
+        jid = job.job_id()
+        self.ledger.record("submitted", job_id=jid, backend=self.backend_name, pub_sha256=pub, shots=shots)
+        return _Pub(pub, job, jid, None, shots)
+
+    def _resume(self, entry: LedgerEntry) -> _Pub | None:
+        """The PUB of a ledger entry without submitting it, or ``None`` when it must be submitted (again)."""
+        where = f"ledger {str(self.ledger.path)!r} line {entry.line}"
+        if entry.event == "completed":
+            bits = self.ledger.load_bits(entry.pub_sha256)
+            if bits is not None:
+                logger.info("ibm: PUB %s read from %s (job %s)", entry.pub_sha256[:12], where, entry.job_id)
+                return _Pub(entry.pub_sha256, None, entry.job_id, bits, entry.shots)
+        if entry.event == "failed":
+            warnings.warn(f"ibm: {where}: job {entry.job_id} failed; its PUB is submitted again", stacklevel=4)
+            return None
+        if self.local:  # a local-mode job lived in the process that ran it
+            warnings.warn(
+                f"ibm: {where}: job {entry.job_id} ({entry.event}) has no stored bits and local-mode jobs cannot be "
+                "fetched back; its PUB is run again locally (free; the same seed gives the same bits)",
+                stacklevel=4,
+            )
+            return None
+        try:
+            job = self._runtime_service().job(entry.job_id)
+        except Exception as exc:
+            raise IBMJobError(
+                f"ibm: {where}: job {entry.job_id} on {entry.backend} could not be fetched from the runtime service "
+                f"({exc}); nothing was submitted. If that job is lost, move the ledger aside to submit its PUBs again",
+                job_id=entry.job_id,
+                status="UNKNOWN",
+                completed={},
+                job_ids=[entry.job_id],
+            ) from exc
+        logger.info("ibm: PUB %s collected by job id %s (%s)", entry.pub_sha256[:12], entry.job_id, where)
+        return _Pub(entry.pub_sha256, job, entry.job_id, None, entry.shots)
+
+    def _runtime_service(self) -> Any:
+        if self.service is None:
+            self.service = runtime_service(self.instance)
+        return self.service
+
+    def _collect(self, pub: _Pub) -> np.ndarray:
+        """The bits ``(B, shots, Q)`` of a submitted (or resumed) PUB; the ledger records the outcome. Raises what
+        ``job.result()`` raises, or :class:`IBMJobError` for a job that ended in error or was cancelled."""
+        if pub.bits is not None:
+            return pub.bits
+        try:
+            result = pub.job.result()
+        except Exception:
+            self._record("failed", pub, status=_status(pub.job))
+            raise
+        status = _status(pub.job)
+        if status in ("ERROR", "CANCELLED"):
+            self._record("failed", pub, status=status)
+            raise IBMJobError(
+                f"ibm: job {pub.job_id} ended with status {status}",
+                job_id=pub.job_id,
+                status=status,
+                completed={},
+                job_ids=[pub.job_id],
+            )
+        bits = result[0].data.meas.to_bool_array(order="little")
+        if self.ledger is not None and pub.sha is not None:
+            self.ledger.store_bits(pub.sha, bits)
+            self._record("completed", pub)
+        return bits
+
+    def _record(self, event: str, pub: _Pub, **extra: Any) -> None:
+        if self.ledger is not None and pub.sha is not None:
+            self.ledger.record(
+                event, job_id=pub.job_id, backend=self.backend_name, pub_sha256=pub.sha, shots=pub.shots, **extra
+            )
+
+    def _context(self, chunks: int) -> tuple[Any, bool]:
+        """``(Batch/Session or None, opened for this call only)`` for a call of ``chunks`` chunks."""
+        if self.mode == "job" or (self.mode == "auto" and chunks < 2):
+            return None, False
+        if self.mode == "auto":
+            return Batch(backend=self.backend), True
+        if self._ctx is None:
+            self._ctx = (Batch if self.mode == "batch" else Session)(backend=self.backend)
+        return self._ctx, False
+
+    def _primitive(self, seed: int, ctx: Any = None) -> Any:
+        sampler = self._sampler_cls(mode=ctx if ctx is not None else self.backend, options=dict(self.sampler_options))
+        if self.local:
+            sampler.options.simulator.seed_simulator = int(seed)
+        return sampler
+
+    def _run_chunks(
+        self, tmpl: DQATemplate, values: np.ndarray, starts: list[int], shots: int, seeds: list[int]
+    ) -> np.ndarray:
+        isa = self.isa_circuit(tmpl)
+        if self.fractional:  # the device's angle bounds, checked for every chunk before the first submission
+            check_rzz_angles(isa, values, self.backend)
+        ctx, own = self._context(len(starts))
+        kind = (
+            "job"
+            if ctx is None
+            else ("session" if isinstance(ctx, Session) and not isinstance(ctx, Batch) else "batch")
+        )
+        self._last = {"job_ids": [], "mode": kind, "resumed": 0}
+        try:
+            return self._submit_and_collect(isa, values, starts, shots, seeds, ctx)
+        finally:
+            if own:
+                ctx.close()
+
+    def _submit_and_collect(
+        self, isa: Any, values: np.ndarray, starts: list[int], shots: int, seeds: list[int], ctx: Any
+    ) -> np.ndarray:
+        """Submit the chunks (all before the first wait in a batch/session on a device, else one at a time) and
+        collect their bits; :class:`IBMJobError` after collecting every submitted job if one failed."""
+        ahead = len(starts) if (ctx is not None and not self.local) else 1
+        done: dict[int, np.ndarray] = {}
+        job_ids: list[str] = self._last["job_ids"]
+        pending: list[tuple[int, Any]] = []
+        failure: tuple[str | None, str, Exception | None] | None = None
+        todo = list(zip(starts, seeds))
+        bar = progress(range(len(starts)), len(starts), self.name)
+        for _ in bar:
+            while todo and len(pending) < ahead and failure is None:
+                st, sd = todo.pop(0)
+                chunk = values[st : st + self.chunk_size]
+                try:
+                    pub = self._submit(isa, chunk, shots, sd, ctx)
+                except IBMJobError:  # a ledger job that cannot be collected: nothing is submitted
+                    raise
+                except Exception as e:  # refused at submission: keep what the jobs already submitted return
+                    failure = (None, "NOT_SUBMITTED", e)
+                    break
+                job_ids.append(pub.job_id)
+                logger.info("ibm: chunk %d (%d problems): job %s", st, len(chunk), job_ids[-1])
+                pending.append((st, pub))
+            if not pending:
+                break
+            st, pub = pending.pop(0)
+            try:
+                done[st] = self._collect(pub)
+            except IBMJobError as e:
+                failure = failure or (pub.job_id, e.status, None)
+            except Exception as e:
+                failure = failure or (pub.job_id, _status(pub.job), e)
+        if failure is not None:
+            jid, status, exc = failure
+            why = f" ({exc})" if exc is not None else ""
+            what = f"job {jid} ended with status {status}" if jid is not None else "a chunk could not be submitted"
+            raise IBMJobError(
+                f"ibm: {what}{why}; {len(done)} completed chunk(s) kept on this exception's .completed",
+                job_id=jid,
+                status=status,
+                completed=done,
+                job_ids=job_ids,
+            ) from exc
+        return np.concatenate([done[st] for st in starts], axis=0)
+
+
+class _Pub:
+    """One PUB of a call: its ledger hash (``None`` without a ledger), the job (``None`` when read from the ledger),
+    the job id and the bits when already known."""
+
+    __slots__ = ("sha", "job", "job_id", "bits", "shots")
+
+    def __init__(self, sha: str | None, job: Any, job_id: str, bits: np.ndarray | None, shots: int = 0) -> None:
+        self.sha, self.job, self.job_id, self.bits, self.shots = sha, job, str(job_id), bits, int(shots)
+
+
+def _status(job: Any) -> str:
+    try:
+        st = job.status()
+    except Exception:
+        return "UNKNOWN"
+    return getattr(st, "name", str(st)).upper()
