@@ -179,6 +179,25 @@ def test_best_checkpoint_gain_and_the_t128_design_are_reported(tmp_path):
     assert "0.3 %" in text
 
 
+def test_a_pilot_still_running_says_how_many_of_its_seeds_are_in(tmp_path):
+    """With the plan's studies given, a cell with fewer finished seeds than its study plans says so (verdict and the
+    T = 128 sentence); one seed is "1 seed"."""
+    from hybrid_attention.apps.claims.runner import Study
+
+    plant(tmp_path, t128_seeds=range(1))
+    studies = {
+        "shakespeare": Study("shakespeare", {"task": "shakespeare"}, ("softmax", "hj"), (32, 64), tuple(range(10))),
+        "shakespeare_T128": Study("shakespeare_T128", {"task": "shakespeare"}, ("softmax", "hj"), (128,), (0, 1, 2)),
+    }
+    text, _ = lc.long_context_report(tmp_path, studies=studies)
+    row = next(x for x in text.splitlines() if x.startswith("| shakespeare | T = 128 |"))
+    assert "pilot (1 of 3 seeds so far): no verdict" in row and "(1 seed)" in row
+    assert "T = 128 (Tiny Shakespeare) is running as the pilot (1 of 3 seeds so far per mode)" in text
+    t128 = next(c for c in lc.primary_contrasts(lc.load_studies(tmp_path)[0]) if c["T"] == 128)
+    v = lc.cell_verdict({**t128, "planned": None})
+    assert v == "pilot (1 seed): no verdict"
+
+
 def test_gain_plot_points_and_file(tmp_path):
     pytest.importorskip("matplotlib")
     from hybrid_attention.apps.claims.report.plots import write_long_context_plot

@@ -104,13 +104,21 @@ def primary_contrasts(rows_by_study: dict[str, list[dict[str, Any]]]) -> list[di
     return out
 
 
+def _seed_count(c: dict[str, Any]) -> str:
+    """``"3 seeds"``, or ``"1 of 3 seeds so far"`` while a cell's planned seeds (``c["planned"]``) are running."""
+    n, planned = c["res"].n, c.get("planned")
+    if planned and n < planned:
+        return f"{n} of {planned} seeds so far"
+    return f"{n} seed{'s' if n != 1 else ''}"
+
+
 def cell_verdict(c: dict[str, Any], mark: str = "") -> str:
     """The verdict of one primary contrast (module docstring); ``mark`` ("engine-limited", "engine unvalidated")
     follows it in parentheses."""
     if c["task"] == "brackets" and c["softmax_mean"] >= CEILING:
         v = "not testable (ceiling)"
     elif not c["full"]:
-        v = f"pilot ({c['res'].n} seeds): no verdict"
+        v = f"pilot ({_seed_count(c)}): no verdict"
     else:
         res, p = c["res"], c["p_holm"]
         if not math.isnan(p) and p < ALPHA:
@@ -243,6 +251,12 @@ def long_context_report(
     root = Path(root)
     rows_by_study, damaged = load_studies(root)
     cells = primary_contrasts(rows_by_study)
+    for c in cells:  # the seeds each cell's study plans (a pilot still running says so)
+        c["planned"] = max(
+            (len(st.seeds) for st in (studies or {}).values()
+             if st.base.get("task") == c["task"] and c["T"] in st.block_sizes),
+            default=None,
+        )  # fmt: skip
     marks = engine_marks or {}
     verdicts = {(c["task"], c["T"]): cell_verdict(c, marks.get((c["task"], c["T"]), "")) for c in cells}
     m = max((c.get("family_size", 0) for c in cells), default=0)
@@ -290,10 +304,11 @@ def long_context_report(
     t128 = [c for c in cells if c["task"] == "shakespeare" and c["T"] == 128]
     if t128:
         full_called = verdicts.get(("shakespeare", 64), "").startswith("hj better")
-        design = "the full design" if t128[0]["full"] else f"the pilot ({t128[0]['res'].n} seeds per mode)"
+        design = "the full design" if t128[0]["full"] else f"the pilot ({_seed_count(t128[0])} per mode)"
         lines += [
             "",
-            f"T = 128 (Tiny Shakespeare) ran as {design}; the protocol calls for "
+            f"T = 128 (Tiny Shakespeare) {'is running' if 'so far' in design else 'ran'} as {design}; the protocol "
+            "calls for "
             + (
                 'the full design (T = 64 is "hj better").'
                 if full_called
