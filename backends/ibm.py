@@ -54,7 +54,7 @@ from .ibm_devices import (
     resolve_backend,
     runtime_sampler,
 )
-from .ibm_jobs import IBMJobError, RuntimeJobs, _status
+from .ibm_jobs import IBMJobError, RuntimeJobs, job_status
 from .ledger import JobLedger, circuit_text
 from .mitigation import calibration_circuits, measured_qubits
 from .qpu_cost import circuit_seconds, qpu_seconds, rep_delay_of
@@ -287,9 +287,9 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
             if isinstance(exc, IBMJobError):
                 raise
             raise IBMJobError(
-                f"ibm: job {pub.job_id} ended with status {_status(pub.job)} ({exc})",
+                f"ibm: job {pub.job_id} ended with status {job_status(pub.job)} ({exc})",
                 job_id=pub.job_id,
-                status=_status(pub.job),
+                status=job_status(pub.job),
                 completed={},
                 job_ids=[pub.job_id],
             ) from exc

@@ -17,7 +17,7 @@ from .base import progress
 from .ibm_devices import check_rzz_angles, runtime_service
 from .ledger import LedgerEntry, circuit_text, pub_sha256
 
-__all__ = ["IBMJobError", "RuntimeJobs"]
+__all__ = ["IBMJobError", "RuntimeJobs", "job_status"]
 
 logger = logging.getLogger("hybrid_attention.backends.ibm")
 
@@ -118,9 +118,9 @@ class RuntimeJobs:
         try:
             result = pub.job.result()
         except Exception:
-            self._record("failed", pub, status=_status(pub.job))
+            self._record("failed", pub, status=job_status(pub.job))
             raise
-        status = _status(pub.job)
+        status = job_status(pub.job)
         if status in ("ERROR", "CANCELLED"):
             self._record("failed", pub, status=status)
             raise IBMJobError(
@@ -211,7 +211,7 @@ class RuntimeJobs:
             except IBMJobError as e:
                 failure = failure or (pub.job_id, e.status, None)
             except Exception as e:
-                failure = failure or (pub.job_id, _status(pub.job), e)
+                failure = failure or (pub.job_id, job_status(pub.job), e)
         if failure is not None:
             jid, status, exc = failure
             why = f" ({exc})" if exc is not None else ""
@@ -236,7 +236,8 @@ class _Pub:
         self.sha, self.job, self.job_id, self.bits, self.shots = sha, job, str(job_id), bits, int(shots)
 
 
-def _status(job: Any) -> str:
+def job_status(job: Any) -> str:
+    """A runtime job's status name in capitals (``"DONE"``, ``"ERROR"``, ...), ``"UNKNOWN"`` when it cannot be read."""
     try:
         st = job.status()
     except Exception:
