@@ -116,7 +116,8 @@ def layer_problems(model, x: torch.Tensor):
 
 class Progress:
     """Round-level checkpoints of one model's validation in ``directory`` (``None``: none kept). Each key is one
-    ``torch.save`` file, written to a temporary name and renamed, so a kill mid-write leaves the previous one."""
+    ``torch.save`` file written by :func:`~hybrid_attention.apps.run_files.atomic_write`, so a kill mid-write leaves
+    the previous one."""
 
     def __init__(self, directory: Path | None):
         self.dir = directory
@@ -134,12 +135,12 @@ class Progress:
         return torch.load(f, weights_only=False) if f is not None and f.is_file() else None
 
     def save(self, key: str, obj) -> None:
+        from hybrid_attention.apps.run_files import atomic_write
+
         if self.dir is None:
             return
         for k, o in ((key, obj), ("clock", {"seconds": self.seconds()})):
-            tmp = self.dir / f"{k}.pt.tmp"
-            torch.save(o, tmp)
-            tmp.replace(self.dir / f"{k}.pt")
+            atomic_write(self.dir / f"{k}.pt", lambda f, o=o: torch.save(o, f))
 
     def clear(self) -> None:
         if self.dir is not None and self.dir.is_dir():

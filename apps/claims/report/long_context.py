@@ -104,12 +104,15 @@ def primary_contrasts(rows_by_study: dict[str, list[dict[str, Any]]]) -> list[di
     return out
 
 
+def _running(c: dict[str, Any]) -> bool:
+    """Whether fewer of a cell's seeds have finished than its study plans (``c["planned"]``)."""
+    return bool(c.get("planned")) and c["res"].n < c["planned"]
+
+
 def _seed_count(c: dict[str, Any]) -> str:
-    """``"3 seeds"``, or ``"1 of 3 seeds so far"`` while a cell's planned seeds (``c["planned"]``) are running."""
-    n, planned = c["res"].n, c.get("planned")
-    if planned and n < planned:
-        return f"{n} of {planned} seeds so far"
-    return f"{n} seed{'s' if n != 1 else ''}"
+    """``"3 seeds"``, or ``"1 of 3 seeds so far"`` while a cell's planned seeds are running."""
+    n = c["res"].n
+    return f"{n} of {c['planned']} seeds so far" if _running(c) else f"{n} seed{'s' if n != 1 else ''}"
 
 
 def cell_verdict(c: dict[str, Any], mark: str = "") -> str:
@@ -307,7 +310,7 @@ def long_context_report(
         design = "the full design" if t128[0]["full"] else f"the pilot ({_seed_count(t128[0])} per mode)"
         lines += [
             "",
-            f"T = 128 (Tiny Shakespeare) {'is running' if 'so far' in design else 'ran'} as {design}; the protocol "
+            f"T = 128 (Tiny Shakespeare) {'is running' if _running(t128[0]) else 'ran'} as {design}; the protocol "
             "calls for "
             + (
                 'the full design (T = 64 is "hj better").'
