@@ -231,7 +231,20 @@ def test_an_unknown_job_id_raises_naming_the_line_and_submits_nothing(tmp_path):
     assert len(server.submissions()) == 1
 
 
-def test_local_mode_reruns_an_unfinished_pub_with_a_warning(tmp_path):
+def test_local_mode_reruns_an_unfinished_pub_with_a_warning(tmp_path, monkeypatch):
+    import re
+    import types
+
+    from hybrid_attention.backends import ibm_jobs
+
+    # the warning is recorded where ibm_jobs issues it: pytest.warns swaps the process-wide warning state, which a
+    # background thread of an earlier test's runtime can restore under it (seen once in a full run: "DID NOT WARN")
+    issued = []
+    monkeypatch.setattr(
+        ibm_jobs,
+        "warnings",
+        types.SimpleNamespace(warn=lambda msg, category=UserWarning, **kw: issued.append((category, str(msg)))),
+    )
     path = tmp_path / "jobs.jsonl"
     p = problems(batch=1)
     whole = sampler().sample(p, num_reads=8, seed=0)
@@ -241,8 +254,11 @@ def test_local_mode_reruns_an_unfinished_pub_with_a_warning(tmp_path):
         s.sample(p, num_reads=8, seed=0)
     assert [r["event"] for r in lines(path)] == ["submitted"]
     assert len(list(path.with_name(path.name + ".isa").glob("*.qpy"))) == 1  # the ISA circuit kept for the rerun
-    with pytest.warns(UserWarning, match="line 1: job .* local-mode jobs cannot be fetched back"):
-        again = sampler(path).sample(p, num_reads=8, seed=0)
+    again = sampler(path).sample(p, num_reads=8, seed=0)
+    assert any(
+        issubclass(cat, UserWarning) and re.search("line 1: job .* local-mode jobs cannot be fetched back", msg)
+        for cat, msg in issued
+    ), issued
     np.testing.assert_array_equal(again.spins, whole.spins)
 
 
