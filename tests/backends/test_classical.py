@@ -197,7 +197,11 @@ def test_mean_field_causal_blocks_match_the_full_width_iteration(method):
     with torch.no_grad():
         m, info = meanfield.mean_field(h0, J0, beta, mask, method=method, tol=1e-12, max_iter=300)
     assert info["converged"]
-    assert torch.equal(m, full) and float((m * (1 - mask)).abs().max()) == 0.0
+    # The same iteration on the leading blocks of J: only the matrix products' shapes differ, and with them the
+    # rounding of each sum of n terms (about n eps |J| |m| per step, ~1e-14 here; the kernels of another CPU may
+    # round either one differently). Both stop once their residual is below tol, which bounds what rounding can move.
+    assert float((m - full).abs().max()) <= 1e-12
+    assert float((m * (1 - mask)).abs().max()) == 0.0
     grads = {}
     for grad in ("implicit", "unroll"):
         h, J = h0.clone().requires_grad_(True), J0.clone().requires_grad_(True)
