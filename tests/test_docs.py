@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.shown import mismatches
 
 DOCS = REPO / "docs"
 SKIP = "# Not run by the tests:"
@@ -71,10 +72,6 @@ def _load(name: str):
     return module
 
 
-def _normalise(text: str) -> str:
-    return "\n".join(line.rstrip() for line in text.strip().splitlines())
-
-
 @pytest.mark.parametrize(("page", "code", "expected"), _cases("python"))
 def test_python_block_runs(page, code, expected, tmp_path, monkeypatch):
     first = code.lstrip().splitlines()[0] if code.strip() else ""
@@ -85,9 +82,16 @@ def test_python_block_runs(page, code, expected, tmp_path, monkeypatch):
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         exec(compile(code, str(page), "exec"), {"__name__": "__docs__"})
-    if expected is not None:
-        shown = _normalise(printed.getvalue())
-        assert shown == _normalise(expected), f"{page.name}: the output shown is stale; it prints now:\n{shown}"
+    if expected is not None:  # within one unit of each printed decimal's last digit (tests/shown.py)
+        shown = printed.getvalue()
+        problems = mismatches(shown, expected)
+        assert not problems, f"{page.name}: the output shown is stale ({problems}); it prints now:\n{shown}"
+
+
+@pytest.mark.parametrize(("page", "code", "expected"), _cases("python"))
+def test_python_block_compiles(page, code, expected):
+    """Every block compiles, the ones the tests do not run (real hardware) included: a reader copies them too."""
+    compile(code, str(page), "exec")
 
 
 def _commands(code: str) -> list[list[str]]:
@@ -105,6 +109,23 @@ def test_shell_commands_parse(page, code, expected, capsys):
             build_parser().parse_args(argv[1:])
         except SystemExit as exc:  # --help and --version exit with 0 after printing
             assert exc.code == 0, f"{' '.join(argv)}: {capsys.readouterr().err.strip()}"
+
+
+def test_every_documented_install_keeps_the_cpu_torch():
+    """A ``pip install`` of this package (any extra) in README.md or docs/ pins the CPU torch the project's machines
+    carry, or follows a line of its block that installs torch first: an unpinned install in a fresh environment
+    resolves PyTorch's CUDA build (``.[docs]`` pulled 5.7 GB)."""
+    installs = re.compile(r"pip install[^`\n]*")
+    bad = []
+    for page in [REPO / "README.md", *DOCS.rglob("*.md")]:
+        lines = page.read_text().splitlines()
+        for i, line in enumerate(lines):
+            for cmd in installs.findall(line):
+                ours = re.search(r"-e\s+\S*\.|hybrid-attention\[|\s\.(\s|$)", cmd)
+                torch_first = i > 0 and "pip install torch" in lines[i - 1]
+                if ours and "torch==2.13.0" not in cmd and not torch_first:
+                    bad.append(f"{page.relative_to(REPO)}:{i + 1}: {cmd}")
+    assert not bad, "installs without the CPU torch pin:\n" + "\n".join(bad)
 
 
 def test_every_documented_page_has_code_that_runs():

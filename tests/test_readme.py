@@ -16,7 +16,10 @@ import shlex
 import subprocess
 import sys
 
+import numpy as np
+
 from tests.conftest import REPO
+from tests.shown import mismatches
 
 FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", flags=re.M | re.S)
 
@@ -33,8 +36,26 @@ def _blocks() -> list[tuple[str, str, str | None]]:
     return out
 
 
-def _normalise(text: str) -> str:
-    return "\n".join(line.rstrip() for line in text.strip().splitlines())
+# The training example (100 steps, three runs): measured with `bash tests/readme_kernels.sh` on an AMD EPYC (AVX-512)
+# under ATEN_CPU_CAPABILITY=default, avx2 and avx512 with 1 and 2 threads, the final val_loss moved by at most 4e-4
+# between kernel settings (0.1337-0.1340 and 0.1399-0.1401; the shown values come from another machine) and the
+# accuracies not at all. 3e-3 is over seven times that, and below the gap the example shows between exact and
+# qemcmc-trained hj (6e-3 in val_loss).
+TRAINING = 3e-3
+
+
+def _shot_tolerance(ns: dict, z: float = 5.0) -> float:
+    """The README's Gibbs attention row: ``z`` standard errors of its independent reads (one chain per read).
+
+    ``a_j = (1 + m_j) / S`` with ``S = sum_k (1 + m_k)``: an error ``dm`` in the marginals moves ``a_j`` by at most
+    ``(|dm_j| + a_j |sum_k dm_k|) / S``; each ``dm_k`` has standard error ``sqrt((1 - m_k^2) / N)``.
+    """
+    m = ns["exact"].marginals(ns["problem"]).numpy().ravel()
+    n_reads = 4000
+    se = np.sqrt((1 - m**2) / n_reads)
+    S = float((1 + m).sum())
+    a = (1 + m) / S
+    return float(z * (se.max() + a.max() * np.sqrt((se**2).sum())) / S)
 
 
 def test_readme_python_examples_run_and_print_what_is_shown(tmp_path, monkeypatch):
@@ -47,8 +68,9 @@ def test_readme_python_examples_run_and_print_what_is_shown(tmp_path, monkeypatc
         with contextlib.redirect_stdout(printed):
             exec(compile(code, "README.md", "exec"), ns)
         if expected is not None:
-            shown = _normalise(printed.getvalue())
-            assert shown == _normalise(expected), f"README.md: the output shown is stale; it prints now:\n{shown}"
+            shown = printed.getvalue()
+            problems = mismatches(shown, expected, {"gibbs": _shot_tolerance(ns)} if "gibbs" in expected else None)
+            assert not problems, f"README.md: the output shown is stale ({problems}); it prints now:\n{shown}"
 
 
 def test_readme_command_line_example_prints_what_is_shown(tmp_path):
@@ -65,8 +87,9 @@ def test_readme_command_line_example_prints_what_is_shown(tmp_path):
             r = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
             assert r.returncode == 0, r.stderr[-2000:]
             printed.append(r.stdout)
-        shown = _normalise("".join(printed))
-        assert shown == _normalise(expected), f"README.md: the command-line output is stale; it prints now:\n{shown}"
+        shown = "".join(printed)
+        problems = mismatches(shown, expected, {"val_loss": TRAINING})
+        assert not problems, f"README.md: the command-line output is stale ({problems}); it prints now:\n{shown}"
 
 
 def test_ci_runs_the_readme_test_command():
@@ -84,3 +107,13 @@ def test_readme_names_the_architecture_map():
     text = (REPO / "README.md").read_text()
     assert "`tests/test_layers.py` is the architecture map" in text
     assert len(text.splitlines()) <= 230, "the README is the front door; the manual lives in docs/"
+
+
+def test_the_output_comparison_can_fail():
+    """The tolerances of ``tests/shown.py`` catch a stale number, changed text and a changed count."""
+    assert not mismatches("val_loss 0.1340, acc 0.9711", "val_loss 0.1338, acc 0.9711", {"val_loss": TRAINING})
+    assert mismatches("val_loss 0.1400, acc 0.9711", "val_loss 0.1338, acc 0.9711", {"val_loss": TRAINING})
+    assert not mismatches("[[0.361 0.265]]", "[[0.361 0.264]]")  # one unit of the last digit
+    assert mismatches("[[0.361 0.266]]", "[[0.361 0.264]]")
+    assert mismatches("step 101, loss 0.5", "step 100, loss 0.5")  # integers match exactly
+    assert mismatches("gibbs attention", "exact attention")
