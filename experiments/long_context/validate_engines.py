@@ -500,8 +500,10 @@ def choose(rows: list[dict], *, amended: bool = True) -> dict:
     {task: (engine, engine_limited)}}``, over the models whose reference converged (change 4). Overall: the first
     candidate passing every model. Per task (change 1, rule 2, used when there is no overall engine): the first
     candidate passing every model of the task, else the candidate with the smallest largest metric deviation, marked
-    engine-limited."""
-    rows = [r for r in rows if converged(r)]  # PROTOCOL.md change 4, rules 1-2
+    engine-limited. ``amended=False``: the rules as first written, which had neither change 1 nor change 4, so every
+    validated model counts, against its reference whether or not that converged."""
+    if amended:
+        rows = [r for r in rows if converged(r)]  # PROTOCOL.md change 4, rules 1-2
     if not rows:
         return {"overall": None, "tasks": {}}
     ok = {e: all(verdicts(r, amended=amended)[e] for r in rows) for e in CANDIDATES}
@@ -580,13 +582,13 @@ def engine_summary(
     c = choose(rows)
     engines = {t: (c["overall"], False) for t in block_sizes} if c["overall"] else c["tasks"]
     unval = set(unvalidated(rows, pending))
-    marks = {}
-    for task, Ts in block_sizes.items():
+    labels: dict[tuple[str, int], set[str]] = {}  # a cell can be both: its task has no passing candidate, and no
+    for task, Ts in block_sizes.items():  # validated model of it had a converged reference
         for T in Ts:
             if engines.get(task, (None, False))[1]:
-                marks[task, T] = "engine-limited"
-            elif (task, T) in unval:
-                marks[task, T] = "engine unvalidated"
+                labels.setdefault((task, T), set()).add("engine-limited")
+            if (task, T) in unval:
+                labels.setdefault((task, T), set()).add("engine unvalidated")
     checked = []
     if finals is None:  # PROTOCOL.md: the check on the study's final models
         finals = [json.loads(f.read_text()) for f in sorted(OUT.glob("final_*.json"))]
@@ -595,13 +597,15 @@ def engine_summary(
         if eng is None or r["T"] not in block_sizes.get(r["task"], ()):
             continue
         if not converged(r):
-            marks.setdefault((r["task"], r["T"]), "engine unvalidated")
+            labels.setdefault((r["task"], r["T"]), set()).add("engine unvalidated")
             checked.append(f"{r['model']}: reference not converged")
         else:
             ok = verdicts(r)[eng]
             if not ok:
-                marks[r["task"], r["T"]] = "engine-limited"
+                labels.setdefault((r["task"], r["T"]), set()).add("engine-limited")
             checked.append(f"{r['model']}: {eng} {'passes' if ok else 'fails (' + failed_criteria(r, eng) + ')'}")
+    order = ("engine-limited", "engine unvalidated")
+    marks = {cell: ", ".join(x for x in order if x in found) for cell, found in labels.items()}
     unconv = [r for r in rows if not converged(r)]
     lines = [
         "## Engine",
@@ -643,7 +647,9 @@ def report() -> str:
         f"{METRIC_TOL['val_perplexity']} % perplexity / {METRIC_TOL['val_accuracy']} points of the reference, and for every "
         f"parameter group a gradient cosine >= {COSINE_MIN} with a norm ratio in [{NORM_RANGE[0]}, {NORM_RANGE[1]}]. "
         f"`pass`: under the protocol with its change 1 (a model at the ceiling, reference accuracy >= {CEILING:.1%}, "
-        "marked `ceiling`, is judged on the metric alone); `first rules`: under the rules as first written.",
+        "marked `ceiling`, is judged on the metric alone) and change 4 (no verdict against a reference that did not "
+        "converge); `first rules`: under the rules as first written, without changes 1 and 4 (every reference "
+        "counts, converged or not).",
         "",
         "| model | T | largest eig of beta J | reference | engine | marginal err rms / max | metric (ref) | "
         "grad cos c_attn / J / rest | norm ratio c_attn / J / rest | pass | first rules |",
@@ -672,6 +678,9 @@ def report() -> str:
         def yes(ok: bool, r=r) -> str:  # change 4: no verdict against a reference that did not converge
             return "yes" if ok else "no" if converged(r) else "- (not converged)"
 
+        def yes0(ok: bool, r=r) -> str:  # the rules as first written: no change 4, the reference is the reference
+            return ("yes" if ok else "no") + ("" if converged(r) else " (unconverged reference)")
+
         for eng, e in r["engines"].items():
             g = e["gradient"]
             cos = " / ".join(f"{g[k]['cosine']:.3f}" if k in g else "-" for k in ("c_attn", "J_raw", "rest"))
@@ -679,7 +688,7 @@ def report() -> str:
             lines.append(
                 f"| {name} | {r['T']} | {r['largest_eigenvalue_beta_J']:.2f} | {refdesc} | {eng} | "
                 f"{e['marginal_error_rms']:.2e} / {e['marginal_error_max']:.2e} | "
-                f"{e['metric'][key]:.4f} ({ref['metric'][key]:.4f}) | {cos} | {nr} | {yes(v[eng])} | {yes(v0[eng])} |"
+                f"{e['metric'][key]:.4f} ({ref['metric'][key]:.4f}) | {cos} | {nr} | {yes(v[eng])} | {yes0(v0[eng])} |"
             )
     unconverged = [r for r in rows if not converged(r)]
     lines += ["", "## Decision" + (" (provisional: models still to validate)" if pending else ""), ""]

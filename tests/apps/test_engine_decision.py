@@ -104,6 +104,9 @@ def test_unconverged_reference_counts_neither_way(ve):
     assert ve.converged(record("exact_x", "shakespeare", 12, 6.0, wild))  # exact enumeration: no flag, converged
     assert ve.choose(rows)["overall"] == "meanfield"  # as if the unconverged models were absent
     assert ve.choose([nc32, *nc64]) == {"overall": None, "tasks": {}}  # nothing judged, nothing chosen
+    # the rules as first written had no change 4: there the unconverged models count, and every engine fails them
+    first = ve.choose(rows, amended=False)
+    assert first["overall"] is None and first["tasks"]["shakespeare"][1]
     assert ve.unvalidated(rows) == [("shakespeare", 64)]  # T = 32 has a converged model
     assert ve.unvalidated(rows, ["pilot_shakespeare_hj_T64_lr0.003_s2"]) == []  # one still pending at T = 64
     assert ve.task_of("pilot_runs_hj_T64_lr0.003_s1") == "runs"
@@ -165,6 +168,11 @@ def test_engine_summary_marks_and_note(ve):
     assert marks[("shakespeare", 32)] == "engine-limited" and marks[("shakespeare", 128)] == "engine unvalidated"
     assert marks[("shakespeare", 64)] == "engine unvalidated"  # the pilots' mark stands: the final model passes
     assert "final_shakespeare_hj_T32_lr0.003_s0: meanfield fails" in note
+    # both marks: a task without a passing candidate whose pilots at one T all failed to converge (brackets T = 64)
+    nb = [record(f"pilot_brackets_hj_T64_lr0.003_s{s}", "brackets", 64, 0.7, ok, converged=False) for s in (0, 1)]
+    marks, _ = ve.engine_summary([sh, *nc, br, *nb], [], ran, finals=[])
+    assert marks[("brackets", 64)] == "engine-limited, engine unvalidated"
+    assert marks[("brackets", 32)] == "engine-limited"
 
 
 def test_reference_cosine_ceiling_matches_simulated_noisy_references(ve):
