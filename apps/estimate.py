@@ -31,11 +31,11 @@ _KEYS = ("jobs", "pubs", "circuits", "shots", "qpu_seconds")
 
 def add_budget_flag(parser: argparse.ArgumentParser) -> None:
     """``--max-qpu-seconds`` (commands that can submit to a real device)."""
-    from .hardware import DEFAULT_MAX_QPU_SECONDS
+    from .hardware import DEFAULT_MAX_QPU_SECONDS, budget_seconds
 
     parser.add_argument(
         "--max-qpu-seconds",
-        type=float,
+        type=budget_seconds,
         default=DEFAULT_MAX_QPU_SECONDS,
         metavar="S",
         help="on a real IBM device: print the estimated QPU time first and refuse to start above S seconds "
