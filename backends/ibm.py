@@ -209,6 +209,8 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
         self._ctx: Any = None
         self._last: dict[str, Any] = {"job_ids": [], "mode": None, "resumed": 0}
         self._texts: dict[int, tuple[Any, str]] = {}  # id(ISA circuit) -> (circuit, its QASM text) for PUB hashes
+        self._isa_files: dict[int, tuple[Any, Any]] = {}  # id(ISA circuit) -> (circuit, its .qpy path): not yet written
+        self._settled = False  # the ledger's intents were settled with the service (device)
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -236,7 +238,9 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
         With a ledger the ISA circuit is also stored next to it (``<ledger>.isa/<sha256>.qpy``, keyed by the logical
         circuit, the backend, the optimisation level and the layout) and read back by a later run: a resumed run
         submits exactly the circuits of the interrupted one (so their PUB hashes match), even after a qiskit upgrade
-        would transpile differently."""
+        would transpile differently. It is written just before its first PUB is submitted (:meth:`persist_isa`),
+        never by an estimate or a refused call. A stored circuit that cannot be read raises ``ValueError`` naming
+        the file."""
         if self.ledger is None or tmpl in self._isa:
             return self._transpiled(tmpl, self.backend, self.optimization_level)
         import hashlib
@@ -249,13 +253,31 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
         ).hexdigest()
         path = self.ledger.path.with_name(self.ledger.path.name + ".isa") / f"{key}.qpy"
         if path.exists():
-            with open(path, "rb") as f:
-                isa = qpy.load(f)[0]
+            try:
+                with open(path, "rb") as f:
+                    isa = qpy.load(f)[0]
+            except Exception as exc:  # qpy raises struct, value, type and OS errors alike on a damaged file
+                raise ValueError(
+                    f"ibm: the stored ISA circuit {str(path)!r} is unreadable ({type(exc).__name__}: {exc}); nothing "
+                    "was submitted. Move it aside to transpile again (PUBs of the interrupted run then match only if "
+                    "the transpiler gives the same circuit)"
+                ) from exc
             if isa.num_parameters != tmpl.num_parameters:
                 raise ValueError(f"ibm: the stored ISA circuit {str(path)!r} does not fit its template")
             self._isa[tmpl] = isa
             return isa
         isa = self._transpiled(tmpl, self.backend, self.optimization_level)
+        self._isa_files[id(isa)] = (isa, path)
+        return isa
+
+    def persist_isa(self, isa: Any) -> None:
+        """Write a freshly transpiled ISA circuit next to the ledger (once; before its first PUB is submitted)."""
+        pending = self._isa_files.pop(id(isa), None)
+        if pending is None or pending[0] is not isa:
+            return
+        from qiskit import qpy
+
+        path = pending[1]
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "wb") as f:
@@ -263,7 +285,6 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        return isa
 
     def run_isa(self, isa: Any, values: np.ndarray, *, shots: int, seed: int) -> tuple[np.ndarray, str]:
         """Run one ISA circuit (from :meth:`isa_circuit`) for a block of parameter values as one job: the device's
@@ -407,11 +428,15 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
 
     def close(self) -> None:
         """Close the Batch/Session (if any). Idempotent."""
-        if self._ctx is not None:
-            try:
-                self._ctx.close()
-            finally:
-                self._ctx = None
+        try:
+            if self._ctx is not None:
+                try:
+                    self._ctx.close()
+                finally:
+                    self._ctx = None
+        finally:
+            if self.ledger is not None:
+                self.ledger.close()  # this sampler's share of the ledger's lock
         super().close()
 
 
