@@ -20,7 +20,7 @@ from hybrid_attention.circuits.qiskit_dqa import DQATemplate
 
 from .base import progress
 from .ibm_devices import check_rzz_angles, runtime_service
-from .ledger import LedgerEntry, LedgerWriteError, StoredResultError, circuit_text, pub_sha256
+from .ledger import LedgerEntry, LedgerLocked, LedgerWriteError, StoredResultError, circuit_text, pub_sha256
 
 __all__ = ["IBMJobError", "RuntimeJobs", "job_status"]
 
@@ -253,7 +253,7 @@ class RuntimeJobs:
                 chunk = values[st : st + self.chunk_size]
                 try:
                     pub = self._submit(isa, chunk, shots, sd, ctx)
-                except (IBMJobError, StoredResultError):  # a ledger job that cannot be collected, a damaged result
+                except (IBMJobError, StoredResultError, LedgerLocked):  # nothing is submitted after these
                     raise
                 except Exception as e:  # refused at submission: keep what the jobs already submitted return
                     failure = (None, "NOT_SUBMITTED", e)

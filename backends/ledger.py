@@ -202,13 +202,15 @@ class JobLedger:
     def refresh(self) -> None:
         """Read what was appended since the last read (another ledger object, or another process before this one
         took the lock), then the rescue files."""
-        if self.path.exists():
+        size = self.path.stat().st_size if self.path.is_file() else 0  # (st_size: a device file reads as empty)
+        if size < self._offset:  # replaced by a shorter file: read it afresh
+            self._entries, self._jobs, self._lines, self._offset = {}, set(), 0, 0
+        if size > self._offset:
             with open(self.path, "rb") as f:
                 f.seek(self._offset)
-                raw = f.read()
-            if raw:
-                self._read(raw)
-                self._offset += len(raw)
+                raw = f.read(size - self._offset)
+            self._read(raw)
+            self._offset += len(raw)
         self._rescued = read_rescued(self.path)
         for path, events in self._rescued:
             for obj in events:
@@ -377,7 +379,7 @@ class JobLedger:
         """Append ``line`` on a line of its own: after reading what others appended, a newline first when the file
         ends inside a line (a write cut short)."""
         self.refresh()
-        size = self.path.stat().st_size if self.path.exists() else 0
+        size = self.path.stat().st_size if self.path.is_file() else 0
         cut = False
         if size:
             with open(self.path, "rb") as f:
@@ -385,7 +387,7 @@ class JobLedger:
                 cut = f.read(1) != b"\n"
         append_line(self.path, ("\n" if cut else "") + line)
         self._lines += 1
-        self._offset = self.path.stat().st_size
+        self._offset = self.path.stat().st_size if self.path.is_file() else 0
 
     def _heal(self) -> None:
         """Move the events of the rescue files into the ledger (then remove those files)."""
