@@ -98,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def exit_code(exc: BaseException) -> int | None:
     """2 for refused input, 1 for a failure while running, ``None`` for anything else (a bug: keep the traceback)."""
-    from hybrid_attention.backends.file_lock import FileLocked  # a run directory or a job ledger in use
     from hybrid_attention.apps.train import TrainingDiverged
+    from hybrid_attention.backends.file_lock import FileLocked  # a run directory or a job ledger in use
 
     if isinstance(
         exc,

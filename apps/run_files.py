@@ -53,6 +53,7 @@ _TMP_SUFFIX = ".tmp"
 #: files written through :func:`atomic_write` by train, ablate and fidelity (their temporaries are cleaned up)
 _WRITTEN = ("checkpoint.pt", "metrics.json", "couplings.json", "config.json", "report.json", "ablation.json")
 
+
 class DirectoryLocked(FileLocked):
     """Another process holds the lock of a run directory (``path``: the directory, ``pid``: its owner if known)."""
 

@@ -24,9 +24,11 @@ import logging
 import os
 from pathlib import Path
 
-__all__ = ["FileLocked", "acquire_lock", "release_lock", "lock_owner"]
+__all__ = ["FileLocked", "acquire_lock", "release_lock", "lock_owner", "hold_shared", "drop_shared"]
 
 logger = logging.getLogger(__name__)
+#: locks held through :func:`hold_shared` by this process: absolute path -> [descriptor, holders]
+_SHARED: dict[str, list] = {}
 
 try:
     import fcntl
@@ -95,3 +97,24 @@ def release_lock(lock: str | os.PathLike, fd: int | None) -> None:
         os.unlink(lock)
     with contextlib.suppress(OSError):
         os.close(fd)
+
+
+def hold_shared(lock: str | os.PathLike) -> str:
+    """Take the lock file ``lock`` for this process, shared by every holder in it (counted): the key to pass to
+    :func:`drop_shared`. Raises :class:`FileLocked` when another process holds it."""
+    key = str(Path(lock).absolute())
+    if key not in _SHARED:
+        _SHARED[key] = [acquire_lock(lock), 0]
+    _SHARED[key][1] += 1
+    return key
+
+
+def drop_shared(key: str, lock: str | os.PathLike) -> None:
+    """One holder of this process lets go of the lock taken by :func:`hold_shared`; the last one releases it."""
+    held = _SHARED.get(key)
+    if held is None:
+        return
+    held[1] -= 1
+    if held[1] <= 0:
+        del _SHARED[key]
+        release_lock(lock, held[0])

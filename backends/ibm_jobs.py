@@ -153,7 +153,11 @@ class RuntimeJobs:
             logger.warning("ibm: %s: %d jobs carry PUB %s; collecting the newest", where, len(alive), entry.pub_sha256)
         job = alive[0]
         self.ledger.record(
-            "submitted", job_id=job.job_id(), backend=entry.backend, pub_sha256=entry.pub_sha256, shots=entry.shots,
+            "submitted",
+            job_id=job.job_id(),
+            backend=entry.backend,
+            pub_sha256=entry.pub_sha256,
+            shots=entry.shots,
             settled=True,
         )
         logger.info("ibm: %s: intent settled: PUB %s is job %s", where, entry.pub_sha256[:12], job.job_id())

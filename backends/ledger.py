@@ -63,14 +63,15 @@ from typing import Any
 
 import numpy as np
 
-from .file_lock import FileLocked, acquire_lock, release_lock
+from .file_lock import FileLocked, drop_shared, hold_shared
 from .ledger_store import (
     StoredResultError,
     append_line,
+    glued_event,
     keep_torn,
     load_result,
     read_rescued,
-    rescue_paths,
+    rescue_event,
     result_path,
     store_result,
 )
@@ -93,8 +94,6 @@ EVENTS = ("intent", "submitted", "completed", "failed")
 _FIELDS = ("event", "job_id", "backend", "pub_sha256", "shots", "time")
 _KILL_ENV = "HYBRID_ATTENTION_TEST_KILL_AFTER_SUBMITTED"
 _submitted_here = [0]  # submitted lines written by this process (for the test hook)
-#: ledger locks held by this process: absolute path -> [descriptor, ledgers holding it]
-_HELD: dict[str, list[Any]] = {}
 
 
 class LedgerLocked(FileLocked):
@@ -237,13 +236,7 @@ class JobLedger:
     def _torn(self, line: bytes, last: bool) -> None:
         """A line cut short: kept aside in ``<ledger>.torn`` and reported; an event glued onto it (an append after a
         cut without a newline, by an earlier version) is recovered."""
-        glued = None
-        pos = line.find(b'{"event"', 1)
-        while pos > 0 and glued is None:
-            try:
-                glued = json.loads(line[pos:])
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                pos = line.find(b'{"event"', pos + 1)
+        glued, pos = glued_event(line)
         torn = line if glued is None else line[:pos]
         side = keep_torn(self.path, self._lines, torn)
         where = "its last line" if last else "a line"
@@ -303,24 +296,20 @@ class JobLedger:
         """
         if self._holding:
             return
-        key = str(self.lock_path.absolute())
-        if key not in _HELD:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                fd = acquire_lock(self.lock_path)
-            except FileLocked as exc:
-                owner = f"process {exc.pid}" if exc.pid else "another process"
-                raise LedgerLocked(
-                    self.lock_path,
-                    exc.pid,
-                    f"ledger {str(self.path)!r} is in use by {owner} (lock {str(self.lock_path)!r}): one ledger is "
-                    "written by one process at a time; wait for it to finish or give this run another ledger "
-                    "(nothing was submitted)",
-                ) from None
-            _HELD[key] = [fd, 0]
-        _HELD[key][1] += 1
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            key = hold_shared(self.lock_path)
+        except FileLocked as exc:
+            owner = f"process {exc.pid}" if exc.pid else "another process"
+            raise LedgerLocked(
+                self.lock_path,
+                exc.pid,
+                f"ledger {str(self.path)!r} is in use by {owner} (lock {str(self.lock_path)!r}): one ledger is "
+                "written by one process at a time; wait for it to finish or give this run another ledger "
+                "(nothing was submitted)",
+            ) from None
         self._holding = True
-        self._finalizer = weakref.finalize(self, _drop, key, self.lock_path)
+        self._finalizer = weakref.finalize(self, drop_shared, key, self.lock_path)
         self.refresh()
 
     def close(self) -> None:
@@ -401,25 +390,7 @@ class JobLedger:
 
     def _rescue(self, obj: dict[str, Any], line: str, exc: OSError) -> LedgerWriteError:
         """Write an event the ledger refused to a rescue file; the error naming the job id and that file."""
-        saved = None
-        for path in rescue_paths(self.path):
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                append_line(path, line)
-            except OSError:
-                continue
-            saved = path
-            break
-        where = (
-            f"its {obj['event']} event is saved in {str(saved)!r}, which the ledger reads when it is next loaded: a "
-            "rerun finds the job instead of submitting its PUB again"
-            if saved is not None
-            else "no rescue file could be written either: note the job id"
-        )
-        msg = (
-            f"ledger {str(self.path)!r} cannot be written ({exc.strerror or exc}) after the runtime accepted job "
-            f"{obj['job_id']} (PUB {obj['pub_sha256'][:16]}..., backend {obj['backend']}): {where}"
-        )
+        saved, msg = rescue_event(self.path, obj, line, exc)
         logger.error("%s", msg)
         return LedgerWriteError(msg, job_id=str(obj["job_id"]), event=obj["event"], rescue=saved, errno_=exc.errno)
 
@@ -443,14 +414,3 @@ class JobLedger:
 
     def __repr__(self) -> str:
         return f"JobLedger({str(self.path)!r}, pubs={len(self._entries)})"
-
-
-def _drop(key: str, lock: Path) -> None:
-    """One ledger of this process lets go of the lock of ``key``; the last one releases it."""
-    held = _HELD.get(key)
-    if held is None:
-        return
-    held[1] -= 1
-    if held[1] <= 0:
-        del _HELD[key]
-        release_lock(lock, held[0])

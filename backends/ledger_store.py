@@ -36,6 +36,8 @@ __all__ = [
     "read_rescued",
     "append_line",
     "keep_torn",
+    "glued_event",
+    "rescue_event",
 ]
 
 logger = logging.getLogger("hybrid_attention.backends.ledger")
@@ -92,8 +94,9 @@ def load_result(bits_dir: Path, pub: str, *, shots: int | None = None, job_id: s
             bits, stored = np.asarray(z["bits"]), str(z["pub_sha256"])
     except Exception as exc:  # zipfile, numpy and OS errors alike: the file is damaged
         raise StoredResultError(
-            path, f"ledger: the stored result {str(path)!r} is unreadable ({type(exc).__name__}: {exc}); "
-            + _advice(path, job_id)
+            path,
+            f"ledger: the stored result {str(path)!r} is unreadable ({type(exc).__name__}: {exc}); "
+            + _advice(path, job_id),
         ) from exc
     if stored != pub:
         raise StoredResultError(
@@ -119,8 +122,9 @@ def _load_legacy(path: Path, shots: int | None, job_id: str) -> np.ndarray:
         bits = np.asarray(np.load(path, allow_pickle=False))
     except Exception as exc:
         raise StoredResultError(
-            path, f"ledger: the stored result {str(path)!r} is unreadable ({type(exc).__name__}: {exc}); "
-            + _advice(path, job_id)
+            path,
+            f"ledger: the stored result {str(path)!r} is unreadable ({type(exc).__name__}: {exc}); "
+            + _advice(path, job_id),
         ) from exc
     _check_shape(path, bits, shots, job_id)
     logger.warning("ledger: %s was stored without its PUB hash (an earlier version): only its shape is checked", path)
@@ -179,3 +183,39 @@ def keep_torn(ledger: Path, line: int, raw: bytes) -> Path | None:
     except OSError:
         return None
     return side
+
+
+def glued_event(line: bytes) -> tuple[Any, int]:
+    """``(event, position)`` of a JSON event glued onto the end of a torn line (``(None, -1)``: none)."""
+    pos = line.find(b'{"event"', 1)
+    while pos > 0:
+        try:
+            return json.loads(line[pos:]), pos
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            pos = line.find(b'{"event"', pos + 1)
+    return None, -1
+
+
+def rescue_event(ledger: Path, obj: dict[str, Any], line: str, exc: OSError) -> tuple[Path | None, str]:
+    """Write the event ``line`` that ``ledger`` refused to the first writable rescue file (:func:`rescue_paths`);
+    ``(that file or None, the message naming the job id and the file)``."""
+    saved = None
+    for path in rescue_paths(ledger):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            append_line(path, line)
+        except OSError:
+            continue
+        saved = path
+        break
+    where = (
+        f"its {obj['event']} event is saved in {str(saved)!r}, which the ledger reads when it is next loaded: a "
+        "rerun finds the job instead of submitting its PUB again"
+        if saved is not None
+        else "no rescue file could be written either: note the job id"
+    )
+    msg = (
+        f"ledger {str(ledger)!r} cannot be written ({exc.strerror or exc}) after the runtime accepted job "
+        f"{obj['job_id']} (PUB {obj['pub_sha256'][:16]}..., backend {obj['backend']}): {where}"
+    )
+    return saved, msg

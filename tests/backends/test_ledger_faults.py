@@ -83,8 +83,11 @@ def test_a_full_disk_after_the_job_ran_keeps_its_id_and_a_resume_collects_it(tmp
     job = accepted[1]
     assert exc.value.status == "NOT_RECORDED" and exc.value.job_id == job
     assert job in str(exc.value) and "No space left on device" in str(exc.value)
-    rescue_files = [f for f in [path.with_name(path.name + ".rescue"), *(tmp_path / "tmp").glob("*.rescue")]
-                    if f.is_file() and not f.is_symlink()]
+    rescue_files = [
+        f
+        for f in [path.with_name(path.name + ".rescue"), *(tmp_path / "tmp").glob("*.rescue")]
+        if f.is_file() and not f.is_symlink()
+    ]
     assert len(rescue_files) == 1 and str(rescue_files[0]) in str(exc.value) and job in rescue_files[0].read_text()
     assert (rescue == "temporary directory") == (rescue_files[0].parent == tmp_path / "tmp")
 
@@ -117,7 +120,7 @@ def test_a_crash_between_accept_and_ledger_line_never_submits_twice_20_trials(tm
     for trial in range(20):
         kill_at, seen = 1 + trial % 3, [0]
 
-        def record(self, event, **kw):
+        def record(self, event, kill_at=kill_at, seen=seen, **kw):
             if event == "submitted":
                 seen[0] += 1
                 if seen[0] == kill_at:
@@ -265,7 +268,7 @@ def test_swapped_result_files_are_refused_naming_the_file(tmp_path):
     a.rename(tmp), b.rename(a), tmp.rename(b)  # each PUB's file now holds the other's bits
     again = sampler(path)
     again._primitive = lambda *a, **k: pytest.fail("a PUB was submitted again")
-    with pytest.raises(ValueError, match=r"stored result .*(%s|%s).* belongs to PUB" % (a.name, b.name)):
+    with pytest.raises(ValueError, match=rf"stored result .*({a.name}|{b.name}).* belongs to PUB"):
         again.sample(p, num_reads=16, seed=2)
 
 
