@@ -109,11 +109,11 @@ def load_result(bits_dir: Path, pub: str, *, shots: int | None = None, job_id: s
 
 
 def _check_shape(path: Path, bits: np.ndarray, shots: int | None, job_id: str) -> None:
-    if bits.ndim != 3 or bits.dtype != bool or (shots is not None and bits.shape[1] != int(shots)):
+    if bits.ndim not in (2, 3) or bits.dtype != bool or (shots is not None and bits.shape[-2] != int(shots)):
         raise StoredResultError(
             path,
             f"ledger: the stored result {str(path)!r} holds {bits.dtype} bits of shape {bits.shape}, expected bools "
-            f"of shape (circuits, {shots}, qubits); " + _advice(path, job_id),
+            f"of shape ([circuits,] {shots}, qubits); " + _advice(path, job_id),
         )
 
 
