@@ -54,7 +54,7 @@ from .ibm_devices import (
     resolve_backend,
     runtime_sampler,
 )
-from .ibm_jobs import IBMJobError, RuntimeJobs, job_status
+from .ibm_jobs import IBMJobError, RuntimeJobs, job_status, load_isa, save_isa
 from .ledger import JobLedger, circuit_text
 from .mitigation import calibration_circuits, measured_qubits
 from .qpu_cost import circuit_seconds, qpu_seconds, rep_delay_of
@@ -245,25 +245,13 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
             return self._transpiled(tmpl, self.backend, self.optimization_level)
         import hashlib
 
-        from qiskit import qpy
-
         layout = list(self.circuit_options.layout[: tmpl.n]) if self.circuit_options.layout else None
         key = hashlib.sha256(
             f"{circuit_text(tmpl.circuit)}|{self.backend_name}|{self.optimization_level}|{layout}".encode()
         ).hexdigest()
         path = self.ledger.path.with_name(self.ledger.path.name + ".isa") / f"{key}.qpy"
         if path.exists():
-            try:
-                with open(path, "rb") as f:
-                    isa = qpy.load(f)[0]
-            except Exception as exc:  # qpy raises struct, value, type and OS errors alike on a damaged file
-                raise ValueError(
-                    f"ibm: the stored ISA circuit {str(path)!r} is unreadable ({type(exc).__name__}: {exc}); nothing "
-                    "was submitted. Move it aside to transpile again (PUBs of the interrupted run then match only if "
-                    "the transpiler gives the same circuit)"
-                ) from exc
-            if isa.num_parameters != tmpl.num_parameters:
-                raise ValueError(f"ibm: the stored ISA circuit {str(path)!r} does not fit its template")
+            isa = load_isa(path, tmpl.num_parameters)
             self._isa[tmpl] = isa
             return isa
         isa = self._transpiled(tmpl, self.backend, self.optimization_level)
@@ -273,18 +261,8 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
     def persist_isa(self, isa: Any) -> None:
         """Write a freshly transpiled ISA circuit next to the ledger (once; before its first PUB is submitted)."""
         pending = self._isa_files.pop(id(isa), None)
-        if pending is None or pending[0] is not isa:
-            return
-        from qiskit import qpy
-
-        path = pending[1]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            qpy.dump(isa, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        if pending is not None and pending[0] is isa:
+            save_isa(pending[1], isa)
 
     def run_isa(self, isa: Any, values: np.ndarray, *, shots: int, seed: int) -> tuple[np.ndarray, str]:
         """Run one ISA circuit (from :meth:`isa_circuit`) for a block of parameter values as one job: the device's

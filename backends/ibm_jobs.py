@@ -10,6 +10,7 @@ submitted again."""
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from typing import Any
 
@@ -22,7 +23,7 @@ from .base import progress
 from .ibm_devices import check_rzz_angles, runtime_service
 from .ledger import LedgerEntry, LedgerLocked, LedgerWriteError, StoredResultError, circuit_text, pub_sha256
 
-__all__ = ["IBMJobError", "RuntimeJobs", "job_status"]
+__all__ = ["IBMJobError", "RuntimeJobs", "job_status", "load_isa", "save_isa"]
 
 logger = logging.getLogger("hybrid_attention.backends.ibm")
 
@@ -305,3 +306,35 @@ def job_status(job: Any) -> str:
     except Exception:
         return "UNKNOWN"
     return getattr(st, "name", str(st)).upper()
+
+
+def load_isa(path: Any, num_parameters: int) -> Any:
+    """The ISA circuit stored at ``path`` (qpy); ``ValueError`` naming the file when it cannot be read or does not
+    have ``num_parameters`` parameters (nothing is submitted then)."""
+    from qiskit import qpy
+
+    try:
+        with open(path, "rb") as f:
+            isa = qpy.load(f)[0]
+    except Exception as exc:  # qpy raises struct, value, index, type and OS errors alike on a damaged file
+        raise ValueError(
+            f"ibm: the stored ISA circuit {str(path)!r} is unreadable ({type(exc).__name__}: {exc}); nothing was "
+            "submitted. Move it aside to transpile again (PUBs of the interrupted run then match only if the "
+            "transpiler gives the same circuit)"
+        ) from exc
+    if isa.num_parameters != num_parameters:
+        raise ValueError(f"ibm: the stored ISA circuit {str(path)!r} does not fit its template")
+    return isa
+
+
+def save_isa(path: Any, isa: Any) -> None:
+    """Store an ISA circuit at ``path`` (qpy; temporary file, fsync'd, renamed: never half a file)."""
+    from qiskit import qpy
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        qpy.dump(isa, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
