@@ -192,6 +192,7 @@ class JobLedger:
         self._jobs: set[str] = set()
         self._lines = 0
         self._offset = 0  # bytes of the file read so far
+        self._cut = False  # the bytes read so far end inside a line
         self._rescued: list[tuple[Path, list[dict[str, Any]]]] = []
         self._holding = False
         self._finalizer: Any = None
@@ -203,7 +204,7 @@ class JobLedger:
         took the lock), then the rescue files."""
         size = self.path.stat().st_size if self.path.is_file() else 0  # (st_size: a device file reads as empty)
         if size < self._offset:  # replaced by a shorter file: read it afresh
-            self._entries, self._jobs, self._lines, self._offset = {}, set(), 0, 0
+            self._entries, self._jobs, self._lines, self._offset, self._cut = {}, set(), 0, 0, False
         if size > self._offset:
             with open(self.path, "rb") as f:
                 f.seek(self._offset)
@@ -216,6 +217,8 @@ class JobLedger:
                 self._apply(obj, 0, source=str(path))
 
     def _read(self, raw: bytes) -> None:
+        if self._cut and raw.startswith(b"\n"):  # the newline that ends the line cut short, read (and counted) before
+            raw = raw[1:]
         lines = raw.split(b"\n")
         tail = lines.pop()  # b"" when the text ends with a newline, else a line cut short
         if tail:
@@ -224,6 +227,7 @@ class JobLedger:
             self._lines += 1
             if line.strip():
                 self._parse(line, last=k == len(lines) - 1 and bool(tail))
+        self._cut = bool(tail)
 
     def _parse(self, line: bytes, *, last: bool) -> None:
         try:
@@ -267,7 +271,7 @@ class JobLedger:
             source,
         )
         old = self._entries.get((e.pub_sha256, e.backend))
-        if source and old is not None and old.time > e.time:
+        if (source or "rescued_from" in obj) and old is not None and old.time > e.time:
             return  # a rescued event older than what the ledger holds
         self._entries[(e.pub_sha256, e.backend)] = e
         if e.job_id:
@@ -377,6 +381,7 @@ class JobLedger:
         append_line(self.path, ("\n" if cut else "") + line)
         self._lines += 1
         self._offset = self.path.stat().st_size if self.path.is_file() else 0
+        self._cut = False
 
     def _heal(self) -> None:
         """Move the events of the rescue files into the ledger (then remove those files)."""

@@ -135,6 +135,7 @@ def test_a_crash_between_accept_and_ledger_line_never_submits_twice_20_trials(tm
         monkeypatch.setattr(JobLedger, "record", real_record)
         assert len(server.submissions()) == kill_at
         resumed = server.attach(sampler(path)).sample(p, num_reads=16, seed=5)
+        assert server.listed, "the rerun did not ask the service for the interrupted job by its tag"
         doubles += len(submitted_twice(server))
         assert len(server.submissions()) == 3, f"trial {trial}: {server.submissions()}"
         np.testing.assert_array_equal(resumed.spins, whole.spins)
