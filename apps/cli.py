@@ -3,8 +3,9 @@ own module exposing ``add_arguments(parser)`` and ``run(args) -> int``, imported
 
 Failures end with one line ``hybrid-attention COMMAND: error: ...`` on stderr (``-vv`` also prints the traceback):
 exit code 2 when the command was refused before doing anything (bad values, settings that conflict with an
-existing run, a missing or damaged input file, a run directory in use by another process), 1 when it failed while
-running (a diverging run, an I/O error such as a read-only or full disk, a failed IBM job), 130 on Ctrl-C.
+existing run, a missing or damaged input file, a run directory or a job ledger in use by another process), 1 when it
+failed while running (a diverging run, an I/O error such as a read-only or full disk, a failed IBM job), 130 on
+Ctrl-C.
 
 Nothing heavy is imported until a command runs: :func:`build_parser` builds every subcommand's flags from their
 record (:mod:`.cli_flags`), so ``--help`` at any level imports neither torch nor qiskit nor pennylane; a command that
@@ -98,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def exit_code(exc: BaseException) -> int | None:
     """2 for refused input, 1 for a failure while running, ``None`` for anything else (a bug: keep the traceback)."""
-    from hybrid_attention.apps.run_files import DirectoryLocked  # imported by the command that raised
     from hybrid_attention.apps.train import TrainingDiverged
+    from hybrid_attention.backends.file_lock import FileLocked  # a run directory or a job ledger in use
 
     if isinstance(
         exc,
@@ -111,7 +112,7 @@ def exit_code(exc: BaseException) -> int | None:
             IsADirectoryError,
             NotADirectoryError,
             ImportError,
-            DirectoryLocked,
+            FileLocked,
         ),
     ):
         return 2

@@ -31,11 +31,11 @@ _KEYS = ("jobs", "pubs", "circuits", "shots", "qpu_seconds")
 
 def add_budget_flag(parser: argparse.ArgumentParser) -> None:
     """``--max-qpu-seconds`` (commands that can submit to a real device)."""
-    from .hardware import DEFAULT_MAX_QPU_SECONDS
+    from .hardware import DEFAULT_MAX_QPU_SECONDS, budget_seconds
 
     parser.add_argument(
         "--max-qpu-seconds",
-        type=float,
+        type=budget_seconds,
         default=DEFAULT_MAX_QPU_SECONDS,
         metavar="S",
         help="on a real IBM device: print the estimated QPU time first and refuse to start above S seconds "
@@ -249,11 +249,22 @@ def run(args: argparse.Namespace) -> int:
         entries = JobLedger(path).entries() if path.exists() else []
         done = sum(e.event == "completed" for e in entries)
         pending = sum(e.event == "submitted" for e in entries)
-        est["ledger"] = {"path": str(path), "completed": done, "submitted_not_collected": pending}
+        intents = sum(e.event == "intent" for e in entries)
+        est["ledger"] = {
+            "path": str(path),
+            "completed": done,
+            "submitted_not_collected": pending,
+            "intents_not_settled": intents,
+        }
         line += (
             f"\nledger {path}: {done} PUB(s) completed and {pending} submitted but not collected: a resumed run "
             "reads or collects them instead of submitting them again"
         )
+        if intents:
+            line += (
+                f"; {intents} PUB(s) handed to the runtime without a job id recorded (a crash): a resumed run asks "
+                "the service for their jobs by tag first"
+            )
     if real and est["qpu_seconds"] > args.max_qpu_seconds:
         line += f"; above --max-qpu-seconds {args.max_qpu_seconds:g}: such a run is refused unless you raise it"
     print(json.dumps(est, indent=2) if args.json else line)

@@ -8,10 +8,15 @@ default, and the QPU-time budget checked before anything is submitted to a real 
   no PUB twice.
 * :func:`check_budget`: the cost estimate's line, and a refusal (``ValueError``, before any submission) when the
   estimated QPU seconds exceed ``--max-qpu-seconds`` on a real device.
+* :func:`budget_seconds`: the ``--max-qpu-seconds`` value parser of every command that takes it (``train``,
+  ``estimate``): a finite number ``>= 0``, else an argparse error (exit code 2). ``nan`` would compare false with
+  every estimate and so disable the refusal; ``inf`` would disable it on purpose: both are refused.
 """
 
 from __future__ import annotations
 
+import argparse
+import math
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +27,42 @@ __all__ = [
     "with_default_ledger",
     "check_budget",
     "estimate_line",
+    "budget_seconds",
+    "check_budget_value",
 ]
 
 #: the ledger's file name in a run's ``--out`` directory
 LEDGER_NAME = "ibm_jobs.jsonl"
 #: ``--max-qpu-seconds`` default: one minute of estimated QPU time (a user raises it on purpose)
 DEFAULT_MAX_QPU_SECONDS = 60.0
+
+
+def check_budget_value(value: Any) -> float:
+    """``value`` as a QPU-seconds budget: a finite real number ``>= 0`` (``ValueError``/``TypeError`` naming it
+    otherwise; ``nan`` and ``inf`` are refused: either would let every estimate pass).
+
+    Example:
+        >>> check_budget_value(60), check_budget_value("0.5")
+        (60.0, 0.5)
+    """
+    if isinstance(value, bool):
+        raise TypeError(f"--max-qpu-seconds must be a number of seconds, got {value!r}")
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"--max-qpu-seconds must be a number of seconds, got {value!r}") from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"--max-qpu-seconds must be a finite, non-negative number of seconds, got {value!r}")
+    return seconds
+
+
+def budget_seconds(text: str) -> float:
+    """The argparse ``type`` of ``--max-qpu-seconds``: :func:`check_budget_value`, its errors as argparse errors
+    (``hybrid-attention ...: error: argument --max-qpu-seconds: ...``, exit code 2)."""
+    try:
+        return check_budget_value(text)
+    except (TypeError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds >= 0, got {text!r}") from exc
 
 
 def reaches_ibm(sampler: str, options: dict[str, Any] | None = None) -> bool:
@@ -78,8 +113,7 @@ def check_budget(est: dict[str, Any], max_qpu_seconds: float, *, real_device: bo
         >>> check_budget(est, 60, real_device=False, what="sample")[:30]
         'sample: 1 job(s), 1 PUB(s), 2 c'
     """
-    if not isinstance(max_qpu_seconds, (int, float)) or max_qpu_seconds < 0:
-        raise ValueError(f"--max-qpu-seconds must be a non-negative number, got {max_qpu_seconds!r}")
+    max_qpu_seconds = check_budget_value(max_qpu_seconds)
     line = estimate_line(est, what)
     if real_device and est["qpu_seconds"] > max_qpu_seconds:
         raise ValueError(

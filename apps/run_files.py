@@ -24,7 +24,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import logging
 import os
@@ -33,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from hybrid_attention.backends.file_lock import FileLocked, acquire_lock, release_lock
 
 __all__ = [
     "LOCK_NAME",
@@ -52,59 +53,26 @@ _TMP_SUFFIX = ".tmp"
 #: files written through :func:`atomic_write` by train, ablate and fidelity (their temporaries are cleaned up)
 _WRITTEN = ("checkpoint.pt", "metrics.json", "couplings.json", "config.json", "report.json", "ablation.json")
 
-try:
-    import fcntl
-except ImportError:  # Windows: no advisory locks through fcntl
-    fcntl = None  # type: ignore[assignment]
 
-
-class DirectoryLocked(RuntimeError):
+class DirectoryLocked(FileLocked):
     """Another process holds the lock of a run directory (``path``: the directory, ``pid``: its owner if known)."""
 
     def __init__(self, path: Path, pid: int | None) -> None:
         owner = f"process {pid}" if pid else "another process"
         super().__init__(
+            path,
+            pid,
             f"{str(path)!r} is in use by {owner} (lock {str(path / LOCK_NAME)!r}); wait for it to finish "
-            "or choose another directory"
+            "or choose another directory",
         )
-        self.path, self.pid = path, pid
-
-
-def _owner(lock: Path) -> int | None:
-    try:
-        return int(lock.read_text().strip() or 0) or None
-    except (OSError, ValueError):
-        return None
 
 
 def _acquire(path: Path) -> int | None:
-    """Open and flock ``path/.lock``; the descriptor, or ``None`` where locking is unsupported."""
-    if fcntl is None:
-        logger.warning("no fcntl on this platform: %s is not locked against concurrent runs", path)
-        return None
-    lock = path / LOCK_NAME
-    while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise DirectoryLocked(path, _owner(lock)) from None
-            logger.warning("cannot lock %s (%s): proceeding without a lock", path, exc)
-            return None
-        # the previous owner unlinks the file when it releases: if it did so between our open and our flock we hold
-        # a lock on an orphaned inode, so start again on the current file
-        try:
-            st = os.stat(lock)
-        except FileNotFoundError:
-            st = None
-        own = os.fstat(fd)
-        if st is not None and (st.st_ino, st.st_dev) == (own.st_ino, own.st_dev):
-            os.ftruncate(fd, 0)
-            os.write(fd, f"{os.getpid()}\n".encode())
-            return fd
-        os.close(fd)
+    """Lock ``path/.lock`` (:func:`hybrid_attention.backends.file_lock.acquire_lock`, the ledger's lock too)."""
+    try:
+        return acquire_lock(path / LOCK_NAME)
+    except FileLocked as exc:
+        raise DirectoryLocked(path, exc.pid) from None
 
 
 @contextlib.contextmanager
@@ -123,10 +91,7 @@ def lock_directory(path: str | os.PathLike) -> Iterator[Path]:
         remove_stale_temporaries(path)
         yield path
     finally:
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(path / LOCK_NAME)  # while still locked: nobody can be holding the next one yet
-            os.close(fd)
+        release_lock(path / LOCK_NAME, fd)
 
 
 def _tmp_name(path: Path) -> Path:

@@ -54,7 +54,7 @@ from .ibm_devices import (
     resolve_backend,
     runtime_sampler,
 )
-from .ibm_jobs import IBMJobError, RuntimeJobs, job_status
+from .ibm_jobs import IBMJobError, RuntimeJobs, job_status, load_isa, save_isa
 from .ledger import JobLedger, circuit_text
 from .mitigation import calibration_circuits, measured_qubits
 from .qpu_cost import circuit_seconds, qpu_seconds, rep_delay_of
@@ -209,6 +209,8 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
         self._ctx: Any = None
         self._last: dict[str, Any] = {"job_ids": [], "mode": None, "resumed": 0}
         self._texts: dict[int, tuple[Any, str]] = {}  # id(ISA circuit) -> (circuit, its QASM text) for PUB hashes
+        self._isa_files: dict[int, tuple[Any, Any]] = {}  # id(ISA circuit) -> (circuit, its .qpy path): not yet written
+        self._settled = False  # the ledger's intents were settled with the service (device)
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -236,12 +238,12 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
         With a ledger the ISA circuit is also stored next to it (``<ledger>.isa/<sha256>.qpy``, keyed by the logical
         circuit, the backend, the optimisation level and the layout) and read back by a later run: a resumed run
         submits exactly the circuits of the interrupted one (so their PUB hashes match), even after a qiskit upgrade
-        would transpile differently."""
+        would transpile differently. It is written just before its first PUB is submitted (:meth:`persist_isa`),
+        never by an estimate or a refused call. A stored circuit that cannot be read raises ``ValueError`` naming
+        the file."""
         if self.ledger is None or tmpl in self._isa:
             return self._transpiled(tmpl, self.backend, self.optimization_level)
         import hashlib
-
-        from qiskit import qpy
 
         layout = list(self.circuit_options.layout[: tmpl.n]) if self.circuit_options.layout else None
         key = hashlib.sha256(
@@ -249,21 +251,18 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
         ).hexdigest()
         path = self.ledger.path.with_name(self.ledger.path.name + ".isa") / f"{key}.qpy"
         if path.exists():
-            with open(path, "rb") as f:
-                isa = qpy.load(f)[0]
-            if isa.num_parameters != tmpl.num_parameters:
-                raise ValueError(f"ibm: the stored ISA circuit {str(path)!r} does not fit its template")
+            isa = load_isa(path, tmpl.num_parameters)
             self._isa[tmpl] = isa
             return isa
         isa = self._transpiled(tmpl, self.backend, self.optimization_level)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            qpy.dump(isa, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        self._isa_files[id(isa)] = (isa, path)
         return isa
+
+    def persist_isa(self, isa: Any) -> None:
+        """Write a freshly transpiled ISA circuit next to the ledger (once; before its first PUB is submitted)."""
+        pending = self._isa_files.pop(id(isa), None)
+        if pending is not None and pending[0] is isa:
+            save_isa(pending[1], isa)
 
     def run_isa(self, isa: Any, values: np.ndarray, *, shots: int, seed: int) -> tuple[np.ndarray, str]:
         """Run one ISA circuit (from :meth:`isa_circuit`) for a block of parameter values as one job: the device's
@@ -407,11 +406,15 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
 
     def close(self) -> None:
         """Close the Batch/Session (if any). Idempotent."""
-        if self._ctx is not None:
-            try:
-                self._ctx.close()
-            finally:
-                self._ctx = None
+        try:
+            if self._ctx is not None:
+                try:
+                    self._ctx.close()
+                finally:
+                    self._ctx = None
+        finally:
+            if self.ledger is not None:
+                self.ledger.close()  # this sampler's share of the ledger's lock
         super().close()
 
 

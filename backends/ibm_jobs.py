@@ -1,10 +1,16 @@
 """Submitting and collecting :class:`~.ibm.IBMSampler`'s runtime jobs: one PUB per chunk, in job mode or in a
 ``Batch``/``Session``, through the job ledger (a PUB the ledger holds is read back or collected by id, never
-submitted again), with failures raised as :class:`IBMJobError` carrying what completed."""
+submitted again), with failures raised as :class:`IBMJobError` carrying what completed.
+
+With a ledger, each PUB's ``intent`` line is written before the PUB is handed to the runtime, and the job carries
+the PUB's hash as a job tag (``options.environment.job_tags``); an intent left without a job id by a crash is settled
+by asking the service for the jobs with that tag (``QiskitRuntimeService.jobs(job_tags=[...])``) before anything is
+submitted again."""
 
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from typing import Any
 
@@ -15,9 +21,9 @@ from hybrid_attention.circuits.qiskit_dqa import DQATemplate
 
 from .base import progress
 from .ibm_devices import check_rzz_angles, runtime_service
-from .ledger import LedgerEntry, circuit_text, pub_sha256
+from .ledger import LedgerEntry, LedgerLocked, LedgerWriteError, StoredResultError, circuit_text, pub_sha256
 
-__all__ = ["IBMJobError", "RuntimeJobs", "job_status"]
+__all__ = ["IBMJobError", "RuntimeJobs", "job_status", "load_isa", "save_isa"]
 
 logger = logging.getLogger("hybrid_attention.backends.ibm")
 
@@ -27,7 +33,8 @@ class IBMJobError(RuntimeError):
 
     Attributes:
         job_id: the failed job's id (``None``: the submission itself was refused).
-        status: its final status string (``"NOT_SUBMITTED"`` for a refused submission).
+        status: its final status string (``"NOT_SUBMITTED"`` for a refused submission, ``"NOT_RECORDED"`` for a job
+            the runtime accepted but the ledger could not record: its id is in the message and in a rescue file).
         completed: ``{chunk_start: bits (C, shots, n)}`` of the chunks that finished (kept so a caller can resume
             without paying for them again; in a batch this includes chunks submitted after the failed one).
         job_ids: ids of all jobs submitted in this call.
@@ -61,6 +68,9 @@ class RuntimeJobs:
         if self.ledger is None:
             job = self._primitive(seed, ctx).run([(isa, values)], shots=shots)
             return _Pub(None, job, job.job_id(), None, shots)
+        self.ledger.hold()  # one process per ledger: refused before anything is submitted
+        if not self.local and not self._settled:
+            self._settle_intents()
         pub = self._pub_hash(isa, values, shots, seed)
         entry = self.ledger.lookup(pub, self.backend_name)
         if entry is not None:
@@ -68,16 +78,21 @@ class RuntimeJobs:
             if found is not None:
                 self._last["resumed"] = self._last.get("resumed", 0) + 1
                 return found
-        job = self._primitive(seed, ctx).run([(isa, values)], shots=shots)
+        self.persist_isa(isa)
+        self.ledger.record("intent", job_id="", backend=self.backend_name, pub_sha256=pub, shots=shots)
+        job = self._primitive(seed, ctx, tags=[pub]).run([(isa, values)], shots=shots)
         jid = job.job_id()
-        self.ledger.record("submitted", job_id=jid, backend=self.backend_name, pub_sha256=pub, shots=shots)
+        try:
+            self.ledger.record("submitted", job_id=jid, backend=self.backend_name, pub_sha256=pub, shots=shots)
+        except LedgerWriteError as exc:  # the job runs (and is billed): its id must reach the user
+            raise IBMJobError(str(exc), job_id=jid, status="NOT_RECORDED", completed={}, job_ids=[jid]) from exc
         return _Pub(pub, job, jid, None, shots)
 
     def _resume(self, entry: LedgerEntry) -> _Pub | None:
         """The PUB of a ledger entry without submitting it, or ``None`` when it must be submitted (again)."""
-        where = f"ledger {str(self.ledger.path)!r} line {entry.line}"
+        where = entry.where(self.ledger.path)
         if entry.event == "completed":
-            bits = self.ledger.load_bits(entry.pub_sha256)
+            bits = self.ledger.load_bits(entry.pub_sha256, shots=entry.shots, job_id=entry.job_id)
             if bits is not None:
                 logger.info("ibm: PUB %s read from %s (job %s)", entry.pub_sha256[:12], where, entry.job_id)
                 return _Pub(entry.pub_sha256, None, entry.job_id, bits, entry.shots)
@@ -85,12 +100,16 @@ class RuntimeJobs:
             warnings.warn(f"ibm: {where}: job {entry.job_id} failed; its PUB is submitted again", stacklevel=4)
             return None
         if self.local:  # a local-mode job lived in the process that ran it
+            job = f"job {entry.job_id}" if entry.job_id else "the job of an unsettled intent"
             warnings.warn(
-                f"ibm: {where}: job {entry.job_id} ({entry.event}) has no stored bits and local-mode jobs cannot be "
+                f"ibm: {where}: {job} ({entry.event}) has no stored bits and local-mode jobs cannot be "
                 "fetched back; its PUB is run again locally (free; the same seed gives the same bits)",
                 stacklevel=4,
             )
             return None
+        if entry.event == "intent":
+            job = self._settle(entry)
+            return None if job is None else _Pub(entry.pub_sha256, job, job.job_id(), None, entry.shots)
         try:
             job = self._runtime_service().job(entry.job_id)
         except Exception as exc:
@@ -104,6 +123,46 @@ class RuntimeJobs:
             ) from exc
         logger.info("ibm: PUB %s collected by job id %s (%s)", entry.pub_sha256[:12], entry.job_id, where)
         return _Pub(entry.pub_sha256, job, entry.job_id, None, entry.shots)
+
+    def _settle_intents(self) -> None:
+        """Settle every intent of this backend in the ledger (device): its job, found by tag, is recorded."""
+        self._settled = True
+        for entry in self.ledger.entries():
+            if entry.event == "intent" and entry.backend == self.backend_name:
+                self._settle(entry)
+
+    def _settle(self, entry: LedgerEntry) -> Any:
+        """The job the runtime accepted for an ``intent`` (found by its PUB-hash tag and recorded as ``submitted``),
+        or ``None`` when the runtime has no such job (the PUB was never accepted: it may be submitted)."""
+        where = entry.where(self.ledger.path)
+        try:
+            jobs = self._runtime_service().jobs(job_tags=[entry.pub_sha256], backend_name=entry.backend, limit=10)
+        except Exception as exc:
+            raise IBMJobError(
+                f"ibm: {where}: the runtime service could not list the jobs tagged {entry.pub_sha256} ({exc}) to "
+                "settle an intent left by an interrupted run; nothing was submitted (run again when it answers)",
+                job_id=None,
+                status="UNKNOWN",
+                completed={},
+                job_ids=[],
+            ) from exc
+        alive = [j for j in jobs if job_status(j) not in ("ERROR", "CANCELLED")]
+        if not alive:
+            logger.info("ibm: %s: no live job carries PUB %s: it was never accepted", where, entry.pub_sha256[:12])
+            return None
+        if len(alive) > 1:
+            logger.warning("ibm: %s: %d jobs carry PUB %s; collecting the newest", where, len(alive), entry.pub_sha256)
+        job = alive[0]
+        self.ledger.record(
+            "submitted",
+            job_id=job.job_id(),
+            backend=entry.backend,
+            pub_sha256=entry.pub_sha256,
+            shots=entry.shots,
+            settled=True,
+        )
+        logger.info("ibm: %s: intent settled: PUB %s is job %s", where, entry.pub_sha256[:12], job.job_id())
+        return job
 
     def _runtime_service(self) -> Any:
         if self.service is None:
@@ -132,7 +191,7 @@ class RuntimeJobs:
             )
         bits = result[0].data.meas.to_bool_array(order="little")
         if self.ledger is not None and pub.sha is not None:
-            self.ledger.store_bits(pub.sha, bits)
+            self.ledger.store_bits(pub.sha, bits, pub.job_id)
             self._record("completed", pub)
         return bits
 
@@ -152,8 +211,12 @@ class RuntimeJobs:
             self._ctx = (Batch if self.mode == "batch" else Session)(backend=self.backend)
         return self._ctx, False
 
-    def _primitive(self, seed: int, ctx: Any = None) -> Any:
+    def _primitive(self, seed: int, ctx: Any = None, tags: list[str] | None = None) -> Any:
+        """The runtime Sampler of one job: this sampler's options, the seed (local mode) and ``tags`` added to the
+        job's tags (``options.environment.job_tags``: the PUB hash, by which an interrupted run finds the job)."""
         sampler = self._sampler_cls(mode=ctx if ctx is not None else self.backend, options=dict(self.sampler_options))
+        if tags:
+            sampler.options.environment.job_tags = [*(sampler.options.environment.job_tags or []), *tags]
         if self.local:
             sampler.options.simulator.seed_simulator = int(seed)
         return sampler
@@ -195,7 +258,7 @@ class RuntimeJobs:
                 chunk = values[st : st + self.chunk_size]
                 try:
                     pub = self._submit(isa, chunk, shots, sd, ctx)
-                except IBMJobError:  # a ledger job that cannot be collected: nothing is submitted
+                except (IBMJobError, StoredResultError, LedgerLocked):  # nothing is submitted after these
                     raise
                 except Exception as e:  # refused at submission: keep what the jobs already submitted return
                     failure = (None, "NOT_SUBMITTED", e)
@@ -243,3 +306,35 @@ def job_status(job: Any) -> str:
     except Exception:
         return "UNKNOWN"
     return getattr(st, "name", str(st)).upper()
+
+
+def load_isa(path: Any, num_parameters: int) -> Any:
+    """The ISA circuit stored at ``path`` (qpy); ``ValueError`` naming the file when it cannot be read or does not
+    have ``num_parameters`` parameters (nothing is submitted then)."""
+    from qiskit import qpy
+
+    try:
+        with open(path, "rb") as f:
+            isa = qpy.load(f)[0]
+    except Exception as exc:  # qpy raises struct, value, index, type and OS errors alike on a damaged file
+        raise ValueError(
+            f"ibm: the stored ISA circuit {str(path)!r} is unreadable ({type(exc).__name__}: {exc}); nothing was "
+            "submitted. Move it aside to transpile again (PUBs of the interrupted run then match only if the "
+            "transpiler gives the same circuit)"
+        ) from exc
+    if isa.num_parameters != num_parameters:
+        raise ValueError(f"ibm: the stored ISA circuit {str(path)!r} does not fit its template")
+    return isa
+
+
+def save_isa(path: Any, isa: Any) -> None:
+    """Store an ISA circuit at ``path`` (qpy; temporary file, fsync'd, renamed: never half a file)."""
+    from qiskit import qpy
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        qpy.dump(isa, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

@@ -16,7 +16,9 @@ A run directory ``DIR`` holds:
 ``--resume`` continues the run in ``DIR`` with the settings of its ``config.json``: flags given with it must match
 them, except ``--max-steps`` (extend a finished run; not below the steps already done), ``--data`` (the corpus may move,
 its sha256 must match), ``--threads`` and ``--no-progress``. ``--sampler`` given again resets the sampler options
-to the ``--sampler-option`` items given with it.
+to the ``--sampler-option`` items given with it. A run on the IBM route killed before its first checkpoint (a
+``config.json`` and a job ledger, ``ibm_jobs.jsonl``, but no ``checkpoint.pt``) resumes too: it starts again from step
+0 with its settings, and the jobs its ledger holds are read or collected from it instead of being submitted again.
 
 A run whose loss, gradients or parameters become non-finite stops (:class:`TrainingDiverged`): the last good
 checkpoint stays as it was, and ``metrics.json`` records the divergence under ``diverged``.

@@ -21,7 +21,7 @@ from hybrid_attention.sampling import ESTIMATORS, READOUTS
 from hybrid_attention.tasks.bracket_variants import BracketVariant
 from hybrid_attention.tasks.runs import check_runs
 
-from ..hardware import DEFAULT_MAX_QPU_SECONDS
+from ..hardware import DEFAULT_MAX_QPU_SECONDS, check_budget_value
 
 #: the run-finding task's alphabet and run length (its decoys: the query letter's share of the other positions)
 RUNS_LETTERS, RUNS_LENGTH = 8, 3
@@ -169,6 +169,7 @@ class TrainConfig:
         if self.attention not in ALL_MODES:
             raise ValueError(f"unknown attention mode {self.attention!r}; expected one of {ALL_MODES}")
         self._check_numbers()
+        check_budget_value(self.max_qpu_seconds)  # nan or inf would let every estimate pass the budget
         self._check_task()
         self._check_sampler()
         if self.out is None:

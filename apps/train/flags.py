@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from hybrid_attention.attention import ALL_MODES
 
+from ..hardware import budget_seconds
 from .config import ESTIMATORS, POINTERS, READOUTS, RESUME_FREE, TASKS, TrainConfig, default_readout
 from .resume import saved_settings
 
@@ -206,7 +207,7 @@ FLAGS: dict[str, Flag] = {
         "--max-qpu-seconds",
         "the IBM route on a real device: the run's estimated QPU time is printed first and the run refused above this "
         "many seconds (raise it on purpose: QPU time is billed); offline the estimate is printed only",
-        {"type": float, "metavar": "S"},
+        {"type": budget_seconds, "metavar": "S"},
     ),
     "eval_exact": Flag(
         "--eval-exact", "evaluate with exact marginals even when training with a sampler", {"action": "store_true"}

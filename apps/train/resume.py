@@ -17,6 +17,7 @@ from typing import Any
 
 from hybrid_attention.apps.run_files import is_empty, load_checkpoint, lock_directory
 
+from ..hardware import with_default_ledger
 from .config import RESUME_FREE, TrainConfig, default_readout, upgrade_saved
 
 __all__ = ["claim_directory", "load_resume_state", "check_resume_data", "saved_settings"]
@@ -52,37 +53,82 @@ def claim_directory(out: Path, resume: bool) -> Iterator[Path]:
                 break
 
 
-def load_resume_state(cfg: TrainConfig, out: Path) -> tuple[dict[str, Any], TrainConfig]:
+def load_resume_state(cfg: TrainConfig, out: Path) -> tuple[dict[str, Any] | None, TrainConfig]:
     """The checkpoint of the run in ``out`` (``--resume``), checked against ``cfg``, and ``cfg`` with the sampler
-    settings it leaves unset taken from the run (:meth:`TrainConfig.resolved_from`), not from today's defaults."""
+    settings it leaves unset taken from the run (:meth:`TrainConfig.resolved_from`), not from today's defaults.
+
+    A run on the IBM route that stopped before its first checkpoint (``config.json`` and a job ledger, no
+    ``checkpoint.pt``) resumes from step 0 with its own settings: the state is ``None`` and training reproduces the
+    PUBs of the interrupted run, whose jobs are read or collected from the ledger instead of being submitted again.
+    """
     ckpt = out / "checkpoint.pt"
     if not ckpt.is_file():
+        ledger = _run_ledger(out)
+        if ledger is not None:
+            old = _saved_config(out)
+            cfg = _checked(cfg.resolved_from(old), old, out)
+            logger.warning(
+                "--resume: %s stopped before its first checkpoint: the run starts again from step 0 with its settings, "
+                "and the jobs its ledger %s holds are read or collected from it, not submitted again",
+                out,
+                ledger,
+            )
+            return None, cfg
         what = (
-            "config.json but no checkpoint.pt (the run stopped before its first checkpoint)"
+            "config.json but no checkpoint.pt (the run stopped before its first checkpoint) and no job ledger"
             if (out / "config.json").is_file()
             else "no checkpoint.pt"
         )
         raise FileNotFoundError(
-            f"--resume: {str(out)!r} holds {what}: nothing to resume; remove it or choose another --out"
+            f"--resume: {str(out)!r} holds {what}: nothing to resume; remove it or choose another --out (a run on "
+            "the IBM route keeps a job ledger there, and --resume then restarts it without paying twice)"
         )
     state = load_checkpoint(ckpt, required=_STATE_KEYS)
     # a setting added after the checkpoint was written (absent from its config) had its default then
     old = {**dataclasses.asdict(TrainConfig()), **upgrade_saved(state["config"])}
     if old.get("readout") is None:  # written before --readout: the readout it had
         old["readout"] = default_readout(old["sampler"])
-    cfg = cfg.resolved_from(old)
-    diff = {k: (old.get(k), v) for k, v in dataclasses.asdict(cfg).items() if k not in RESUME_FREE and old.get(k) != v}
-    if diff:
-        raise ValueError(
-            f"--resume: the settings differ from the checkpoint in {str(out)!r}: "
-            + ", ".join(f"{k}: checkpoint {a!r}, now {b!r}" for k, (a, b) in diff.items())
-        )
+    cfg = _checked(cfg.resolved_from(old), old, out)
     if state["step"] > cfg.max_steps:
         raise ValueError(
             f"--resume: the run in {str(out)!r} has already done {state['step']} steps, more than --max-steps "
             f"{cfg.max_steps}; pass --max-steps {state['step']} or more (or omit it to keep {old.get('max_steps')})"
         )
     return state, cfg
+
+
+def _checked(cfg: TrainConfig, old: dict[str, Any], out: Path) -> TrainConfig:
+    """``cfg``, or ``ValueError`` naming every setting (outside ``RESUME_FREE``) that differs from the run's."""
+    diff = {k: (old.get(k), v) for k, v in dataclasses.asdict(cfg).items() if k not in RESUME_FREE and old.get(k) != v}
+    if diff:
+        raise ValueError(
+            f"--resume: the settings differ from the checkpoint in {str(out)!r}: "
+            + ", ".join(f"{k}: checkpoint {a!r}, now {b!r}" for k, (a, b) in diff.items())
+        )
+    return cfg
+
+
+def _saved_config(out: Path) -> dict[str, Any]:
+    """The run's settings from ``config.json``, completed with the defaults of settings added since."""
+    old = {**dataclasses.asdict(TrainConfig()), **saved_settings(out)}
+    if old.get("readout") is None:
+        old["readout"] = default_readout(old["sampler"])
+    return old
+
+
+def _run_ledger(out: Path) -> Path | None:
+    """The job ledger of the run in ``out`` when it has ``config.json`` and its ledger holds a line, else ``None``."""
+    if not (out / "config.json").is_file():
+        return None
+    try:
+        saved = _saved_config(out)
+    except (OSError, ValueError):
+        return None
+    opts = with_default_ledger(saved["sampler"], dict(saved.get("sampler_options") or {}), out)
+    path = opts.get("ledger") or (opts.get("ibm_options") or {}).get("ledger")
+    if path is None or not Path(path).is_file() or Path(path).stat().st_size == 0:
+        return None
+    return Path(path)
 
 
 def check_resume_data(state: dict[str, Any], task: Any, data: dict[str, Any], out: Path) -> None:

@@ -34,6 +34,30 @@ def test_check_budget_refuses_only_a_real_device_above_the_limit():
         check_budget(est, -1, real_device=True, what="x")
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "1e400", "NaN", "sixty"])
+@pytest.mark.parametrize("command", ["train", "estimate"])
+def test_max_qpu_seconds_takes_only_a_finite_number_at_least_zero(command, value, capsys):
+    """nan compares false with every estimate (and inf passes every one): both would disable the budget's refusal.
+    Every command that takes the flag refuses them, and negative numbers, as an argparse error (exit code 2)."""
+    argv = ["train", "--out", "never-created"] if command == "train" else ["estimate", "sample"]
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, f"--max-qpu-seconds={value}"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --max-qpu-seconds: expected a finite number of seconds >= 0" in err and repr(value) in err
+
+
+def test_the_budget_value_is_checked_in_the_library_too():
+    est = {"jobs": 1, "pubs": 1, "circuits": 1, "shots": 10, "depth": 9, "two_qubit_gates": 2, "qpu_seconds": 1e9}
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="finite, non-negative"):
+            check_budget(est, bad, real_device=True, what="x")
+    from hybrid_attention.apps.train import TrainConfig
+
+    with pytest.raises(ValueError, match="finite, non-negative"):
+        TrainConfig(task="brackets", out="o", max_qpu_seconds=float("nan")).validate()
+
+
 def test_estimate_command_counts_a_sample_call(capsys):
     argv = ["estimate", "sample", "--backend", "fake_manila", "--n", "3", "--problems", "5", "--shots", "100"]
     assert main([*argv, "--sampler-option", "chunk_size=2", "--json"]) == 0

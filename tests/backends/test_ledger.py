@@ -56,13 +56,14 @@ def test_each_event_is_one_fsynced_json_line_with_the_issue_fields(tmp_path, mon
     s = sampler(path)
     ss = s.sample(problems(batch=3), num_reads=16, seed=1)
     rows = lines(path)
-    assert [r["event"] for r in rows] == ["submitted", "completed"] * 2  # two chunks, one after the other
+    assert [r["event"] for r in rows] == ["intent", "submitted", "completed"] * 2  # two chunks, one after the other
     for r in rows:
         assert set(r) == {"event", "job_id", "backend", "pub_sha256", "shots", "time"}
         assert r["backend"] == "fake_manila" and r["shots"] == 16 and len(r["pub_sha256"]) == 64
-    assert [r["job_id"] for r in rows[::2]] == ss.info["job_ids"] and ss.info["ledger"] == str(path)
+    assert [r["job_id"] for r in rows[1::3]] == ss.info["job_ids"] and ss.info["ledger"] == str(path)
+    assert {r["job_id"] for r in rows[::3]} == {""}  # an intent comes before the job exists
     assert len(synced) >= len(rows)  # every line (and every stored bits file) fsync'd
-    stored = [np.load(path.with_name(path.name + ".bits") / f"{r['pub_sha256']}.npy") for r in rows[1::2]]
+    stored = [np.load(path.with_name(path.name + ".bits") / f"{r['pub_sha256']}.npz")["bits"] for r in rows[2::3]]
     assert [b.shape[:2] for b in stored] == [(2, 16), (1, 16)]  # (problems of the chunk, shots, qubits)
     np.testing.assert_array_equal(1 - 2 * np.concatenate(stored)[..., :2].astype(np.int8), ss.spins)
     led = JobLedger(path)
@@ -114,7 +115,7 @@ def test_a_second_call_with_the_same_ledger_submits_nothing(tmp_path):
     second = again.sample(p, num_reads=32, seed=4)
     np.testing.assert_array_equal(first.spins, second.spins)
     assert second.info["resumed_pubs"] == 3 and second.info["job_ids"] == first.info["job_ids"]
-    assert len(lines(path)) == 6  # nothing appended
+    assert len(lines(path)) == 9  # nothing appended (3 PUBs: intent, submitted, completed)
 
 
 def test_ctrl_c_while_waiting_then_resume_through_the_runtime_service(tmp_path):
@@ -140,16 +141,16 @@ def test_ctrl_c_while_waiting_then_resume_through_the_runtime_service(tmp_path):
     s._collect = interrupted
     with pytest.raises(KeyboardInterrupt):
         s.sample(p, num_reads=64, seed=7)
-    assert [r["event"] for r in lines(path)] == ["submitted", "completed", "submitted"]
+    assert [r["event"] for r in lines(path)] == ["intent", "submitted", "completed", "intent", "submitted"]
     assert len(server.submissions()) == 2
 
     resumed = server.attach(sampler(path)).sample(p, num_reads=64, seed=7)
     subs = server.submissions()
     assert len(subs) == 3 and len({k for _, k in subs}) == 3  # chunk 2 only was added: no PUB twice
-    assert server.fetched == [lines(path)[2]["job_id"]]  # chunk 1 collected by id
+    assert server.fetched == [lines(path)[4]["job_id"]]  # chunk 1 collected by id
     np.testing.assert_array_equal(resumed.spins, whole.spins)
     assert resumed.info["resumed_pubs"] == 2
-    assert Counter(r["event"] for r in lines(path)) == {"submitted": 3, "completed": 3}
+    assert Counter(r["event"] for r in lines(path)) == {"intent": 3, "submitted": 3, "completed": 3}
 
 
 def test_a_failed_job_is_recorded_and_submitted_again_with_a_warning(tmp_path):
@@ -169,15 +170,15 @@ def test_a_failed_job_is_recorded_and_submitted_again_with_a_warning(tmp_path):
                 },
             )()
 
-    s._primitive = lambda seed, ctx=None: Failing()
+    s._primitive = lambda seed, ctx=None, **kw: Failing()
     with pytest.raises(ibm.IBMJobError, match="job-bad"):
         s.sample(problems(batch=1), num_reads=8, seed=0)
-    assert [r["event"] for r in lines(path)] == ["submitted", "failed"]
+    assert [r["event"] for r in lines(path)] == ["intent", "submitted", "failed"]
     s2 = sampler(path)
     assert s2._primitive.__func__ is real.__func__
-    with pytest.warns(UserWarning, match=r"line 2: job job-bad failed"):
+    with pytest.warns(UserWarning, match=r"line 3: job job-bad failed"):
         s2.sample(problems(batch=1), num_reads=8, seed=0)
-    assert [r["event"] for r in lines(path)][2:] == ["submitted", "completed"]
+    assert [r["event"] for r in lines(path)][3:] == ["intent", "submitted", "completed"]
 
 
 # ---------------------------------------------------------------------- damaged ledgers
@@ -187,7 +188,7 @@ def test_a_truncated_last_line_is_skipped_with_a_warning_naming_it(tmp_path):
     first = sampler(path).sample(p, num_reads=16, seed=2)
     text = path.read_text()
     path.write_text(text + '{"event": "submitted", "job_id": "x", "backe')  # a write cut short
-    with pytest.warns(UserWarning, match=r"last line \(line 5\) is not JSON"):
+    with pytest.warns(UserWarning, match=r"last line \(line 7\) is not JSON"):
         s = sampler(path)
     s._primitive = lambda *a, **k: pytest.fail("completed PUBs must not be submitted again")
     np.testing.assert_array_equal(s.sample(p, num_reads=16, seed=2).spins, first.spins)
@@ -195,8 +196,8 @@ def test_a_truncated_last_line_is_skipped_with_a_warning_naming_it(tmp_path):
         s2 = sampler(path)  # appending after the damage: the next event starts a line of its own
     s2.sample(problems(batch=1, seed=9), num_reads=16, seed=5)
     raw = path.read_text().splitlines()
-    assert raw[4].startswith('{"event": "submitted", "job_id": "x"') and json.loads(raw[5])["event"] == "submitted"
-    with pytest.warns(UserWarning, match=r"\(line 5\) is not JSON"):
+    assert raw[6].startswith('{"event": "submitted", "job_id": "x"') and json.loads(raw[7])["event"] == "intent"
+    with pytest.warns(UserWarning, match=r"\(line 7\) is not JSON"):
         assert len(JobLedger(path).entries()) == 3
 
 
@@ -210,7 +211,7 @@ def test_a_line_that_is_not_an_event_raises_naming_it(tmp_path):
         JobLedger(path)
     with pytest.raises(ValueError, match="event must be one of"):
         JobLedger(tmp_path / "x.jsonl").record("done", job_id="a", backend="b", pub_sha256="c", shots=1)
-    assert EVENTS == ("submitted", "completed", "failed")
+    assert EVENTS == ("intent", "submitted", "completed", "failed")
     with pytest.raises(TypeError, match="ledger"):
         sampler(ledger=3)
 
@@ -222,7 +223,7 @@ def test_an_unknown_job_id_raises_naming_the_line_and_submits_nothing(tmp_path):
     s = server.attach(sampler(path))
     s.sample(p, num_reads=8, seed=0)
     rows = lines(path)
-    path.write_text(json.dumps({**rows[0], "job_id": "job-nobody-knows"}) + "\n")  # the bits were never stored
+    path.write_text(json.dumps({**rows[1], "job_id": "job-nobody-knows"}) + "\n")  # the bits were never stored
     s2 = server.attach(sampler(path))
     with pytest.raises(
         ibm.IBMJobError, match=r"line 1: job job-nobody-knows .*could not be fetched.*nothing was submitted"
@@ -252,11 +253,11 @@ def test_local_mode_reruns_an_unfinished_pub_with_a_warning(tmp_path, monkeypatc
     s._collect = lambda pub: (_ for _ in ()).throw(KeyboardInterrupt())
     with pytest.raises(KeyboardInterrupt):
         s.sample(p, num_reads=8, seed=0)
-    assert [r["event"] for r in lines(path)] == ["submitted"]
+    assert [r["event"] for r in lines(path)] == ["intent", "submitted"]
     assert len(list(path.with_name(path.name + ".isa").glob("*.qpy"))) == 1  # the ISA circuit kept for the rerun
     again = sampler(path).sample(p, num_reads=8, seed=0)
     assert any(
-        issubclass(cat, UserWarning) and re.search("line 1: job .* local-mode jobs cannot be fetched back", msg)
+        issubclass(cat, UserWarning) and re.search("line 2: job .* local-mode jobs cannot be fetched back", msg)
         for cat, msg in issued
     ), issued
     np.testing.assert_array_equal(again.spins, whole.spins)
@@ -309,7 +310,7 @@ def test_kill_9_between_submission_and_collection_then_resume(tmp_path, device):
     ledger, server = tmp_path / "run" / "ibm_jobs.jsonl", (tmp_path / "server" if device else "-")
     killed = _child(tmp_path, ledger, server, tmp_path / "a.npy", kill=2)
     assert killed.returncode == -9 and not (tmp_path / "a.npy").exists()
-    assert [r["event"] for r in lines(ledger)] == ["submitted", "completed", "submitted"]
+    assert [r["event"] for r in lines(ledger)] == ["intent", "submitted", "completed", "intent", "submitted"]
     resumed = _child(tmp_path, ledger, server, tmp_path / "b.npy")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     np.testing.assert_array_equal(np.load(tmp_path / "b.npy"), np.load(tmp_path / "ref.npy"))

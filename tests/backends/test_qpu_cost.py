@@ -88,7 +88,7 @@ def test_qemcmc_estimate_matches_the_pubs_its_chains_submit(tmp_path):
     assert (est["jobs"], est["pubs"], est["circuits"], est["shots"]) == (4, 4, 24, 24)
     ss = s.sample(p, num_reads=6, num_chains=3, seed=1)
     assert len(ss.info["job_ids"]) == est["jobs"] and ss.info["circuit_executions"] * 2 == est["circuits"]
-    bits = [np.load(f) for f in sorted((tmp_path / "q.jsonl.bits").iterdir())]
+    bits = [np.load(f)["bits"] for f in sorted((tmp_path / "q.jsonl.bits").iterdir())]
     assert sum(b.shape[0] for b in bits) == est["circuits"] and {b.shape[1] for b in bits} == {1}
     with pytest.raises(ValueError, match="engine='ibm'"):
         get_sampler("qemcmc").estimate(p, num_reads=4)
