@@ -331,8 +331,20 @@ class TrainConfig:
             readout=self.readout or saved.get("readout") or self.resolved_readout(),
             shots=self.shots if self.shots is not None else saved.get("shots") or self.resolved_shots(),
             estimator=self.estimator or saved.get("estimator") or "reads",
-            sampler_options=self.sampler_options or dict(saved.get("sampler_options") or {}),
+            sampler_options=self.saved_or_given_options(saved.get("sampler_options") or {}),
         )
+
+    def saved_or_given_options(self, saved: dict[str, Any]) -> dict[str, Any]:
+        """The sampler options a resumed run continues with: the run's ``saved`` ones when ``sampler_options`` is
+        unset or means the same (equal as given, or once resolved with today's training defaults, as a run records
+        them: ``--sampler qemcmc`` alone is the run's ``burn_in=2, start=meanfield, trotter_steps=2``), else
+        ``sampler_options`` (the resume check then names each option that differs)."""
+        return dict(saved) if not self.sampler_options or self.means_options(saved) else dict(self.sampler_options)
+
+    def means_options(self, saved: dict[str, Any]) -> bool:
+        """Whether ``sampler_options`` are a run's ``saved`` ones: equal as given (a run written before the
+        training defaults), or once resolved with them (:meth:`resolved_sampler_options`, what a run records)."""
+        return self.sampler_options == saved or self.resolved_sampler_options() == saved
 
     def resolved_readout(self) -> str:
         """``readout``, or for ``None`` what training did before the setting existed: ``"exact"`` for the exact

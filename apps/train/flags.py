@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from hybrid_attention.attention import ALL_MODES
 
-from .config import ESTIMATORS, POINTERS, READOUTS, RESUME_FREE, TASKS, TrainConfig, default_readout
-from .resume import saved_settings
+from .config import ESTIMATORS, POINTERS, READOUTS, TASKS, TrainConfig, default_readout
+from .resume import refuse_changes, saved_settings
 
 __all__ = ["Flag", "FLAGS", "MODEL_FLAGS", "add_train_flags", "parse_sampler_option", "config_from_args"]
 
@@ -272,13 +272,11 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     }
     if base.get("readout") is None:  # a run written before --readout: the readout it had
         base["readout"] = default_readout(base["sampler"])
-    diff = {k: (base[k], v) for k, v in given.items() if k not in RESUME_FREE and base[k] != v}
-    if diff:
-        raise ValueError(
-            f"--resume: the settings differ from the checkpoint in {given['out']!r}: "
-            + ", ".join(f"{k}: checkpoint {a!r}, now {b!r}" for k, (a, b) in diff.items())
-            + " (omit a flag to keep the run's setting)"
-        )
+    refuse_changes(base, given, given["out"], hint=" (omit a flag to keep the run's setting)")
+    if "sampler_options" in given:  # the same options, given as today's or as the run's version recorded them
+        given["sampler_options"] = TrainConfig(
+            sampler=given.get("sampler", base["sampler"]), sampler_options=given["sampler_options"]
+        ).saved_or_given_options(base["sampler_options"])
     return _check_shots(TrainConfig(**{**base, **given}), given)
 
 

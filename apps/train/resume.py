@@ -19,7 +19,7 @@ from hybrid_attention.apps.run_files import is_empty, load_checkpoint, lock_dire
 
 from .config import RESUME_FREE, TrainConfig, default_readout, upgrade_saved
 
-__all__ = ["claim_directory", "load_resume_state", "check_resume_data", "saved_settings"]
+__all__ = ["claim_directory", "load_resume_state", "refuse_changes", "check_resume_data", "saved_settings"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,18 +71,44 @@ def load_resume_state(cfg: TrainConfig, out: Path) -> tuple[dict[str, Any], Trai
     if old.get("readout") is None:  # written before --readout: the readout it had
         old["readout"] = default_readout(old["sampler"])
     cfg = cfg.resolved_from(old)
-    diff = {k: (old.get(k), v) for k, v in dataclasses.asdict(cfg).items() if k not in RESUME_FREE and old.get(k) != v}
-    if diff:
-        raise ValueError(
-            f"--resume: the settings differ from the checkpoint in {str(out)!r}: "
-            + ", ".join(f"{k}: checkpoint {a!r}, now {b!r}" for k, (a, b) in diff.items())
-        )
+    refuse_changes(old, dataclasses.asdict(cfg), out)
     if state["step"] > cfg.max_steps:
         raise ValueError(
             f"--resume: the run in {str(out)!r} has already done {state['step']} steps, more than --max-steps "
             f"{cfg.max_steps}; pass --max-steps {state['step']} or more (or omit it to keep {old.get('max_steps')})"
         )
     return state, cfg
+
+
+def refuse_changes(saved: dict[str, Any], given: dict[str, Any], out: Path | str, *, hint: str = "") -> None:
+    """``ValueError`` naming every setting of ``given`` (except :data:`RESUME_FREE`) that differs from the run's
+    ``saved`` one, with both values; sampler options count as the same when :meth:`TrainConfig.means_options` says
+    so, and when they differ each differing option is named too (compared resolved, like with like)."""
+    diff = []
+    for k, v in given.items():
+        if k in RESUME_FREE or saved.get(k) == v:
+            continue
+        if k == "sampler_options":
+            mine = TrainConfig(sampler=given.get("sampler", saved.get("sampler", "exact")), sampler_options=v)
+            if mine.means_options(saved.get(k) or {}):
+                continue
+            diff.append(f"{k}: checkpoint {saved.get(k)!r}, now {v!r} ({_option_changes(saved.get(k) or {}, mine)})")
+        else:
+            diff.append(f"{k}: checkpoint {saved.get(k)!r}, now {v!r}")
+    if diff:
+        raise ValueError(
+            f"--resume: the settings differ from the checkpoint in {str(out)!r}: " + ", ".join(diff) + hint
+        )
+
+
+def _option_changes(saved: dict[str, Any], mine: TrainConfig) -> str:
+    now = mine.resolved_sampler_options()
+    shown = lambda d, k: repr(d[k]) if k in d else "unset"  # noqa: E731
+    return "; ".join(
+        f"option {k}: checkpoint {shown(saved, k)}, now {shown(now, k)}"
+        for k in sorted(set(saved) | set(now))
+        if k not in saved or k not in now or saved[k] != now[k]
+    )
 
 
 def check_resume_data(state: dict[str, Any], task: Any, data: dict[str, Any], out: Path) -> None:
