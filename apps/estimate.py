@@ -24,6 +24,8 @@ import json
 import math
 from typing import Any
 
+from .cli_types import positive_float, positive_floats, positive_int, positive_ints
+
 __all__ = ["add_arguments", "run", "estimate_sample", "estimate_train", "estimate_fidelity", "add_budget_flag"]
 
 _KEYS = ("jobs", "pubs", "circuits", "shots", "qpu_seconds")
@@ -64,20 +66,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="a sampler constructor option, repeatable (e.g. burn_in=32, num_chains=8, chunk_size=256)",
     )
-    p.add_argument("--tau", type=float, default=1.0, help="DQA anneal time (ibm)")
-    p.add_argument("--trotter-steps", type=int, default=20, help="DQA Trotter steps (ibm)")
-    p.add_argument("--n", default="8", help="sample/fidelity: spins per problem (fidelity: comma-separated)")
-    p.add_argument("--shots", default=None, help="reads per call (fidelity: comma-separated; default 1024, qemcmc 8)")
-    p.add_argument("--problems", type=int, default=8, help="sample/fidelity: problems per call / per sweep point")
-    p.add_argument("--tau-values", default=None, help="fidelity: comma-separated anneal times (default --tau)")
+    p.add_argument("--tau", type=positive_float, default=1.0, help="DQA anneal time (ibm)")
+    p.add_argument("--trotter-steps", type=positive_int, default=20, help="DQA Trotter steps (ibm)")
     p.add_argument(
-        "--steps-values", default=None, help="fidelity: comma-separated Trotter steps (default --trotter-steps)"
+        "--n", type=positive_ints, default=[8], help="sample/fidelity: spins per problem (fidelity: comma-separated)"
     )
-    p.add_argument("--block-size", type=int, default=None, help="train: sequence length T (default: train's)")
-    p.add_argument("--batch-size", type=int, default=None, help="train: rows per step (default: train's)")
-    p.add_argument("--n-layer", type=int, default=None, help="train: layers (default: train's)")
-    p.add_argument("--n-head", type=int, default=None, help="train: heads (default: train's)")
-    p.add_argument("--max-steps", type=int, default=None, help="train: optimiser steps (default: train's)")
+    p.add_argument(
+        "--shots",
+        type=positive_ints,
+        default=None,
+        help="reads per call (fidelity: comma-separated; default 1024, qemcmc 8)",
+    )
+    p.add_argument(
+        "--problems", type=positive_int, default=8, help="sample/fidelity: problems per call / per sweep point"
+    )
+    p.add_argument(
+        "--tau-values",
+        type=positive_floats,
+        default=None,
+        help="fidelity: comma-separated anneal times (default --tau)",
+    )
+    p.add_argument(
+        "--steps-values",
+        type=positive_ints,
+        default=None,
+        help="fidelity: comma-separated Trotter steps (default --trotter-steps)",
+    )
+    p.add_argument("--block-size", type=positive_int, default=None, help="train: sequence length T (default: train's)")
+    p.add_argument("--batch-size", type=positive_int, default=None, help="train: rows per step (default: train's)")
+    p.add_argument("--n-layer", type=positive_int, default=None, help="train: layers (default: train's)")
+    p.add_argument("--n-head", type=positive_int, default=None, help="train: heads (default: train's)")
+    p.add_argument("--max-steps", type=positive_int, default=None, help="train: optimiser steps (default: train's)")
     p.add_argument("--eval-exact", action="store_true", help="train: evaluations use exact marginals (not sampled)")
     p.add_argument(
         "--out",
@@ -88,14 +107,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the estimate as JSON")
     add_budget_flag(p)
-
-
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in str(text).split(",") if x.strip()]
-
-
-def _floats(text: str) -> list[float]:
-    return [float(x) for x in str(text).split(",") if x.strip()]
 
 
 def _problem(n: int, count: int) -> Any:
@@ -199,12 +210,14 @@ def run(args: argparse.Namespace) -> int:
     from .train.config import TrainConfig
 
     options = dict(args.sampler_options or [])
-    shots = _ints(args.shots) if args.shots else [8 if args.sampler == "qemcmc" else 1024]
+    shots = args.shots or [8 if args.sampler == "qemcmc" else 1024]
     if args.what == "fidelity":
         if args.sampler != "ibm":
-            raise SystemExit("estimate fidelity: the sweep's IBM route is the ibm sampler (--sampler ibm)")
-        taus = _floats(args.tau_values) if args.tau_values else [args.tau]
-        steps = _ints(args.steps_values) if args.steps_values else [args.trotter_steps]
+            raise ValueError(
+                f"estimate fidelity: the sweep's IBM route is the ibm sampler (--sampler ibm), got {args.sampler!r}"
+            )
+        taus = args.tau_values or [args.tau]
+        steps = args.steps_values or [args.trotter_steps]
         cache: dict[tuple, Any] = {}
 
         def sampler_for(tau: float, st: int) -> Any:
@@ -212,18 +225,16 @@ def run(args: argparse.Namespace) -> int:
                 cache[(tau, st)] = _sampler("ibm", args.backend, options, tau, st)
             return cache[(tau, st)]
 
-        est = estimate_fidelity(
-            sampler_for, n=_ints(args.n), shots=shots, tau=taus, steps=steps, problems=args.problems
-        )
+        est = estimate_fidelity(sampler_for, n=args.n, shots=shots, tau=taus, steps=steps, problems=args.problems)
         what = f"fidelity sweep ({est['points']} points x {args.problems} problems)"
     elif args.what == "sample":
         sampler = _sampler(args.sampler, args.backend, options, args.tau, args.trotter_steps)
-        est = estimate_sample(sampler, n=_ints(args.n)[0], problems=args.problems, shots=shots[0])
-        what = f"one sample call ({args.problems} problems of n = {_ints(args.n)[0]}, {shots[0]} reads)"
+        est = estimate_sample(sampler, n=args.n[0], problems=args.problems, shots=shots[0])
+        what = f"one sample call ({args.problems} problems of n = {args.n[0]}, {shots[0]} reads)"
     else:  # train, with train's defaults (and its validated qemcmc settings)
         d = TrainConfig(sampler=args.sampler, sampler_options=options)
         sampler = _sampler(args.sampler, args.backend, d.resolved_sampler_options(), args.tau, args.trotter_steps)
-        shots = _ints(args.shots) if args.shots else [d.resolved_shots()]
+        shots = args.shots or [d.resolved_shots()]
         T = args.block_size or d.block_size
         B, L, H = args.batch_size or d.batch_size, args.n_layer or d.n_layer, args.n_head or d.n_head
         S = args.max_steps or d.max_steps
