@@ -26,7 +26,17 @@ from typing import Any
 
 from .cli_types import positive_float, positive_floats, positive_int, positive_ints
 
-__all__ = ["add_arguments", "run", "estimate_sample", "estimate_train", "estimate_fidelity", "add_budget_flag"]
+__all__ = [
+    "add_arguments",
+    "run",
+    "estimate_sample",
+    "estimate_train",
+    "estimate_fidelity",
+    "add_budget_flag",
+    "bridge_calls",
+    "stub_problem",
+    "check_problem_memory",
+]
 
 _KEYS = ("jobs", "pubs", "circuits", "shots", "qpu_seconds")
 
@@ -109,14 +119,42 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_budget_flag(p)
 
 
-def _problem(n: int, count: int) -> Any:
-    """``count`` problems of ``n`` spins with every coupling present (the deepest circuit of that size)."""
+def check_problem_memory(n: int, count: int) -> None:
+    """Refuse (``ValueError``, before anything is built) ``count`` problems of ``n`` spins whose fields and couplings
+    would not fit the memory budget (:func:`hybrid_attention.checks.check_memory`): ``count * n * (n + 1)`` float64
+    values, the couplings counted per problem as a sampler's estimate may materialise them."""
+    from hybrid_attention.checks import check_memory
+
+    check_memory(
+        8.0 * count * n * (n + 1),
+        f"{count} problem(s) of n = {n} spins (fields and couplings: 8 * count * n * (n + 1) bytes)",
+        hint="estimate fewer problems per call (--problems, --batch-size, --n-head) or fewer spins",
+    )
+
+
+def stub_problem(n: int, count: int) -> Any:
+    """``count`` problems of ``n`` spins with every coupling present (the deepest circuit of that size), checked
+    against the memory budget first (:func:`check_problem_memory`)."""
     import torch
 
     from hybrid_attention import IsingProblem
 
+    check_problem_memory(n, count)
     J = torch.full((n, n), 0.5, dtype=torch.float64).fill_diagonal_(0.0)
     return IsingProblem(torch.full((count, n), 0.3, dtype=torch.float64), J.expand(count, n, n))
+
+
+def bridge_calls(capabilities: Any, rows: int, block_size: int) -> list[tuple[int, int]]:
+    """The sampler calls of one causal attention layer's forward pass on ``rows`` (batch x heads) rows of
+    ``block_size`` keys, as ``(spins, problems)`` pairs (:func:`estimate_train` says how the bridge plans them)."""
+    T = block_size
+    if capabilities.pad_with_mask:
+        return [(T, rows * T)]
+    if capabilities.per_call_overhead is None:
+        return [(k, rows) for k in range(1, T + 1)]
+    from hybrid_attention.bridge import plan_groups
+
+    return [(hi, rows * (hi - lo + 1)) for lo, hi in plan_groups(T, rows, float(capabilities.per_call_overhead))]
 
 
 def _sampler(name: str, backend: str, options: dict[str, Any], tau: float, steps: int) -> Any:
@@ -145,7 +183,7 @@ def _add(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
 
 def estimate_sample(sampler: Any, *, n: int, problems: int, shots: int) -> dict[str, Any]:
     """One ``sample`` call: ``problems`` problems of ``n`` spins, ``shots`` reads."""
-    return sampler.estimate(_problem(n, problems), num_reads=shots)
+    return sampler.estimate(stub_problem(n, problems), num_reads=shots)
 
 
 def estimate_train(
@@ -165,20 +203,12 @@ def estimate_train(
     ``k`` spins (the backward pass reuses the reads). Forward passes: ``max_steps`` training steps plus
     ``eval_calls`` evaluation passes. Returns the totals plus ``forward_passes`` and ``per_pass`` (one pass's
     estimate)."""
-    caps = sampler.capabilities
-    rows = batch_size * n_head
-    T = block_size
-    if caps.pad_with_mask:
-        calls = [(T, rows * T)]
-    elif caps.per_call_overhead is None:
-        calls = [(k, rows) for k in range(1, T + 1)]
-    else:
-        from hybrid_attention.bridge import plan_groups
-
-        calls = [(hi, rows * (hi - lo + 1)) for lo, hi in plan_groups(T, rows, float(caps.per_call_overhead))]
+    calls = bridge_calls(sampler.capabilities, batch_size * n_head, block_size)
+    for n, count in calls:  # every call's problems fit, before the first estimate
+        check_problem_memory(n, count)
     per_pass: dict[str, Any] | None = None
     for n, count in calls:
-        per_pass = _add(per_pass, sampler.estimate(_problem(n, count), num_reads=shots))
+        per_pass = _add(per_pass, sampler.estimate(stub_problem(n, count), num_reads=shots))
     assert per_pass is not None
     per_pass = _scale(per_pass, n_layer)
     passes = max_steps + eval_calls
@@ -195,8 +225,10 @@ def estimate_fidelity(
     cfg = FidelityConfig(samplers=["ibm"], n=n, shots=shots, tau=tau, steps=steps, problems=problems)
     total: dict[str, Any] | None = None
     pts = sweep_points(cfg)
+    for pt in pts:  # every point's problems fit, before the first estimate
+        check_problem_memory(pt.n, problems)
     for pt in pts:
-        est = sampler_for(pt.tau, pt.steps).estimate(_problem(pt.n, problems), num_reads=pt.shots)
+        est = sampler_for(pt.tau, pt.steps).estimate(stub_problem(pt.n, problems), num_reads=pt.shots)
         total = _add(total, est)
     assert total is not None
     return {**total, "points": len(pts)}
@@ -228,15 +260,20 @@ def run(args: argparse.Namespace) -> int:
         est = estimate_fidelity(sampler_for, n=args.n, shots=shots, tau=taus, steps=steps, problems=args.problems)
         what = f"fidelity sweep ({est['points']} points x {args.problems} problems)"
     elif args.what == "sample":
+        check_problem_memory(args.n[0], args.problems)  # before the sampler (and its backend) is built
         sampler = _sampler(args.sampler, args.backend, options, args.tau, args.trotter_steps)
         est = estimate_sample(sampler, n=args.n[0], problems=args.problems, shots=shots[0])
         what = f"one sample call ({args.problems} problems of n = {args.n[0]}, {shots[0]} reads)"
     else:  # train, with train's defaults (and its validated qemcmc settings)
+        from hybrid_attention.backends.registry import sampler_class
+
         d = TrainConfig(sampler=args.sampler, sampler_options=options)
-        sampler = _sampler(args.sampler, args.backend, d.resolved_sampler_options(), args.tau, args.trotter_steps)
         shots = args.shots or [d.resolved_shots()]
         T = args.block_size or d.block_size
         B, L, H = args.batch_size or d.batch_size, args.n_layer or d.n_layer, args.n_head or d.n_head
+        for n, count in bridge_calls(sampler_class(args.sampler).capabilities, B * H, T):  # before the sampler
+            check_problem_memory(n, count)
+        sampler = _sampler(args.sampler, args.backend, d.resolved_sampler_options(), args.tau, args.trotter_steps)
         S = args.max_steps or d.max_steps
         evals = 0 if args.eval_exact else math.ceil(S / d.eval_interval) * math.ceil(d.eval_size / B)
         est = estimate_train(

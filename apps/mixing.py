@@ -37,7 +37,7 @@ import numpy as np
 
 from .cli_types import non_negative_int, positive_float, positive_int, positive_ints
 
-__all__ = ["add_arguments", "run", "mixing_report", "fit_exponent", "problems_for", "REPORT"]
+__all__ = ["add_arguments", "run", "mixing_report", "check_sizes", "fit_exponent", "problems_for", "REPORT"]
 
 REPORT = "mixing.json"
 #: largest size (spins) the command takes
@@ -167,6 +167,24 @@ def _sampled_rows(problem: Any, proposals: tuple[str, ...], chains: int, moves: 
     return out
 
 
+def check_sizes(problems: dict[int, Any], *, proposals: tuple[str, ...], nodes: int, chains: int, moves: int) -> None:
+    """Every size that drives an allocation, against the memory budget before any work (``ValueError`` naming the
+    size, the estimate and the budget): the quadrature ``nodes`` of the exact ``qemcmc`` kernels, and above the exact
+    limit each sampled chain's ``chains x moves`` (its sampler's own checks, on the problems it will sample)."""
+    from hybrid_attention.backends import get_sampler
+    from hybrid_attention.backends.mcmc import MAX_EXACT_SPINS, check_nodes
+
+    if "qemcmc" in proposals and any(n <= MAX_EXACT_SPINS for n in problems):
+        check_nodes(nodes)
+    for n, prob in problems.items():
+        if n <= MAX_EXACT_SPINS:
+            continue
+        for name in proposals:
+            if name in SAMPLED:
+                s = get_sampler(SAMPLED[name], burn_in=moves, num_chains=chains)
+                s.validate(prob.detach().flatten(), num_reads=chains)
+
+
 def mixing_report(
     problems: dict[int, Any],
     *,
@@ -186,6 +204,7 @@ def mixing_report(
 
     from hybrid_attention.backends.mcmc import MAX_EXACT_SPINS
 
+    check_sizes(problems, proposals=proposals, nodes=nodes, chains=chains, moves=moves)
     rows: dict[str, list] = {}
     summary: dict[str, dict] = {}
     for n, prob in tqdm(sorted(problems.items()), desc="mixing", disable=not progress, unit="size"):

@@ -35,7 +35,7 @@ from hybrid_attention.sampling import PersistentChains, Sampling
 
 from ..hardware import check_budget, reaches_ibm, with_default_ledger
 from .config import TrainConfig
-from .cost import probe_seconds, projection, step_work
+from .cost import check_sampler_calls, probe_seconds, projection, step_work
 from .data import eval_set, evaluate, load_task
 from .resume import check_resume_data, claim_directory, load_resume_state
 
@@ -366,6 +366,7 @@ def train(config: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]
         state, cfg = load_resume_state(cfg, out) if cfg.resume else (None, cfg.resolved())
         sampling = build_sampling(cfg)  # before the data: bad sampler option values fail fast
         try:
+            check_sampler_calls(cfg, sampling)  # every call's size against the memory budget, before any work
             if sampling is not None and reaches_ibm(cfg.sampler, cfg.sampler_options):
                 steps_left = cfg.max_steps - (state["step"] if state is not None else 0)
                 qpu_budget(cfg, sampling.sampler, steps_left)  # refused above --max-qpu-seconds: nothing submitted
