@@ -35,6 +35,9 @@ __all__ = [
     "TrainConfig",
     "RESUME_FREE",
     "RENAMED",
+    "CHECKPOINT_FORMAT",
+    "READ_FORMATS",
+    "RECORDED_SINCE_FORMAT_1",
     "upgrade_saved",
     "TRAINING_DEFAULTS",
     "DEFAULT_SHOTS",
@@ -50,6 +53,37 @@ POINTERS = ("linear", "attention")
 RESUME_FREE = {"max_steps", "out", "resume", "progress", "threads", "data", "max_qpu_seconds"}
 #: settings saved under an older name: old name -> field (runs written before the rename still load and resume)
 RENAMED = {"steps": "max_steps"}
+#: the layout of a run directory (``checkpoint.pt``'s and ``config.json``'s ``format``): 2 adds ``format`` and the
+#: corpus sha256 to the checkpoint (1, without them, still loads); a run of another format is refused on resume
+CHECKPOINT_FORMAT = 2
+#: the formats this version resumes
+READ_FORMATS = (1, 2)
+#: the settings every run has recorded since format 1 (``max_steps`` as ``steps`` before the rename); settings added
+#: later take the default they had when missing
+RECORDED_SINCE_FORMAT_1 = (
+    "task",
+    "attention",
+    "block_size",
+    "max_steps",
+    "seed",
+    "ffn",
+    "n_layer",
+    "n_head",
+    "n_embd",
+    "dropout",
+    "beta",
+    "learn_beta",
+    "lr",
+    "weight_decay",
+    "batch_size",
+    "eval_interval",
+    "eval_size",
+    "warmup",
+    "grad_clip",
+    "sampler",
+    "tau",
+    "trotter_steps",
+)
 
 
 #: reads per sampler call when a run leaves ``shots`` unset and its sampler has no training default

@@ -34,7 +34,7 @@ from hybrid_attention.model import Transformer
 from hybrid_attention.sampling import PersistentChains, Sampling
 
 from ..hardware import check_budget, reaches_ibm, with_default_ledger
-from .config import TrainConfig
+from .config import CHECKPOINT_FORMAT, TrainConfig
 from .cost import check_sampler_calls, probe_seconds, projection, step_work
 from .data import eval_set, evaluate, load_task
 from .resume import check_resume_data, claim_directory, load_resume_state
@@ -52,9 +52,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 #: the run's work and projected time, said before the first step (``hybrid-attention train`` shows it)
 cost_logger = logging.getLogger("hybrid_attention.apps.train.cost")
-
-#: checkpoint layout: 2 adds ``format`` and ``data_sha256`` (1, without them, still loads)
-CHECKPOINT_FORMAT = 2
 
 
 class TrainingDiverged(RuntimeError):
@@ -428,6 +425,7 @@ def _loop(run: _Run) -> dict[str, Any]:
     write_json(
         run.out / "config.json",
         {
+            "format": CHECKPOINT_FORMAT,
             "run": dataclasses.asdict(cfg),
             "model": run.model.config.to_dict(),
             "n_params": run.n_params,

@@ -17,9 +17,23 @@ from typing import Any
 
 from hybrid_attention.apps.run_files import is_empty, load_checkpoint, lock_directory
 
-from .config import RESUME_FREE, TrainConfig, default_readout, upgrade_saved
+from .config import (
+    READ_FORMATS,
+    RECORDED_SINCE_FORMAT_1,
+    RESUME_FREE,
+    TrainConfig,
+    default_readout,
+    upgrade_saved,
+)
 
-__all__ = ["claim_directory", "load_resume_state", "refuse_changes", "check_resume_data", "saved_settings"]
+__all__ = [
+    "claim_directory",
+    "load_resume_state",
+    "refuse_changes",
+    "check_resume_data",
+    "saved_settings",
+    "check_version",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +80,9 @@ def load_resume_state(cfg: TrainConfig, out: Path) -> tuple[dict[str, Any], Trai
             f"--resume: {str(out)!r} holds {what}: nothing to resume; remove it or choose another --out"
         )
     state = load_checkpoint(ckpt, required=_STATE_KEYS)
+    if not isinstance(state["config"], dict):
+        raise ValueError(f"--resume: checkpoint {str(ckpt)!r} is damaged (no settings under 'config')")
+    check_version(upgrade_saved(state["config"]), state.get("format", 1), f"checkpoint {str(ckpt)!r}")
     # a setting added after the checkpoint was written (absent from its config) had its default then
     old = {**dataclasses.asdict(TrainConfig()), **upgrade_saved(state["config"])}
     if old.get("readout") is None:  # written before --readout: the readout it had
@@ -145,9 +162,31 @@ def saved_settings(out: Path) -> dict[str, Any]:
         )
     try:
         with open(path) as f:
-            saved = upgrade_saved(json.load(f)["run"])
-    except (ValueError, KeyError, TypeError) as exc:
+            blob = json.load(f)
+        saved = upgrade_saved(blob["run"])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"--resume: {str(path)!r} is damaged ({type(exc).__name__}: {exc})") from exc
-    if not isinstance(saved, dict):
-        raise ValueError(f"--resume: {str(path)!r} is damaged (no 'run' settings)")
+    check_version(saved, blob.get("format"), repr(str(path)))
     return saved
+
+
+def check_version(saved: dict[str, Any], fmt: Any, where: str) -> None:
+    """Refuse (``ValueError``) a run written by another version: a format outside :data:`READ_FORMATS`, settings
+    this version does not know, or settings every version records (:data:`RECORDED_SINCE_FORMAT_1`) missing; the
+    message names the format found and the ones expected, and the unknown and missing settings. ``fmt`` ``None``:
+    none recorded (``config.json`` of runs written before it recorded one)."""
+    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    unknown = sorted(k for k in saved if k not in known)
+    missing = [k for k in RECORDED_SINCE_FORMAT_1 if k not in saved]
+    bad_format = fmt is not None and (isinstance(fmt, bool) or fmt not in READ_FORMATS)
+    if not (unknown or missing or bad_format):
+        return
+    found = "no format recorded" if fmt is None else f"format {fmt!r}"
+    problems = [f"unknown settings {unknown}"] if unknown else []
+    problems += [f"missing settings {missing}"] if missing else []
+    raise ValueError(
+        f"--resume: {where} was written by another version of hybrid-attention ({found}; this version reads "
+        f"format {' or '.join(map(str, READ_FORMATS))})"
+        + (": " + "; ".join(problems) if problems else "")
+        + "; resume it with the version that wrote it, or start a new run in another --out"
+    )
