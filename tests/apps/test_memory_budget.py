@@ -65,7 +65,10 @@ TRAIN = ["train", "--task", "brackets", "--block-size", "4", "--steps", "2", "--
         (["estimate", "sample", "--problems", "1e9"], "1000000000 problem(s) of n = 8 spins"),
         (["estimate", "train", "--batch-size", "1e6", "--block-size", "64"], "1000000 problem(s) of n ="),
         (["estimate", "fidelity", "--n", "4,8", "--problems", "1e8"], "100000000 problem(s) of n = 4 spins"),
-        (["estimate", "sample", "--sampler", "qemcmc", "--shots", "1e9"], "1000000000 chain(s)"),
+        (
+            ["estimate", "sample", "--sampler", "qemcmc", "--shots", "1e9"],
+            "a SampleSet of 8 problem(s) x 1000000000 reads",
+        ),
     ],  # fmt: skip
 )
 def test_commands_refuse_sizes_beyond_the_budget_before_any_work(argv, words, tmp_path, capsys):
