@@ -5,7 +5,8 @@ Failures end with one line ``hybrid-attention COMMAND: error: ...`` on stderr (`
 exit code 2 when the command was refused before doing anything (bad values, settings that conflict with an
 existing run, a missing or damaged input file, a run directory or a job ledger in use by another process), 1 when it
 failed while running (a diverging run, an I/O error such as a read-only or full disk, a failed IBM job), 130 on
-Ctrl-C.
+Ctrl-C. After Ctrl-C the command says what was saved and the exact command that continues (:func:`interrupted`);
+further Ctrl-C while it saves and exits are ignored (:func:`_on_interrupt`).
 
 Nothing heavy is imported until a command runs: :func:`build_parser` builds every subcommand's flags from their
 record (:mod:`.cli_flags`), so ``--help`` at any level imports neither torch nor qiskit nor pennylane; a command that
@@ -16,7 +17,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
+import signal
 import sys
+import threading
 from typing import Any
 
 from hybrid_attention import __version__
@@ -70,6 +74,7 @@ def _asks_help(args: list[str]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -84,10 +89,11 @@ def main(argv: list[str] | None = None) -> int:
             f"hybrid-attention {args.command}: not available in this version ({args._missing} missing)", file=sys.stderr
         )
         return 2
+    previous = _on_interrupt()
     try:
         return int(args._run(args) or 0)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(interrupted(args.command, exc, argv), file=sys.stderr)
         return 130
     except Exception as exc:
         code = exit_code(exc)
@@ -95,6 +101,61 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"hybrid-attention {args.command}: error: {message(exc)}", file=sys.stderr)
         return code
+    finally:
+        if previous is not None and signal.getsignal(signal.SIGINT) is not _again:
+            signal.signal(signal.SIGINT, previous)  # after a Ctrl-C, further ones stay ignored until the process exits
+
+
+def _on_interrupt() -> Any:
+    """While a command runs, the first Ctrl-C (SIGINT) raises ``KeyboardInterrupt`` as usual and any further one
+    (while samplers close, the lock is released, the message is printed, the interpreter exits) is ignored with a
+    note instead of ending in a traceback. Returns the handler to restore when no Ctrl-C came (``None`` outside the
+    main thread, where signals cannot be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, _first)
+
+
+def _first(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGINT, _again)
+    raise KeyboardInterrupt
+
+
+def _again(signum: int, frame: Any) -> None:
+    print("hybrid-attention: already stopping (saving what there is and exiting), please wait", file=sys.stderr)
+
+
+def interrupted(command: str, exc: BaseException, argv: list[str]) -> str:
+    """What a Ctrl-C left and the exact command that continues: a training run's checkpoint (its path and step, or
+    that none was written) and ``train ... --resume`` (``ablate``, ``fidelity``: the same command, which skips what
+    is done)."""
+    from hybrid_attention.apps.train import TrainingInterrupted  # imported by the command that raised it
+
+    again = "hybrid-attention " + shlex.join(argv)
+    if isinstance(exc, TrainingInterrupted):
+        ckpt = exc.out / "checkpoint.pt"
+        resume = again + (" --resume" if command == "train" and "--resume" not in argv else "")
+        if exc.checkpoint_step is not None:
+            return (
+                f"hybrid-attention {command}: interrupted; the checkpoint {str(ckpt)!r} (step {exc.checkpoint_step} "
+                f"of {exc.max_steps}) is kept, steps after it are lost; resume with:\n  {resume}"
+            )
+        if exc.left:
+            return (
+                f"hybrid-attention {command}: interrupted before the first checkpoint: no checkpoint was saved, but "
+                f"{str(exc.out)!r} still holds {list(exc.left)}; move them away or choose another --out, then start "
+                f"again with:\n  {again}"
+            )
+        return (
+            f"hybrid-attention {command}: interrupted before the first checkpoint: nothing was saved; start again "
+            f"with:\n  {again}"
+        )
+    if command == "fidelity":
+        return (
+            f"hybrid-attention {command}: interrupted; the points measured so far are saved in the report of --out; "
+            f"the same command measures the rest:\n  {again}"
+        )
+    return f"hybrid-attention {command}: interrupted; nothing to resume"
 
 
 def exit_code(exc: BaseException) -> int | None:

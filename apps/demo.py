@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from hybrid_attention import exact, kernels
+from hybrid_attention.apps.cli_types import non_negative_int, positive_float, positive_int
 from hybrid_attention.apps.fidelity import SAMPLER_KINDS, FidelityConfig, run_sweep
 from hybrid_attention.apps.fidelity.model import load_model
 from hybrid_attention.apps.fidelity.plots import summary_table
@@ -45,17 +46,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "so running the demo again never touches an earlier run)",
     )
     p.add_argument("--quick", action="store_true", help="tiny settings (seconds instead of minutes), for tests")
-    p.add_argument("--steps", type=int, default=None, help="training steps per model (default: 150; --quick: 6)")
     p.add_argument(
-        "--block-size", type=int, default=None, help="bracket string length T, even (default: 8; --quick: 4)"
+        "--steps", type=positive_int, default=None, help="training steps per model (default: 150; --quick: 6)"
     )
-    p.add_argument("--shots", type=int, default=128, help="DQA measurements per attention row while training")
     p.add_argument(
-        "--mcmc-reads", type=int, default=8, help="qemcmc reads (one chain each) per attention row while training"
+        "--block-size", type=positive_int, default=None, help="bracket string length T, even (default: 8; --quick: 4)"
     )
-    p.add_argument("--tau", type=float, default=1.0, help="DQA anneal time of the sampler-trained model")
-    p.add_argument("--trotter-steps", type=int, default=10, help="Trotter steps of that anneal")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--shots", type=positive_int, default=128, help="DQA measurements per attention row while training")
+    p.add_argument(
+        "--mcmc-reads",
+        type=positive_int,
+        default=8,
+        help="qemcmc reads (one chain each) per attention row while training",
+    )
+    p.add_argument("--tau", type=positive_float, default=1.0, help="DQA anneal time of the sampler-trained model")
+    p.add_argument("--trotter-steps", type=positive_int, default=10, help="Trotter steps of that anneal")
+    p.add_argument("--seed", type=non_negative_int, default=0)
     p.add_argument("--skip-training", action="store_true", help="only the exact-engine checks")
 
 

@@ -31,6 +31,8 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from .cli_types import positive_int
+
 __all__ = ["DEFAULT_RETRIES", "add_cluster_arguments", "check_cluster", "dask_client", "run_tasks"]
 
 logger = logging.getLogger(__name__)
@@ -51,7 +53,7 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--workers",
-        type=int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="run on a local Dask cluster of N single-threaded worker processes (default: serially, no Dask)",

@@ -24,7 +24,19 @@ import json
 import math
 from typing import Any
 
-__all__ = ["add_arguments", "run", "estimate_sample", "estimate_train", "estimate_fidelity", "add_budget_flag"]
+from .cli_types import positive_float, positive_floats, positive_int, positive_ints
+
+__all__ = [
+    "add_arguments",
+    "run",
+    "estimate_sample",
+    "estimate_train",
+    "estimate_fidelity",
+    "add_budget_flag",
+    "bridge_calls",
+    "stub_problem",
+    "check_problem_memory",
+]
 
 _KEYS = ("jobs", "pubs", "circuits", "shots", "qpu_seconds")
 
@@ -64,20 +76,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="a sampler constructor option, repeatable (e.g. burn_in=32, num_chains=8, chunk_size=256)",
     )
-    p.add_argument("--tau", type=float, default=1.0, help="DQA anneal time (ibm)")
-    p.add_argument("--trotter-steps", type=int, default=20, help="DQA Trotter steps (ibm)")
-    p.add_argument("--n", default="8", help="sample/fidelity: spins per problem (fidelity: comma-separated)")
-    p.add_argument("--shots", default=None, help="reads per call (fidelity: comma-separated; default 1024, qemcmc 8)")
-    p.add_argument("--problems", type=int, default=8, help="sample/fidelity: problems per call / per sweep point")
-    p.add_argument("--tau-values", default=None, help="fidelity: comma-separated anneal times (default --tau)")
+    p.add_argument("--tau", type=positive_float, default=1.0, help="DQA anneal time (ibm)")
+    p.add_argument("--trotter-steps", type=positive_int, default=20, help="DQA Trotter steps (ibm)")
     p.add_argument(
-        "--steps-values", default=None, help="fidelity: comma-separated Trotter steps (default --trotter-steps)"
+        "--n", type=positive_ints, default=[8], help="sample/fidelity: spins per problem (fidelity: comma-separated)"
     )
-    p.add_argument("--block-size", type=int, default=None, help="train: sequence length T (default: train's)")
-    p.add_argument("--batch-size", type=int, default=None, help="train: rows per step (default: train's)")
-    p.add_argument("--n-layer", type=int, default=None, help="train: layers (default: train's)")
-    p.add_argument("--n-head", type=int, default=None, help="train: heads (default: train's)")
-    p.add_argument("--max-steps", type=int, default=None, help="train: optimiser steps (default: train's)")
+    p.add_argument(
+        "--shots",
+        type=positive_ints,
+        default=None,
+        help="reads per call (fidelity: comma-separated; default 1024, qemcmc 8)",
+    )
+    p.add_argument(
+        "--problems", type=positive_int, default=8, help="sample/fidelity: problems per call / per sweep point"
+    )
+    p.add_argument(
+        "--tau-values",
+        type=positive_floats,
+        default=None,
+        help="fidelity: comma-separated anneal times (default --tau)",
+    )
+    p.add_argument(
+        "--steps-values",
+        type=positive_ints,
+        default=None,
+        help="fidelity: comma-separated Trotter steps (default --trotter-steps)",
+    )
+    p.add_argument("--block-size", type=positive_int, default=None, help="train: sequence length T (default: train's)")
+    p.add_argument("--batch-size", type=positive_int, default=None, help="train: rows per step (default: train's)")
+    p.add_argument("--n-layer", type=positive_int, default=None, help="train: layers (default: train's)")
+    p.add_argument("--n-head", type=positive_int, default=None, help="train: heads (default: train's)")
+    p.add_argument("--max-steps", type=positive_int, default=None, help="train: optimiser steps (default: train's)")
     p.add_argument("--eval-exact", action="store_true", help="train: evaluations use exact marginals (not sampled)")
     p.add_argument(
         "--out",
@@ -90,22 +119,42 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_budget_flag(p)
 
 
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in str(text).split(",") if x.strip()]
+def check_problem_memory(n: int, count: int) -> None:
+    """Refuse (``ValueError``, before anything is built) ``count`` problems of ``n`` spins whose fields and couplings
+    would not fit the memory budget (:func:`hybrid_attention.checks.check_memory`): ``count * n * (n + 1)`` float64
+    values, the couplings counted per problem as a sampler's estimate may materialise them."""
+    from hybrid_attention.checks import check_memory
+
+    check_memory(
+        8.0 * count * n * (n + 1),
+        f"{count} problem(s) of n = {n} spins (fields and couplings: 8 * count * n * (n + 1) bytes)",
+        hint="estimate fewer problems per call (--problems, --batch-size, --n-head) or fewer spins",
+    )
 
 
-def _floats(text: str) -> list[float]:
-    return [float(x) for x in str(text).split(",") if x.strip()]
-
-
-def _problem(n: int, count: int) -> Any:
-    """``count`` problems of ``n`` spins with every coupling present (the deepest circuit of that size)."""
+def stub_problem(n: int, count: int) -> Any:
+    """``count`` problems of ``n`` spins with every coupling present (the deepest circuit of that size), checked
+    against the memory budget first (:func:`check_problem_memory`)."""
     import torch
 
     from hybrid_attention import IsingProblem
 
+    check_problem_memory(n, count)
     J = torch.full((n, n), 0.5, dtype=torch.float64).fill_diagonal_(0.0)
     return IsingProblem(torch.full((count, n), 0.3, dtype=torch.float64), J.expand(count, n, n))
+
+
+def bridge_calls(capabilities: Any, rows: int, block_size: int) -> list[tuple[int, int]]:
+    """The sampler calls of one causal attention layer's forward pass on ``rows`` (batch x heads) rows of
+    ``block_size`` keys, as ``(spins, problems)`` pairs (:func:`estimate_train` says how the bridge plans them)."""
+    T = block_size
+    if capabilities.pad_with_mask:
+        return [(T, rows * T)]
+    if capabilities.per_call_overhead is None:
+        return [(k, rows) for k in range(1, T + 1)]
+    from hybrid_attention.bridge import plan_groups
+
+    return [(hi, rows * (hi - lo + 1)) for lo, hi in plan_groups(T, rows, float(capabilities.per_call_overhead))]
 
 
 def _sampler(name: str, backend: str, options: dict[str, Any], tau: float, steps: int) -> Any:
@@ -134,7 +183,7 @@ def _add(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
 
 def estimate_sample(sampler: Any, *, n: int, problems: int, shots: int) -> dict[str, Any]:
     """One ``sample`` call: ``problems`` problems of ``n`` spins, ``shots`` reads."""
-    return sampler.estimate(_problem(n, problems), num_reads=shots)
+    return sampler.estimate(stub_problem(n, problems), num_reads=shots)
 
 
 def estimate_train(
@@ -154,20 +203,12 @@ def estimate_train(
     ``k`` spins (the backward pass reuses the reads). Forward passes: ``max_steps`` training steps plus
     ``eval_calls`` evaluation passes. Returns the totals plus ``forward_passes`` and ``per_pass`` (one pass's
     estimate)."""
-    caps = sampler.capabilities
-    rows = batch_size * n_head
-    T = block_size
-    if caps.pad_with_mask:
-        calls = [(T, rows * T)]
-    elif caps.per_call_overhead is None:
-        calls = [(k, rows) for k in range(1, T + 1)]
-    else:
-        from hybrid_attention.bridge import plan_groups
-
-        calls = [(hi, rows * (hi - lo + 1)) for lo, hi in plan_groups(T, rows, float(caps.per_call_overhead))]
+    calls = bridge_calls(sampler.capabilities, batch_size * n_head, block_size)
+    for n, count in calls:  # every call's problems fit, before the first estimate
+        check_problem_memory(n, count)
     per_pass: dict[str, Any] | None = None
     for n, count in calls:
-        per_pass = _add(per_pass, sampler.estimate(_problem(n, count), num_reads=shots))
+        per_pass = _add(per_pass, sampler.estimate(stub_problem(n, count), num_reads=shots))
     assert per_pass is not None
     per_pass = _scale(per_pass, n_layer)
     passes = max_steps + eval_calls
@@ -184,8 +225,10 @@ def estimate_fidelity(
     cfg = FidelityConfig(samplers=["ibm"], n=n, shots=shots, tau=tau, steps=steps, problems=problems)
     total: dict[str, Any] | None = None
     pts = sweep_points(cfg)
+    for pt in pts:  # every point's problems fit, before the first estimate
+        check_problem_memory(pt.n, problems)
     for pt in pts:
-        est = sampler_for(pt.tau, pt.steps).estimate(_problem(pt.n, problems), num_reads=pt.shots)
+        est = sampler_for(pt.tau, pt.steps).estimate(stub_problem(pt.n, problems), num_reads=pt.shots)
         total = _add(total, est)
     assert total is not None
     return {**total, "points": len(pts)}
@@ -199,12 +242,14 @@ def run(args: argparse.Namespace) -> int:
     from .train.config import TrainConfig
 
     options = dict(args.sampler_options or [])
-    shots = _ints(args.shots) if args.shots else [8 if args.sampler == "qemcmc" else 1024]
+    shots = args.shots or [8 if args.sampler == "qemcmc" else 1024]
     if args.what == "fidelity":
         if args.sampler != "ibm":
-            raise SystemExit("estimate fidelity: the sweep's IBM route is the ibm sampler (--sampler ibm)")
-        taus = _floats(args.tau_values) if args.tau_values else [args.tau]
-        steps = _ints(args.steps_values) if args.steps_values else [args.trotter_steps]
+            raise ValueError(
+                f"estimate fidelity: the sweep's IBM route is the ibm sampler (--sampler ibm), got {args.sampler!r}"
+            )
+        taus = args.tau_values or [args.tau]
+        steps = args.steps_values or [args.trotter_steps]
         cache: dict[tuple, Any] = {}
 
         def sampler_for(tau: float, st: int) -> Any:
@@ -212,20 +257,23 @@ def run(args: argparse.Namespace) -> int:
                 cache[(tau, st)] = _sampler("ibm", args.backend, options, tau, st)
             return cache[(tau, st)]
 
-        est = estimate_fidelity(
-            sampler_for, n=_ints(args.n), shots=shots, tau=taus, steps=steps, problems=args.problems
-        )
+        est = estimate_fidelity(sampler_for, n=args.n, shots=shots, tau=taus, steps=steps, problems=args.problems)
         what = f"fidelity sweep ({est['points']} points x {args.problems} problems)"
     elif args.what == "sample":
+        check_problem_memory(args.n[0], args.problems)  # before the sampler (and its backend) is built
         sampler = _sampler(args.sampler, args.backend, options, args.tau, args.trotter_steps)
-        est = estimate_sample(sampler, n=_ints(args.n)[0], problems=args.problems, shots=shots[0])
-        what = f"one sample call ({args.problems} problems of n = {_ints(args.n)[0]}, {shots[0]} reads)"
+        est = estimate_sample(sampler, n=args.n[0], problems=args.problems, shots=shots[0])
+        what = f"one sample call ({args.problems} problems of n = {args.n[0]}, {shots[0]} reads)"
     else:  # train, with train's defaults (and its validated qemcmc settings)
+        from hybrid_attention.backends.registry import sampler_class
+
         d = TrainConfig(sampler=args.sampler, sampler_options=options)
-        sampler = _sampler(args.sampler, args.backend, d.resolved_sampler_options(), args.tau, args.trotter_steps)
-        shots = _ints(args.shots) if args.shots else [d.resolved_shots()]
+        shots = args.shots or [d.resolved_shots()]
         T = args.block_size or d.block_size
         B, L, H = args.batch_size or d.batch_size, args.n_layer or d.n_layer, args.n_head or d.n_head
+        for n, count in bridge_calls(sampler_class(args.sampler).capabilities, B * H, T):  # before the sampler
+            check_problem_memory(n, count)
+        sampler = _sampler(args.sampler, args.backend, d.resolved_sampler_options(), args.tau, args.trotter_steps)
         S = args.max_steps or d.max_steps
         evals = 0 if args.eval_exact else math.ceil(S / d.eval_interval) * math.ceil(d.eval_size / B)
         est = estimate_train(

@@ -35,9 +35,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["add_arguments", "run", "mixing_report", "fit_exponent", "problems_for", "REPORT"]
+from .cli_types import non_negative_int, positive_float, positive_int, positive_ints
+
+__all__ = ["add_arguments", "run", "mixing_report", "check_sizes", "fit_exponent", "problems_for", "REPORT"]
 
 REPORT = "mixing.json"
+#: largest size (spins) the command takes
+MAX_SIZE = 16
+#: fewest moves per chain that give an autocorrelation estimate (the sampler discards the first half of the moves and
+#: estimates from the rest only when at least 8 remain)
+MIN_MOVES = 15
 #: chains estimated by sampling above the exact limit: kernel name -> registry sampler
 SAMPLED = {"qemcmc": "qemcmc", "local": "mh-local", "uniform": "mh-uniform"}
 
@@ -160,6 +167,24 @@ def _sampled_rows(problem: Any, proposals: tuple[str, ...], chains: int, moves: 
     return out
 
 
+def check_sizes(problems: dict[int, Any], *, proposals: tuple[str, ...], nodes: int, chains: int, moves: int) -> None:
+    """Every size that drives an allocation, against the memory budget before any work (``ValueError`` naming the
+    size, the estimate and the budget): the quadrature ``nodes`` of the exact ``qemcmc`` kernels, and above the exact
+    limit each sampled chain's ``chains x moves`` (its sampler's own checks, on the problems it will sample)."""
+    from hybrid_attention.backends import get_sampler
+    from hybrid_attention.backends.mcmc import MAX_EXACT_SPINS, check_nodes
+
+    if "qemcmc" in proposals and any(n <= MAX_EXACT_SPINS for n in problems):
+        check_nodes(nodes)
+    for n, prob in problems.items():
+        if n <= MAX_EXACT_SPINS:
+            continue
+        for name in proposals:
+            if name in SAMPLED:
+                s = get_sampler(SAMPLED[name], burn_in=moves, num_chains=chains)
+                s.validate(prob.detach().flatten(), num_reads=chains)
+
+
 def mixing_report(
     problems: dict[int, Any],
     *,
@@ -179,6 +204,7 @@ def mixing_report(
 
     from hybrid_attention.backends.mcmc import MAX_EXACT_SPINS
 
+    check_sizes(problems, proposals=proposals, nodes=nodes, chains=chains, moves=moves)
     rows: dict[str, list] = {}
     summary: dict[str, dict] = {}
     for n, prob in tqdm(sorted(problems.items()), desc="mixing", disable=not progress, unit="size"):
@@ -220,45 +246,56 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="sk",
         help="synthetic problems when neither --checkpoint nor --bqm is given",
     )
-    p.add_argument("--n", default="6", help="comma-separated sizes (keys of the checkpoint's layer; ensemble sizes)")
-    p.add_argument("--problems", type=int, default=8, help="problems per size (checkpoint: validation inputs)")
-    p.add_argument("--layer", type=int, default=0)
-    p.add_argument("--head", type=int, default=0)
-    p.add_argument("--scale", type=float, default=1.0, help="std of the ensemble's fields")
+    p.add_argument(
+        "--n",
+        type=positive_ints,
+        default=[6],
+        help=f"comma-separated sizes in [1, {MAX_SIZE}] (keys of the checkpoint's layer; ensemble sizes)",
+    )
+    p.add_argument("--problems", type=positive_int, default=8, help="problems per size (checkpoint: validation inputs)")
+    p.add_argument("--layer", type=non_negative_int, default=0)
+    p.add_argument("--head", type=non_negative_int, default=0)
+    p.add_argument("--scale", type=positive_float, default=1.0, help="std of the ensemble's fields")
     p.add_argument("--coupling", type=float, default=1.0, help="rms J / rms h of --ensemble coupling")
-    p.add_argument("--beta", type=float, default=1.0, help="inverse temperature (ensembles and BQMs)")
+    p.add_argument("--beta", type=positive_float, default=1.0, help="inverse temperature (ensembles and BQMs)")
     p.add_argument("--proposals", default="qemcmc,local,uniform,heat-bath", help="chains to analyse (comma-separated)")
-    p.add_argument("--nodes", type=int, default=4, help="quadrature nodes per random qemcmc parameter")
-    p.add_argument("--chains", type=int, default=32, help="n > 12: chains per problem for the estimated times")
-    p.add_argument("--moves", type=int, default=2000, help="n > 12: moves per chain for the estimated times")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--nodes", type=positive_int, default=4, help="quadrature nodes per random qemcmc parameter")
+    p.add_argument("--chains", type=positive_int, default=32, help="n > 12: chains per problem for the estimated times")
+    p.add_argument(
+        "--moves",
+        type=positive_int,
+        default=2000,
+        help=f"n > 12: moves per chain for the estimated times (at least {MIN_MOVES}: the autocorrelation "
+        "window needs that many after the discarded first half)",
+    )
+    p.add_argument("--seed", type=non_negative_int, default=0)
     p.add_argument("--out", default=None, help="directory for mixing.json (default: print only)")
     p.add_argument("--no-progress", action="store_true")
 
 
-def _sizes(s: str) -> list[int]:
-    try:
-        ns = sorted({int(x) for x in s.split(",") if x.strip()})
-    except ValueError:
-        raise SystemExit(f"--n takes comma-separated integers, got {s!r}") from None
-    if not ns or ns[0] < 1 or ns[-1] > 16:
-        raise SystemExit(f"--n must be sizes in [1, 16], got {s!r}")
+def _sizes(sizes: list[int]) -> list[int]:
+    ns = sorted(set(sizes))
+    if ns[-1] > MAX_SIZE:
+        raise ValueError(f"--n must be sizes in [1, {MAX_SIZE}], got {','.join(map(str, sizes))}")
     return ns
 
 
 def run(args: argparse.Namespace) -> int:
-    from hybrid_attention.backends.mcmc import KERNELS
+    from hybrid_attention.backends.mcmc import KERNELS, MAX_EXACT_SPINS
 
     proposals = tuple(x.strip() for x in args.proposals.split(",") if x.strip())
     bad = [x for x in proposals if x not in KERNELS]
     if bad or not proposals:
-        raise SystemExit(f"--proposals must be among {KERNELS}, got {args.proposals!r}")
+        raise ValueError(f"--proposals must be among {KERNELS}, got {args.proposals!r}")
     ns = _sizes(args.n)
-    if args.problems < 1:
-        raise SystemExit(f"--problems must be >= 1, got {args.problems}")
+    if args.moves < MIN_MOVES and ns[-1] > MAX_EXACT_SPINS:
+        raise ValueError(
+            f"--moves must be at least {MIN_MOVES} for sizes above {MAX_EXACT_SPINS} (the autocorrelation time is "
+            f"estimated on the second half of each chain's moves), got {args.moves}"
+        )
     out = Path(args.out) if args.out else None
     if out is not None and (out / REPORT).exists():
-        raise SystemExit(f"{out / REPORT} exists; choose another --out (a report is never overwritten)")
+        raise FileExistsError(f"{out / REPORT} exists; choose another --out (a report is never overwritten)")
     problems = {}
     for n in ns:
         prob = problems_for(args, n)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from hybrid_attention.checks import check_positive_int, describe_seed, spawn_seeds
+from hybrid_attention.checks import check_memory, check_positive_int, describe_seed, spawn_seeds
 from hybrid_attention.grouping import Grouped
 from hybrid_attention.ising import IsingProblem
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
@@ -41,6 +41,10 @@ from .gibbs_kernel import numba_available, run_chains, run_chains_compiled
 __all__ = ["GibbsSampler", "AnnealingSampler", "run_chains"]
 
 logger = logging.getLogger(__name__)
+
+
+#: bytes a torch tensor costs beyond its data (the Python object and its storage), for memory estimates
+_TENSOR_OVERHEAD = 256
 
 
 class _ChainSampler(Sampler):
@@ -80,6 +84,25 @@ class _ChainSampler(Sampler):
 
     def _schedule(self, opts: dict[str, Any]) -> list[float]:
         """Sweep ``k`` runs at ``beta * schedule[k]``; recording sweeps at the last entry."""
+        raise NotImplementedError
+
+    def validate(self, problem: Any, *, num_reads: Any = None, seed: Any = None, options: dict | None = None):
+        """The base checks, then the options and the memory of the sweep schedule (one inverse temperature per
+        problem and sweep, built before the first sweep) against the memory budget."""
+        problem = super().validate(problem, num_reads=num_reads, seed=seed, options=options)
+        opts = {k: v for k, v in (options or {}).items() if k != "initial_state"}
+        sweeps = self._sweeps(self._resolve(opts))
+        rows = problem.h.numel() // max(problem.n, 1)
+        check_memory(
+            float(sweeps) * (rows * (torch.finfo(self.dtype).bits // 8) + _TENSOR_OVERHEAD),
+            f"{self.name}: the schedule of {sweeps} sweeps x {rows} problem(s) (one inverse temperature per problem "
+            f"and sweep, plus about {_TENSOR_OVERHEAD} bytes per sweep)",
+            hint="use fewer sweeps (burn_in, num_sweeps, final_sweeps) or split the batch",
+        )
+        return problem
+
+    def _sweeps(self, opts: dict[str, Any]) -> int:
+        """Sweeps of the schedule (:meth:`_schedule`'s length at most) for resolved options ``opts``."""
         raise NotImplementedError
 
     def _resolve(self, options: dict[str, Any]) -> dict[str, Any]:
@@ -251,6 +274,9 @@ class GibbsSampler(_ChainSampler):
         R = int(K * opts["ramp"])  # the discarded burn-in may take any route to equilibrium: warm up from beta = 0
         return [(k + 1) / (R + 1) for k in range(R)] + [1.0] * (K - R)
 
+    def _sweeps(self, opts: dict[str, Any]) -> int:
+        return max(opts["burn_in"], 1)
+
     def __repr__(self) -> str:
         return f"GibbsSampler(burn_in={self.burn_in}, thinning={self.thinning}, num_chains={self.num_chains})"
 
@@ -303,6 +329,9 @@ class AnnealingSampler(_ChainSampler):
     def _schedule(self, opts: dict[str, Any]) -> list[float]:
         K = opts["num_sweeps"]
         return [(k + 1) / K for k in range(K)] + [1.0] * opts["final_sweeps"]
+
+    def _sweeps(self, opts: dict[str, Any]) -> int:
+        return opts["num_sweeps"] + opts["final_sweeps"]
 
     def __repr__(self) -> str:
         return f"AnnealingSampler(num_sweeps={self.num_sweeps}, final_sweeps={self.final_sweeps})"

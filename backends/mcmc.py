@@ -51,6 +51,7 @@ __all__ = [
     "spectral_gaps",
     "KERNELS",
     "MAX_EXACT_SPINS",
+    "check_nodes",
 ]
 
 #: the chains :func:`spectral_gaps` and :func:`kernel_matrices` know: ``qemcmc`` (Metropolis with the quantum
@@ -194,6 +195,21 @@ def effective_sample_size(num_chains: int, records: int, iat: Any, thinning: int
     return num_chains * np.minimum(records, np.maximum(1.0, records / tau))
 
 
+def check_nodes(nodes: Any) -> int:
+    """``nodes`` (Gauss-Legendre nodes per random proposal parameter) as a positive int whose rule fits the memory
+    budget: ``numpy.polynomial.legendre.leggauss`` builds a ``nodes x nodes`` float64 matrix (``ValueError`` naming
+    the estimate, before any work; :func:`hybrid_attention.checks.check_memory`)."""
+    from hybrid_attention.checks import check_memory, check_positive_int
+
+    nodes = check_positive_int(nodes, "nodes")
+    check_memory(
+        8.0 * nodes * nodes,
+        f"the Gauss-Legendre rule of {nodes} nodes (a nodes x nodes float64 matrix)",
+        hint="use fewer nodes (4 to 8 integrate the proposal parameters well)",
+    )
+    return nodes
+
+
 def transition_matrix(problem: Any, params: Any = None, *, nodes: int = 6, dtype: Any = None) -> np.ndarray:
     """The exact transition matrix ``P[s, s']`` ``(2**n, 2**n)`` of one problem's ``qemcmc`` chain.
 
@@ -217,6 +233,7 @@ def transition_matrix(problem: Any, params: Any = None, *, nodes: int = 6, dtype
     from .qemcmc_engines import proposal_rows
     from .statevector import configuration_energies
 
+    check_nodes(nodes)
     dtype = torch.complex128 if dtype is None else dtype
     params = ProposalParams() if params is None else params
     flat = problem.detach().flatten()

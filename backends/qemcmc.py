@@ -336,6 +336,15 @@ class QEMCMCSampler(Sampler):
         amp = 2 * torch.finfo(REAL[self.dtype]).bits // 8
         per = float(amp) * (1 << problem.n) * min(opts["chains"], 1 << problem.n) * 3
         check_memory(per, f"qemcmc: the chains of one problem at n = {problem.n}", hint="use fewer chains or spins")
+        self._check_output_size(problem, opts["reads"])  # the reads first: the usual refusal of a huge num_reads
+        rows, C = problem.h.numel() // max(problem.n, 1), opts["chains"]
+        moves = opts["burn_in"] + (opts["records"] - 1) * opts["thinning"]
+        check_memory(
+            8.0 * rows * C * (moves + 1),
+            f"{self.name}: the energy traces of {rows} problem(s) x {C} chain(s) x {moves + 1} states (burn_in "
+            f"{opts['burn_in']} + {opts['records'] - 1} records x thinning {opts['thinning']} moves; 8 bytes each)",
+            hint="use fewer moves (burn_in, thinning) or chains, or split the batch",
+        )
         return problem
 
     def _mode(self, n: int, chains: int, moves: int, params: ProposalParams) -> str:

@@ -171,7 +171,7 @@ class Sampling:
             ``"attention"``).
 
     Raises:
-        TypeError: ``sampler`` declares no capabilities, ``chains`` is not a :class:`PersistentChains`, a bad
+        TypeError: ``sampler`` is a class rather than an instance or declares no capabilities, ``chains`` is not a :class:`PersistentChains`, a bad
             ``num_reads``/``seed`` type.
         ValueError: an unknown ``readout``/``estimator``, a combination the sampler cannot do.
 
@@ -192,6 +192,11 @@ class Sampling:
     chain_key: str | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.sampler, type):  # the class declares capabilities too, but cannot sample
+            raise TypeError(
+                f"sampler must be a Sampler instance (e.g. get_sampler('gibbs') or {self.sampler.__name__}()), got the "
+                f"class {self.sampler.__name__}"
+            )
         caps = capabilities_of(self.sampler)
         checks.check_num_reads(self.num_reads)
         checks.check_seed(self.seed)

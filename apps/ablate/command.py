@@ -7,6 +7,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from hybrid_attention.apps.cli_types import non_negative_int, positive_float, positive_int
 from hybrid_attention.apps.distributed import add_cluster_arguments
 from hybrid_attention.apps.run_files import lock_directory
 from hybrid_attention.apps.train import TrainConfig
@@ -28,11 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a = parser.add_argument
     add_train_flags(parser, ["task"], defaults="config")
     a("--modes", nargs="+", choices=MODES, default=list(MODES), help="attention modes")
-    a("--block-sizes", type=int, nargs="+", default=[4, 8, 12, 16], metavar="T")
-    a("--seeds", type=int, nargs="+", default=[0, 1, 2], metavar="S")
+    a("--block-sizes", type=positive_int, nargs="+", default=[4, 8, 12, 16], metavar="T")
+    a("--seeds", type=non_negative_int, nargs="+", default=[0, 1, 2], metavar="S")
     a(
         "--lrs",
-        type=float,
+        type=positive_float,
         nargs="+",
         metavar="LR",
         help="a learning-rate axis: one run per (mode, T, lr, seed), and the best lr per (mode, T) in the summaries "

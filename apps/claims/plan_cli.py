@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hybrid_attention.apps.cli_types import positive_float, positive_int
 from hybrid_attention.tasks.shakespeare import ENV_VAR
 
 from .costs import cost_table, measured_costs
@@ -32,8 +33,10 @@ def main(
     p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--plan", choices=sorted(plans), required=True)
     p.add_argument("--root", default=root, help="directory of the studies (default: %(default)s)")
-    p.add_argument("--workers", type=int, default=2, help="worker processes, one torch thread each (default: 2)")
-    p.add_argument("--hours", type=float, default=None, help="start no new run after this many hours")
+    p.add_argument(
+        "--workers", type=positive_int, default=2, help="worker processes, one torch thread each (default: 2)"
+    )
+    p.add_argument("--hours", type=positive_float, default=None, help="start no new run after this many hours")
     p.add_argument("--dry-run", action="store_true", help="list what is left and its estimated cost; train nothing")
     p.add_argument(
         "--data",

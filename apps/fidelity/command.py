@@ -7,6 +7,14 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from hybrid_attention.apps.cli_types import (
+    non_negative_int,
+    non_negative_ints,
+    positive_float,
+    positive_floats,
+    positive_int,
+    positive_ints,
+)
 from hybrid_attention.apps.distributed import add_cluster_arguments
 from hybrid_attention.backends.registry import available_samplers
 
@@ -16,20 +24,6 @@ from .report import REPORT, run_sweep
 from .sweep import OPT_IN_SAMPLERS, SAMPLER_KINDS
 
 __all__ = ["add_arguments", "run", "command_line"]
-
-
-def _ints(s: str) -> list[int]:
-    try:
-        return [int(x) for x in s.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}") from None
-
-
-def _floats(s: str) -> list[float]:
-    try:
-        return [float(x) for x in s.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {s!r}") from None
 
 
 def _base(s: str) -> dict[str, Any]:
@@ -89,10 +83,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="comma-separated samplers (default: every available one of exact,statevector,aer,aer-noisy,pennylane,"
         "gibbs,anneal,meanfield,qemcmc,qemcmc-k0,mh-local,mh-uniform; ibm, qemcmc-aer, qemcmc-aer-noisy only when named)",
     )
-    p.add_argument("--n", type=_ints, default=[3, 4, 5], help="problem sizes (default: 3,4,5)")
-    p.add_argument("--shots", type=_ints, default=[256, 1024, 4096], help="shots / reads (default: 256,1024,4096)")
-    p.add_argument("--tau", type=_floats, default=[0.5, 1.0, 2.0], help="DQA anneal times (default: 0.5,1,2)")
-    p.add_argument("--steps", type=_ints, default=[10, 40], help="Trotter steps (default: 10,40)")
+    p.add_argument("--n", type=positive_ints, default=[3, 4, 5], help="problem sizes (default: 3,4,5)")
+    p.add_argument(
+        "--shots", type=positive_ints, default=[256, 1024, 4096], help="shots / reads (default: 256,1024,4096)"
+    )
+    p.add_argument("--tau", type=positive_floats, default=[0.5, 1.0, 2.0], help="DQA anneal times (default: 0.5,1,2)")
+    p.add_argument("--steps", type=positive_ints, default=[10, 40], help="Trotter steps (default: 10,40)")
     p.add_argument(
         "--base",
         type=_base,
@@ -101,12 +97,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--budget",
-        type=_ints,
+        type=non_negative_ints,
         default=[],
         help="work per chain swept for the Markov-chain samplers (moves for qemcmc, mh-local, mh-uniform; sweeps "
         "for gibbs, anneal), e.g. 0,4,16,64: each sampler traces an error-vs-cost curve (default: not swept)",
     )
-    p.add_argument("--problems", type=int, default=8, help="problems in the ensemble")
+    p.add_argument("--problems", type=positive_int, default=8, help="problems in the ensemble")
     p.add_argument(
         "--ensemble",
         choices=("random", "sk", "layden", "coupling", "model"),
@@ -123,10 +119,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--checkpoint", default=None, help="trained model directory (hybrid-attention train --out) for --ensemble model"
     )
-    p.add_argument("--layer", type=int, default=0)
-    p.add_argument("--head", type=int, default=0)
-    p.add_argument("--scale", type=float, default=1.0, help="std of random h and J")
-    p.add_argument("--beta", type=float, default=1.0, help="target inverse temperature")
+    p.add_argument("--layer", type=non_negative_int, default=0)
+    p.add_argument("--head", type=non_negative_int, default=0)
+    p.add_argument("--scale", type=positive_float, default=1.0, help="std of random h and J")
+    p.add_argument("--beta", type=positive_float, default=1.0, help="target inverse temperature")
     p.add_argument(
         "--calibration",
         choices=("none", "leading", "compensated", "fitted"),
@@ -157,7 +153,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(mthree readout mitigation), twirling (ibm: the runtime's gate and measurement twirling; aer-noisy: 8 "
         "project-side gate twirls), dd (ibm: XY4 dynamical decoupling)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=non_negative_int, default=0)
     p.add_argument(
         "--out",
         required=True,

@@ -109,6 +109,27 @@ def _union(old: list, new: list, *, ordered: bool) -> list:
     return merged if ordered else sorted(merged)
 
 
+def check_budgets(points: list[Any], problems_for: Any) -> None:
+    """Each point with a ``budget`` (work per chain), validated by its sampler on the point's problems
+    (``problems_for(n)``) with that budget and its shots: a budget whose chains, traces or sweep schedules exceed the
+    memory budget is refused (``ValueError`` naming the size, the estimate and the budget) before any point is
+    measured. A sampler whose dependencies are missing is left to the sweep (which skips it)."""
+    for pt in points:
+        if pt.budget is None:
+            continue
+        try:
+            sampler = sweep.build_sampler(pt.sampler)
+        except ImportError:
+            continue
+        try:
+            options = {sweep.BUDGET_OPTION[pt.sampler]: int(pt.budget)}
+            sampler.validate(problems_for(pt.n), num_reads=pt.shots, options=options)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"fidelity point {pt.key}: {exc}") from exc
+        finally:
+            sampler.close()
+
+
 def _ensemble(cfg: FidelityConfig, n: int, cache: dict) -> Any:
     if n not in cache:
         if cfg.ensemble != "model":
@@ -173,6 +194,7 @@ def _sweep(
     todo = [p for p in sweep_points(cfg) if p.key not in report["points"]]
     logger.info("fidelity: %d points to measure, %d already in %s", len(todo), len(report["points"]), out)
     cache: dict = {}
+    check_budgets(todo, lambda n: _ensemble(cfg, n, cache))  # before any point is measured
     skipped: dict[str, str] = report.setdefault("skipped", {})
     if todo and cluster and any(v is not None for v in cluster.values()):
         order = [*report["points"], *(p.key for p in todo)]

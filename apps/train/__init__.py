@@ -20,6 +20,10 @@ to the ``--sampler-option`` items given with it. A run on the IBM route killed b
 ``config.json`` and a job ledger, ``ibm_jobs.jsonl``, but no ``checkpoint.pt``) resumes too: it starts again from step
 0 with its settings, and the jobs its ledger holds are read or collected from it instead of being submitted again.
 
+Ctrl-C stops a run with :class:`TrainingInterrupted` (a ``KeyboardInterrupt``) saying what is on disk: the last
+checkpoint, which ``--resume`` continues, or nothing (a new run interrupted before its first checkpoint removes the
+``config.json`` it wrote, so the same command starts it again).
+
 A run whose loss, gradients or parameters become non-finite stops (:class:`TrainingDiverged`): the last good
 checkpoint stays as it was, and ``metrics.json`` records the divergence under ``diverged``.
 
@@ -45,7 +49,7 @@ from __future__ import annotations
 from .config import DEFAULT_SHOTS, TASKS, TRAINING_DEFAULTS, TrainConfig, upgrade_saved
 from .data import eval_set, evaluate, load_task
 from .flags import parse_sampler_option
-from .loop import TrainingDiverged, build_sampler, build_sampling, train
+from .loop import TrainingDiverged, TrainingInterrupted, build_sampler, build_sampling, train
 
 __all__ = [
     "TASKS",
@@ -54,6 +58,7 @@ __all__ = [
     "TrainConfig",
     "upgrade_saved",
     "TrainingDiverged",
+    "TrainingInterrupted",
     "train",
     "evaluate",
     "eval_set",

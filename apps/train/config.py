@@ -35,6 +35,9 @@ __all__ = [
     "TrainConfig",
     "RESUME_FREE",
     "RENAMED",
+    "CHECKPOINT_FORMAT",
+    "READ_FORMATS",
+    "RECORDED_SINCE_FORMAT_1",
     "upgrade_saved",
     "TRAINING_DEFAULTS",
     "DEFAULT_SHOTS",
@@ -50,6 +53,37 @@ POINTERS = ("linear", "attention")
 RESUME_FREE = {"max_steps", "out", "resume", "progress", "threads", "data", "max_qpu_seconds"}
 #: settings saved under an older name: old name -> field (runs written before the rename still load and resume)
 RENAMED = {"steps": "max_steps"}
+#: the layout of a run directory (``checkpoint.pt``'s and ``config.json``'s ``format``): 2 adds ``format`` and the
+#: corpus sha256 to the checkpoint (1, without them, still loads); a run of another format is refused on resume
+CHECKPOINT_FORMAT = 2
+#: the formats this version resumes
+READ_FORMATS = (1, 2)
+#: the settings every run has recorded since format 1 (``max_steps`` as ``steps`` before the rename); settings added
+#: later take the default they had when missing
+RECORDED_SINCE_FORMAT_1 = (
+    "task",
+    "attention",
+    "block_size",
+    "max_steps",
+    "seed",
+    "ffn",
+    "n_layer",
+    "n_head",
+    "n_embd",
+    "dropout",
+    "beta",
+    "learn_beta",
+    "lr",
+    "weight_decay",
+    "batch_size",
+    "eval_interval",
+    "eval_size",
+    "warmup",
+    "grad_clip",
+    "sampler",
+    "tau",
+    "trotter_steps",
+)
 
 
 #: reads per sampler call when a run leaves ``shots`` unset and its sampler has no training default
@@ -332,8 +366,20 @@ class TrainConfig:
             readout=self.readout or saved.get("readout") or self.resolved_readout(),
             shots=self.shots if self.shots is not None else saved.get("shots") or self.resolved_shots(),
             estimator=self.estimator or saved.get("estimator") or "reads",
-            sampler_options=self.sampler_options or dict(saved.get("sampler_options") or {}),
+            sampler_options=self.saved_or_given_options(saved.get("sampler_options") or {}),
         )
+
+    def saved_or_given_options(self, saved: dict[str, Any]) -> dict[str, Any]:
+        """The sampler options a resumed run continues with: the run's ``saved`` ones when ``sampler_options`` is
+        unset or means the same (equal as given, or once resolved with today's training defaults, as a run records
+        them: ``--sampler qemcmc`` alone is the run's ``burn_in=2, start=meanfield, trotter_steps=2``), else
+        ``sampler_options`` (the resume check then names each option that differs)."""
+        return dict(saved) if not self.sampler_options or self.means_options(saved) else dict(self.sampler_options)
+
+    def means_options(self, saved: dict[str, Any]) -> bool:
+        """Whether ``sampler_options`` are a run's ``saved`` ones: equal as given (a run written before the
+        training defaults), or once resolved with them (:meth:`resolved_sampler_options`, what a run records)."""
+        return self.sampler_options == saved or self.resolved_sampler_options() == saved
 
     def resolved_readout(self) -> str:
         """``readout``, or for ``None`` what training did before the setting existed: ``"exact"`` for the exact

@@ -12,7 +12,8 @@ value: every (row, layer, head, query) is one Ising problem, and each problem co
 :func:`probe_seconds` times one forward and backward pass on a few rows of a batch (the sampler's cost grows with
 the number of problems, so it scales with the rows), without touching the run's state (its own batch generator, a
 copy of any persistent chains, the global random state forked), and :func:`projection` turns both into the line
-``train`` prints first.
+``train`` prints first. :func:`check_sampler_calls` has the sampler validate every call a step and an evaluation
+will make (its memory checks included) before any data is loaded.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import torch
 
 from hybrid_attention.sampling import Sampling
 
-__all__ = ["StepWork", "step_work", "probe_seconds", "projection", "PROBE_ROWS"]
+__all__ = ["StepWork", "step_work", "probe_seconds", "projection", "check_sampler_calls", "PROBE_ROWS"]
 
 #: rows of the probe step
 PROBE_ROWS = 8
@@ -119,3 +120,21 @@ def _duration(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.1f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def check_sampler_calls(cfg: Any, sampling: Sampling | None) -> None:
+    """Have the sampler validate each call of a training pass (``batch_size`` rows) and, unless ``eval_exact``, of an
+    evaluation pass (up to :data:`~hybrid_attention.apps.train.data.EVAL_CHUNK` rows) on stand-in problems of the
+    same sizes (:func:`hybrid_attention.apps.estimate.bridge_calls`), before any data is loaded or a model is built:
+    a setting whose chains, traces, sweep schedules or reads exceed the memory budget (``--sampler-option
+    burn_in=1000000000``) is refused (``ValueError`` naming the size, the estimate and the budget) before any work.
+    Readout ``exact`` makes no reads: nothing to check."""
+    if sampling is None or sampling.readout != "shots":
+        return
+    from ..estimate import bridge_calls, stub_problem
+    from .data import EVAL_CHUNK
+
+    rows = {cfg.batch_size} if cfg.eval_exact else {cfg.batch_size, min(EVAL_CHUNK, cfg.eval_size)}
+    for r in sorted(rows):
+        for n, count in bridge_calls(sampling.sampler.capabilities, r * cfg.n_head, cfg.block_size):
+            sampling.sampler.validate(stub_problem(n, count), num_reads=sampling.num_reads)

@@ -59,13 +59,17 @@ def eval_set(task: Any, cfg: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
     return task.get_batch("val", cfg.eval_size, cfg.block_size, generator=g)
 
 
+#: validation windows per forward pass of :func:`evaluate`
+EVAL_CHUNK = 512
+
+
 @torch.no_grad()
 def evaluate(
     model: Transformer,
     x: torch.Tensor,
     y: torch.Tensor,
     task_name: str,
-    chunk: int = 512,
+    chunk: int = EVAL_CHUNK,
     depth: torch.Tensor | None = None,
     sampling: Sampling | None = None,
 ) -> dict[str, Any]:

@@ -16,9 +16,10 @@ from typing import Any, Literal
 
 from hybrid_attention.attention import ALL_MODES
 
+from ..cli_types import non_negative_int, positive_float, positive_int
 from ..hardware import budget_seconds
-from .config import ESTIMATORS, POINTERS, READOUTS, RESUME_FREE, TASKS, TrainConfig, default_readout
-from .resume import saved_settings
+from .config import ESTIMATORS, POINTERS, READOUTS, TASKS, TrainConfig, default_readout
+from .resume import refuse_changes, saved_settings
 
 __all__ = ["Flag", "FLAGS", "MODEL_FLAGS", "add_train_flags", "parse_sampler_option", "config_from_args"]
 
@@ -103,15 +104,15 @@ FLAGS: dict[str, Flag] = {
         "attention mode (docs/theory.md section 3); bias: the positional-bias control",
         {"choices": ALL_MODES},
     ),
-    "block_size": Flag("--block-size", "sequence length T (spins per query)", {"type": int, "metavar": "T"}),
+    "block_size": Flag("--block-size", "sequence length T (spins per query)", {"type": positive_int, "metavar": "T"}),
     "max_steps": Flag(
         "--max-steps",
         "the optimiser steps the run may take (early stopping may end it sooner; with --resume: the new total, to "
         "extend a run; --steps is the same flag)",
-        {"type": int, "metavar": "N"},
+        {"type": positive_int, "metavar": "N"},
         aliases=("--steps",),
     ),
-    "seed": Flag("--seed", "", {"type": int, "metavar": "S"}),
+    "seed": Flag("--seed", "", {"type": non_negative_int, "metavar": "S"}),
     "resume": Flag(
         "--resume",
         "continue the run in DIR from its last checkpoint, with the settings of DIR/config.json "
@@ -119,45 +120,51 @@ FLAGS: dict[str, Flag] = {
         {"action": "store_true"},
     ),
     "ffn": Flag("--no-ffn", "drop the MLP sub-block", {"action": "store_false"}),
-    "n_layer": Flag("--n-layer", "", {"type": int}),
-    "n_head": Flag("--n-head", "", {"type": int}),
-    "n_embd": Flag("--n-embd", "", {"type": int}),
+    "n_layer": Flag("--n-layer", "", {"type": positive_int}),
+    "n_head": Flag("--n-head", "", {"type": positive_int}),
+    "n_embd": Flag("--n-embd", "", {"type": positive_int}),
     "dropout": Flag("--dropout", "", {"type": float}),
-    "beta": Flag("--beta", "(initial) inverse temperature of the Ising attention", {"type": float}),
+    "beta": Flag("--beta", "(initial) inverse temperature of the Ising attention", {"type": positive_float}),
     "learn_beta": Flag("--learn-beta", "learn beta per head", {"action": "store_true"}),
-    "lr": Flag("--lr", "peak learning rate (warmup, then cosine decay to 10 %%)", {"type": float}),
+    "lr": Flag("--lr", "peak learning rate (warmup, then cosine decay to 10 %%)", {"type": positive_float}),
     "weight_decay": Flag("--weight-decay", "", {"type": float}),
-    "batch_size": Flag("--batch-size", "", {"type": int}),
-    "eval_interval": Flag("--eval-interval", "steps between evaluations and checkpoints", {"type": int}),
-    "eval_size": Flag("--eval-size", "validation windows (shakespeare; brackets use the held-out set)", {"type": int}),
-    "warmup": Flag("--warmup", "", {"type": int}),
+    "batch_size": Flag("--batch-size", "", {"type": positive_int}),
+    "eval_interval": Flag("--eval-interval", "steps between evaluations and checkpoints", {"type": positive_int}),
+    "eval_size": Flag(
+        "--eval-size", "validation windows (shakespeare; brackets use the held-out set)", {"type": positive_int}
+    ),
+    "warmup": Flag("--warmup", "", {"type": non_negative_int}),
     "patience": Flag(
         "--patience",
         "early stopping: stop after this many evaluations without a 0.1 %% drop of the validation loss (0: off)",
-        {"type": int, "metavar": "EVALS"},
+        {"type": non_negative_int, "metavar": "EVALS"},
     ),
     "j_field": Flag(
         "--j-field",
         "attention j: a constant symmetry-breaking field replacing h = 0, so that J can learn (0: the paper's J-only)",
         {"type": float, "metavar": "EPS"},
     ),
-    "bracket_types": Flag("--bracket-types", "brackets: number of bracket types", {"type": int, "metavar": "K"}),
+    "bracket_types": Flag(
+        "--bracket-types", "brackets: number of bracket types", {"type": positive_int, "metavar": "K"}
+    ),
     "filler": Flag("--filler", "brackets: probability of a filler token per position", {"type": float}),
     "disjoint": Flag(
         "--disjoint", "brackets: held-out strings disjoint from the training strings", {"action": "store_true"}
     ),
     "train_max_depth": Flag(
-        "--train-max-depth", "brackets: deepest nesting in training strings (0: no cap)", {"type": int, "metavar": "D"}
+        "--train-max-depth",
+        "brackets: deepest nesting in training strings (0: no cap)",
+        {"type": non_negative_int, "metavar": "D"},
     ),
     "source_length": Flag(
         "--source-length",
         "brackets: cut windows of T tokens from strings of this length (0: whole strings)",
-        {"type": int, "metavar": "L"},
+        {"type": non_negative_int, "metavar": "L"},
     ),
     "pointer": Flag(
         "--pointer", "brackets: a linear pointer head, or the last layer's attention weights", {"choices": POINTERS}
     ),
-    "grad_clip": Flag("--grad-clip", "gradient-norm clipping threshold", {"type": float}),
+    "grad_clip": Flag("--grad-clip", "gradient-norm clipping threshold", {"type": positive_float}),
     "data": Flag(
         "--data", "Tiny Shakespeare text (default: $HYBRID_ATTENTION_DATA, else the user cache)", {"metavar": "PATH"}
     ),
@@ -166,10 +173,10 @@ FLAGS: dict[str, Flag] = {
         "--shots",
         "reads per sampler call (non-exact samplers; default: the sampler's validated training setting, 8 for "
         "qemcmc, else 256)",
-        {"type": int},
+        {"type": positive_int},
     ),
-    "tau": Flag("--tau", "DQA anneal time (DQA samplers)", {"type": float}),
-    "trotter_steps": Flag("--trotter-steps", "DQA Trotter steps (DQA samplers)", {"type": int}),
+    "tau": Flag("--tau", "DQA anneal time (DQA samplers)", {"type": positive_float}),
+    "trotter_steps": Flag("--trotter-steps", "DQA Trotter steps (DQA samplers)", {"type": positive_int}),
     "sampler_options": Flag(
         "--sampler-option",
         "a sampler constructor option, repeatable (e.g. --sampler-option burn_in=32 "
@@ -195,7 +202,7 @@ FLAGS: dict[str, Flag] = {
         "C Markov chains per (layer, head, query) kept between optimiser steps and in checkpoints (as in persistent "
         "contrastive divergence): each step continues them for the sampler's burn_in moves (set it small, e.g. "
         "--sampler-option burn_in=2) before recording --shots reads; samplers with initial_state (qemcmc); 0: off",
-        {"type": int, "metavar": "C"},
+        {"type": non_negative_int, "metavar": "C"},
     ),
     "backend": Flag(
         "--backend",
@@ -212,7 +219,7 @@ FLAGS: dict[str, Flag] = {
     "eval_exact": Flag(
         "--eval-exact", "evaluate with exact marginals even when training with a sampler", {"action": "store_true"}
     ),
-    "threads": Flag("--threads", "torch CPU threads", {"type": int}),
+    "threads": Flag("--threads", "torch CPU threads", {"type": positive_int}),
     "progress": Flag("--no-progress", "no progress bar", {"action": "store_false"}),
 }
 
@@ -273,13 +280,11 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     }
     if base.get("readout") is None:  # a run written before --readout: the readout it had
         base["readout"] = default_readout(base["sampler"])
-    diff = {k: (base[k], v) for k, v in given.items() if k not in RESUME_FREE and base[k] != v}
-    if diff:
-        raise ValueError(
-            f"--resume: the settings differ from the checkpoint in {given['out']!r}: "
-            + ", ".join(f"{k}: checkpoint {a!r}, now {b!r}" for k, (a, b) in diff.items())
-            + " (omit a flag to keep the run's setting)"
-        )
+    refuse_changes(base, given, given["out"], hint=" (omit a flag to keep the run's setting)")
+    if "sampler_options" in given:  # the same options, given as today's or as the run's version recorded them
+        given["sampler_options"] = TrainConfig(
+            sampler=given.get("sampler", base["sampler"]), sampler_options=given["sampler_options"]
+        ).saved_or_given_options(base["sampler_options"])
     return _check_shots(TrainConfig(**{**base, **given}), given)
 
 

@@ -27,20 +27,21 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from hybrid_attention.apps.run_files import atomic_write, write_json
+from hybrid_attention.apps.run_files import LOCK_NAME, atomic_write, write_json
 from hybrid_attention.attention import COUPLED_MODES
 from hybrid_attention.backends.registry import is_dqa, make_sampler
 from hybrid_attention.model import Transformer
 from hybrid_attention.sampling import PersistentChains, Sampling
 
 from ..hardware import check_budget, reaches_ibm, with_default_ledger
-from .config import TrainConfig
-from .cost import probe_seconds, projection, step_work
+from .config import CHECKPOINT_FORMAT, TrainConfig
+from .cost import check_sampler_calls, probe_seconds, projection, step_work
 from .data import eval_set, evaluate, load_task
 from .resume import check_resume_data, claim_directory, load_resume_state
 
 __all__ = [
     "TrainingDiverged",
+    "TrainingInterrupted",
     "train",
     "build_sampler",
     "build_sampling",
@@ -52,9 +53,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 #: the run's work and projected time, said before the first step (``hybrid-attention train`` shows it)
 cost_logger = logging.getLogger("hybrid_attention.apps.train.cost")
-
-#: checkpoint layout: 2 adds ``format`` and ``data_sha256`` (1, without them, still loads)
-CHECKPOINT_FORMAT = 2
 
 
 class TrainingDiverged(RuntimeError):
@@ -71,6 +69,21 @@ class TrainingDiverged(RuntimeError):
         super().__init__(
             f"training diverged at step {step} ({reason}); {kept}; lower --lr (or raise --warmup) and start a new run"
         )
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C (``KeyboardInterrupt``) stopped a run; still a ``KeyboardInterrupt`` for callers that stop on it.
+    ``out``: the run; ``checkpoint_step``: the step of the checkpoint kept on disk (``None``: none written; a new
+    run then removes the ``config.json`` it wrote, so that the same command starts it afresh); ``max_steps``;
+    ``left``: the files still in ``out`` when no checkpoint was written (e.g. an IBM job ledger)."""
+
+    def __init__(self, out: Path, checkpoint_step: int | None, max_steps: int, left: tuple[str, ...] = ()) -> None:
+        self.out, self.checkpoint_step, self.max_steps, self.left = out, checkpoint_step, max_steps, left
+        if checkpoint_step is not None:
+            what = f"the checkpoint {str(out / 'checkpoint.pt')!r} (step {checkpoint_step} of {max_steps}) is kept"
+        else:
+            what = f"no checkpoint was written in {str(out)!r} yet: nothing was saved"
+        super().__init__(f"training interrupted; {what}")
 
 
 #: early stopping: an evaluation improves on the best so far when its loss is below ``best * (1 - PLATEAU_REL_TOL)``
@@ -361,22 +374,46 @@ def train(config: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]
         )
     out = Path(cfg.out)
     with claim_directory(out, cfg.resume):  # bad settings, a refused resume and missing data leave no directory behind
-        # config.json records the settings that ran: unset sampler settings are the run's own when it resumes, else
-        # the sampler's validated training defaults
-        state, cfg = load_resume_state(cfg, out) if cfg.resume else (None, cfg.resolved())
-        sampling = build_sampling(cfg)  # before the data: bad sampler option values fail fast
+        where: dict[str, Any] = {}  # the run's state and _Run once they exist: what Ctrl-C leaves on disk
         try:
-            if sampling is not None and reaches_ibm(cfg.sampler, cfg.sampler_options):
-                steps_left = cfg.max_steps - (state["step"] if state is not None else 0)
-                qpu_budget(cfg, sampling.sampler, steps_left)  # refused above --max-qpu-seconds: nothing submitted
-            task, data = load_task(cfg)
-            if state is not None:
-                check_resume_data(state, task, data, out)
-            torch.set_num_threads(cfg.threads)
-            return _loop(_Run(cfg, out, task, sampling, state, data))
-        finally:
-            if sampling is not None:
-                sampling.sampler.close()
+            return _train_in(cfg, out, where)
+        except KeyboardInterrupt as exc:
+            raise _interrupted(cfg, out, where) from exc
+
+
+def _interrupted(cfg: TrainConfig, out: Path, where: dict[str, Any]) -> TrainingInterrupted:
+    """What a Ctrl-C leaves: the checkpoint on disk, or (none written by a new run) its ``config.json`` removed."""
+    run, state = where.get("run"), where.get("state")
+    step = run.checkpoint_step if run is not None else (state["step"] if state is not None else None)
+    left: tuple[str, ...] = ()
+    if step is None:
+        if not cfg.resume:
+            (out / "config.json").unlink(missing_ok=True)  # written by this run: the same command starts afresh
+        left = tuple(sorted(p.name for p in out.iterdir() if p.name != LOCK_NAME))
+    return TrainingInterrupted(out, step, cfg.max_steps, left)
+
+
+def _train_in(cfg: TrainConfig, out: Path, where: dict[str, Any]) -> dict[str, Any]:
+    """:func:`train` in its claimed directory; ``where`` receives the resumed ``state`` and the ``run``."""
+    # config.json records the settings that ran: unset sampler settings are the run's own when it resumes, else
+    # the sampler's validated training defaults
+    state, cfg = load_resume_state(cfg, out) if cfg.resume else (None, cfg.resolved())
+    where["state"] = state
+    sampling = build_sampling(cfg)  # before the data: bad sampler option values fail fast
+    try:
+        check_sampler_calls(cfg, sampling)  # every call's size against the memory budget, before any work
+        if sampling is not None and reaches_ibm(cfg.sampler, cfg.sampler_options):
+            steps_left = cfg.max_steps - (state["step"] if state is not None else 0)
+            qpu_budget(cfg, sampling.sampler, steps_left)  # refused above --max-qpu-seconds: nothing submitted
+        task, data = load_task(cfg)
+        if state is not None:
+            check_resume_data(state, task, data, out)
+        torch.set_num_threads(cfg.threads)
+        where["run"] = _Run(cfg, out, task, sampling, state, data)
+        return _loop(where["run"])
+    finally:
+        if sampling is not None:
+            sampling.sampler.close()
 
 
 def qpu_budget(cfg: TrainConfig, sampler: Any, steps_left: int) -> dict[str, Any]:
@@ -427,6 +464,7 @@ def _loop(run: _Run) -> dict[str, Any]:
     write_json(
         run.out / "config.json",
         {
+            "format": CHECKPOINT_FORMAT,
             "run": dataclasses.asdict(cfg),
             "model": run.model.config.to_dict(),
             "n_params": run.n_params,

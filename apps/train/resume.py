@@ -18,9 +18,23 @@ from typing import Any
 from hybrid_attention.apps.run_files import is_empty, load_checkpoint, lock_directory
 
 from ..hardware import with_default_ledger
-from .config import RESUME_FREE, TrainConfig, default_readout, upgrade_saved
+from .config import (
+    READ_FORMATS,
+    RECORDED_SINCE_FORMAT_1,
+    RESUME_FREE,
+    TrainConfig,
+    default_readout,
+    upgrade_saved,
+)
 
-__all__ = ["claim_directory", "load_resume_state", "check_resume_data", "saved_settings"]
+__all__ = [
+    "claim_directory",
+    "load_resume_state",
+    "refuse_changes",
+    "check_resume_data",
+    "saved_settings",
+    "check_version",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +98,9 @@ def load_resume_state(cfg: TrainConfig, out: Path) -> tuple[dict[str, Any] | Non
             "the IBM route keeps a job ledger there, and --resume then restarts it without paying twice)"
         )
     state = load_checkpoint(ckpt, required=_STATE_KEYS)
+    if not isinstance(state["config"], dict):
+        raise ValueError(f"--resume: checkpoint {str(ckpt)!r} is damaged (no settings under 'config')")
+    check_version(upgrade_saved(state["config"]), state.get("format", 1), f"checkpoint {str(ckpt)!r}")
     # a setting added after the checkpoint was written (absent from its config) had its default then
     old = {**dataclasses.asdict(TrainConfig()), **upgrade_saved(state["config"])}
     if old.get("readout") is None:  # written before --readout: the readout it had
@@ -98,13 +115,9 @@ def load_resume_state(cfg: TrainConfig, out: Path) -> tuple[dict[str, Any] | Non
 
 
 def _checked(cfg: TrainConfig, old: dict[str, Any], out: Path) -> TrainConfig:
-    """``cfg``, or ``ValueError`` naming every setting (outside ``RESUME_FREE``) that differs from the run's."""
-    diff = {k: (old.get(k), v) for k, v in dataclasses.asdict(cfg).items() if k not in RESUME_FREE and old.get(k) != v}
-    if diff:
-        raise ValueError(
-            f"--resume: the settings differ from the checkpoint in {str(out)!r}: "
-            + ", ".join(f"{k}: checkpoint {a!r}, now {b!r}" for k, (a, b) in diff.items())
-        )
+    """``cfg``, or ``ValueError`` naming every setting (outside ``RESUME_FREE``) that differs from the run's
+    (:func:`refuse_changes`)."""
+    refuse_changes(old, dataclasses.asdict(cfg), out)
     return cfg
 
 
@@ -129,6 +142,37 @@ def _run_ledger(out: Path) -> Path | None:
     if path is None or not Path(path).is_file() or Path(path).stat().st_size == 0:
         return None
     return Path(path)
+
+
+def refuse_changes(saved: dict[str, Any], given: dict[str, Any], out: Path | str, *, hint: str = "") -> None:
+    """``ValueError`` naming every setting of ``given`` (except :data:`RESUME_FREE`) that differs from the run's
+    ``saved`` one, with both values; sampler options count as the same when :meth:`TrainConfig.means_options` says
+    so, and when they differ each differing option is named too (compared resolved, like with like)."""
+    diff = []
+    for k, v in given.items():
+        if k in RESUME_FREE or saved.get(k) == v:
+            continue
+        if k == "sampler_options":
+            mine = TrainConfig(sampler=given.get("sampler", saved.get("sampler", "exact")), sampler_options=v)
+            if mine.means_options(saved.get(k) or {}):
+                continue
+            diff.append(f"{k}: checkpoint {saved.get(k)!r}, now {v!r} ({_option_changes(saved.get(k) or {}, mine)})")
+        else:
+            diff.append(f"{k}: checkpoint {saved.get(k)!r}, now {v!r}")
+    if diff:
+        raise ValueError(
+            f"--resume: the settings differ from the checkpoint in {str(out)!r}: " + ", ".join(diff) + hint
+        )
+
+
+def _option_changes(saved: dict[str, Any], mine: TrainConfig) -> str:
+    now = mine.resolved_sampler_options()
+    shown = lambda d, k: repr(d[k]) if k in d else "unset"  # noqa: E731
+    return "; ".join(
+        f"option {k}: checkpoint {shown(saved, k)}, now {shown(now, k)}"
+        for k in sorted(set(saved) | set(now))
+        if k not in saved or k not in now or saved[k] != now[k]
+    )
 
 
 def check_resume_data(state: dict[str, Any], task: Any, data: dict[str, Any], out: Path) -> None:
@@ -165,9 +209,31 @@ def saved_settings(out: Path) -> dict[str, Any]:
         )
     try:
         with open(path) as f:
-            saved = upgrade_saved(json.load(f)["run"])
-    except (ValueError, KeyError, TypeError) as exc:
+            blob = json.load(f)
+        saved = upgrade_saved(blob["run"])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"--resume: {str(path)!r} is damaged ({type(exc).__name__}: {exc})") from exc
-    if not isinstance(saved, dict):
-        raise ValueError(f"--resume: {str(path)!r} is damaged (no 'run' settings)")
+    check_version(saved, blob.get("format"), repr(str(path)))
     return saved
+
+
+def check_version(saved: dict[str, Any], fmt: Any, where: str) -> None:
+    """Refuse (``ValueError``) a run written by another version: a format outside :data:`READ_FORMATS`, settings
+    this version does not know, or settings every version records (:data:`RECORDED_SINCE_FORMAT_1`) missing; the
+    message names the format found and the ones expected, and the unknown and missing settings. ``fmt`` ``None``:
+    none recorded (``config.json`` of runs written before it recorded one)."""
+    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    unknown = sorted(k for k in saved if k not in known)
+    missing = [k for k in RECORDED_SINCE_FORMAT_1 if k not in saved]
+    bad_format = fmt is not None and (isinstance(fmt, bool) or fmt not in READ_FORMATS)
+    if not (unknown or missing or bad_format):
+        return
+    found = "no format recorded" if fmt is None else f"format {fmt!r}"
+    problems = [f"unknown settings {unknown}"] if unknown else []
+    problems += [f"missing settings {missing}"] if missing else []
+    raise ValueError(
+        f"--resume: {where} was written by another version of hybrid-attention ({found}; this version reads "
+        f"format {' or '.join(map(str, READ_FORMATS))})"
+        + (": " + "; ".join(problems) if problems else "")
+        + "; resume it with the version that wrote it, or start a new run in another --out"
+    )

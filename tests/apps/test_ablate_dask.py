@@ -127,8 +127,10 @@ def test_bad_cluster_settings_fail_before_any_run(tmp_path, capsys):
     base = ["ablate", "--task", "brackets", "--modes", "hj", "--block-sizes", "4", "--seeds", "0", "--out", str(out)]
     with pytest.raises(SystemExit):  # argparse: the two flags exclude each other
         cli.main([*base, "--workers", "2", "--scheduler", "tcp://127.0.0.1:1"])
-    assert cli.main([*base, "--workers", "0"]) == 2
-    assert "workers must be a positive integer" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:  # refused by the parser (apps/cli_types.py)
+        cli.main([*base, "--workers", "0"])
+    assert info.value.code == 2
+    assert "argument --workers: expected an integer >= 1, got '0'" in capsys.readouterr().err
     assert not out.exists()
     with pytest.raises(ValueError, match="either a scheduler address or a number of workers"):
         ablate(TrainConfig(out=str(out), **TINY), out, ["hj"], [4], [0], scheduler="tcp://x:1", workers=2)

@@ -65,7 +65,7 @@ def test_a_command_that_runs_is_parsed_by_its_own_parser(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(["fidelity", "--n", "3,x", "--out", str(tmp_path / "f")])
     assert exc.value.code == 2
-    assert "expected comma-separated integers" in capsys.readouterr().err
+    assert "expected an integer >= 1, got 'x' in the list '3,x'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["train", "--attention", "nope", "--out", str(tmp_path / "t")])
     assert "invalid choice" in capsys.readouterr().err

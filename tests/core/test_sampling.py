@@ -50,6 +50,7 @@ def test_the_value_resolves_its_readout_and_is_frozen():
     "kwargs, exc, words",
     [
         ({"sampler": "gibbs"}, TypeError, "Sampler declaring SamplerCapabilities"),
+        ({"sampler": type(get_sampler("gibbs"))}, TypeError, r"a Sampler instance .* got the class GibbsSampler"),
         ({"num_reads": 0}, ValueError, "num_reads must be an integer >= 1"),
         ({"num_reads": 2.5}, TypeError, "num_reads must be an integer"),
         ({"seed": 1.5}, TypeError, "seed must be"),
