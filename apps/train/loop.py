@@ -37,7 +37,7 @@ from ..hardware import check_budget, reaches_ibm, with_default_ledger
 from .config import CHECKPOINT_FORMAT, TrainConfig
 from .cost import check_sampler_calls, probe_seconds, projection, step_work
 from .data import eval_set, evaluate, load_task
-from .resume import check_resume_data, claim_directory, load_resume_state
+from .resume import check_resume_data, claim_directory, load_resume_state, run_ledger
 
 __all__ = [
     "TrainingDiverged",
@@ -387,8 +387,10 @@ def _interrupted(cfg: TrainConfig, out: Path, where: dict[str, Any]) -> Training
     step = run.checkpoint_step if run is not None else (state["step"] if state is not None else None)
     left: tuple[str, ...] = ()
     if step is None:
-        if not cfg.resume:
-            (out / "config.json").unlink(missing_ok=True)  # written by this run: the same command starts afresh
+        if not cfg.resume and run_ledger(out) is None:
+            # written by this run: the same command starts afresh (a run with paid jobs in its ledger keeps it, so
+            # that --resume restarts it from the ledger without submitting them again)
+            (out / "config.json").unlink(missing_ok=True)
         left = tuple(sorted(p.name for p in out.iterdir() if p.name != LOCK_NAME))
     return TrainingInterrupted(out, step, cfg.max_steps, left)
 

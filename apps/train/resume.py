@@ -77,7 +77,7 @@ def load_resume_state(cfg: TrainConfig, out: Path) -> tuple[dict[str, Any] | Non
     """
     ckpt = out / "checkpoint.pt"
     if not ckpt.is_file():
-        ledger = _run_ledger(out)
+        ledger = run_ledger(out)
         if ledger is not None:
             old = _saved_config(out)
             cfg = _checked(cfg.resolved_from(old), old, out)
@@ -129,7 +129,7 @@ def _saved_config(out: Path) -> dict[str, Any]:
     return old
 
 
-def _run_ledger(out: Path) -> Path | None:
+def run_ledger(out: Path) -> Path | None:
     """The job ledger of the run in ``out`` when it has ``config.json`` and its ledger holds a line, else ``None``."""
     if not (out / "config.json").is_file():
         return None

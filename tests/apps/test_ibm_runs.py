@@ -3,6 +3,7 @@ run killed before its first checkpoint resumes from its job ledger alone, paying
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 
@@ -14,6 +15,7 @@ pytest.importorskip("qiskit_ibm_runtime")
 from hybrid_attention.apps.cli import main  # noqa: E402
 from hybrid_attention.apps.train import TrainConfig, train  # noqa: E402
 from hybrid_attention.apps.train import loop as train_loop  # noqa: E402
+from hybrid_attention.apps.train.config import CHECKPOINT_FORMAT
 
 KW = dict(
     task="brackets",
@@ -91,7 +93,8 @@ def test_an_ibm_run_killed_before_its_first_checkpoint_resumes_from_its_ledger(t
 def test_resume_without_a_checkpoint_or_ledger_says_what_a_ledger_would_do(tmp_path, capsys):
     out = tmp_path / "run"
     out.mkdir()
-    (out / "config.json").write_text(json.dumps({"run": {"task": "brackets", "block_size": 4}}))
+    run = dataclasses.asdict(TrainConfig(task="brackets", block_size=4, max_steps=2, out=str(out)))
+    (out / "config.json").write_text(json.dumps({"format": CHECKPOINT_FORMAT, "run": run}))  # as a run writes it
     assert main(["train", "--out", str(out), "--resume", "--no-progress"]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "no job ledger" in err and "--resume then restarts it without paying twice" in err
