@@ -8,7 +8,7 @@ here on every case). Problems: one head, ``B`` batch rows, couplings ``J ~ N(0, 
 ``N(0, 1)``, float32, one thread; a fixed number of iterations (``tol = 0``) so both paths do the same count.
 
 A second part times whole training steps (forward and backward, one batch of the run's own size, its task) of
-trained models against an earlier revision of ``backends/meanfield.py`` (loaded from git), with the gradients'
+trained models against an earlier revision of ``hybrid_attention/backends/meanfield.py`` (loaded from git), with the gradients'
 agreement per parameter group:
 
     python -m bench.meanfield_blocks                       # T = 16 32 64 128, B = 16 64
@@ -49,7 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iterations", type=int, default=100)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--models", nargs="*", default=[], help="trained run directories for the training-step part")
-    p.add_argument("--against", default=None, help="git revision of backends/meanfield.py to time the steps against")
+    p.add_argument(
+        "--against",
+        default=None,
+        help="git revision of hybrid_attention/backends/meanfield.py to time the steps against",
+    )
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     if args.block_sizes:
@@ -62,10 +66,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _module_at(rev: str):
-    """``backends/meanfield.py`` as it was at git revision ``rev``, imported under a private name."""
+    """``hybrid_attention/backends/meanfield.py`` as it was at git revision ``rev``, imported under a private name."""
     root = Path(__file__).resolve().parents[1]
     src = subprocess.run(
-        ["git", "show", f"{rev}:backends/meanfield.py"], cwd=root, check=True, capture_output=True, text=True
+        ["git", "show", f"{rev}:hybrid_attention/backends/meanfield.py"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     path = Path(tempfile.mkdtemp()) / "meanfield_at.py"
     path.write_text(src)

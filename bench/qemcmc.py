@@ -18,7 +18,7 @@ Where the time goes, measured in the same run: ``qemcmc-k0`` is the ``qemcmc`` s
 start and the Rao-Blackwellised estimator alone: the model, the bridge and the sampler's per-call work), so
 ``qemcmc - qemcmc-k0`` is the proposals' time. Their floor is the arithmetic the statevector engine must do: per move,
 for every chain of every prefix problem (``B`` rows x ``--fresh-reads`` chains, ``n = 1..T`` spins), the middle driver
-layer (every Kronecker block) and the last layer's most significant block (``backends/qemcmc_draw.py``), as GEMMs of
+layer (every Kronecker block) and the last layer's most significant block (``hybrid_attention/backends/qemcmc_draw.py``), as GEMMs of
 the engine's own shapes and sub-chunks, timed alone (interleaved with the steps; medians).
 
     nice -n 5 python -m bench.qemcmc --out results/bench/qemcmc.md

@@ -17,9 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: floor -> (source folder, rank); a module may import ``hybrid_attention.<floor>`` only at its own rank or below
 FLOORS = {
     "core": (ROOT / "hybrid_attention", 0),
-    "circuits": (ROOT / "circuits", 1),
-    "backends": (ROOT / "backends", 2),
-    "apps": (ROOT / "apps", 3),
+    "circuits": (ROOT / "hybrid_attention" / "circuits", 1),
+    "backends": (ROOT / "hybrid_attention" / "backends", 2),
+    "apps": (ROOT / "hybrid_attention" / "apps", 3),
 }
 #: third-party packages a floor may import at module level (heavier ones only inside functions, on use)
 LIGHT = {"numpy", "torch", "scipy", "tqdm"}
@@ -69,9 +69,18 @@ def _imports(path: Path, package: str) -> list[tuple[str, int, bool]]:
     return out
 
 
+def _floor_folder(path: Path) -> str:
+    """The floor whose folder holds ``path`` (the deepest one: the core's folder holds the other floors')."""
+    return max(
+        (f for f, (folder, _) in FLOORS.items() if path.is_relative_to(folder)), key=lambda f: len(FLOORS[f][0].parts)
+    )
+
+
 def _sources():
     for floor, (folder, rank) in FLOORS.items():
         for path in sorted(folder.rglob("*.py")):
+            if _floor_folder(path) != floor:
+                continue
             rel = path.relative_to(folder).with_suffix("")
             parts = [p for p in rel.parts if p != "__init__"]
             prefix = ["hybrid_attention"] if floor == "core" else ["hybrid_attention", floor]

@@ -1,7 +1,6 @@
 """Applications over the model and the samplers: training, the ablation, sampler fidelity, the demo and the CLI.
 
-Installed as ``hybrid_attention.apps`` (the repository keeps it at the top-level folder ``apps/`` and maps it through
-``package_dir`` in ``setup.cfg``; nothing named ``apps`` is installed on its own). The top floor: imports
+The top floor: imports
 :mod:`hybrid_attention` (core), :mod:`hybrid_attention.circuits` and :mod:`hybrid_attention.backends`, never the
 other way. Samplers are built by name through :mod:`hybrid_attention.backends.registry`; qiskit, pennylane,
 qiskit-ibm-runtime and matplotlib are imported inside the functions that need them.

@@ -17,8 +17,6 @@ the applications. The typed interface the samplers implement lives in the core a
 * ``base``: what the backends share beyond the core interface (the progress bar of long calls);
 * ``driver``: the driver layer of the native statevector engines (``statevector``, ``qemcmc``).
 
-Installed as ``hybrid_attention.backends`` (the repository keeps it at the top-level folder ``backends/``
-and maps it through ``package_dir`` in ``setup.cfg``; nothing named ``backends`` is installed on its own).
 Backends that need qiskit or pennylane are imported lazily by :func:`get_sampler`.
 """
 

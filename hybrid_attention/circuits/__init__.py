@@ -5,9 +5,6 @@ a qiskit or PennyLane circuit. It sits above the core (imports :mod:`hybrid_atte
 :mod:`hybrid_attention.checks`, :mod:`hybrid_attention.metrics` and numpy) and below the backends; qiskit and
 pennylane are imported inside the emitters, on use.
 
-Installed as ``hybrid_attention.circuits`` (the repository keeps it at the top-level folder ``circuits/``
-and maps it through ``package_dir`` in ``setup.cfg``; nothing named ``circuits`` is installed on its own).
-
 * :class:`DQASchedule` (``schedule``): the documented linear schedule and Trotter slices, options;
 * ``program``: the neutral program every consumer reads: :func:`layers`, :class:`DQAProgram` (values, angles,
   gate counts), :class:`CircuitOptions`, size checks (:data:`~.program.MAX_GATES`);

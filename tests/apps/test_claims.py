@@ -1,4 +1,4 @@
-"""apps/claims: statistics against scipy and closed forms, the verdicts on planted effects, the resumable plan runner,
+"""hybrid_attention/apps/claims: statistics against scipy and closed forms, the verdicts on planted effects, the resumable plan runner,
 the training features it relies on (early stopping, J = 0 evaluation, bracket variants), the claims command."""
 
 from __future__ import annotations

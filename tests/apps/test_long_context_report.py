@@ -1,4 +1,4 @@
-"""The long-context study's report (apps/claims/report/long_context.py) on planted run directories: each verdict of
+"""The long-context study's report (hybrid_attention/apps/claims/report/long_context.py) on planted run directories: each verdict of
 the protocol's decision rules, the Holm family, the thesis per task, the Welch interval against scipy."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The fused columns-mode proposal draw (``backends/qemcmc_draw.py``) against the slow path: simulate every chain's
+"""The fused columns-mode proposal draw (``hybrid_attention/backends/qemcmc_draw.py``) against the slow path: simulate every chain's
 state (``evolve_basis_states``, itself checked against one-hot simulation of every layer) and invert the CDF of its
 squared amplitudes with the same uniforms."""
 
