@@ -8,7 +8,7 @@ here on every case). Problems: one head, ``B`` batch rows, couplings ``J ~ N(0, 
 ``N(0, 1)``, float32, one thread; a fixed number of iterations (``tol = 0``) so both paths do the same count.
 
 A second part times whole training steps (forward and backward, one batch of the run's own size, its task) of
-trained models against an earlier revision of ``hybrid_attention/backends/meanfield.py`` (loaded from git), with the gradients'
+trained models against an earlier revision of ``hybrid_attention/backends/mcmc/meanfield.py`` (loaded from git), with the gradients'
 agreement per parameter group:
 
     python -m bench.meanfield_blocks                       # T = 16 32 64 128, B = 16 64
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from hybrid_attention.backends.meanfield import _solve, _width_blocks
+from hybrid_attention.backends.mcmc.meanfield import _solve, _width_blocks
 
 
 def problems(B: int, T: int, c: float = 1.0, seed: int = 0):
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--against",
         default=None,
-        help="git revision of hybrid_attention/backends/meanfield.py to time the steps against",
+        help="git revision of hybrid_attention/backends/mcmc/meanfield.py to time the steps against",
     )
     args = p.parse_args(argv)
     torch.set_num_threads(1)
@@ -66,15 +66,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _module_at(rev: str):
-    """``hybrid_attention/backends/meanfield.py`` as it was at git revision ``rev``, imported under a private name."""
+    """The mean-field module as it was at git revision ``rev``, imported under a private name (the file moved:
+    ``backends/meanfield.py`` before the package layout of #40, ``hybrid_attention/backends/mcmc/meanfield.py`` after)."""
     root = Path(__file__).resolve().parents[1]
-    src = subprocess.run(
-        ["git", "show", f"{rev}:hybrid_attention/backends/meanfield.py"],
-        cwd=root,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+    for where in ("hybrid_attention/backends/mcmc/meanfield.py", "backends/meanfield.py"):
+        got = subprocess.run(["git", "show", f"{rev}:{where}"], cwd=root, capture_output=True, text=True)
+        if got.returncode == 0:
+            break
+    got.check_returncode()
+    src = got.stdout
     path = Path(tempfile.mkdtemp()) / "meanfield_at.py"
     path.write_text(src)
     spec = importlib.util.spec_from_file_location("hybrid_attention.backends._meanfield_at", path)
@@ -88,7 +88,7 @@ def step_table(models: list[str], rev: str, reps: int) -> None:
     import validate_engines as ve
 
     from hybrid_attention import Sampling
-    from hybrid_attention.backends import meanfield
+    from hybrid_attention.backends.mcmc import meanfield
 
     old = _module_at(rev)
     print(

@@ -16,7 +16,7 @@ This module owns :class:`IsingProblem` and the conventions every other module fo
   leaves the distribution of the other spins exactly as if it had been removed; statistics report it as 0.
 * dimod uses the opposite sign: convert with ``h -> -h``, ``J -> -J`` (:meth:`IsingProblem.to_dimod` /
   :meth:`~IsingProblem.from_dimod` for ``(h, J)`` dicts, :meth:`IsingProblem.from_bqm` for a
-  ``BinaryQuadraticModel``; ``to_bqm`` lives in :mod:`hybrid_attention.backends.ocean`, which needs dimod).
+  ``BinaryQuadraticModel``; ``to_bqm`` lives in :mod:`hybrid_attention.backends.ocean.sampler`, which needs dimod).
 
 Shapes: ``h`` is ``(*batch, n)``; ``J`` is ``(n, n)`` (shared by the whole batch) or ``(*batch, n, n)``;
 ``mask`` is ``(*batch, n)`` boolean or ``None``; ``beta`` is a positive scalar or a tensor broadcastable to
@@ -391,7 +391,7 @@ class IsingProblem:
 
         Masked spins are omitted (they are not part of the problem); spin ``j`` is labelled ``labels[j]`` (default
         ``j``). Hand these to ``dimod.BinaryQuadraticModel.from_ising`` (or use
-        :func:`hybrid_attention.backends.ocean.to_bqm`); never qubit bits as BINARY. The inverse is
+        :func:`hybrid_attention.backends.ocean.sampler.to_bqm`); never qubit bits as BINARY. The inverse is
         :meth:`from_dimod` with ``n=self.n`` (or ``labels=``), which restores the mask.
         """
         if len(self.batch_shape) != 0:

@@ -42,7 +42,7 @@ DATA = "/work/shared/data/tinyshakespeare.txt"
 
 
 def _all_states_class():
-    from hybrid_attention.backends.statevector import StatevectorSampler
+    from hybrid_attention.backends.dqa.statevector import StatevectorSampler
 
     class AllStates(StatevectorSampler):
         """The ``statevector`` DQA output distribution as weighted reads over all ``2**n`` states (``num_reads``

@@ -10,7 +10,7 @@ Parts (each resumable: one JSON file per point under ``--out``, skipped when pre
   from the measured rms |J| / rms |h| of trained attention layers (0.09, 0.14) to spin-glass strength (1);
   the crossover at equal model evaluations is the smallest ``r`` where the quantum chain's median gap per step
   exceeds the best classical chain's; at equal projected cost, where it exceeds it by the cost ratio of a step
-  (projected QPU seconds of one one-shot proposal circuit, :mod:`hybrid_attention.backends.qpu_cost`, against the
+  (projected QPU seconds of one one-shot proposal circuit, :mod:`hybrid_attention.backends.ibm.cost`, against the
   measured wall seconds of one classical Metropolis move on this machine);
 * ``fidelity``: ``hybrid-attention fidelity`` on the ``coupling`` ensemble at each ``r`` with a ``--budget`` sweep
   (``qemcmc``, ``qemcmc-k0``, ``mh-local``, ``mh-uniform``, ``gibbs``, ``exact``): error against evaluations;
@@ -40,7 +40,7 @@ import numpy as np
 
 from hybrid_attention.apps.fidelity.problems import ATTENTION_COUPLING_RATIOS, ensemble_problems
 from hybrid_attention.apps.mixing import exponent_ratio, fit_exponent, mixing_report
-from hybrid_attention.backends.qpu_cost import qpu_seconds
+from hybrid_attention.backends.ibm.cost import qpu_seconds
 
 OUT = Path("results/frontier")
 RATIOS = (round(ATTENTION_COUPLING_RATIOS[8], 3), round(ATTENTION_COUPLING_RATIOS[12], 3), 0.25, 0.5, 0.75, 1.0)
@@ -235,7 +235,7 @@ def table_coupling(out: Path) -> list[str]:
     if ratio is not None:
         lines.append(
             f"\nCost of a step: projected QPU seconds of one one-shot proposal circuit (depth {costs[0]['depth']}, "
-            f"hybrid_attention.backends.qpu_cost model, no per-job overhead) {costs[0]['qemcmc_step_qpu_s']:.3g} s against a measured classical Metropolis move "
+            f"hybrid_attention.backends.ibm.cost model, no per-job overhead) {costs[0]['qemcmc_step_qpu_s']:.3g} s against a measured classical Metropolis move "
             f"{costs[0]['classical_move_s']:.3g} s on this machine: ratio {ratio:.3g}. Crossover at equal projected "
             "cost: " + (f"rms J / rms h = {cross_cost:g}" if cross_cost is not None else "none within the range")
         )

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from hybrid_attention.apps import noise_study as ns
-from hybrid_attention.backends.ibm import fake_backend
+from hybrid_attention.backends.ibm.sampler import fake_backend
 
 BACKENDS = ("fake_torino", "fake_sherbrooke")
 

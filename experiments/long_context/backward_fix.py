@@ -1,6 +1,6 @@
 """What the mean-field backward fix changes (PROTOCOL.md change 5): measured on every committed mean-field model.
 
-Until 2026-12-04 the implicit-function backward of ``hybrid_attention/backends/meanfield.py`` stopped its adjoint iteration on an
+Until 2026-12-04 the implicit-function backward of ``hybrid_attention/backends/mcmc/meanfield.py`` stopped its adjoint iteration on an
 absolute test, ``max |v_new - v| < tol * max(1, max |g|)``. A training loss is a mean over thousands of targets, so
 the incoming gradient ``g`` has entries far below ``tol`` (1.2e-4 in float32) and the iteration stopped after one
 step: the gradient was ``g + d (df/dm)^T g`` (damping ``d``), not the implicit gradient ``(I - df/dm)^-T g``. The fix
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import validate_engines as ve  # noqa: E402
 from plan import ENGINES, ROOT  # noqa: E402
 
-from hybrid_attention.backends import meanfield  # noqa: E402
+from hybrid_attention.backends.mcmc import meanfield  # noqa: E402
 
 HERE = ve.HERE
 MF_ENGINES = ("meanfield", "tap")

@@ -33,8 +33,8 @@ import torch
 
 from hybrid_attention import attention as att
 from hybrid_attention import kernels
-from hybrid_attention.backends.gibbs import GibbsSampler
-from hybrid_attention.backends.meanfield import MeanFieldSampler
+from hybrid_attention.backends.mcmc.gibbs import GibbsSampler
+from hybrid_attention.backends.mcmc.meanfield import MeanFieldSampler
 from hybrid_attention.bridge import attention_marginals
 
 B = 8  # held-out windows captured per run (--windows uses the first ones)

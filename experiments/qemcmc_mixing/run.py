@@ -36,8 +36,8 @@ import torch
 from tqdm.auto import tqdm
 
 from hybrid_attention import IsingProblem, exact
-from hybrid_attention.backends import mcmc
-from hybrid_attention.backends.qemcmc import QEMCMCSampler, transition_matrix
+from hybrid_attention.backends.mcmc import analysis as mcmc
+from hybrid_attention.backends.mcmc.qemcmc import QEMCMCSampler, transition_matrix
 from hybrid_attention.circuits.proposal import ProposalParams
 from hybrid_attention.exact import enumerate_states
 

@@ -210,7 +210,7 @@ def run_chains(kind: str, steps: int, moves: int, pa, pb, chains: int, persisten
     """Reads ``(B, chains, n)`` on problem ``pb`` after ``moves`` moves from start ``kind``, and the acceptance rate
     (mean over problems and moves; NaN without moves)."""
     from hybrid_attention import exact
-    from hybrid_attention.backends.qemcmc import QEMCMCSampler
+    from hybrid_attention.backends.mcmc.qemcmc import QEMCMCSampler
     from hybrid_attention.circuits.proposal import ProposalParams
 
     sampler = QEMCMCSampler(params=ProposalParams(steps=steps))
@@ -234,7 +234,7 @@ def move_statistics(pb, start: str, steps: int, moves: int, chains: int, seed: i
     """Per problem of ``pb``: the acceptance rate and the fraction of moves that change the configuration, over
     ``moves`` moves of ``chains`` chains from ``start`` (one run recording the state after every move). A proposal
     that returns the current configuration is always accepted, so the acceptance rate alone overstates movement."""
-    from hybrid_attention.backends.qemcmc import QEMCMCSampler
+    from hybrid_attention.backends.mcmc.qemcmc import QEMCMCSampler
     from hybrid_attention.circuits.proposal import ProposalParams
 
     sampler = QEMCMCSampler(params=ProposalParams(steps=steps))
@@ -253,7 +253,7 @@ def measure(T: int, args: argparse.Namespace) -> dict:
 
     from hybrid_attention import exact
     from hybrid_attention.apps.train import TrainConfig, load_task
-    from hybrid_attention.backends.gibbs import GibbsSampler
+    from hybrid_attention.backends.mcmc.gibbs import GibbsSampler
 
     run = trained_run(T, Path(args.runs))
     model, conf = load_model(run)

@@ -95,7 +95,7 @@ def problems_of(args: argparse.Namespace) -> dict[int, list]:
 
 def start_law(p, start: str) -> np.ndarray:  # noqa: ANN001
     """``(2**n,)`` product law of the chains' start (``"meanfield"`` or ``"fields"``) over the enumeration order."""
-    from hybrid_attention.backends.qemcmc import _start_magnetisations
+    from hybrid_attention.backends.mcmc.qemcmc import _start_magnetisations
     from hybrid_attention.exact import enumerate_states
 
     h = p.h.to(torch.float64)[None]
@@ -108,7 +108,7 @@ def start_law(p, start: str) -> np.ndarray:  # noqa: ANN001
 def measure(p, P_of: dict, starts: tuple[str, ...]) -> dict:  # noqa: ANN001
     """Per kernel: the spectral gap and, per start and move count, the RB-marginal bias vector and TV."""
     from hybrid_attention import exact
-    from hybrid_attention.backends import mcmc
+    from hybrid_attention.backends.mcmc import analysis as mcmc
     from hybrid_attention.exact import enumerate_states
 
     pi = exact.probabilities(p).numpy().astype(np.float64)
@@ -136,8 +136,8 @@ def measure(p, P_of: dict, starts: tuple[str, ...]) -> dict:  # noqa: ANN001
 
 
 def kernels(p, nodes: int) -> dict[str, np.ndarray]:  # noqa: ANN001
-    from hybrid_attention.backends import mcmc
-    from hybrid_attention.backends.qemcmc import transition_matrix
+    from hybrid_attention.backends.mcmc import analysis as mcmc
+    from hybrid_attention.backends.mcmc.qemcmc import transition_matrix
     from hybrid_attention.circuits.proposal import ProposalParams
     from hybrid_attention.exact import enumerate_states
 

@@ -124,7 +124,8 @@ def _is_ibm_error(exc: BaseException) -> bool:
     """qiskit-ibm-runtime's errors (accounts, API, jobs) and the IBM sampler's job errors, matched by module so that
     nothing is imported here."""
     return any(
-        c.__module__.startswith(("qiskit_ibm_runtime", "hybrid_attention.backends.ibm")) for c in type(exc).__mro__
+        c.__module__.startswith(("qiskit_ibm_runtime", "hybrid_attention.backends.ibm.sampler"))
+        for c in type(exc).__mro__
     )
 
 

@@ -9,9 +9,9 @@ Three workloads (the positional ``WHAT``):
 * ``fidelity``: a fidelity sweep of the ``ibm`` sampler over ``--n``/``--shots``/``--tau``/``--steps`` values with
   ``--problems`` problems per point.
 
-The counts come from the sampler's own :meth:`~hybrid_attention.backends.ibm.IBMSampler.estimate` (qemcmc:
-:meth:`~hybrid_attention.backends.qemcmc.QEMCMCSampler.estimate`), the ISA circuit from the backend's transpiler, and
-the QPU seconds from :mod:`hybrid_attention.backends.qpu_cost` (its model and assumptions are documented there).
+The counts come from the sampler's own :meth:`~hybrid_attention.backends.ibm.sampler.IBMSampler.estimate` (qemcmc:
+:meth:`~hybrid_attention.backends.mcmc.qemcmc.QEMCMCSampler.estimate`), the ISA circuit from the backend's transpiler, and
+the QPU seconds from :mod:`hybrid_attention.backends.ibm.cost` (its model and assumptions are documented there).
 Problems are taken with every coupling present (the deepest circuit of that size): an upper bound for sparser
 attention problems. A device name needs credentials to read the device's target; a fake backend of the same family
 (``fake_torino`` for Heron, ``fake_sherbrooke`` for Eagle) gives the same counts offline.
@@ -109,7 +109,7 @@ def _problem(n: int, count: int) -> Any:
 
 
 def _sampler(name: str, backend: str, options: dict[str, Any], tau: float, steps: int) -> Any:
-    from hybrid_attention.backends.ibm import is_fake_backend_name
+    from hybrid_attention.backends.ibm.sampler import is_fake_backend_name
     from hybrid_attention.backends.registry import make_sampler
 
     opts = dict(options)
@@ -193,7 +193,7 @@ def estimate_fidelity(
 
 def run(args: argparse.Namespace) -> int:
     """Print the estimate (one line, or JSON with ``--json``); exit code 0."""
-    from hybrid_attention.backends.ibm import is_fake_backend_name
+    from hybrid_attention.backends.ibm.sampler import is_fake_backend_name
 
     from .hardware import estimate_line
     from .train.config import TrainConfig
@@ -241,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         from pathlib import Path
 
-        from hybrid_attention.backends.ledger import JobLedger
+        from hybrid_attention.backends.ibm.ledger import JobLedger
 
         from .hardware import LEDGER_NAME
 

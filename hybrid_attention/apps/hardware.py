@@ -4,7 +4,7 @@ default, and the QPU-time budget checked before anything is submitted to a real 
 * :func:`reaches_ibm`: whether a sampler name and its options run circuits through the IBM runtime (``ibm``, or
   ``qemcmc`` with ``engine="ibm"``).
 * :func:`with_default_ledger`: those options with ``ledger=OUT/ibm_jobs.jsonl`` unless one is given
-  (:mod:`hybrid_attention.backends.ledger`): a rerun of the command (``train --resume``, ``fidelity`` again) submits
+  (:mod:`hybrid_attention.backends.ibm.ledger`): a rerun of the command (``train --resume``, ``fidelity`` again) submits
   no PUB twice.
 * :func:`check_budget`: the cost estimate's line, and a refusal (``ValueError``, before any submission) when the
   estimated QPU seconds exceed ``--max-qpu-seconds`` on a real device.
@@ -60,7 +60,7 @@ def with_default_ledger(sampler: str, options: dict[str, Any], out: str | Path |
 
 
 def estimate_line(est: dict[str, Any], what: str) -> str:
-    """One line describing an estimate (:meth:`hybrid_attention.backends.ibm.IBMSampler.estimate` keys)."""
+    """One line describing an estimate (:meth:`hybrid_attention.backends.ibm.sampler.IBMSampler.estimate` keys)."""
     return (
         f"{what}: {est['jobs']:,} job(s), {est['pubs']:,} PUB(s), {est['circuits']:,} circuit(s) (parameter bindings), "
         f"{est['shots']:,} shots; ISA depth {est['depth']}, {est['two_qubit_gates']} two-qubit gates per circuit; "

@@ -3,11 +3,11 @@
 Takes problems from a trained checkpoint (``--checkpoint DIR``: the fields and couplings one attention layer and head
 solve for the last query of ``--n`` keys on validation inputs), a dimod model (``--bqm FILE``: a JSON file of
 ``dimod.BinaryQuadraticModel.to_serializable()``), or a synthetic ensemble (``--ensemble sk|layden|coupling|random``
-with ``--n`` a list of sizes), and reports for each chain of :data:`hybrid_attention.backends.mcmc.KERNELS`
+with ``--n`` a list of sizes), and reports for each chain of :data:`hybrid_attention.backends.mcmc.analysis.KERNELS`
 (``qemcmc``: quantum proposals; ``local``: ``mh-local``; ``uniform``: ``mh-uniform``; ``heat-bath``: Gibbs):
 
 * ``n <= 12``: the exact spectral gap ``1 - |lambda_2|`` and the exact integrated autocorrelation time of the energy
-  (:func:`~hybrid_attention.backends.mcmc.exact_integrated_time`), per problem, from the exact transition matrices;
+  (:func:`~hybrid_attention.backends.mcmc.analysis.exact_integrated_time`), per problem, from the exact transition matrices;
 * ``n > 12`` (up to 16): integrated autocorrelation times of the energy estimated from chains of the samplers
   (``qemcmc``, ``mh-local``, ``mh-uniform``; ``--chains`` chains of ``--moves`` moves, Sokal's window), per problem.
 
@@ -132,7 +132,7 @@ def problems_for(args: argparse.Namespace, n: int) -> Any:
 
 
 def _exact_rows(problem: Any, proposals: tuple[str, ...], nodes: int) -> list[dict[str, Any]]:
-    from hybrid_attention.backends import mcmc
+    from hybrid_attention.backends.mcmc import analysis as mcmc
 
     rows = []
     flat = problem.detach().flatten()
@@ -177,7 +177,7 @@ def mixing_report(
     """
     from tqdm.auto import tqdm
 
-    from hybrid_attention.backends.mcmc import MAX_EXACT_SPINS
+    from hybrid_attention.backends.mcmc.analysis import MAX_EXACT_SPINS
 
     rows: dict[str, list] = {}
     summary: dict[str, dict] = {}
@@ -247,7 +247,7 @@ def _sizes(s: str) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hybrid_attention.backends.mcmc import KERNELS
+    from hybrid_attention.backends.mcmc.analysis import KERNELS
 
     proposals = tuple(x.strip() for x in args.proposals.split(",") if x.strip())
     bad = [x for x in proposals if x not in KERNELS]

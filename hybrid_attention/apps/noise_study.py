@@ -163,9 +163,9 @@ def noisy_proposal_matrix(
     from qiskit.transpiler import generate_preset_pass_manager
     from qiskit_aer import AerSimulator
 
-    from hybrid_attention.backends.mitigation import measured_qubits
-    from hybrid_attention.backends.qemcmc_engines import proposal_rows
-    from hybrid_attention.backends.statevector import configuration_energies
+    from hybrid_attention.backends.dqa.statevector import configuration_energies
+    from hybrid_attention.backends.ibm.mitigation import measured_qubits
+    from hybrid_attention.backends.mcmc.qemcmc_engines import proposal_rows
     from hybrid_attention.circuits.proposal import ProposalParams, alpha_of, proposal_template, proposal_values
     from hybrid_attention.ising import index_to_bits
 
@@ -222,8 +222,8 @@ def qemcmc_stationary_bias(
         Metropolis-Hastings on the noisy proposal; ``asymmetry = max |Q - Q^T|`` of the noisy proposal; the max
         marginal error of the as-run stationary law.
     """
-    from hybrid_attention.backends.mcmc import metropolis_matrix, stationary_distribution
-    from hybrid_attention.backends.statevector import configuration_energies
+    from hybrid_attention.backends.dqa.statevector import configuration_energies
+    from hybrid_attention.backends.mcmc.analysis import metropolis_matrix, stationary_distribution
 
     Q, Q0 = noisy_proposal_matrix(problem, backend, gamma=gamma, time_=time_, steps=steps)
     flat = problem.detach().flatten()

@@ -2,20 +2,25 @@
 
 It sits above the core and the circuits (imports ``hybrid_attention.*`` and ``hybrid_attention.circuits``) and below
 the applications. The typed interface the samplers implement lives in the core and is re-exported here:
-:class:`Sampler`, :class:`SamplerCapabilities` and :class:`SampleSet`. Modules:
+:class:`Sampler`, :class:`SamplerCapabilities` and :class:`SampleSet`. The registry is the one way in:
+:func:`get_sampler` builds a sampler by name, :func:`available_samplers` lists them.
+
+At this level, what every wing shares:
 
 * ``registry``: names -> lazily imported sampler classes (:func:`get_sampler`, :func:`available_samplers`);
 * ``exact``: enumeration as a backend, the reference;
-* ``dqa``: the DQA base (schedule, effective beta, exact reference output); ``statevector``: the native simulator;
-  ``circuit``: the circuit machinery (templates, chunks, transpilation) of ``aer``, ``pennylane`` and ``ibm``;
-* classical samplers for any ``n``, both on ``grouped`` batches: ``gibbs`` (registry names ``gibbs``, ``anneal``:
-  heat-bath chains, unbiased up to mixing, annealing more robust on rugged landscapes; sweeps in ``gibbs_kernel``)
-  and ``meanfield`` (deterministic, cheapest, differentiable, an approximation whose error grows with the coupling
-  strength: ``results/meanfield/``);
 * ``sharded``: any registered sampler with its batch sharded across Dask workers, one spawned seed per problem;
 * ``testing``: :func:`~hybrid_attention.backends.testing.assert_sampler_conforms`, for any sampler, third-party ones too;
-* ``base``: what the backends share beyond the core interface (the progress bar of long calls);
-* ``driver``: the driver layer of the native statevector engines (``statevector``, ``qemcmc``).
+* ``base``: what the backends share beyond the core interface (the progress bar of long calls, seeds);
+* ``workspace``: reusable scratch tensors of the simulators' hot loops.
+
+The wings, each a sub-package whose docstring says what lives there:
+
+* ``dqa/``: the Trotterized anneal simulated (``statevector``) or as circuits (``aer``, ``pennylane``), its base;
+* ``ibm/``: IBM Quantum (sampler, jobs, ledger, cost, mitigation, devices, the runtime test double);
+* ``mcmc/``: Markov chains (Metropolis with classical proposals, qemcmc with quantum ones, Gibbs, annealing),
+  mean field and chain analysis;
+* ``ocean/``: D-Wave Ocean (dimod) interop.
 
 Backends that need qiskit or pennylane are imported lazily by :func:`get_sampler`.
 """

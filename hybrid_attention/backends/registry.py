@@ -58,20 +58,20 @@ class SamplerEntry(NamedTuple):
 #: name -> :class:`SamplerEntry`
 SAMPLERS: dict[str, SamplerEntry] = {
     "exact": SamplerEntry("hybrid_attention.backends.exact", "ExactSampler"),
-    "statevector": SamplerEntry("hybrid_attention.backends.statevector", "StatevectorSampler"),
-    "aer": SamplerEntry("hybrid_attention.backends.aer", "AerSampler", "aer"),
-    "pennylane": SamplerEntry("hybrid_attention.backends.pennylane", "PennyLaneSampler", "pennylane"),
-    "ibm": SamplerEntry("hybrid_attention.backends.ibm", "IBMSampler", "ibm"),
+    "statevector": SamplerEntry("hybrid_attention.backends.dqa.statevector", "StatevectorSampler"),
+    "aer": SamplerEntry("hybrid_attention.backends.dqa.aer", "AerSampler", "aer"),
+    "pennylane": SamplerEntry("hybrid_attention.backends.dqa.pennylane", "PennyLaneSampler", "pennylane"),
+    "ibm": SamplerEntry("hybrid_attention.backends.ibm.sampler", "IBMSampler", "ibm"),
     # quantum-enhanced MCMC: circuit proposals, Metropolis acceptance, Boltzmann output (not a DQA output)
-    "qemcmc": SamplerEntry("hybrid_attention.backends.qemcmc", "QEMCMCSampler"),
+    "qemcmc": SamplerEntry("hybrid_attention.backends.mcmc.qemcmc", "QEMCMCSampler"),
     # Metropolis with Layden et al.'s classical proposals (one spin flipped; a uniformly random configuration)
-    "mh-local": SamplerEntry("hybrid_attention.backends.metropolis", "LocalMetropolisSampler"),
-    "mh-uniform": SamplerEntry("hybrid_attention.backends.metropolis", "UniformMetropolisSampler"),
-    "gibbs": SamplerEntry("hybrid_attention.backends.gibbs", "GibbsSampler"),
-    "anneal": SamplerEntry("hybrid_attention.backends.gibbs", "AnnealingSampler"),
-    "meanfield": SamplerEntry("hybrid_attention.backends.meanfield", "MeanFieldSampler"),
+    "mh-local": SamplerEntry("hybrid_attention.backends.mcmc.metropolis", "LocalMetropolisSampler"),
+    "mh-uniform": SamplerEntry("hybrid_attention.backends.mcmc.metropolis", "UniformMetropolisSampler"),
+    "gibbs": SamplerEntry("hybrid_attention.backends.mcmc.gibbs", "GibbsSampler"),
+    "anneal": SamplerEntry("hybrid_attention.backends.mcmc.gibbs", "AnnealingSampler"),
+    "meanfield": SamplerEntry("hybrid_attention.backends.mcmc.meanfield", "MeanFieldSampler"),
     # any dimod.Sampler (dwave-samplers' simulated annealing at constant beta by default; a QPU needs allow_hardware)
-    "dimod": SamplerEntry("hybrid_attention.backends.ocean", "DimodSampler", "ocean"),
+    "dimod": SamplerEntry("hybrid_attention.backends.ocean.sampler", "DimodSampler", "ocean"),
     # any registered sampler, its batch sharded across Dask workers (or run here): one seed per problem
     "sharded": SamplerEntry("hybrid_attention.backends.sharded", "ShardedSampler"),
 }

@@ -2,7 +2,7 @@
 
 Every consumer of the documented Trotterized program (section 4) reads it from here, so there is one definition of what
 the program is: the qiskit emitter (:mod:`.qiskit_dqa`), the PennyLane emitter (:mod:`.pennylane_dqa`), the numpy
-reference (:mod:`.reference`) and the native statevector simulator (``hybrid_attention.backends.statevector``).
+reference (:mod:`.reference`) and the native statevector simulator (``hybrid_attention.backends.dqa.statevector``).
 
 * :func:`layers`: the ordered layers ``[("P", b_0), ("D", a_0), ...]`` of a schedule: the problem layer
   ``exp(-i b H_P)`` and the driver layer ``exp(-i a H_D)`` (for ``order=2`` two half driver layers around each problem

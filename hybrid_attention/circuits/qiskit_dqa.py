@@ -16,7 +16,7 @@ Hardware options (:class:`CircuitOptions`): ``coupling_map`` restricts couplings
 listing the offending pairs, or drop them); ``fold_rzz`` emits every ``RZZ(theta)`` as
 ``RZZ((pi/2 + theta)/2) . X_a RZZ((pi/2 - theta)/2) X_a`` so both angles lie in ``[0, pi/2]`` (IBM fractional
 gates), valid for ``|theta| <= pi/2`` (checked when binding). The ``ibm`` sampler turns it on by itself for a backend
-whose native ``rzz`` has such angle bounds (``hybrid_attention.backends.ibm.has_fractional_rzz``).
+whose native ``rzz`` has such angle bounds (``hybrid_attention.backends.ibm.sampler.has_fractional_rzz``).
 
 Example:
     >>> import torch

@@ -402,7 +402,7 @@ def test_ibm_account_errors_are_one_line(tmp_path, capsys, monkeypatch):
     pytest.importorskip("qiskit_ibm_runtime")
     from qiskit_ibm_runtime.accounts.exceptions import AccountNotFoundError
 
-    from hybrid_attention.backends import ibm_devices
+    from hybrid_attention.backends.ibm import devices as ibm_devices
 
     monkeypatch.delenv("QISKIT_IBM_TOKEN", raising=False)
     args = [

@@ -334,7 +334,7 @@ def test_parse_sampler_option_rejects_malformed_items(item):
 
 
 def test_sampler_options_reach_the_sampler_and_the_config(tmp_path, monkeypatch):
-    from hybrid_attention.backends.gibbs import GibbsSampler
+    from hybrid_attention.backends.mcmc.gibbs import GibbsSampler
 
     seen = []
     real = GibbsSampler._sample

@@ -9,8 +9,8 @@ import torch
 
 from hybrid_attention import IsingProblem, exact, kernels
 from hybrid_attention.backends import get_sampler
-from hybrid_attention.backends.gibbs import AnnealingSampler, GibbsSampler
-from hybrid_attention.backends.meanfield import MeanFieldSampler
+from hybrid_attention.backends.mcmc.gibbs import AnnealingSampler, GibbsSampler
+from hybrid_attention.backends.mcmc.meanfield import MeanFieldSampler
 
 Z = 5.0
 
@@ -181,7 +181,7 @@ def test_mean_field_causal_blocks_match_the_full_width_iteration(method):
     """Causal problems large enough for the row blocks (``backends.meanfield._solve``): the marginals equal the
     full-width iteration's bit for bit, masked spins stay 0, and the implicit gradient (closed-form adjoint in the
     same blocks) matches differentiation through the unrolled iteration."""
-    from hybrid_attention.backends import meanfield
+    from hybrid_attention.backends.mcmc import meanfield
 
     rng = np.random.default_rng(3)
     B, T = 16, 64

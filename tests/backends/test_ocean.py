@@ -22,7 +22,7 @@ from dwave.samplers import SimulatedAnnealingSampler, TabuSampler, TreeDecomposi
 from hybrid_attention import IsingProblem, exact  # noqa: E402
 from hybrid_attention.backends import get_sampler  # noqa: E402
 from hybrid_attention.backends import testing as conformance  # noqa: E402
-from hybrid_attention.backends.ocean import (  # noqa: E402
+from hybrid_attention.backends.ocean.sampler import (  # noqa: E402
     DimodAdapter,
     DimodSampler,
     dimod_sampler,

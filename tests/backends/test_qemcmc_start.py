@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from hybrid_attention import IsingProblem, exact
-from hybrid_attention.backends.qemcmc import QEMCMCSampler
+from hybrid_attention.backends.mcmc.qemcmc import QEMCMCSampler
 from hybrid_attention.circuits.proposal import ProposalParams
 from tests.conftest import REPO
 

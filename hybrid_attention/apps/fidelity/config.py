@@ -100,7 +100,10 @@ class FidelityConfig:
         if self.backend is not None:
             if "ibm" not in self.samplers:
                 raise ValueError(f"--backend applies to the ibm sampler (--samplers ...,ibm), got {self.samplers}")
-            from hybrid_attention.backends.ibm import fake_backend, is_fake_backend_name  # only when a name is given
+            from hybrid_attention.backends.ibm.sampler import (  # only when a name is given
+                fake_backend,
+                is_fake_backend_name,
+            )
 
             if not is_fake_backend_name(self.backend):
                 raise ValueError(

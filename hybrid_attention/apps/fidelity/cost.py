@@ -13,7 +13,7 @@ Every point of a fidelity report carries ``cost`` (:func:`point_cost`), totals o
   | ``qemcmc*``, ``mh-*`` | chain states: chains x (1 start + moves); a move is one proposal (a one-shot circuit for ``qemcmc``) |
   | ``meanfield`` | fixed-point iterations x ``n`` field updates |
 
-* ``qpu_seconds``: the projected QPU time of the same work on a device (:func:`hybrid_attention.backends.qpu_cost.qpu_seconds`,
+* ``qpu_seconds``: the projected QPU time of the same work on a device (:func:`hybrid_attention.backends.ibm.cost.qpu_seconds`,
   one job per sampler call) for the samplers that run quantum circuits; ``null``
   for the classical ones and for exact-output simulation (no device produces an exact distribution).
   ``qemcmc``: ``chains x moves`` bound circuits of one shot each; DQA: one circuit of ``shots`` shots per problem;
@@ -60,7 +60,7 @@ def point_cost(
             proposal's steps are read from ``info["params"]``).
         info: the ``SampleSet.info`` of the call; wall_s: its seconds; problems: problems in the ensemble.
     """
-    from hybrid_attention.backends.qpu_cost import qpu_seconds
+    from hybrid_attention.backends.ibm.cost import qpu_seconds
 
     qpu: float | None = None
     if kind == "exact":

@@ -354,7 +354,7 @@ def measure_point(
         calibration: DQA schedule set-up (:func:`make_schedule`).
         backend: the ``ibm`` sampler's backend name (:func:`build_sampler`).
         mitigation: error suppression / mitigation of the noisy samplers (:func:`mitigation_options`).
-        ledger: the ``ibm`` sampler's job ledger (:mod:`hybrid_attention.backends.ledger`; ``fidelity`` keeps it in
+        ledger: the ``ibm`` sampler's job ledger (:mod:`hybrid_attention.backends.ibm.ledger`; ``fidelity`` keeps it in
             its ``--out`` directory): a rerun submits no PUB twice.
 
     Returns:

@@ -358,7 +358,7 @@ class TrainConfig:
         if "backend" in self.sampler_options:
             raise ValueError("give the backend once: --backend NAME or --sampler-option backend=NAME, not both")
         # qiskit-ibm-runtime is imported only when a backend is named
-        from hybrid_attention.backends.ibm import fake_backend, is_fake_backend_name
+        from hybrid_attention.backends.ibm.sampler import fake_backend, is_fake_backend_name
 
         if is_fake_backend_name(self.backend):
             fake_backend(self.backend)  # ValueError listing close matches for an unknown name

@@ -48,7 +48,7 @@ from hybrid_attention.circuits.qiskit_dqa import DQATemplate
 from hybrid_attention.circuits.schedule import DQASchedule
 from hybrid_attention.ising import IsingProblem, index_to_bits
 
-from .base import draw_states, progress
+from ..base import draw_states, progress
 from .circuit import CircuitSampler
 
 __all__ = ["AerSampler", "PROBABILITIES_MAX_QUBITS", "run_chunk_task"]
@@ -235,7 +235,7 @@ class AerSampler(CircuitSampler):
         return np.concatenate(out, axis=1)
 
     def _readout_calibration(self, tmpl: DQATemplate) -> dict[str, Any]:
-        from .mitigation import assignment_matrices, calibration_circuits, measured_qubits
+        from ..ibm.mitigation import assignment_matrices, calibration_circuits, measured_qubits
 
         qubits = tuple(measured_qubits(self.circuit_for(tmpl)))
         if qubits in self._calibrations:

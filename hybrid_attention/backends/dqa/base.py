@@ -13,8 +13,8 @@
 
 Every DQA program encodes ``beta * H_P``: the problem's ``beta`` scales ``h`` and ``J`` inside the circuit. The
 circuit machinery (templates, bindings, chunks, transpilation) is the subclass
-:class:`~hybrid_attention.backends.circuit.CircuitSampler`; the native simulator is
-:class:`~hybrid_attention.backends.statevector.StatevectorSampler`.
+:class:`~hybrid_attention.backends.dqa.circuit.CircuitSampler`; the native simulator is
+:class:`~hybrid_attention.backends.dqa.statevector.StatevectorSampler`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The circuit machinery of the DQA samplers that run emitted circuits (aer, pennylane, ibm).
 
-:class:`CircuitSampler` extends the DQA base (:class:`~hybrid_attention.backends.dqa.DQASampler`: schedule,
+:class:`CircuitSampler` extends the DQA base (:class:`~hybrid_attention.backends.dqa.base.DQASampler`: schedule,
 effective beta, exact reference output) with chunking, seeds, templates and results: a batch of problems of one
 size becomes one parametrised template (per coupling pattern) plus a bindings array, run in chunks of
 ``chunk_size`` problems (one PUB / one broadcast tape per chunk). Subclasses implement
@@ -22,8 +22,8 @@ from hybrid_attention.circuits.schedule import DQASchedule
 from hybrid_attention.ising import IsingProblem, bits_to_spins
 from hybrid_attention.sampleset import SampleSet
 
-from .base import progress
-from .dqa import DQASampler
+from ..base import progress
+from .base import DQASampler
 
 __all__ = ["CircuitSampler"]
 
@@ -38,7 +38,7 @@ class CircuitSampler(DQASampler):
     :mod:`hybrid_attention.circuits.temperature`).
 
     Args:
-        schedule: the :class:`DQASchedule` (default :data:`~hybrid_attention.backends.dqa.DEFAULT_SCHEDULE`).
+        schedule: the :class:`DQASchedule` (default :data:`~hybrid_attention.backends.dqa.base.DEFAULT_SCHEDULE`).
         chunk_size: problems per PUB / broadcast batch.
         options: :class:`CircuitOptions` for the emitted circuits (folded RZZ, coupling map).
         default_num_reads: shots per problem when ``num_reads`` is None.
@@ -137,7 +137,7 @@ class CircuitSampler(DQASampler):
         renormalised mitigated probability (:mod:`.mitigation`)."""
         from hybrid_attention.exact import enumerate_states
 
-        from .mitigation import mitigated_probabilities
+        from ..ibm.mitigation import mitigated_probabilities
 
         probs, neg = mitigated_probabilities(bits, cal["matrices"])
         n = problem.n

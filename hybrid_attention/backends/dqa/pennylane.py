@@ -43,7 +43,7 @@ class PennyLaneSampler(CircuitSampler):
         device: device name (default ``"lightning.qubit"``; any installed PennyLane device, e.g.
             ``"default.qubit"``), a fresh device per chunk with that chunk's seed; or a ``qml.device`` object,
             used as is (``sample(seed=...)`` is then refused: the device's own seed decides the shots).
-        schedule, chunk_size, options, default_num_reads: see :class:`~hybrid_attention.backends.circuit.CircuitSampler`
+        schedule, chunk_size, options, default_num_reads: see :class:`~hybrid_attention.backends.dqa.circuit.CircuitSampler`
             (``options.fold_rzz`` / coupling maps are qiskit hardware options and are rejected here).
         max_qubits: qubit limit (default 26 for state-vector devices).
         device_kwargs: extra keyword arguments for ``qml.device``.

@@ -53,10 +53,10 @@ from hybrid_attention.ising import IsingProblem
 from hybrid_attention.sampler import SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
-from .dqa import DQASampler
+from ..workspace import scratch
+from .base import DQASampler
 from .driver import REAL, apply_driver, driver_groups, phase, phase_into, rx_block
 from .rotating_frame import apply_block, frame_phases, rotated_blocks
-from .workspace import scratch
 
 __all__ = ["StatevectorSampler", "configuration_energies", "dqa_statevector"]
 
@@ -248,7 +248,7 @@ def _scaled_by_beta(h: torch.Tensor, J: torch.Tensor, beta: Any) -> tuple[torch.
 class StatevectorSampler(DQASampler):
     """Batched statevector simulation of the Trotterized DQA circuit (exact output distribution).
 
-    Shares the DQA base (:class:`~hybrid_attention.backends.dqa.DQASampler`: schedule, :meth:`effective_beta`,
+    Shares the DQA base (:class:`~hybrid_attention.backends.dqa.base.DQASampler`: schedule, :meth:`effective_beta`,
     :meth:`reference_probabilities`, the exact output's read-outs) with the circuit samplers.
 
     Args:

@@ -41,7 +41,7 @@ def runtime_sampler() -> tuple[type, str]:
     ``qiskit_ibm_runtime.executor_sampler.Sampler`` (>= 0.50), else ``"legacy"`` for ``qiskit_ibm_runtime.SamplerV2``.
 
     Example:
-        >>> from hybrid_attention.backends.ibm import runtime_sampler
+        >>> from hybrid_attention.backends.ibm.sampler import runtime_sampler
         >>> runtime_sampler()[1] in ("executor", "legacy")
         True
     """
@@ -80,7 +80,7 @@ def fake_backend_names() -> list[str]:
     """Names of the runtime's fake backends (``qiskit_ibm_runtime.fake_provider``), e.g. ``"fake_torino"``.
 
     Example:
-        >>> from hybrid_attention.backends.ibm import fake_backend_names
+        >>> from hybrid_attention.backends.ibm.sampler import fake_backend_names
         >>> {"fake_torino", "fake_manila", "fake_fractional"} <= set(fake_backend_names())
         True
     """
@@ -99,7 +99,7 @@ def fake_backend(name: str) -> Any:
         ValueError: no fake backend has that name; the message lists the close matches.
 
     Example:
-        >>> from hybrid_attention.backends.ibm import fake_backend
+        >>> from hybrid_attention.backends.ibm.sampler import fake_backend
         >>> fake_backend("FakeManilaV2").name, fake_backend("fake_manila").num_qubits
         ('fake_manila', 5)
     """
@@ -115,7 +115,7 @@ def fake_backend(name: str) -> Any:
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise ValueError(
         f"ibm: no fake backend named {name!r}{hint} (qiskit_ibm_runtime.fake_provider has {len(classes)}: "
-        "see hybrid_attention.backends.ibm.fake_backend_names())"
+        "see hybrid_attention.backends.ibm.sampler.fake_backend_names())"
     )
 
 
@@ -131,7 +131,7 @@ def has_fractional_rzz(backend: Any) -> bool:
     ``rzz`` or with an unrestricted one (``AerSimulator``).
 
     Example:
-        >>> from hybrid_attention.backends.ibm import fake_backend, has_fractional_rzz
+        >>> from hybrid_attention.backends.ibm.sampler import fake_backend, has_fractional_rzz
         >>> has_fractional_rzz(fake_backend("fake_fractional")), has_fractional_rzz(fake_backend("fake_torino"))
         (True, False)
     """

@@ -13,13 +13,13 @@ from qiskit_ibm_runtime import Batch, Session
 
 from hybrid_attention.circuits.qiskit_dqa import DQATemplate
 
-from .base import progress
-from .ibm_devices import check_rzz_angles, runtime_service
+from ..base import progress
+from .devices import check_rzz_angles, runtime_service
 from .ledger import LedgerEntry, circuit_text, pub_sha256
 
 __all__ = ["IBMJobError", "RuntimeJobs", "job_status"]
 
-logger = logging.getLogger("hybrid_attention.backends.ibm")
+logger = logging.getLogger("hybrid_attention.backends.ibm.sampler")
 
 
 class IBMJobError(RuntimeError):

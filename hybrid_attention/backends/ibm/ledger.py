@@ -22,7 +22,7 @@ locally (free, and the same bits for the same seed), with a warning naming the l
 
 Damage: a line that is not JSON (a write cut short by a crash: normally the last one) is skipped with a warning
 naming the file and line; a line that is JSON but not a ledger event raises ``ValueError`` naming the line. A job id
-the service does not know is the caller's error (:class:`~hybrid_attention.backends.ibm.IBMSampler` raises,
+the service does not know is the caller's error (:class:`~hybrid_attention.backends.ibm.sampler.IBMSampler` raises,
 naming the line, and submits nothing).
 
 One ledger is meant for one process at a time.

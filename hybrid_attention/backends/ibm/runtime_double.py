@@ -1,5 +1,5 @@
 """A test double of the IBM runtime service for the job-ledger tests: it stands between an
-:class:`~hybrid_attention.backends.ibm.IBMSampler` and the runtime as a real device would.
+:class:`~hybrid_attention.backends.ibm.sampler.IBMSampler` and the runtime as a real device would.
 
 Each submitted PUB is run at once on the sampler's own runtime primitive (local mode on the fake backend, seeded with
 the chunk's seed), and its bits are kept in a directory (the "server"), so that a job outlives the client process

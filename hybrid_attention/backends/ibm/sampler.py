@@ -43,8 +43,9 @@ from hybrid_attention.circuits.program import CircuitOptions, DQAProgram, resolv
 from hybrid_attention.circuits.qiskit_dqa import DQATemplate
 from hybrid_attention.circuits.schedule import DQASchedule
 
-from .circuit import CircuitSampler
-from .ibm_devices import (
+from ..dqa.circuit import CircuitSampler
+from .cost import circuit_seconds, qpu_seconds, rep_delay_of
+from .devices import (
     check_rzz_angles,
     fake_backend,
     fake_backend_names,
@@ -54,10 +55,9 @@ from .ibm_devices import (
     resolve_backend,
     runtime_sampler,
 )
-from .ibm_jobs import IBMJobError, RuntimeJobs, job_status
+from .jobs import IBMJobError, RuntimeJobs, job_status
 from .ledger import JobLedger, circuit_text
 from .mitigation import calibration_circuits, measured_qubits
-from .qpu_cost import circuit_seconds, qpu_seconds, rep_delay_of
 
 __all__ = [
     "IBMSampler",
@@ -96,10 +96,10 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
         restrict_couplings: ``None`` (all-to-all, SWAPs inserted), ``"raise"`` or ``"drop"``: keep only couplings
             between spins adjacent on the device graph (``layout`` maps spin ``j`` to a physical qubit).
         layout: physical qubit per spin (initial layout).
-        chunk_size, default_num_reads: see :class:`~hybrid_attention.backends.circuit.CircuitSampler`.
+        chunk_size, default_num_reads: see :class:`~hybrid_attention.backends.dqa.circuit.CircuitSampler`.
         sampler_options: options of the runtime Sampler (e.g. ``{"dynamical_decoupling": {"enable": True}}``),
             checked here against the primitive's option schema.
-        ledger: a job ledger (a ``.jsonl`` path or a :class:`~hybrid_attention.backends.ledger.JobLedger`): every
+        ledger: a job ledger (a ``.jsonl`` path or a :class:`~hybrid_attention.backends.ibm.ledger.JobLedger`): every
             PUB is recorded before its result is awaited, and a PUB the ledger already holds is never submitted
             again (its stored bits are read, or its job is collected by id; see :mod:`.ledger`). Calls are
             resumable when their ``seed`` is fixed (the seed is part of a PUB's identity). ``None``: no ledger.
@@ -107,7 +107,7 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
             came from, or a new ``QiskitRuntimeService`` when first needed.
         max_qpu_seconds: on a real device, a call whose estimated QPU time (:meth:`estimate`) exceeds this many
             seconds is refused (``ValueError``) before anything is submitted; ``None``: no limit. Ignored offline.
-        qpu_model: keywords of :func:`~hybrid_attention.backends.qpu_cost.qpu_seconds` replacing its defaults
+        qpu_model: keywords of :func:`~hybrid_attention.backends.ibm.cost.qpu_seconds` replacing its defaults
             (e.g. a measured ``per_circuit_seconds``).
         dynamical_decoupling: ``None`` (off) or a sequence, ``"XX"``, ``"XpXm"`` or ``"XY4"``: the runtime Sampler's
             ``dynamical_decoupling`` option (applied by the client-side Sampler, so in local mode too; the legacy
@@ -332,7 +332,7 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
             ``{"jobs", "pubs", "circuits", "shots", "depth", "two_qubit_gates", "qpu_seconds"}``: jobs and PUBs (one
             PUB per chunk of ``chunk_size`` problems, one job per PUB), circuits (parameter bindings: one per
             problem), shots in all (circuits x reads), depth and two-qubit gates of the ISA circuit, and the
-            estimated QPU seconds (:mod:`~hybrid_attention.backends.qpu_cost`).
+            estimated QPU seconds (:mod:`~hybrid_attention.backends.ibm.cost`).
 
         Example:
             >>> import torch

@@ -198,7 +198,7 @@ def transition_matrix(problem: Any, params: Any = None, *, nodes: int = 6, dtype
     """The exact transition matrix ``P[s, s']`` ``(2**n, 2**n)`` of one problem's ``qemcmc`` chain.
 
     The proposal matrix comes from the simulated proposal unitary
-    (:func:`hybrid_attention.backends.qemcmc_engines.proposal_rows`), the acceptance is Metropolis on ``beta E``
+    (:func:`hybrid_attention.backends.mcmc.qemcmc_engines.proposal_rows`), the acceptance is Metropolis on ``beta E``
     (:func:`metropolis_matrix`). For parameters drawn from ranges the chain's kernel is the average of ``P`` over the
     uniform parameter distribution; it is computed with a ``nodes x nodes`` Gauss-Legendre rule (a mixture of exactly
     symmetric kernels, so detailed balance holds for any ``nodes``).
@@ -214,8 +214,8 @@ def transition_matrix(problem: Any, params: Any = None, *, nodes: int = 6, dtype
 
     from hybrid_attention.circuits.proposal import ProposalParams, alpha_of
 
+    from ..dqa.statevector import configuration_energies
     from .qemcmc_engines import proposal_rows
-    from .statevector import configuration_energies
 
     dtype = torch.complex128 if dtype is None else dtype
     params = ProposalParams() if params is None else params
@@ -279,7 +279,7 @@ def kernel_matrices(
     """
     import torch
 
-    from .statevector import configuration_energies
+    from ..dqa.statevector import configuration_energies
 
     proposals = _check_kernels(problem, proposals)
     flat = problem.detach().flatten()

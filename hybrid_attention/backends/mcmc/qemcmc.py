@@ -17,7 +17,7 @@ Proposal engines (``engine=``):
 * ``"aer"``: the proposal circuit (:class:`~hybrid_attention.circuits.proposal.ProposalTemplate`) run by qiskit-aer's
   ``SamplerV2``, one shot per chain per step (one PUB per step with a bindings row per chain); ``noise_backend=`` a
   (fake) IBM backend adds its noise model and ISA transpilation.
-* ``"ibm"``: the same circuit through the IBM runtime machinery of :class:`~hybrid_attention.backends.ibm.IBMSampler`
+* ``"ibm"``: the same circuit through the IBM runtime machinery of :class:`~hybrid_attention.backends.ibm.sampler.IBMSampler`
   (``backend="fake_torino"`` runs offline in local mode; a real device needs ``ibm_options={"allow_hardware": True}``
   and credentials): one job per chain step. Device noise makes the proposal only approximately symmetric, so the
   stationary distribution is then only approximately Boltzmann (docs/theory.md section 6).
@@ -69,7 +69,8 @@ from hybrid_attention.ising import IsingProblem, index_to_bits, spins_to_index
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
-from .mcmc import effective_sample_size, integrated_time, transition_matrix
+from ..dqa.statevector import configuration_energies
+from .analysis import effective_sample_size, integrated_time, transition_matrix
 from .qemcmc_engines import (
     REAL,
     CircuitEngine,
@@ -79,7 +80,6 @@ from .qemcmc_engines import (
     ibm_runner,
     proposal_rows,
 )
-from .statevector import configuration_energies
 
 __all__ = ["QEMCMCSampler", "evolve_proposal", "proposal_rows", "transition_matrix"]
 
@@ -161,11 +161,11 @@ class QEMCMCSampler(Sampler):
         noise_backend, options, backend_options: aer engine: a (fake) IBM backend for noise and ISA transpilation,
             :class:`~hybrid_attention.circuits.program.CircuitOptions`, extra ``AerSimulator`` options.
         backend, ibm_options: ibm engine: the backend (a fake-backend name such as ``"fake_torino"``, a BackendV2,
-            a device name) and further :class:`~hybrid_attention.backends.ibm.IBMSampler` options
+            a device name) and further :class:`~hybrid_attention.backends.ibm.sampler.IBMSampler` options
             (``allow_hardware=True`` for a real device, ``mode``, ``fold_rzz``, ``sampler_options``...): the IBM
             sampler resolves the backend, credentials, fractional gates, transpilation and the runtime primitive.
         ledger: ibm engine: the job ledger (a ``.jsonl`` path or a
-            :class:`~hybrid_attention.backends.ledger.JobLedger`): every step's PUB is recorded before it is awaited,
+            :class:`~hybrid_attention.backends.ibm.ledger.JobLedger`): every step's PUB is recorded before it is awaited,
             and a rerun with the same seed submits none twice (:mod:`.ledger`); same as ``ibm_options["ledger"]``.
 
     Per-call options (``sample(..., **options)``): ``burn_in``, ``thinning``, ``num_chains``, ``params``, ``start``,
@@ -247,7 +247,7 @@ class QEMCMCSampler(Sampler):
                 if self.backend_options.get("noise_model") is None:  # a model given in backend_options is kept
                     self.backend_options["noise_model"] = NoiseModel.from_backend(noise_backend)
         elif engine == "ibm":
-            from .ibm import IBMSampler
+            from ..ibm.sampler import IBMSampler
 
             opts = dict(ibm_options or {})
             if ledger is not None:
@@ -357,7 +357,7 @@ class QEMCMCSampler(Sampler):
             problem: the problems; num_reads, options: as :meth:`sample` (``burn_in``, ``num_chains``...).
 
         Returns:
-            The keys of :meth:`hybrid_attention.backends.ibm.IBMSampler.estimate`: ``jobs`` = ``pubs`` = chunks x
+            The keys of :meth:`hybrid_attention.backends.ibm.sampler.IBMSampler.estimate`: ``jobs`` = ``pubs`` = chunks x
             moves, ``circuits`` = problems x chains x moves, ``shots`` = ``circuits``, the proposal's ISA ``depth``
             and ``two_qubit_gates``, and ``qpu_seconds``; plus ``moves`` and ``chains``.
         """

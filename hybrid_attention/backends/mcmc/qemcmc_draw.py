@@ -37,9 +37,9 @@ import torch
 
 from hybrid_attention.circuits.proposal import proposal_layers
 
-from .driver import REAL, phase_into
-from .rotating_frame import Block, amplitude_table, apply_block, frame_codes, rotated_blocks
-from .workspace import scratch as _scratch
+from ..dqa.driver import REAL, phase_into
+from ..dqa.rotating_frame import Block, amplitude_table, apply_block, frame_codes, rotated_blocks
+from ..workspace import scratch as _scratch
 
 __all__ = ["draw_basis_proposals"]
 

@@ -9,10 +9,10 @@ the proposal circuit of :mod:`hybrid_attention.circuits.proposal` and ``s`` the 
   :mod:`.qemcmc_draw`, checked against :func:`evolve_basis_states`);
 * :class:`CircuitEngine`: the emitted qiskit circuit (:class:`~hybrid_attention.circuits.proposal.ProposalTemplate`),
   one shot per chain per step in one PUB per step, run by a callable: qiskit-aer's ``SamplerV2``
-  (:func:`aer_runner`) or the IBM runtime Sampler of an :class:`~hybrid_attention.backends.ibm.IBMSampler`
+  (:func:`aer_runner`) or the IBM runtime Sampler of an :class:`~hybrid_attention.backends.ibm.sampler.IBMSampler`
   (:func:`ibm_runner`: fake backends offline, real devices behind its ``allow_hardware`` opt-in).
 
-:func:`hybrid_attention.backends.mcmc.transition_matrix` builds the exact kernel of a small problem's chain from
+:func:`hybrid_attention.backends.mcmc.analysis.transition_matrix` builds the exact kernel of a small problem's chain from
 :func:`proposal_rows`.
 """
 
@@ -34,7 +34,7 @@ from hybrid_attention.circuits.proposal import (
 )
 from hybrid_attention.ising import index_to_bits
 
-from .driver import apply_driver, apply_driver_into, driver_groups, phase, rx_block
+from ..dqa.driver import apply_driver, apply_driver_into, driver_groups, phase, rx_block
 from .qemcmc_draw import draw_basis_proposals
 
 __all__ = [
@@ -269,7 +269,7 @@ def aer_runner(backend_options: dict[str, Any]) -> Runner:
 
 
 def ibm_runner(ibm: Any) -> tuple[Callable[[Any], Any], Runner]:
-    """``(circuit_for, run)`` through an :class:`~hybrid_attention.backends.ibm.IBMSampler`: its ISA transpilation
+    """``(circuit_for, run)`` through an :class:`~hybrid_attention.backends.ibm.sampler.IBMSampler`: its ISA transpilation
     (cached per template), its runtime Sampler (executor-based or the legacy fallback) and its job/batch/session
     context; fake backends run locally, real devices only with the sampler's ``allow_hardware=True``. Job ids are
     collected on ``run.job_ids``."""

@@ -28,8 +28,8 @@ from hybrid_attention.checks import positive_real
 from hybrid_attention.ising import IsingProblem
 from hybrid_attention.sampler import Sampler
 
-from .ocean_convert import sampleset_to_dimod
-from .registry import get_sampler
+from ..registry import get_sampler
+from .convert import sampleset_to_dimod
 
 __all__ = ["DimodAdapter"]
 

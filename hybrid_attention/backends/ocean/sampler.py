@@ -52,9 +52,9 @@ from hybrid_attention.ising import IsingProblem
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
-from .base import progress
-from .ocean_adapter import DimodAdapter
-from .ocean_convert import from_bqm, sampleset_from_dimod, sampleset_to_dimod, to_bqm
+from ..base import progress
+from .adapter import DimodAdapter
+from .convert import from_bqm, sampleset_from_dimod, sampleset_to_dimod, to_bqm
 
 __all__ = [
     "DimodSampler",
