@@ -88,30 +88,11 @@ def load(run: Path):
     return model, cfg, load_task(cfg)[0]
 
 
-class _Captured(Exception):
-    """Raised by :func:`layer_problems`'s hook once the layer's input is captured."""
-
-
 def layer_problems(model, x: torch.Tensor):
-    """The single attention layer's scores ``h (B, 1, T, T)``, couplings ``J (1, T, T)`` and ``beta`` on ``x``."""
-    att = model.attention_layers[0]
-    got = {}
-
-    def capture(mod, args):  # the layer's input is all that is needed: stop before any marginals are computed
-        got["x"] = args[0]
-        raise _Captured
-
-    hook = att.register_forward_pre_hook(capture)
-    try:
-        with torch.no_grad():
-            model(x)
-    except _Captured:
-        pass
-    finally:
-        hook.remove()
-    q, k, _ = att.c_attn(got["x"]).split(att.n_embd, dim=2)
-    h = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    return h[:, None].detach(), att.J.detach(), att.beta.detach()
+    """The single attention layer's scores ``h (B, 1, T, T)``, couplings ``J (1, T, T)`` and ``beta`` on ``x``
+    (:meth:`~hybrid_attention.model.Transformer.attention_problems`: no marginals are computed)."""
+    (p,) = model.attention_problems(x, layers=[0])
+    return p.h, p.J, p.beta
 
 
 class Progress:

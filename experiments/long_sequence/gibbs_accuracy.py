@@ -31,17 +31,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hybrid_attention import attention as att
 from hybrid_attention import kernels
 from hybrid_attention.backends.mcmc.gibbs import GibbsSampler
 from hybrid_attention.backends.mcmc.meanfield import MeanFieldSampler
 from hybrid_attention.bridge import attention_marginals
 
 B = 8  # held-out windows captured per run (--windows uses the first ones)
-
-
-class _Captured(Exception):
-    pass
 
 
 def scores(run: Path, seed: int) -> tuple[torch.Tensor, torch.Tensor, float, str]:
@@ -63,24 +58,10 @@ def scores(run: Path, seed: int) -> tuple[torch.Tensor, torch.Tensor, float, str
     model = Transformer(TransformerConfig(**conf["model"]))
     model.load_state_dict(load_checkpoint(ck)["model"])
     x, _ = eval_set(load_task(rc)[0], rc)  # load_task: (task, data record)
-    got = {}
-    real = att.attention_weights
-
-    def capture(h, J, **kw):
-        got["h"], got["J"], got["beta"] = h.detach(), J.detach(), kw.get("beta")
-        raise _Captured
-
-    att.attention_weights = capture
-    try:
-        with torch.no_grad():
-            model(x[:B])
-    except _Captured:
-        pass
-    finally:
-        att.attention_weights = real
-    b = got["beta"]
-    b = float(b.reshape(-1)[0]) if isinstance(b, torch.Tensor) else float(b)
-    return got["h"], got["J"][:, :T, :T], b, "trained model's scores on held-out windows"
+    with torch.no_grad():
+        (p,) = model.attention_problems(x[:B], layers=[0])
+    b = float(p.beta.reshape(-1)[0])
+    return p.h, p.J[:, :T, :T], b, "trained model's scores on held-out windows"
 
 
 def weights(m: torch.Tensor) -> torch.Tensor:

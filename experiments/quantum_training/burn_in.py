@@ -165,14 +165,9 @@ def layer_problem(model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, f
     layer = model.attention_layers[0]
     if len(model.attention_layers) != 1 or layer.n_head != 1 or layer.mode != "hj":
         raise ValueError("expected one hj attention layer with one head")
-    got = {}
-    hook = layer.register_forward_pre_hook(lambda mod, args: got.__setitem__("x", args[0]))  # returns None
-    try:
-        (weights,) = model.attention_maps(x)
-    finally:
-        hook.remove()
-    q, k, _ = layer.c_attn(got["x"]).split(layer.n_embd, dim=2)
-    h = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])  # (B, T, T), one head
+    (problems,) = model.attention_problems(x)
+    (weights,) = model.attention_maps(x)
+    h = problems.h[:, 0]  # (B, T, T), one head
     J, beta = layer.J[0], float(layer.beta[0])
     # the layer's own weight function (exact kernel, its log-domain path for rows whose alpha underflows)
     a = attention_weights(h[:, None], layer.J, mode="hj", causal=True, beta=layer.beta, j_field=layer.j_field)

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
 import numpy as np
 import torch
 
@@ -81,13 +78,13 @@ def problems_from_model(
 ) -> IsingProblem:
     """The Ising problems a trained model's attention layer solves for query position ``i = n - 1``.
 
-    Runs ``model`` on ``idx``, captures the input of attention layer ``layer`` with a forward hook, and rebuilds
-    the fields ``h_j = q_i . k_j / sqrt(d_head)`` over the visible keys ``j <= i`` (docs/theory.md section 3) with the
-    layer's couplings ``J[head, :n, :n]`` and its ``beta``.
+    Runs ``model`` (in eval mode) on ``idx`` up to attention layer ``layer``
+    (:meth:`hybrid_attention.model.Transformer.attention_problems`) and keeps query ``n - 1``'s fields
+    ``h_j = q_i . k_j / sqrt(d_head)`` over the visible keys ``j <= i`` (docs/theory.md section 3) with the layer's
+    couplings ``J[head, :n, :n]`` and its ``beta``.
 
     Args:
-        model: a :class:`hybrid_attention.model.Transformer` (anything with ``attention_layers`` whose items have
-            ``c_attn``, ``n_head``, ``n_embd``, ``J``, ``beta``).
+        model: a :class:`hybrid_attention.model.Transformer`.
         idx: token ids ``(B, T)`` with ``T >= n``.
         n: number of visible keys (spins).
 
@@ -99,31 +96,14 @@ def problems_from_model(
         raise ValueError("model has no attention_layers; expected a hybrid_attention.model.Transformer")
     if not 0 <= layer < len(layers):
         raise ValueError(f"layer must be in [0, {len(layers)}), got {layer}")
-    att = layers[layer]
-    if not 0 <= head < att.n_head:
-        raise ValueError(f"head must be in [0, {att.n_head}), got {head}")
+    if not 0 <= head < layers[layer].n_head:
+        raise ValueError(f"head must be in [0, {layers[layer].n_head}), got {head}")
     if idx.ndim != 2 or idx.shape[1] < n:
         raise ValueError(f"idx must have shape (B, T) with T >= n = {n}, got {tuple(idx.shape)}")
-    seen: dict[str, torch.Tensor] = {}
-
-    def capture(mod: Any, inp: tuple, out: Any) -> None:  # returns None: the layer's output is left as it is
-        seen.setdefault("x", inp[0])
-
-    hook = att.register_forward_hook(capture)
     was_training = model.training
     try:
         model.eval()
-        model(idx)
+        (problems,) = model.attention_problems(idx, layers=[layer])
     finally:
-        hook.remove()
         model.train(was_training)
-    x = seen["x"]
-    B, T, C = x.shape
-    d = C // att.n_head
-    q, k, _ = att.c_attn(x).split(att.n_embd, dim=2)
-    q = q.view(B, T, att.n_head, d)[:, n - 1, head]  # (B, d)
-    k = k.view(B, T, att.n_head, d)[:, :n, head]  # (B, n, d)
-    h = torch.einsum("bd,bnd->bn", q, k) / math.sqrt(d)
-    J = att.J[head, :n, :n] if att.J is not None else torch.zeros(n, n)
-    beta = float(att.beta[head])
-    return IsingProblem(h.double(), J.double(), beta=beta)
+    return problems.ising(head, n - 1)
