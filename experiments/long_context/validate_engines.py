@@ -76,16 +76,10 @@ def models(final: bool = False) -> list[tuple[str, Path]]:
 
 def load(run: Path):
     """The trained model, its resolved TrainConfig and its task."""
-    from hybrid_attention.apps.run_files import load_checkpoint
-    from hybrid_attention.apps.train import TrainConfig, load_task
-    from hybrid_attention.model import Transformer, TransformerConfig
+    from hybrid_attention.apps.runs import load_run
 
-    conf = json.loads((run / "config.json").read_text())
-    cfg = TrainConfig.from_saved(conf["run"], data=conf["run"].get("data") or conf.get("data_path"), out=str(run))
-    model = Transformer(TransformerConfig(**conf["model"]))
-    model.load_state_dict(load_checkpoint(run / "checkpoint.pt")["model"])
-    model.eval()
-    return model, cfg, load_task(cfg)[0]
+    r = load_run(run)
+    return r.model, r.config, r.task()
 
 
 def layer_problems(model, x: torch.Tensor):

@@ -49,15 +49,13 @@ def scores(run: Path, seed: int) -> tuple[torch.Tensor, torch.Tensor, float, str
     if not ck.is_file():
         g = torch.Generator().manual_seed(seed)
         return torch.randn(B, 1, T, T, generator=g), J, beta, "h ~ N(0, 1) (no checkpoint)"
-    from hybrid_attention.apps.run_files import load_checkpoint
-    from hybrid_attention.apps.train import TrainConfig, eval_set, load_task
-    from hybrid_attention.model import Transformer, TransformerConfig
+    from hybrid_attention.apps.runs import load_run
+    from hybrid_attention.apps.train import eval_set
 
     conf = json.loads((run / "config.json").read_text())
-    rc = TrainConfig.from_saved(conf["run"], data=conf["run"].get("data") or "../shared/data/tinyshakespeare.txt")
-    model = Transformer(TransformerConfig(**conf["model"]))
-    model.load_state_dict(load_checkpoint(ck)["model"])
-    x, _ = eval_set(load_task(rc)[0], rc)  # load_task: (task, data record)
+    r = load_run(run, data=conf["run"].get("data") or "../shared/data/tinyshakespeare.txt")
+    model = r.model
+    x, _ = eval_set(r.task(), r.config)
     with torch.no_grad():
         (p,) = model.attention_problems(x[:B], layers=[0])
     b = float(p.beta.reshape(-1)[0])

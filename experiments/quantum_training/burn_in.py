@@ -146,16 +146,6 @@ def trained_run(T: int, runs: Path) -> Path:
     return out
 
 
-def load_model(run: Path):  # noqa: ANN201 (a Transformer; imported lazily)
-    from hybrid_attention.apps.run_files import load_checkpoint
-    from hybrid_attention.model import Transformer, TransformerConfig
-
-    conf = json.loads((run / "config.json").read_text())
-    model = Transformer(TransformerConfig(**conf["model"]))
-    model.load_state_dict(load_checkpoint(run / "checkpoint.pt")["model"])
-    return model.eval(), conf
-
-
 @torch.no_grad()
 def layer_problem(model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:  # noqa: ANN001
     """Fields ``h (B, T, T)``, couplings ``J (T, T)`` (float64) and ``beta`` of the model's single attention layer
@@ -251,7 +241,10 @@ def measure(T: int, args: argparse.Namespace) -> dict:
     from hybrid_attention.backends.mcmc.gibbs import GibbsSampler
 
     run = trained_run(T, Path(args.runs))
-    model, conf = load_model(run)
+    from hybrid_attention.apps.runs import load_run
+
+    r = load_run(run)
+    model, conf = r.model, r.saved
     task, _ = load_task(TrainConfig.from_saved(conf["run"], resume=False))
     problems = {}
     for name, seed in BATCH_SEEDS.items():

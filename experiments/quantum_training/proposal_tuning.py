@@ -74,13 +74,15 @@ def model_run(args: argparse.Namespace) -> Path:
 
 def problems_of(args: argparse.Namespace) -> dict[int, list]:
     """``{n: [IsingProblem of one prefix problem, ...]}`` for the first ``--rows`` rows of one training batch."""
-    from burn_in import layer_problem, load_model
+    from burn_in import layer_problem
 
     from hybrid_attention import IsingProblem
+    from hybrid_attention.apps.runs import load_run
     from hybrid_attention.apps.train import TrainConfig, load_task
 
     run = model_run(args)
-    model, conf = load_model(run)
+    r = load_run(run)
+    model, conf = r.model, r.saved
     task, _ = load_task(TrainConfig.from_saved(conf["run"], resume=False))
     T = conf["run"]["block_size"]
     x, _ = task.get_batch("train", 64, T, generator=torch.Generator().manual_seed(args.batch_seed))

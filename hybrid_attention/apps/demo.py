@@ -27,9 +27,9 @@ import torch
 
 from hybrid_attention import exact, kernels
 from hybrid_attention.apps.fidelity import SAMPLER_KINDS, FidelityConfig, run_sweep
-from hybrid_attention.apps.fidelity.model import load_model
 from hybrid_attention.apps.fidelity.plots import summary_table
 from hybrid_attention.apps.run_files import is_empty, lock_directory
+from hybrid_attention.apps.runs import load_run
 from hybrid_attention.apps.train import TrainConfig, evaluate, train
 from hybrid_attention.backends.registry import available_samplers
 from hybrid_attention.ising import IsingProblem
@@ -166,7 +166,7 @@ def train_models(
             "acc_exact": None,
         }
         if "sampler" in kw:  # the same weights with exact marginals (the layer's beta = 1 target)
-            model, _ = load_model(d)
+            model = load_run(d, exact=True).model
             task = BracketTask(T, val_size=common["eval_size"])
             row["acc_exact"] = evaluate(model, *task.val, "brackets")["val_accuracy"]
         rows.append(row)

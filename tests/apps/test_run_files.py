@@ -495,9 +495,9 @@ def test_checkpoints_are_loaded_with_weights_only(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torch, "load", spy)
     assert cli.main([*BRACKETS, "--steps", "4", "--out", str(out), "--resume"]) == 0
-    from hybrid_attention.apps.fidelity.model import load_model
+    from hybrid_attention.apps.runs import load_run
 
-    load_model(out)
+    load_run(out)
     assert calls and all(w is True for w in calls)
 
 
