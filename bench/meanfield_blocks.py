@@ -84,9 +84,7 @@ def _module_at(rev: str):
 
 
 def step_table(models: list[str], rev: str, reps: int) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments" / "long_context"))
-    import validate_engines as ve
-
+    from experiments.long_context import validate_engines as ve
     from hybrid_attention import Sampling
     from hybrid_attention.backends.mcmc import meanfield
 

@@ -1,28 +1,41 @@
-"""Run (or resume) a plan of experiments/claims/plan.py with two workers; nothing is committed.
+"""Run (or resume) a study's plan of training runs (``experiments/<study>/plan.py``) with parallel workers; nothing
+is committed.
 
-    python experiments/claims/run.py --plan pilot                 # the pilot (about 15 min with two workers)
-    python experiments/claims/run.py --plan main --hours 2.5      # one session's share; call again to go on
-    python experiments/claims/run.py --plan main --dry-run        # what is left and its estimated cost
-    python experiments/claims/run.py --plan main --studies shakespeare brackets   # a subset, in this order
-    hybrid-attention claims --root results/claims                 # tables, verdicts and plots
+    python -m experiments.run_plan claims --plan pilot                 # the pilot (about 15 min with two workers)
+    python -m experiments.run_plan claims --plan main --hours 2.5      # one session's share; call again to go on
+    python -m experiments.run_plan claims --plan main --dry-run        # what is left and its estimated cost
+    python -m experiments.run_plan claims --plan main --studies shakespeare brackets   # a subset, in this order
+    python -m experiments.run_plan long_context --plan engine_pilot --workers 1   # the engine validation's models
+    hybrid-attention claims --root results/claims                      # tables, verdicts and plots
 
 Every call resumes where the last one stopped (finished runs are skipped, interrupted runs resume from their
-checkpoint). Each worker is a separate process with one torch thread, on its own run directory.
+checkpoint). Each worker is a separate process with one torch thread, on its own run directory. The corpus of the
+Shakespeare studies: ``--data``, else ``$HYBRID_ATTENTION_DATA``, else the repository default
+(:func:`experiments.data_path`).
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiments import data_path
+from hybrid_attention.apps.claims.plan_cli import main as plan_main
 
-from plan import PLANS, ROOT, STUDIES  # noqa: E402
+#: the studies with a plan of training runs
+STUDIES_WITH_PLANS = ("claims", "long_context")
 
-from hybrid_attention.apps.claims.plan_cli import main  # noqa: E402
 
-#: the corpus beside the repository (the workplace layout); ``--data`` or ``$HYBRID_ATTENTION_DATA`` override it
-SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "tinyshakespeare.txt"
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] not in STUDIES_WITH_PLANS:
+        print(f"usage: python -m experiments.run_plan {{{','.join(STUDIES_WITH_PLANS)}}} [options]", file=sys.stderr)
+        return 2
+    plan = importlib.import_module(f"experiments.{argv[0]}.plan")
+    return plan_main(
+        argv[1:], plans=plan.PLANS, studies=plan.STUDIES, root=plan.ROOT, description=__doc__, shared_data=data_path()
+    )
+
 
 if __name__ == "__main__":
-    sys.exit(main(None, plans=PLANS, studies=STUDIES, root=ROOT, description=__doc__, shared_data=SHARED_DATA))
+    sys.exit(main())

@@ -28,10 +28,10 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from ..runner import Study, sweep_grid, sweep_losses
-from ..stats import PairedResult, holm, paired_ci, seeds_needed
-from .load import Damaged, scan
-from .tables import gain, plateau
+from hybrid_attention.apps.claims.report.load import Damaged, scan
+from hybrid_attention.apps.claims.report.tables import gain, plateau
+from hybrid_attention.apps.claims.runner import Study, sweep_grid, sweep_losses
+from hybrid_attention.apps.claims.stats import PairedResult, holm, paired_ci, seeds_needed
 
 __all__ = [
     "TASK_STUDIES",
@@ -266,7 +266,7 @@ def long_context_report(
     lines = [
         "# Long-context study: report",
         "",
-        "Regenerate: `python experiments/long_context/report.py` (reads `results/long_context/<study>/runs/`; rules:",
+        "Regenerate: `python -m experiments.long_context.report` (reads `results/long_context/<study>/runs/`; rules:",
         "`PROTOCOL.md`). Gain: relative perplexity in % (Tiny Shakespeare) or accuracy points (brackets, runs); positive",
         f"means hj is better. Intervals: 95 % paired t; Holm family: the {m} primary contrasts that ran in full",
         f'({FULL_SEEDS} seeds); "no practical gain": the interval at the family\'s Bonferroni level lies below '

@@ -14,7 +14,7 @@ exact enumeration at T <= 20, and at T >= 32 (Gibbs references, not recomputed) 
 cosine can take given its angle to the pre-fix gradient. The engine decision is then recomputed at both ends of
 every range.
 
-    python experiments/long_context/backward_fix.py     # writes results/long_context/backward_fix.md
+    python -m experiments.long_context.backward_fix     # writes results/long_context/backward_fix.md
 """
 
 from __future__ import annotations
@@ -27,12 +27,9 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import validate_engines as ve  # noqa: E402
-from plan import ENGINES, ROOT  # noqa: E402
-
-from hybrid_attention.backends.mcmc import meanfield  # noqa: E402
+from experiments.long_context import validate_engines as ve
+from experiments.long_context.plan import ENGINES, ROOT
+from hybrid_attention.backends.mcmc import meanfield
 
 HERE = ve.HERE
 MF_ENGINES = ("meanfield", "tap")
@@ -173,7 +170,7 @@ def main() -> int:
     lines = [
         "# The mean-field backward fix: what it changes",
         "",
-        "Produced by `python experiments/long_context/backward_fix.py` (PROTOCOL.md change 5). Per parameter group "
+        "Produced by `python -m experiments.long_context.backward_fix` (PROTOCOL.md change 5). Per parameter group "
         "(attention projection `c_attn` / couplings `J_raw` / the rest): gradient cosine and norm ratio of the "
         "first gradient over the second, on one training batch (the run's batch size, seed 5) at the run's last "
         "checkpoint.",

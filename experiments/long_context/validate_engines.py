@@ -15,8 +15,8 @@ skipped, and a model interrupted mid-way continues from its last finished refere
 ``engine_validation/.<model>.partial/``, with the same result as an uninterrupted run); ``--report`` writes
 ``results/long_context/engine_validation.md`` with the protocol's pass criteria applied.
 
-    python experiments/long_context/validate_engines.py            # every model whose run has finished
-    python experiments/long_context/validate_engines.py --report   # the table and the verdicts
+    python -m experiments.long_context.validate_engines            # every model whose run has finished
+    python -m experiments.long_context.validate_engines --report   # the table and the verdicts
 """
 
 from __future__ import annotations
@@ -31,9 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from plan import ROOT, STUDIES  # noqa: E402
+from experiments.long_context.plan import ROOT, STUDIES
 
 HERE = Path(__file__).resolve().parents[2]
 OUT = HERE / ROOT / "engine_validation"
@@ -612,8 +610,8 @@ def report() -> str:
     lines = [
         "# Engine validation (long-context study)",
         "",
-        "Produced by `python experiments/long_context/validate_engines.py` (one JSON per model in",
-        "`engine_validation/`) and `python experiments/long_context/validate_engines.py --report`. Protocol and pass",
+        "Produced by `python -m experiments.long_context.validate_engines` (one JSON per model in",
+        "`engine_validation/`) and `python -m experiments.long_context.validate_engines --report`. Protocol and pass",
         'criteria: `PROTOCOL.md` ("The engine"): the metric of the same weights within '
         f"{METRIC_TOL['val_perplexity']} % perplexity / {METRIC_TOL['val_accuracy']} points of the reference, and for every "
         f"parameter group a gradient cosine >= {COSINE_MIN} with a norm ratio in [{NORM_RANGE[0]}, {NORM_RANGE[1]}]. "

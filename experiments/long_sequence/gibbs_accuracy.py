@@ -16,7 +16,7 @@ bridge sends during training: query ``i``'s Ising system over keys ``0..i``, cou
 Errors: mean and max |m - m_ref| over visible (query, key) pairs, and the total-variation distance between the attention
 rows ``(1 + m) / 2`` normalised (what the model consumes), mean and max over queries.
 
-    python experiments/long_sequence/gibbs_accuracy.py --runs results/long_sequence/runs/brackets_hj_T64_gibbs_s0 \\
+    python -m experiments.long_sequence.gibbs_accuracy --runs results/long_sequence/runs/brackets_hj_T64_gibbs_s0 \\
         --configs 128:16:32:1 --out results/long_sequence/gibbs_accuracy.md
 """
 
@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from experiments import data_path
 from hybrid_attention import kernels
 from hybrid_attention.backends.mcmc.gibbs import GibbsSampler
 from hybrid_attention.backends.mcmc.meanfield import MeanFieldSampler
@@ -53,7 +54,7 @@ def scores(run: Path, seed: int) -> tuple[torch.Tensor, torch.Tensor, float, str
     from hybrid_attention.apps.train import eval_set
 
     conf = json.loads((run / "config.json").read_text())
-    r = load_run(run, data=conf["run"].get("data") or "../shared/data/tinyshakespeare.txt")
+    r = load_run(run, data=conf["run"].get("data") or str(data_path()))
     model = r.model
     x, _ = eval_set(r.task(), r.config)
     with torch.no_grad():

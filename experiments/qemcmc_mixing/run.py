@@ -19,7 +19,7 @@ sampler and reports the marginal errors in units of their shot-derived standard 
 
 Run (about 15 minutes on a busy 2-core machine):
 
-    nice -n 5 python experiments/qemcmc_mixing/run.py --marginals --out results/quantum_training/mixing
+    nice -n 5 python -m experiments.qemcmc_mixing.run --marginals --out results/quantum_training/mixing
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
         w.writerows(rows)
     plot(rows, args, args.out / "gaps.png")
     samp = marginals(args) if args.marginals else []
-    command = "python experiments/qemcmc_mixing/run.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m experiments.qemcmc_mixing.run " + " ".join(argv if argv is not None else sys.argv[1:])
     report = {
         "command": command,
         "checks": checks,

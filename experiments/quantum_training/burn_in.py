@@ -34,7 +34,7 @@ about 20 times more per move than all of T = 8).
 
 Run (repository root; about 10 minutes on one busy core; the two models train in about 15 s each when missing):
 
-    nice -n 5 python experiments/quantum_training/burn_in.py --overwrite
+    nice -n 5 python -m experiments.quantum_training.burn_in --overwrite
 """
 
 from __future__ import annotations
@@ -559,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {md} or {png} exists; pass --overwrite to regenerate them", file=sys.stderr)
         return 2
     torch.set_num_threads(1)
-    command = "nice -n 5 python experiments/quantum_training/burn_in.py " + shlex.join(
+    command = "nice -n 5 python -m experiments.quantum_training.burn_in " + shlex.join(
         sys.argv[1:] if argv is None else argv
     )
     results = [measure(T, args) for T in args.block_size]

@@ -21,7 +21,7 @@ spins this is computed exactly, without sampling:
 
 Run (repository root; a few minutes; trains the T = 12 exact model first when ``--runs`` does not hold it):
 
-    nice -n 5 python experiments/quantum_training/proposal_tuning.py --overwrite
+    nice -n 5 python -m experiments.quantum_training.proposal_tuning --overwrite
 
 Writes ``results/quantum_training/proposal_tuning.md`` and ``proposal_tuning.json`` (the same numbers).
 """
@@ -40,7 +40,6 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "results" / "quantum_training"
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 #: proposal settings compared: label -> ProposalParams fields (Layden's ranges with 2 Trotter steps is what
 #: experiments/quantum_training/run.py trains with)
@@ -74,8 +73,7 @@ def model_run(args: argparse.Namespace) -> Path:
 
 def problems_of(args: argparse.Namespace) -> dict[int, list]:
     """``{n: [IsingProblem of one prefix problem, ...]}`` for the first ``--rows`` rows of one training batch."""
-    from burn_in import layer_problem
-
+    from experiments.quantum_training.burn_in import layer_problem
     from hybrid_attention import IsingProblem
     from hybrid_attention.apps.runs import load_run
     from hybrid_attention.apps.train import TrainConfig, load_task
@@ -229,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     md = OUT / "proposal_tuning.md"
     if md.exists() and not args.overwrite:
         p.error(f"{md} exists; pass --overwrite to replace it")
-    command = "nice -n 5 python experiments/quantum_training/proposal_tuning.py " + shlex.join(
+    command = "nice -n 5 python -m experiments.quantum_training.proposal_tuning " + shlex.join(
         [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--overwrite"] + ["--overwrite"]
     )
     from tqdm.auto import tqdm

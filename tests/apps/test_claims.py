@@ -815,7 +815,7 @@ def test_finding8_missing_and_malformed_summary(tmp_path):
     root.mkdir()
     f = rp.findings(root)[7]  # the default place, absent: not tested
     assert f["verdict"] == "not tested here" and "quantum_training/summary.json does not exist" in f["ours"]
-    assert "experiments/quantum_training/run.py" in f["ours"]
+    assert "experiments.quantum_training.run" in f["ours"]
     with pytest.raises(FileNotFoundError, match="none.json"):  # a file named by the user must exist
         rp.findings(root, quantum_training=tmp_path / "none.json")
     good = _qt_rows()

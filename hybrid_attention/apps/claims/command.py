@@ -1,5 +1,5 @@
 """``hybrid-attention claims``: the claims report (:func:`hybrid_attention.apps.claims.report.write_report`) from the
-runs of the experiment plan (``experiments/claims/run.py``)."""
+runs of the experiment plan (``experiments/run_plan.py``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The command line of an experiment plan: run (or resume) a plan's studies with parallel workers, or list what is
-left and its estimated cost. ``experiments/claims/run.py`` and ``experiments/long_context/run.py`` are this command
+left and its estimated cost. ``experiments/run_plan.py`` (``python -m experiments.run_plan STUDY``) is this command
 over their own plan modules (:func:`main`)."""
 
 from __future__ import annotations

@@ -125,7 +125,7 @@ def _couplings(plt: Any, out: Path, name: str, rows: list) -> None:
 
 def write_long_context_plot(path: Path, points: list[dict[str, Any]], margin: float, full_seeds: int = 10) -> bool:
     """The long-context study's gain over softmax against T (one panel per task; hj, h and bias with 95 % CI;
-    ``points`` from :func:`.long_context.gain_points`; the band +-``margin`` shaded) to ``path``. A point with fewer
+    ``points`` from ``experiments.long_context.analysis.gain_points``; the band +-``margin`` shaded) to ``path``. A point with fewer
     than ``full_seeds`` pairs (a pilot) is drawn hollow, joined by a dotted line, and its T is labelled with its
     seed count. Returns whether it was written (not without matplotlib, or without points)."""
     try:

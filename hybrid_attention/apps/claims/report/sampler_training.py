@@ -48,7 +48,7 @@ MOVES = ("qemcmc", "qemcmc-k0")
 BESIDE = ("qemcmc", "gibbs", "dqa-rb")
 _TASKS = {"brackets": ("val_accuracy", 100.0), "shakespeare": ("val_perplexity", 1.0)}
 _COMMAND = (
-    "nice -n 5 python experiments/quantum_training/run.py --task brackets --block-size 8 12 --seeds 0 1 2 "
+    "nice -n 5 python -m experiments.quantum_training.run --task brackets --block-size 8 12 --seeds 0 1 2 "
     "(and --task shakespeare)"
 )
 
