@@ -2,7 +2,7 @@
 width, side by side.
 
 The bridge hands mean field one problem per (batch row, query): query ``i`` of a causal layer has ``i + 1`` active
-keys, so a full-width iteration spends about half its products on masked spins. ``backends.meanfield._solve``
+keys, so a full-width iteration spends about half its products on masked spins. ``backends.meanfield.solve``
 iterates rows sorted into blocks of similar width on the leading block of ``J`` (bit-identical results, checked
 here on every case). Problems: one head, ``B`` batch rows, couplings ``J ~ N(0, c^2 / T)`` symmetric, fields
 ``N(0, 1)``, float32, one thread; a fixed number of iterations (``tol = 0``) so both paths do the same count.
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from hybrid_attention.backends.mcmc.meanfield import _solve, _width_blocks
+from hybrid_attention.backends.mcmc.meanfield import solve, width_blocks
 
 
 def problems(B: int, T: int, c: float = 1.0, seed: int = 0):
@@ -128,8 +128,8 @@ def solver_table(args: argparse.Namespace) -> None:
                 for _ in range(args.reps):  # interleaved: full, blocked, full, blocked, ...
                     for blocked in (False, True):
                         t = time.perf_counter()
-                        blocks = _width_blocks(mask, T) if blocked else None
-                        out[blocked] = _solve(h, J, mask, tap, b, 0.5, args.iterations, 0.0, blocks)[0]
+                        blocks = width_blocks(mask, T) if blocked else None
+                        out[blocked] = solve(h, J, mask, tap, b, 0.5, args.iterations, 0.0, blocks)[0]
                         times[blocked].append((time.perf_counter() - t) / args.iterations * 1e3)
                 ratios = [f / k for f, k in zip(times[False], times[True])]
                 same = bool(torch.equal(out[False], out[True]))

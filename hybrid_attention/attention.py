@@ -153,7 +153,7 @@ def attention_weights(
         h = torch.full_like(h, j_field)  # a constant field breaks the spin-flip symmetry; the scores stay unused
         if sampling is None:
             exact.check_size(T)
-            return kernels._exact_weights(h, J, b, causal=causal)
+            return kernels.exact_weights(h, J, b, causal=causal)
     if sampling is None:
         if mode == "h":
             # independent spins: (1 + tanh(beta h)) / 2 = sigmoid(2 beta h); normalise in log space so the
@@ -166,8 +166,8 @@ def attention_weights(
             return w / w.sum(-1, keepdim=True)
         exact.check_size(T)
         # J and beta were validated above: the unvalidated kernel keeps the training hot path lean. Rows whose
-        # alpha = (1 + m) / 2 underflows are redone from log alpha (kernels._exact_weights), the others are unchanged.
-        return kernels._exact_weights(h, J, b, causal=causal)
+        # alpha = (1 + m) / 2 underflows are redone from log alpha (kernels.exact_weights), the others are unchanged.
+        return kernels.exact_weights(h, J, b, causal=causal)
     from .bridge import attention_marginals  # the sampler route, imported on use
 
     if mode == "h":

@@ -37,10 +37,10 @@ MF_ENGINES = ("meanfield", "tap")
 
 def prefix_implicit(m_star, h, J, mask, tap, b, damping, max_iter, tol, info):
     """The implicit backward as it was before the fix (absolute stopping test); for this measurement only."""
-    m = meanfield._update(m_star, h, J, mask, tap, b)
+    m = meanfield.update(m_star, h, J, mask, tap, b)
     z0 = m_star.clone().requires_grad_(True)
     with torch.enable_grad():
-        f0 = meanfield._update(z0, h, J, mask, tap, b)
+        f0 = meanfield.update(z0, h, J, mask, tap, b)
 
     def hook(g):
         v = g
@@ -64,12 +64,12 @@ def prefix_implicit(m_star, h, J, mask, tap, b, damping, max_iter, tol, info):
 @contextmanager
 def prefix_backward():
     """Within the block, mean field differentiates with the pre-fix backward."""
-    fixed = meanfield._implicit
-    meanfield._implicit = prefix_implicit
+    fixed = meanfield.implicit
+    meanfield.implicit = prefix_implicit
     try:
         yield
     finally:
-        meanfield._implicit = fixed
+        meanfield.implicit = fixed
 
 
 def _sampling(method: str, grad: str = "implicit"):

@@ -95,12 +95,12 @@ def problems_of(args: argparse.Namespace) -> dict[int, list]:
 
 def start_law(p, start: str) -> np.ndarray:  # noqa: ANN001
     """``(2**n,)`` product law of the chains' start (``"meanfield"`` or ``"fields"``) over the enumeration order."""
-    from hybrid_attention.backends.mcmc.qemcmc import _start_magnetisations
+    from hybrid_attention.backends.mcmc.qemcmc import start_magnetisations
     from hybrid_attention.exact import enumerate_states
 
     h = p.h.to(torch.float64)[None]
     J = p.J.to(torch.float64)[None]
-    m = _start_magnetisations(h, J, np.array([float(p.beta)]), None, start)[0]  # (n,)
+    m = start_magnetisations(h, J, np.array([float(p.beta)]), None, start)[0]  # (n,)
     s = enumerate_states(p.n, dtype=torch.float64).numpy()  # (2**n, n)
     return np.prod((1 + s * m[None]) / 2, axis=1)
 

@@ -38,7 +38,7 @@ _METHODS = ("naive", "tap")
 _GRADS = ("implicit", "unroll")
 
 
-def _update(
+def update(
     m: torch.Tensor, h: torch.Tensor, J: torch.Tensor, mask: torch.Tensor | None, tap: bool, beta: torch.Tensor
 ) -> torch.Tensor:
     """``f(m)`` for ``m, h (G, R, n)``, ``J (G, n, n)``, ``beta (G, R, 1)``; masked entries stay 0."""
@@ -89,28 +89,28 @@ def mean_field(
         m = torch.tanh(b * h)
         res, it = float("inf"), 0
         for it in range(1, max_iter + 1):  # noqa: B007 (the count is reported after the loop)
-            step = _update(m, h, J, mask, tap, b) - m
+            step = update(m, h, J, mask, tap, b) - m
             res = float(step.detach().abs().max()) if step.numel() else 0.0  # fixed-point residual |f(m) - m|
             if res < tol:
                 break
             m = m + damping * step
     else:
         mk = None if mask is None else mask.detach()
-        blocks = _width_blocks(mk, h.shape[-1])  # once for the forward iteration and the adjoint
+        blocks = width_blocks(mk, h.shape[-1])  # once for the forward iteration and the adjoint
         with torch.no_grad():
-            m, it, res = _solve(h.detach(), J.detach(), mk, tap, b.detach(), damping, max_iter, tol, blocks)
+            m, it, res = solve(h.detach(), J.detach(), mk, tap, b.detach(), damping, max_iter, tol, blocks)
     info = {"iterations": it, "converged": res < tol, "residual": res}
     if warn and not info["converged"]:
         logger.warning(
             "mean field (%s) did not converge in %d iterations (residual %.2e); strong couplings?", method, it, res
         )
     if need_grad and not unroll:
-        m = _implicit(m.detach(), h, J, mask, tap, b, damping, max_iter, tol, info, blocks)
+        m = implicit(m.detach(), h, J, mask, tap, b, damping, max_iter, tol, info, blocks)
     return m, info
 
 
 def _residual(m, h, J, mask, b, J2) -> torch.Tensor:
-    """``f(m) - m`` in place of temporaries: the same operations as :func:`_update` (bit for bit) without the graph;
+    """``f(m) - m`` in place of temporaries: the same operations as :func:`update` (bit for bit) without the graph;
     ``J2 = J * J`` for TAP, else ``None``."""
     field = torch.bmm(m, J).add_(h)
     if J2 is not None:
@@ -122,11 +122,11 @@ def _residual(m, h, J, mask, b, J2) -> torch.Tensor:
     return out.sub_(m)
 
 
-#: row blocks of :func:`_solve` (rows sorted by active width; 4 blocks do about half the work of one on causal masks)
+#: row blocks of :func:`solve` (rows sorted by active width; 4 blocks do about half the work of one on causal masks)
 _BLOCKS = 4
 
 
-def _width_blocks(mask: torch.Tensor | None, n: int) -> list[tuple[torch.Tensor, int]] | None:
+def width_blocks(mask: torch.Tensor | None, n: int) -> list[tuple[torch.Tensor, int]] | None:
     """Rows ``r`` of ``mask (G, R, n)`` whose spins beyond ``L`` are masked in every group, as ``_BLOCKS`` blocks of
     ``(rows, L)`` sorted by ``L``; ``None`` when blocking would not save a fifth of the products (no mask, or masks
     that are not prefix-like)."""
@@ -141,7 +141,7 @@ def _width_blocks(mask: torch.Tensor | None, n: int) -> list[tuple[torch.Tensor,
     return blocks
 
 
-def _solve(
+def solve(
     h, J, mask, tap: bool, b, damping: float, max_iter: int, tol: float, blocks: list[tuple[torch.Tensor, int]] | None
 ) -> tuple[torch.Tensor, int, float]:
     """The damped iteration ``m <- m + d (f(m) - m)`` from ``tanh(beta h)``, stopped when the largest residual of
@@ -149,7 +149,7 @@ def _solve(
     iterated in blocks of similar ``L`` on the leading ``L x L`` block of ``J`` (the masked spins are 0 and enter no
     product), the same iteration and stopping test at about half the cost.
 
-    ``blocks``: :func:`_width_blocks` of ``mask``, or ``None`` to iterate the whole width.
+    ``blocks``: :func:`width_blocks` of ``mask``, or ``None`` to iterate the whole width.
 
     Returns ``(m (G, R, n), iterations, final residual)``.
     """
@@ -175,7 +175,7 @@ def _solve(
     return m, it, res
 
 
-def _implicit(
+def implicit(
     m_star: torch.Tensor, h, J, mask, tap, b, damping: float, max_iter: int, tol: float, info: dict, blocks
 ) -> torch.Tensor:
     """Attach the implicit-function gradient of the fixed point ``m* = f(m*, theta)``; the backward pass records
@@ -183,9 +183,9 @@ def _implicit(
 
     The adjoint system ``v = g + (df/dm)^T v`` is solved by the damped iteration with ``(df/dm)^T v`` in closed form
     (each problem's Jacobian is ``diag(beta (1 - f^2)) J`` for naive mean field, plus the Onsager term's derivative
-    for TAP), in the forward iteration's row ``blocks`` (:func:`_width_blocks`, or ``None``); ``v`` then flows into
+    for TAP), in the forward iteration's row ``blocks`` (:func:`width_blocks`, or ``None``); ``v`` then flows into
     ``theta`` through one differentiable step ``f(m*, theta)``."""
-    m = _update(m_star, h, J, mask, tap, b)  # one step with the graph to theta (value = m* at convergence)
+    m = update(m_star, h, J, mask, tap, b)  # one step with the graph to theta (value = m* at convergence)
     with torch.no_grad():
         f = m.detach()
         bd, Jd = b.detach(), J.detach()

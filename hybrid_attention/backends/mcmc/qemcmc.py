@@ -91,7 +91,7 @@ _STARTS = ("random", "fields", "meanfield")
 REAL = REAL
 
 
-def _start_magnetisations(h: torch.Tensor, J: torch.Tensor, beta: np.ndarray, mask: Any, start: str) -> np.ndarray:
+def start_magnetisations(h: torch.Tensor, J: torch.Tensor, beta: np.ndarray, mask: Any, start: str) -> np.ndarray:
     """``(N, n)`` magnetisations of the independent-spin start: ``tanh(beta h)`` (``"fields"``) or the naive mean-field
     solution (``"meanfield"``: :func:`.meanfield.mean_field`'s damped iteration, 200 iterations at most, tolerance
     1e-6, by :func:`_naive_mean_field`). ``h (N, n)``, ``J (N, n, n)`` float64 with dropped spins decoupled;
@@ -475,7 +475,7 @@ class QEMCMCSampler(Sampler):
         if init is not None:
             cur = spins_to_index(init).astype(np.int64)
         elif opts["start"] in ("fields", "meanfield"):  # independent spins, P(s_j = +1) = (1 + m_j) / 2
-            m0 = _start_magnetisations(h, J, beta, mask, opts["start"])  # (N, n); dropped spins: 0
+            m0 = start_magnetisations(h, J, beta, mask, opts["start"])  # (N, n); dropped spins: 0
             p_up = 0.5 * (1.0 + m0)
             cur = spins_to_index(np.where(rng.random((N, C, n)) < p_up[:, None, :], 1, -1).astype(np.int8))
         else:

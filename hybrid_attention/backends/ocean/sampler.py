@@ -262,7 +262,7 @@ class DimodSampler(Sampler):
         h_all, J_all = flat.dropped()
         spins = np.empty((B, reads, n), dtype=np.int8)
         for b in progress(range(B), B, "dimod", show=B >= 16):
-            one = IsingProblem._derived(h_all[b], J_all if J_all.ndim == 2 else J_all[b], float(betas[b]), None)
+            one = IsingProblem.derived(h_all[b], J_all if J_all.ndim == 2 else J_all[b], float(betas[b]), None)
             if flat.mask is not None:
                 one.mask = flat.mask[b]
             spins[b] = self._sample_one(one, reads, seeds[b])
@@ -285,7 +285,7 @@ class DimodSampler(Sampler):
             return np.random.default_rng(seed).choice(np.array([-1, 1], dtype=np.int8), size=(reads, problem.n))
         scaled = problem
         if self.beta_mode == "scale":
-            scaled = IsingProblem._derived(problem.h * beta, problem.J * beta, 1.0, problem.mask)
+            scaled = IsingProblem.derived(problem.h * beta, problem.J * beta, 1.0, problem.mask)
         bqm = to_bqm(scaled)
         kw = dict(self.sample_options, num_reads=reads, **self._beta_options(beta))
         if self._seeded:
