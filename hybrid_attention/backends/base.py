@@ -10,7 +10,8 @@ re-exported here for the backends and their users.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import importlib
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from hybrid_attention.checks import SeedLike, as_generator, spawn_seeds
@@ -18,6 +19,7 @@ from hybrid_attention.exact import draw_states
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
 
 __all__ = [
+    "lazy_exports",
     "Sampler",
     "SamplerCapabilities",
     "SeedLike",
@@ -45,3 +47,16 @@ def progress(iterable: Iterable[Any], total: int, desc: str, *, show: bool | Non
     from tqdm.auto import tqdm
 
     return tqdm(iterable, total=total, desc=desc, leave=False, disable=None)
+
+
+def lazy_exports(package: str, module: str, names: list[str]) -> Callable[[str], Any]:
+    """A module-level ``__getattr__`` for ``package`` that resolves ``names`` from its sub-module ``module`` (relative,
+    e.g. ``".sampler"``) on first use: a wing re-exports its sampler's public names without importing the sampler's
+    heavy dependency (qiskit-ibm-runtime, dimod) when only a light sibling is imported."""
+
+    def __getattr__(name: str) -> Any:
+        if name in names:
+            return getattr(importlib.import_module(module, package), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -14,8 +14,7 @@ IBMSampler``); qiskit-ibm-runtime is imported on first use of one of them, so ``
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..base import lazy_exports
 
 __all__ = [
     "IBMSampler",
@@ -28,8 +27,4 @@ __all__ = [
     "has_fractional_rzz",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return getattr(importlib.import_module(".sampler", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, ".sampler", __all__)

@@ -11,8 +11,7 @@ dimod is imported on first use of one of them.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..base import lazy_exports
 
 __all__ = [
     "DimodSampler",
@@ -26,8 +25,4 @@ __all__ = [
     "OWNED_OPTIONS",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return getattr(importlib.import_module(".sampler", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, ".sampler", __all__)
