@@ -95,7 +95,7 @@ def problems_of(args: argparse.Namespace) -> dict[int, list]:
 
 def start_law(p, start: str) -> np.ndarray:  # noqa: ANN001
     """``(2**n,)`` product law of the chains' start (``"meanfield"`` or ``"fields"``) over the enumeration order."""
-    from hybrid_attention.backends.mcmc.qemcmc import start_magnetisations
+    from hybrid_attention.backends.mcmc.chain import start_magnetisations
     from hybrid_attention.exact import enumerate_states
 
     h = p.h.to(torch.float64)[None]

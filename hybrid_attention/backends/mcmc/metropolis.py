@@ -1,7 +1,7 @@
 """Metropolis samplers with Layden et al.'s classical proposals: ``mh-local`` and ``mh-uniform``.
 
-The classical baselines of quantum-enhanced MCMC (Layden et al., Nature 619, 282 (2023)): the same Metropolis chain as
-the ``qemcmc`` sampler (:mod:`.qemcmc`: acceptance ``min(1, exp(-beta (E(s') - E(s))))``, chains, burn-in, thinning,
+The classical baselines of quantum-enhanced MCMC (Layden et al., Nature 619, 282 (2023)): the one Metropolis chain
+(:class:`~.chain.MetropolisChain`, which ``qemcmc`` runs with its quantum proposal: acceptance ``min(1, exp(-beta (E(s') - E(s))))``, chains, burn-in, thinning,
 starts, persistent ``initial_state``, diagnostics in ``SampleSet.info``), with the quantum proposal replaced by
 
 * ``mh-local`` (:class:`LocalMetropolisSampler`): flip one of the ``n`` spins, chosen uniformly
@@ -30,9 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from hybrid_attention.sampler import SamplerCapabilities
-
-from .qemcmc import QEMCMCSampler
+from .chain import MetropolisChain
 
 __all__ = ["MetropolisSampler", "LocalMetropolisSampler", "UniformMetropolisSampler", "PROPOSALS"]
 
@@ -52,22 +50,21 @@ class _ClassicalProposals:
         return rng.integers(0, 1 << self.n, size=cur.shape)
 
 
-class MetropolisSampler(QEMCMCSampler):
+class MetropolisSampler(MetropolisChain):
     """Metropolis chains with a classical symmetric proposal (module docstring).
 
     Args:
         proposal: ``"local"`` (one uniformly chosen spin flipped) or ``"uniform"`` (a uniformly random configuration).
         burn_in: moves before the first record (default 512; one move is one proposal, so for ``"local"`` a sweep
             of ``n`` spins is ``n`` moves).
-        start: ``"random"`` (default), ``"fields"`` or ``"meanfield"`` (as :class:`~.qemcmc.QEMCMCSampler`).
-        thinning, num_chains, num_reads, memory_limit, max_spins: as :class:`~.qemcmc.QEMCMCSampler`.
+        start: ``"random"`` (default), ``"fields"`` or ``"meanfield"`` (as :class:`~.chain.MetropolisChain`).
+        thinning, num_chains, num_reads, memory_limit, max_spins: as :class:`~.chain.MetropolisChain` (max_spins
+            default 16).
 
     Per-call options: ``burn_in``, ``thinning``, ``num_chains``, ``start``, ``initial_state``.
     """
 
     name = "metropolis"
-    capabilities = SamplerCapabilities(markov_chain=True)
-    parameters = {k: v for k, v in QEMCMCSampler.parameters.items() if k != "params"}
 
     def __init__(
         self,
@@ -90,15 +87,13 @@ class MetropolisSampler(QEMCMCSampler):
             num_chains=num_chains,
             num_reads=num_reads,
             memory_limit=memory_limit,
-            max_spins=max_spins,
-            mode="columns",
+            max_spins=16 if max_spins is None else max_spins,
         )
         self.proposal = proposal
 
     @property
     def properties(self) -> dict[str, Any]:
-        props = {k: v for k, v in super().properties.items() if k not in ("engine", "params")}
-        return {**props, "proposal": self.proposal}
+        return {**super().properties, "proposal": self.proposal}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(proposal={self.proposal!r}, burn_in={self.burn_in})"
