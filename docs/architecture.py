@@ -70,10 +70,11 @@ when that sampler is built. The registry is the one factory; a sampler declares 
 
 ## Adding a sampler
 
-Read `hybrid_attention/sampler.py` (the interface and `SamplerCapabilities`), one sampler of the wing it belongs to
-(`hybrid_attention/backends/mcmc/metropolis.py` is short), and `hybrid_attention/backends/registry.py` (add its
-name there); `hybrid_attention/backends/testing.py` is the conformance suite it must pass
-(`tests/backends/test_conformance.py` runs it over the registry).
+Read `hybrid_attention/sampler.py` (the interface and `SamplerCapabilities`), the docstring of the wing it belongs to
+and one sampler there (a new chain is a proposal rule on `hybrid_attention/backends/mcmc/chain.py`, as
+`hybrid_attention/backends/mcmc/metropolis.py` is), and `hybrid_attention/backends/registry.py` (add its name there);
+`hybrid_attention/backends/testing.py` is the conformance suite it must pass (`tests/backends/test_conformance.py`
+runs it over the registry).
 
 ## Development
 
