@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from hybrid_attention import IsingProblem, exact, kernels
-from hybrid_attention.backends.gibbs import GibbsSampler
+from hybrid_attention.backends.mcmc.gibbs import GibbsSampler
 from hybrid_attention.bridge import attention_marginals
 
 INSTALL = (

@@ -3,7 +3,7 @@
 Each command is started ``--runs`` times (after one warm-up run that is not counted) as a fresh process
 (``python -m hybrid_attention.apps ...``, the console script's module); the table gives the median and the spread
 (min - max) of the wall time, and the heavy packages the process imported (none expected: the help comes from the
-recorded flags, ``apps/cli_flags.py``). A bare ``python -c pass`` row measures the interpreter's own start-up on
+recorded flags, ``hybrid_attention/apps/cli_flags.py``). A bare ``python -c pass`` row measures the interpreter's own start-up on
 this machine in the same run. Target (issue "speed where the work is"): every help under 0.5 s.
 
     python -m bench.cli --out results/bench/cli.md

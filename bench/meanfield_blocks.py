@@ -2,13 +2,13 @@
 width, side by side.
 
 The bridge hands mean field one problem per (batch row, query): query ``i`` of a causal layer has ``i + 1`` active
-keys, so a full-width iteration spends about half its products on masked spins. ``backends.meanfield._solve``
+keys, so a full-width iteration spends about half its products on masked spins. ``backends.meanfield.solve``
 iterates rows sorted into blocks of similar width on the leading block of ``J`` (bit-identical results, checked
 here on every case). Problems: one head, ``B`` batch rows, couplings ``J ~ N(0, c^2 / T)`` symmetric, fields
 ``N(0, 1)``, float32, one thread; a fixed number of iterations (``tol = 0``) so both paths do the same count.
 
 A second part times whole training steps (forward and backward, one batch of the run's own size, its task) of
-trained models against an earlier revision of ``backends/meanfield.py`` (loaded from git), with the gradients'
+trained models against an earlier revision of ``hybrid_attention/backends/mcmc/meanfield.py`` (loaded from git), with the gradients'
 agreement per parameter group:
 
     python -m bench.meanfield_blocks                       # T = 16 32 64 128, B = 16 64
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from hybrid_attention.backends.meanfield import _solve, _width_blocks
+from hybrid_attention.backends.mcmc.meanfield import solve, width_blocks
 
 
 def problems(B: int, T: int, c: float = 1.0, seed: int = 0):
@@ -49,7 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iterations", type=int, default=100)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--models", nargs="*", default=[], help="trained run directories for the training-step part")
-    p.add_argument("--against", default=None, help="git revision of backends/meanfield.py to time the steps against")
+    p.add_argument(
+        "--against",
+        default=None,
+        help="git revision of hybrid_attention/backends/mcmc/meanfield.py to time the steps against",
+    )
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     if args.block_sizes:
@@ -62,11 +66,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _module_at(rev: str):
-    """``backends/meanfield.py`` as it was at git revision ``rev``, imported under a private name."""
+    """The mean-field module as it was at git revision ``rev``, imported under a private name (the file moved:
+    ``backends/meanfield.py`` before the package layout of #40, ``hybrid_attention/backends/mcmc/meanfield.py`` after)."""
     root = Path(__file__).resolve().parents[1]
-    src = subprocess.run(
-        ["git", "show", f"{rev}:backends/meanfield.py"], cwd=root, check=True, capture_output=True, text=True
-    ).stdout
+    for where in ("hybrid_attention/backends/mcmc/meanfield.py", "backends/meanfield.py"):
+        got = subprocess.run(["git", "show", f"{rev}:{where}"], cwd=root, capture_output=True, text=True)
+        if got.returncode == 0:
+            break
+    got.check_returncode()
+    src = got.stdout
     path = Path(tempfile.mkdtemp()) / "meanfield_at.py"
     path.write_text(src)
     spec = importlib.util.spec_from_file_location("hybrid_attention.backends._meanfield_at", path)
@@ -76,11 +84,9 @@ def _module_at(rev: str):
 
 
 def step_table(models: list[str], rev: str, reps: int) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments" / "long_context"))
-    import validate_engines as ve
-
+    from experiments.long_context import validate_engines as ve
     from hybrid_attention import Sampling
-    from hybrid_attention.backends import meanfield
+    from hybrid_attention.backends.mcmc import meanfield
 
     old = _module_at(rev)
     print(
@@ -122,8 +128,8 @@ def solver_table(args: argparse.Namespace) -> None:
                 for _ in range(args.reps):  # interleaved: full, blocked, full, blocked, ...
                     for blocked in (False, True):
                         t = time.perf_counter()
-                        blocks = _width_blocks(mask, T) if blocked else None
-                        out[blocked] = _solve(h, J, mask, tap, b, 0.5, args.iterations, 0.0, blocks)[0]
+                        blocks = width_blocks(mask, T) if blocked else None
+                        out[blocked] = solve(h, J, mask, tap, b, 0.5, args.iterations, 0.0, blocks)[0]
                         times[blocked].append((time.perf_counter() - t) / args.iterations * 1e3)
                 ratios = [f / k for f, k in zip(times[False], times[True])]
                 same = bool(torch.equal(out[False], out[True]))

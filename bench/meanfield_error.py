@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from hybrid_attention import IsingProblem, exact
-from hybrid_attention.backends.meanfield import MeanFieldSampler
+from hybrid_attention.backends.mcmc.meanfield import MeanFieldSampler
 
 
 def problems(n: int, c: float, beta: float, family: str, batch: int, seed: int) -> IsingProblem:

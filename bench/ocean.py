@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)
     try:
-        from hybrid_attention.backends.ocean import DimodSampler
+        from hybrid_attention.backends.ocean.sampler import DimodSampler
     except ImportError:
         print("bench.ocean needs dimod and dwave-samplers: pip install 'hybrid-attention[ocean]'", file=sys.stderr)
         return 1

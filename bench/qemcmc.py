@@ -18,7 +18,7 @@ Where the time goes, measured in the same run: ``qemcmc-k0`` is the ``qemcmc`` s
 start and the Rao-Blackwellised estimator alone: the model, the bridge and the sampler's per-call work), so
 ``qemcmc - qemcmc-k0`` is the proposals' time. Their floor is the arithmetic the statevector engine must do: per move,
 for every chain of every prefix problem (``B`` rows x ``--fresh-reads`` chains, ``n = 1..T`` spins), the middle driver
-layer (every Kronecker block) and the last layer's most significant block (``backends/qemcmc_draw.py``), as GEMMs of
+layer (every Kronecker block) and the last layer's most significant block (``hybrid_attention/backends/mcmc/qemcmc_draw.py``), as GEMMs of
 the engine's own shapes and sub-chunks, timed alone (interleaved with the steps; medians).
 
     nice -n 5 python -m bench.qemcmc --out results/bench/qemcmc.md
@@ -47,7 +47,7 @@ def proposal_gemms(T: int, rows: int, moves: int, steps: int):
     each prefix length ``n``, ``rows`` chains, ``moves`` moves of ``steps`` Trotter steps (``steps - 1`` full driver
     layers between the analytic first and the last layer, of which only the top block), on cache-sized sub-chunks as
     the engine runs them."""
-    from hybrid_attention.backends.rotating_frame import apply_block, rotated_blocks
+    from hybrid_attention.backends.dqa.rotating_frame import apply_block, rotated_blocks
 
     work = []
     for n in range(1, T + 1):

@@ -1,14 +1,10 @@
 """MkDocs hooks of the documentation site (``hooks:`` in ``mkdocs.yml``); nothing here is part of the package.
 
-The hooks do three things at build time, so that nothing on the site is a hand copy:
+The hooks do two things at build time, so that nothing on the site is a hand copy:
 
 * ``cli_reference()`` renders the ``hybrid-attention`` command's argparse parsers
   (:func:`hybrid_attention.apps.cli.build_parser`) as Markdown; it replaces the ``<!-- cli-reference -->`` marker of
   ``docs/cli.md``. ``tests/test_docs.py`` imports this file to check it.
-* ``stage_api_sources()`` gives mkdocstrings a tree in which the repository's top-level ``circuits/``, ``backends/``
-  and ``apps/`` sit inside ``hybrid_attention/`` as they do once installed (``package_dir`` in ``setup.cfg``; griffe,
-  like an editor, cannot follow that mapping): a copy in ``build/api_src/hybrid_attention`` (or under
-  ``$HYBRID_ATTENTION_API_SRC``), remade at every build.
 * The Markdown files and plots of ``results/`` are added to the site under ``results/`` (the Results page,
   ``docs/results.md``, links to them; ``results/README.md`` becomes ``results/readme/``). They stay where they are
   committed.
@@ -17,19 +13,11 @@ The hooks do three things at build time, so that nothing on the site is a hand c
 from __future__ import annotations
 
 import argparse
-import configparser
 import functools
 import importlib.util
-import os
-import shutil
 from pathlib import Path
 
-from mkdocs.plugins import event_priority
-
 REPO = Path(__file__).resolve().parent.parent
-API_SRC = Path(
-    os.environ.get("HYBRID_ATTENTION_API_SRC", REPO / "build" / "api_src")
-)  # as in mkdocs.yml
 CLI_MARKER = "<!-- cli-reference -->"
 RESULT_SUFFIXES = (".md", ".png")
 USAGE_WIDTH = 80  # usage lines that fit the content column
@@ -46,37 +34,8 @@ def _docstrings():
     return module
 
 
-def package_dirs() -> dict[str, Path]:
-    """``package_dir`` of ``setup.cfg``: each installed package -> its folder in the repository."""
-    cfg = configparser.ConfigParser()
-    cfg.read(REPO / "setup.cfg")
-    pairs = (
-        line.split("=", 1)
-        for line in cfg["options"]["package_dir"].splitlines()
-        if "=" in line
-    )
-    return {name.strip(): REPO / folder.strip() for name, folder in pairs}
-
-
-def stage_api_sources(root: Path = API_SRC) -> Path:
-    """Make ``root/hybrid_attention`` a copy of the package's sources as installed (``package_dir`` of
-    ``setup.cfg``: ``circuits/``, ``backends/`` and ``apps/`` inside ``hybrid_attention/``). Returns ``root``
-    (mkdocstrings' ``paths`` entry). Copies, not links: griffe resolves links and would walk the repository's own
-    ``hybrid_attention/`` again."""
-    if (root / "hybrid_attention").exists():
-        shutil.rmtree(root / "hybrid_attention")
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name, folder in sorted(
-        package_dirs().items()
-    ):  # parents before the packages mapped into them
-        shutil.copytree(
-            folder, root.joinpath(*name.split(".")), ignore=ignore, dirs_exist_ok=True
-        )
-    return root
-
-
-def api_modules(root: Path = API_SRC) -> list[str]:
-    """The public modules of the staged package (``stage_api_sources``): dotted names, none with a part that starts
+def api_modules(root: Path = REPO) -> list[str]:
+    """The public modules of the package under ``root`` (the repository): dotted names, none with a part that starts
     with an underscore."""
     names = []
     for path in sorted((root / "hybrid_attention").rglob("*.py")):
@@ -181,14 +140,6 @@ def cli_reference(parser: argparse.ArgumentParser | None = None) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------------- hooks
-@event_priority(
-    100
-)  # before mkdocstrings reads its `paths` (a path that does not exist yet is dropped)
-def on_config(config, **kwargs):
-    stage_api_sources()
-    return config
-
-
 def on_files(files, config, **kwargs):
     from mkdocs.structure.files import File
 

@@ -35,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -43,6 +44,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import checks, exact, kernels
+from .ising import IsingProblem
 from .sampling import Sampling, as_sampling
 
 __all__ = [
@@ -53,6 +55,7 @@ __all__ = [
     "boltzmann_attention",
     "attention_weights",
     "BoltzmannAttention",
+    "AttentionProblems",
     "symmetric_couplings",
 ]
 
@@ -150,7 +153,7 @@ def attention_weights(
         h = torch.full_like(h, j_field)  # a constant field breaks the spin-flip symmetry; the scores stay unused
         if sampling is None:
             exact.check_size(T)
-            return kernels._exact_weights(h, J, b, causal=causal)
+            return kernels.exact_weights(h, J, b, causal=causal)
     if sampling is None:
         if mode == "h":
             # independent spins: (1 + tanh(beta h)) / 2 = sigmoid(2 beta h); normalise in log space so the
@@ -163,8 +166,8 @@ def attention_weights(
             return w / w.sum(-1, keepdim=True)
         exact.check_size(T)
         # J and beta were validated above: the unvalidated kernel keeps the training hot path lean. Rows whose
-        # alpha = (1 + m) / 2 underflows are redone from log alpha (kernels._exact_weights), the others are unchanged.
-        return kernels._exact_weights(h, J, b, causal=causal)
+        # alpha = (1 + m) / 2 underflows are redone from log alpha (kernels.exact_weights), the others are unchanged.
+        return kernels.exact_weights(h, J, b, causal=causal)
     from .bridge import attention_marginals  # the sampler route, imported on use
 
     if mode == "h":
@@ -314,15 +317,71 @@ class BoltzmannAttention(nn.Module):
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """``x (B, T, n_embd) -> (B, T, n_embd)`` (and the weights ``(B, H, T, T)`` with ``need_weights``)."""
         B, T, C = x.shape
-        if T > self.block_size:
-            raise ValueError(f"sequence length {T} exceeds block_size {self.block_size}")
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        shape = (B, T, self.n_head, C // self.n_head)
-        q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
-        h = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+        h, v = self._scores_values(x)
         a = attention_weights(
             h, self.J, mode=self.mode, causal=self.causal, beta=self.beta, sampling=sampling, j_field=self.j_field
         )
         y = (a @ v).transpose(1, 2).contiguous().view(B, T, C)
         y = self.dropout(self.c_proj(y))
         return (y, a) if need_weights else y
+
+    def _scores_values(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The scores ``h = q.k / sqrt(d_head)`` ``(B, H, T, T)`` and the values ``(B, H, T, d_head)`` of ``x``."""
+        B, T, C = x.shape
+        if T > self.block_size:
+            raise ValueError(f"sequence length {T} exceeds block_size {self.block_size}")
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        shape = (B, T, self.n_head, C // self.n_head)
+        q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
+        return (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1]), v
+
+    def problems(self, x: torch.Tensor) -> AttentionProblems:
+        """The Ising problems this layer solves on its input ``x (B, T, n_embd)`` (the output of the block's first
+        layer norm): the fields its marginals use (the scores in modes ``hj`` and ``h``; 0, or the constant
+        ``j_field``, in mode ``j``), its couplings (0 in mode ``h``), the visible keys and ``beta`` per head.
+
+        Raises:
+            ValueError: the layer computes no Ising marginals (mode ``softmax`` or the control ``bias``).
+        """
+        if self.mode not in ("hj", "h", "j"):
+            raise ValueError(f"attention mode {self.mode!r} solves no Ising problems (modes hj, h, j do)")
+        h, _ = self._scores_values(x)
+        T = h.shape[-1]
+        if self.mode == "j":
+            h = torch.full_like(h, self.j_field)
+        J = self.J
+        J = torch.zeros(self.n_head, T, T, dtype=h.dtype, device=h.device) if J is None else J[:, :T, :T]
+        return AttentionProblems(h=h, J=J, mask=_visible(T, T, self.causal, h.device), beta=self.beta)
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionProblems:
+    """The Ising problems of one attention layer on a batch (docs/theory.md section 3).
+
+    Attributes:
+        h: fields ``(B, H, T, T)``: ``h[b, head, i, j]`` is the field of key ``j`` in query ``i``'s system.
+        J: couplings ``(H, T, T)``, symmetric, zero diagonal, shared by every query and input.
+        mask: ``(T, T)`` bool, ``mask[i, j]`` is True when key ``j`` is a spin of query ``i``'s system (causal:
+            ``j <= i``); masked keys are dropped, not pinned.
+        beta: inverse temperature per head ``(H,)``.
+
+    :meth:`ising` gives one query's problems as an :class:`~hybrid_attention.ising.IsingProblem`.
+    """
+
+    h: torch.Tensor
+    J: torch.Tensor
+    mask: torch.Tensor
+    beta: torch.Tensor
+
+    def ising(self, head: int, query: int, *, dtype: torch.dtype = torch.float64) -> IsingProblem:
+        """Query ``query``'s problems of head ``head`` over its visible keys, for every row of the batch:
+        ``h (B, n)``, ``J (n, n)`` (``n = query + 1`` causally), in ``dtype``."""
+        H, T = self.J.shape[0], self.J.shape[-1]
+        if not 0 <= head < H:
+            raise ValueError(f"head must be in [0, {H}), got {head}")
+        if not 0 <= query < T:
+            raise ValueError(f"query must be in [0, {T}), got {query}")
+        keys = self.mask[query].nonzero().flatten()
+        h = self.h[:, head, query][:, keys]
+        J = self.J[head][keys][:, keys]
+        return IsingProblem(h.to(dtype), J.to(dtype), beta=float(self.beta[head]))

@@ -388,7 +388,7 @@ def _causal_marginals(
     if not causal or pad_with_mask:
         mask = tril.expand(B, H, T, T) if causal else None
         # J broadcasts over the batch and the queries (not expanded: its gradient is never materialised per query)
-        prob = IsingProblem._derived(h, J[None, :, None], _scalar_if_single(b[None, :, None].expand(B, H, Tq)), mask)
+        prob = IsingProblem.derived(h, J[None, :, None], _scalar_if_single(b[None, :, None].expand(B, H, Tq)), mask)
         return _marginals(prob, sampling, checks.spawn_seeds(sampling.seed, 1, keep_none=True)[0], chain(()))
     overhead = caps.per_call_overhead
     groups = [(n, n) for n in range(1, T + 1)] if overhead is None else plan_groups(T, B * H, float(overhead))
@@ -397,7 +397,7 @@ def _causal_marginals(
     for (lo, hi), sd in zip(groups, seeds):
         g = hi - lo + 1
         if g == 1:
-            prob = IsingProblem._derived(
+            prob = IsingProblem.derived(
                 h[:, :, hi - 1, :hi],
                 J[None, :, :hi, :hi].expand(B, H, hi, hi),
                 _scalar_if_single(b[None, :].expand(B, H)),
@@ -407,7 +407,7 @@ def _causal_marginals(
             m = m[:, :, None]  # (B, H, 1, hi)
         else:  # queries lo-1..hi-1 padded to hi keys, future keys masked (free, decoupled spins)
             mask = tril[lo - 1 : hi, :hi].expand(B, H, g, hi)
-            prob = IsingProblem._derived(
+            prob = IsingProblem.derived(
                 h[:, :, lo - 1 : hi, :hi],
                 J[None, :, None, :hi, :hi].expand(B, H, g, hi, hi),
                 _scalar_if_single(b[None, :, None].expand(B, H, g)),

@@ -63,7 +63,7 @@ MAX_SPINS = 24
 #: Elements per materialised chunk (bounds memory: 2**24 float64 values are 128 MiB).
 CHUNK_ELEMENTS = 1 << 24
 # beta * (range of the coupling energy) above which the factorised product could underflow.
-_RANGE_LIMIT = {torch.float16: 5.0, torch.bfloat16: 40.0, torch.float32: 50.0, torch.float64: 600.0}
+RANGE_LIMIT = {torch.float16: 5.0, torch.bfloat16: 40.0, torch.float32: 50.0, torch.float64: 600.0}
 
 
 def check_size(n: int, max_spins: int | None = None) -> None:
@@ -96,7 +96,7 @@ def enumerate_states(n: int, *, dtype: torch.dtype = torch.float32, device: Any 
 
 
 # ---------------------------------------------------------------------- the factorised core
-def _coupling_table(J: torch.Tensor, a: int, *, scale: Any = None, out: torch.Tensor | None = None) -> torch.Tensor:
+def coupling_table(J: torch.Tensor, a: int, *, scale: Any = None, out: torch.Tensor | None = None) -> torch.Tensor:
     """Coupling energy ``C(cB, cA) = sum_{j<k} J_jk s_j s_k`` (note: without the minus sign) for ``J`` of
     shape ``(..., n, n)``; returns ``(..., 2**b, 2**a)`` (times ``scale`` ``(...)`` when given, into ``out`` when given:
     no autograd then).
@@ -120,7 +120,7 @@ def _coupling_table(J: torch.Tensor, a: int, *, scale: Any = None, out: torch.Te
     return torch.matmul(left, right, out=out)
 
 
-def _field_factors(h: torch.Tensor, beta: torch.Tensor, a: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def field_factors(h: torch.Tensor, beta: torch.Tensor, a: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``xA (..., 2^a)``, ``xB (..., 2^b)`` (each max-shifted to 1) and their total log shift (...,)."""
     n = h.shape[-1]
     SA = enumerate_states(a, dtype=h.dtype, device=h.device)
@@ -132,7 +132,7 @@ def _field_factors(h: torch.Tensor, beta: torch.Tensor, a: int) -> tuple[torch.T
     return torch.exp(LA - mA), torch.exp(LB - mB), (mA + mB).squeeze(-1)
 
 
-def _stats_from_factors(xA, xB, YA, YB, a, want_corr, K=None, shared=False):
+def stats_from_factors(xA, xB, YA, YB, a, want_corr, K=None, shared=False):
     """Marginals (and correlations) from factors; ``YA = xB K`` and ``YB = K xA`` along the batch."""
     n_b = int(round(math.log2(xB.shape[-1])))
     SA = enumerate_states(a, dtype=xA.dtype, device=xA.device)
@@ -156,9 +156,9 @@ def _stats_from_factors(xA, xB, YA, YB, a, want_corr, K=None, shared=False):
     return Z, m, torch.cat([top, bottom], dim=-2)
 
 
-def _logspace_stats(h, J, beta, a, want_corr):
+def logspace_stats(h, J, beta, a, want_corr):
     """Materialised log-sum-exp path (used when the factorised product could underflow). Shapes as _rows."""
-    C = _coupling_table(J, a)  # (..., 2^b, 2^a)
+    C = coupling_table(J, a)  # (..., 2^b, 2^a)
     n = h.shape[-1]
     SA = enumerate_states(a, dtype=h.dtype, device=h.device)
     SB = enumerate_states(n - a, dtype=h.dtype, device=h.device)
@@ -176,10 +176,10 @@ def _logspace_stats(h, J, beta, a, want_corr):
     return logZ, m, corr
 
 
-def _upcast_ok(dtype: torch.dtype, crange: torch.Tensor) -> bool:
+def upcast_ok(dtype: torch.dtype, crange: torch.Tensor) -> bool:
     """A low-precision problem whose coupling range is too wide for its exponent range can still take the
     factorised path in float64 (GEMMs stay cheap; results are cast back)."""
-    return dtype != torch.float64 and bool((crange <= _RANGE_LIMIT[torch.float64]).all())
+    return dtype != torch.float64 and bool((crange <= RANGE_LIMIT[torch.float64]).all())
 
 
 def _rows(h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor, want_corr: bool):
@@ -189,8 +189,8 @@ def _rows(h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor, want_corr: bool)
     """
     R, n = h.shape
     a = n // 2
-    limit = _RANGE_LIMIT.get(h.dtype, 50.0)
-    C = _coupling_table(J, a)
+    limit = RANGE_LIMIT.get(h.dtype, 50.0)
+    C = coupling_table(J, a)
     Cd = C.detach()
     crange = (
         (Cd.amax(dim=(-2, -1)) - Cd.amin(dim=(-2, -1))) * beta.detach()
@@ -198,20 +198,20 @@ def _rows(h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor, want_corr: bool)
         else (Cd.max() - Cd.min()) * beta.detach()
     )
     if bool((crange > limit).any()):
-        if _upcast_ok(h.dtype, crange):  # float64's exponent range still holds the factorised product
+        if upcast_ok(h.dtype, crange):  # float64's exponent range still holds the factorised product
             out = _rows(h.double(), J.double(), beta.double(), want_corr)
             return tuple(None if o is None else o.to(h.dtype) for o in out)
         logger.debug(
             "exact: beta * coupling range %.3g above %.3g, using the log-space path", float(crange.max()), limit
         )
         Jr = J if J.ndim == 3 else J.expand(R, n, n)
-        return _logspace_stats(h, Jr, beta, a, want_corr)
-    xA, xB, shift = _field_factors(h, beta, a)
+        return logspace_stats(h, Jr, beta, a, want_corr)
+    xA, xB, shift = field_factors(h, beta, a)
     Cmax = Cd.amax(dim=(-2, -1), keepdim=True) if C.ndim > 2 else Cd.max()
     if C.ndim == 2 and beta.numel() > 0 and bool((beta == beta[0]).all()):
         K = torch.exp(beta[0] * (C - Cmax))  # one table for the whole batch: two GEMMs
         YA, YB = xB @ K, xA @ K.transpose(0, 1)
-        Z, m, corr = _stats_from_factors(xA, xB, YA, YB, a, want_corr, K=K, shared=True)
+        Z, m, corr = stats_from_factors(xA, xB, YA, YB, a, want_corr, K=K, shared=True)
         logZ = torch.log(Z) + shift + beta[0] * Cmax
     else:
         if C.ndim == 2:
@@ -220,7 +220,7 @@ def _rows(h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor, want_corr: bool)
         K = torch.exp(beta[:, None, None] * (C - Cmax))
         YA = (xB.unsqueeze(-2) @ K).squeeze(-2)
         YB = (K @ xA.unsqueeze(-1)).squeeze(-1)
-        Z, m, corr = _stats_from_factors(xA, xB, YA, YB, a, want_corr, K=K)
+        Z, m, corr = stats_from_factors(xA, xB, YA, YB, a, want_corr, K=K)
         logZ = torch.log(Z) + shift + beta * Cmax.reshape(R)
     return logZ, m, corr
 

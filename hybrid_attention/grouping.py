@@ -1,8 +1,8 @@
 """A batch of Ising problems regrouped by distinct coupling matrix (:class:`Grouped`).
 
 The bridge hands a sampler one coupling matrix per attention head, broadcast (or expanded, stride 0) over the batch
-and the queries; the Gibbs chains (:mod:`hybrid_attention.backends.gibbs_kernel`), the mean-field iteration
-(:mod:`hybrid_attention.backends.meanfield`) and the bridge's covariance backward
+and the queries; the Gibbs chains (:mod:`hybrid_attention.backends.mcmc.gibbs_kernel`), the mean-field iteration
+(:mod:`hybrid_attention.backends.mcmc.meanfield`) and the bridge's covariance backward
 (:class:`hybrid_attention.bridge.SampledMarginals`) work on ``G`` coupling matrices with ``R`` problems each, so a
 shared ``J`` is never copied and every product with it is one matrix product over all of its problems.
 """

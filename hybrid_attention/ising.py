@@ -16,7 +16,7 @@ This module owns :class:`IsingProblem` and the conventions every other module fo
   leaves the distribution of the other spins exactly as if it had been removed; statistics report it as 0.
 * dimod uses the opposite sign: convert with ``h -> -h``, ``J -> -J`` (:meth:`IsingProblem.to_dimod` /
   :meth:`~IsingProblem.from_dimod` for ``(h, J)`` dicts, :meth:`IsingProblem.from_bqm` for a
-  ``BinaryQuadraticModel``; ``to_bqm`` lives in :mod:`hybrid_attention.backends.ocean`, which needs dimod).
+  ``BinaryQuadraticModel``; ``to_bqm`` lives in :mod:`hybrid_attention.backends.ocean.sampler`, which needs dimod).
 
 Shapes: ``h`` is ``(*batch, n)``; ``J`` is ``(n, n)`` (shared by the whole batch) or ``(*batch, n, n)``;
 ``mask`` is ``(*batch, n)`` boolean or ``None``; ``beta`` is a positive scalar or a tensor broadcastable to
@@ -134,7 +134,7 @@ class IsingProblem:
 
     # ------------------------------------------------------------------ construction helpers
     @classmethod
-    def _derived(cls, h: torch.Tensor, J: torch.Tensor, beta: Any, mask: torch.Tensor | None) -> IsingProblem:
+    def derived(cls, h: torch.Tensor, J: torch.Tensor, beta: Any, mask: torch.Tensor | None) -> IsingProblem:
         """A view of an already validated problem (reshaped, detached, cast, indexed): skips re-validation,
         which samplers and the bridge would otherwise pay several times per call on the training hot path."""
         obj = cls.__new__(cls)
@@ -327,17 +327,17 @@ class IsingProblem:
         beta = self.beta
         if isinstance(beta, torch.Tensor):  # one value stays a scalar; otherwise one value per flattened problem
             beta = beta.reshape(()) if beta.numel() == 1 else self.beta_tensor().reshape(B)
-        return IsingProblem._derived(self.h.reshape(B, self.n), J, beta, mask)
+        return IsingProblem.derived(self.h.reshape(B, self.n), J, beta, mask)
 
     def detach(self) -> IsingProblem:
         beta = self.beta.detach() if isinstance(self.beta, torch.Tensor) else self.beta
         mask = self.mask
-        return IsingProblem._derived(self.h.detach(), self.J.detach(), beta, mask)
+        return IsingProblem.derived(self.h.detach(), self.J.detach(), beta, mask)
 
     def to(self, dtype: torch.dtype | None = None, device: Any = None) -> IsingProblem:
         beta = self.beta.to(dtype=dtype, device=device) if isinstance(self.beta, torch.Tensor) else self.beta
         mask = None if self.mask is None else self.mask.to(device=device)
-        return IsingProblem._derived(
+        return IsingProblem.derived(
             self.h.to(dtype=dtype, device=device), self.J.to(dtype=dtype, device=device), beta, mask
         )
 
@@ -351,7 +351,7 @@ class IsingProblem:
         beta = self.beta
         if isinstance(beta, torch.Tensor):
             beta = beta.reshape(()) if beta.numel() == 1 else self.beta_tensor()[idx]
-        return IsingProblem._derived(h, J, beta, mask)
+        return IsingProblem.derived(h, J, beta, mask)
 
     def coupling_edges(self, tol: float = 0.0) -> list[tuple[int, int]]:
         """Pairs ``(j, k)``, ``j < k``, whose coupling is nonzero (``|J_jk| > tol``) in any problem of the batch."""
@@ -391,7 +391,7 @@ class IsingProblem:
 
         Masked spins are omitted (they are not part of the problem); spin ``j`` is labelled ``labels[j]`` (default
         ``j``). Hand these to ``dimod.BinaryQuadraticModel.from_ising`` (or use
-        :func:`hybrid_attention.backends.ocean.to_bqm`); never qubit bits as BINARY. The inverse is
+        :func:`hybrid_attention.backends.ocean.sampler.to_bqm`); never qubit bits as BINARY. The inverse is
         :meth:`from_dimod` with ``n=self.n`` (or ``labels=``), which restores the mask.
         """
         if len(self.batch_shape) != 0:

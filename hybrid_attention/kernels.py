@@ -9,7 +9,7 @@ Owns the layer-shaped kernels built on the exact oracle's factorised core (:mod:
 * :func:`shared_marginals`: ``h (R, H, n)``, many rows per head sharing one coupling matrix;
 * :func:`causal_marginals_loop`: the slow, obviously correct reference (one enumeration per query);
 * :func:`normalised_weights`: the layer's normalisation ``a_j = alpha_j / sum_k alpha_k``, ``alpha = (1 + m)/2``;
-* ``_exact_weights``: the exact layer's weights (unvalidated, called by the attention layer), which redo in log
+* ``exact_weights``: the exact layer's weights (unvalidated, called by the attention layer), which redo in log
   space the rows where ``alpha = (1 + m) / 2`` has underflowed (``log alpha_j = log p(s_j = +1)`` by log-sum-exp,
   ``_log_alpha``).
 
@@ -99,31 +99,31 @@ def _shared_marginals(h: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor) ->
     fast = not (torch.is_grad_enabled() and (h.requires_grad or J.requires_grad or beta_h.requires_grad))
     if fast:
         buf = _scratch("kernel table", (H, 1 << (n - a), 1 << a), h.dtype, h.device)
-        bC = exact._coupling_table(J, a, scale=beta_h, out=buf)  # beta C: (H, 2^b, 2^a)
+        bC = exact.coupling_table(J, a, scale=beta_h, out=buf)  # beta C: (H, 2^b, 2^a)
         bmin, bmax = _table_range(bC)
         crange = bmax - bmin
     else:
-        C = exact._coupling_table(J, a)  # (H, 2^b, 2^a)
+        C = exact.coupling_table(J, a)  # (H, 2^b, 2^a)
         Cd = C.detach()
         cmin, cmax = _table_range(Cd)
         Cmax = cmax.reshape(H, 1, 1)
         crange = (cmax - cmin) * beta_h.detach()
-    if bool((crange > exact._RANGE_LIMIT.get(h.dtype, 50.0)).any()):
-        if exact._upcast_ok(h.dtype, crange):
+    if bool((crange > exact.RANGE_LIMIT.get(h.dtype, 50.0)).any()):
+        if exact.upcast_ok(h.dtype, crange):
             return _shared_marginals(h.double(), J.double(), beta_h.double()).to(h.dtype)
         hr = h.transpose(0, 1).reshape(H * R, n)
         Jr = J.repeat_interleave(R, dim=0)
         br = beta_h.repeat_interleave(R)
-        _, m, _ = exact._logspace_stats(hr, Jr, br, a, False)
+        _, m, _ = exact.logspace_stats(hr, Jr, br, a, False)
         return m.reshape(H, R, n).transpose(0, 1)
     hh = h.transpose(0, 1)  # (H, R, n)
     if fast:
         return _fast_marginals(hh, bC.sub_(bmax[:, None, None]).exp_(), beta_h, a).transpose(0, 1)
-    xA, xB, _ = exact._field_factors(hh, beta_h[:, None].expand(H, R), a)  # (H, R, 2^a), (H, R, 2^b)
+    xA, xB, _ = exact.field_factors(hh, beta_h[:, None].expand(H, R), a)  # (H, R, 2^a), (H, R, 2^b)
     K = torch.exp(beta_h[:, None, None] * (C - Cmax))
     YA = torch.bmm(xB, K)  # (H, R, 2^a)
     YB = torch.bmm(xA, K.transpose(1, 2))  # (H, R, 2^b)
-    _, m, _ = exact._stats_from_factors(xA, xB, YA, YB, a, False)
+    _, m, _ = exact.stats_from_factors(xA, xB, YA, YB, a, False)
     return m.transpose(0, 1)
 
 
@@ -356,7 +356,7 @@ def _log_alpha(h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor) -> torch.Te
     The factorised product of the exact core (:mod:`hybrid_attention.exact`) in float64, summing the positive
     terms with ``s_j = +1`` directly instead of forming ``1 + m`` (which cancels): float64 holds them down to about
     ``exp(-700)`` of the largest factors. Rows beyond that (fields of several hundred) take one log-sum-exp per spin
-    over the materialised energies. The fallback for the rows :func:`_exact_weights` redoes, not the hot path.
+    over the materialised energies. The fallback for the rows :func:`exact_weights` redoes, not the hot path.
 
     Example:
         >>> import torch
@@ -369,9 +369,9 @@ def _log_alpha(h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor) -> torch.Te
     h64, b64, J64 = h.double(), beta.double(), J.double()
     SA = exact.enumerate_states(a, dtype=torch.float64, device=h.device)
     SB = exact.enumerate_states(n - a, dtype=torch.float64, device=h.device)
-    C = exact._coupling_table(J64, a)  # (2^b, 2^a)
+    C = exact.coupling_table(J64, a)  # (2^b, 2^a)
     K = torch.exp(b64 * (C - C.detach().max()))
-    xA, xB, _ = exact._field_factors(h64, b64.expand(R), a)  # (R, 2^a), (R, 2^b), each with largest entry 1
+    xA, xB, _ = exact.field_factors(h64, b64.expand(R), a)  # (R, 2^a), (R, 2^b), each with largest entry 1
     pA, pB = xA * (xB @ K), xB * (xA @ K.T)  # unnormalised marginal weights of the two halves' configurations
     up = torch.cat([pA @ (SA > 0).double(), pB @ (SB > 0).double()], dim=-1)  # (R, n): p(s_j = +1) Z'
     deep = (up.detach() < _DEEP).any(-1)
@@ -404,7 +404,7 @@ def _log_weights(h: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor, rows: t
     return out
 
 
-def _exact_weights(h: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor, *, causal: bool = True) -> torch.Tensor:
+def exact_weights(h: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor, *, causal: bool = True) -> torch.Tensor:
     """The exact layer's attention weights (unvalidated: the attention layer validates once per forward).
 
     Computes the marginals with :func:`causal_marginals` / :func:`bidirectional_marginals` and the weights with

@@ -35,7 +35,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import exact as _exact
-from .attention import ALL_MODES, COUPLED_MODES, BoltzmannAttention
+from .attention import ALL_MODES, COUPLED_MODES, AttentionProblems, BoltzmannAttention
 from .sampling import Sampling
 
 __all__ = ["TransformerConfig", "Transformer", "IGNORE_INDEX", "HEADS"]
@@ -239,11 +239,8 @@ class Transformer(nn.Module):
                 for a, J in zip(self.attention_layers, saved):
                     a.J_raw.copy_(J)
 
-    def _trunk(
-        self, idx: torch.Tensor, sampling: Sampling | None, weights: str
-    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Embeddings and blocks: the last hidden state ``(B, T, n_embd)`` and the attention weights of every layer
-        (``weights="all"``), of the last (``"last"``) or of none (``"none"``)."""
+    def _embed(self, idx: torch.Tensor, sampling: Sampling | None) -> torch.Tensor:
+        """Checked inputs -> token + position embeddings ``(B, T, n_embd)`` (after dropout)."""
         if sampling is not None and not isinstance(sampling, Sampling):
             raise TypeError(f"sampling must be a Sampling or None, got {type(sampling).__name__}")
         if idx.ndim != 2:
@@ -252,7 +249,14 @@ class Transformer(nn.Module):
         if T > self.config.block_size:
             raise ValueError(f"sequence length {T} exceeds block_size {self.config.block_size}")
         pos = torch.arange(T, device=idx.device)
-        x = self.drop(self.wte(idx) + self.wpe(pos))
+        return self.drop(self.wte(idx) + self.wpe(pos))
+
+    def _trunk(
+        self, idx: torch.Tensor, sampling: Sampling | None, weights: str
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Embeddings and blocks: the last hidden state ``(B, T, n_embd)`` and the attention weights of every layer
+        (``weights="all"``), of the last (``"last"``) or of none (``"none"``)."""
+        x = self._embed(idx, sampling)
         maps = []
         for i, block in enumerate(self.blocks):
             need = weights == "all" or (weights == "last" and i == len(self.blocks) - 1)
@@ -265,6 +269,32 @@ class Transformer(nn.Module):
         """The attention weights of every layer for ``idx (B, T)``: a list of ``(B, n_head, T, T)`` tensors (rows sum
         to 1, zero on future keys), computed exactly or with ``sampling``."""
         return self._trunk(idx, sampling, "all")[1]
+
+    @torch.no_grad()
+    def attention_problems(self, idx: torch.Tensor, *, layers: list[int] | None = None) -> list[AttentionProblems]:
+        """The Ising problems every attention layer solves on ``idx (B, T)``: one
+        :class:`~hybrid_attention.attention.AttentionProblems` (fields ``h (B, H, T, T)``, couplings ``J (H, T, T)``,
+        the visible-key ``mask (T, T)``, ``beta (H,)``) per layer, or per layer of ``layers``.
+
+        The layers below a requested one run exactly (no sampler); nothing above the last requested layer runs, so
+        the problems of layer 0 cost no marginals at all. Without gradients; call ``model.eval()`` first for
+        problems without dropout.
+
+        Raises:
+            ValueError: a layer index out of range, or a layer that solves no Ising problems (``softmax``, ``bias``).
+        """
+        wanted = list(range(len(self.blocks))) if layers is None else [int(i) for i in layers]
+        bad = [i for i in wanted if not 0 <= i < len(self.blocks)]
+        if bad:
+            raise ValueError(f"layers must be in [0, {len(self.blocks)}), got {bad}")
+        x = self._embed(idx, None)
+        out = {}
+        for i, block in enumerate(self.blocks[: max(wanted, default=-1) + 1]):
+            if i in wanted:
+                out[i] = block.attn.problems(block.ln_1(x))
+            if i < max(wanted):
+                x, _ = block(x)
+        return [out[i] for i in wanted]
 
     def forward(
         self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, sampling: Sampling | None = None

@@ -105,7 +105,7 @@ show(fig)
 # ## 3. What it would cost on the device
 #
 # `estimate` counts jobs, circuits and shots and the QPU seconds of the documented model
-# (`hybrid_attention.backends.qpu_cost`), submitting nothing. Mitigation's calibration is included. (A real device needs
+# (`hybrid_attention.backends.ibm.cost`), submitting nothing. Mitigation's calibration is included. (A real device needs
 # `allow_hardware=True` to build the sampler at all; `estimate` still submits nothing.)
 
 # %%

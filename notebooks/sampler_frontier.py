@@ -134,7 +134,7 @@ display(
 #
 # The quantum chain's advantage per step is its median gap over the best classical chain's. At equal *cost* a step
 # of the quantum chain is a circuit execution: the dashed line is the ratio of the projected QPU seconds of one
-# one-shot proposal circuit (a placeholder timing model, `hybrid_attention.backends.qpu_cost`) to the measured seconds
+# one-shot proposal circuit (a placeholder timing model, `hybrid_attention.backends.ibm.cost`) to the measured seconds
 # of a classical Metropolis move on this machine; the quantum chain pays only above it.
 
 # %%

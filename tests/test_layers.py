@@ -1,7 +1,9 @@
 """The four floors import one way: apps -> backends -> circuits -> core, and the lower floors stay light.
 
 Every ``import`` statement in the package's sources is read (module level and inside functions alike), so a
-lazy import that points upwards fails here too.
+lazy import that points upwards fails here too. ``experiments/`` and ``bench/`` sit over the package: the package
+never imports them, and they, like the package, use no other module's private names (``from x import _y`` or
+``x._y``).
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: floor -> (source folder, rank); a module may import ``hybrid_attention.<floor>`` only at its own rank or below
 FLOORS = {
     "core": (ROOT / "hybrid_attention", 0),
-    "circuits": (ROOT / "circuits", 1),
-    "backends": (ROOT / "backends", 2),
-    "apps": (ROOT / "apps", 3),
+    "circuits": (ROOT / "hybrid_attention" / "circuits", 1),
+    "backends": (ROOT / "hybrid_attention" / "backends", 2),
+    "apps": (ROOT / "hybrid_attention" / "apps", 3),
 }
 #: third-party packages a floor may import at module level (heavier ones only inside functions, on use)
 LIGHT = {"numpy", "torch", "scipy", "tqdm"}
@@ -69,14 +71,42 @@ def _imports(path: Path, package: str) -> list[tuple[str, int, bool]]:
     return out
 
 
+def _floor_folder(path: Path) -> str:
+    """The floor whose folder holds ``path`` (the deepest one: the core's folder holds the other floors')."""
+    return max(
+        (f for f, (folder, _) in FLOORS.items() if path.is_relative_to(folder)), key=lambda f: len(FLOORS[f][0].parts)
+    )
+
+
 def _sources():
     for floor, (folder, rank) in FLOORS.items():
         for path in sorted(folder.rglob("*.py")):
+            if _floor_folder(path) != floor:
+                continue
             rel = path.relative_to(folder).with_suffix("")
             parts = [p for p in rel.parts if p != "__init__"]
             prefix = ["hybrid_attention"] if floor == "core" else ["hybrid_attention", floor]
             package = ".".join(prefix + (parts if path.name == "__init__.py" else parts[:-1]))
             yield floor, rank, path, package
+
+
+#: folders over the package: importable packages that use it and that it never imports
+OVER = {"experiments": ROOT / "experiments", "bench": ROOT / "bench"}
+
+
+def _over_sources():
+    """``(path, package)`` of every module of ``experiments/`` and ``bench/``."""
+    for folder in OVER.values():
+        for path in sorted(folder.rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            package = ".".join(parts if path.name == "__init__.py" else parts[:-1])
+            yield path, package
+
+
+def _all_sources():
+    """``(path, package)`` of the package's modules and of those over it."""
+    yield from ((path, package) for _, _, path, package in _sources())
+    yield from _over_sources()
 
 
 def test_every_floor_exists():
@@ -286,3 +316,101 @@ def test_the_cycle_finder_sees_a_cycle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"d"}}
     assert _cycles(graph) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_package_never_imports_experiments_or_bench():
+    bad = []
+    for _, _, path, package in _sources():
+        for mod, line, _ in _imports(path, package):
+            if mod.split(".")[0] in OVER:
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {mod}")
+    assert not bad, "\n".join(bad)
+
+
+def test_experiments_and_bench_are_packages_without_path_edits():
+    """Studies and benchmarks are importable packages (``python -m experiments.<study>.<script>``), no sys.path."""
+    missing = [
+        str(d.relative_to(ROOT))
+        for folder in OVER.values()
+        for d in [folder, *(p.parent for p in folder.rglob("*.py"))]
+        if not (d / "__init__.py").exists()
+    ]
+    assert not missing, f"folders without __init__.py: {sorted(set(missing))}"
+    edits = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path, _ in _over_sources()
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "sys.path" in line and not line.lstrip().startswith("#")
+    ]
+    assert not edits, "sys.path edits:\n" + "\n".join(edits)
+
+
+def _project_module(mod: str) -> bool:
+    return mod.split(".")[0] in ("hybrid_attention", *OVER)
+
+
+def _private_reaches(path: Path, package: str) -> list[tuple[int, str]]:
+    """``(line, reach)`` for every ``name._private`` in ``path`` where ``name`` is bound by an import to another
+    module of the project (``from . import exact``; ``import hybrid_attention.kernels as k``) or to a name imported
+    from one (``from .ising import IsingProblem`` then ``IsingProblem._derived``)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    own = _module_name(path, package)
+    bound: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if _project_module(a.name):
+                    bound[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            mod = _imports_of(node, package)
+            if _project_module(mod):
+                for a in node.names:
+                    bound[a.asname or a.name] = f"{mod}.{a.name}"
+    out = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and _is_private(node.attr)):
+            continue
+        chain, value = [], node.value
+        while isinstance(value, ast.Attribute):
+            chain.append(value.attr)
+            value = value.value
+        if isinstance(value, ast.Name) and value.id in bound:
+            target = ".".join([bound[value.id], *reversed(chain)])
+            if target != own and not own.startswith(target + "."):
+                out.append((node.lineno, f"{target}.{node.attr}"))
+    return sorted(out)
+
+
+def test_no_private_names_are_reached_across_modules():
+    """``other_module._name`` (or ``ImportedClass._name``) is the same reach as importing ``_name``: the name needs a
+    public owner. Checked in the package, ``experiments/`` and ``bench/``."""
+    bad = []
+    for path, package in _all_sources():
+        rel = str(path.relative_to(ROOT))
+        bad += [f"{rel}:{line} {reach}" for line, reach in _private_reaches(path, package)]
+        if not path.is_relative_to(ROOT / "hybrid_attention"):
+            bad += [f"{rel}:{line} {stmt}" for line, stmt in _private_imports(path, package)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_checker_sees_a_private_reach(tmp_path):
+    src = tmp_path / "mod.py"
+    src.write_text(
+        "from . import exact, kernels as k\n"
+        "from .ising import IsingProblem\n"
+        "import hybrid_attention.checks\n"
+        "import numpy as np\n"
+        "exact._rows(1)\n"
+        "k._exact_weights\n"
+        "IsingProblem._derived(1)\n"
+        "hybrid_attention.checks._hidden\n"
+        "np._private, exact.public, exact.__name__\n"
+        "def f(self):\n    return self._own\n"
+    )
+    found = _private_reaches(src, "hybrid_attention")
+    assert found == [
+        (5, "hybrid_attention.exact._rows"),
+        (6, "hybrid_attention.kernels._exact_weights"),
+        (7, "hybrid_attention.ising.IsingProblem._derived"),
+        (8, "hybrid_attention.checks._hidden"),
+    ], found

@@ -5,7 +5,7 @@ the top of its grid, for ``hj``, ``j`` and ``bias``. This script trains those sw
 3e-2) with every other setting copied from the sweep run's ``config.json``, and writes a table of the final validation
 loss beside the sweep's rates, so one can see whether the optimum is bracketed.
 
-    python experiments/claims/lr_edge_probe.py            # about 1 min per run; writes results/claims/lr_edge_probe.md
+    python -m experiments.claims.lr_edge_probe            # about 1 min per run; writes results/claims/lr_edge_probe.md
 
 Run directories go to ``--runs`` (default ``/tmp/claims_lr_probe``, not committed); finished ones are reused.
 """
@@ -19,9 +19,8 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from plan import LRS, STUDIES  # noqa: E402
-from run import SHARED_DATA as DATA  # noqa: E402
+from experiments import data_path
+from experiments.claims.plan import LRS, STUDIES
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEP = ROOT / "results" / "claims" / "shakespeare" / "sweep"
@@ -40,7 +39,7 @@ def train_probe(mode: str, seed: int, lr: float, runs: Path) -> float:
         return float(json.loads(done.read_text())["val_loss"])
     src = SWEEP / f"{mode}_T{T}_lr{PICKED:g}_s{seed}" / "config.json"
     if not src.is_file():
-        raise FileNotFoundError(f"no sweep run {src.parent}: run experiments/claims/run.py --plan main first")
+        raise FileNotFoundError(f"no sweep run {src.parent}: run experiments/run_plan.py --plan main first")
     run = json.loads(src.read_text())["run"]
     known = {f.name for f in dataclasses.fields(TrainConfig)}
     cfg = {k: v for k, v in run.items() if k in known}
@@ -61,13 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=Path, default=Path("/tmp/claims_lr_probe"))
     p.add_argument("--out", type=Path, default=ROOT / "results" / "claims" / "lr_edge_probe.md")
     args = p.parse_args(argv)
-    if not os.environ.get("HYBRID_ATTENTION_DATA") and DATA.is_file():
-        os.environ["HYBRID_ATTENTION_DATA"] = str(DATA)
+    data = data_path()
+    if not os.environ.get("HYBRID_ATTENTION_DATA") and data.is_file():
+        os.environ["HYBRID_ATTENTION_DATA"] = str(data)
     rates = (*LRS, args.lr)
     lines = [
         f"# Learning rate beyond the sweep's grid (Tiny Shakespeare, T = {T})",
         "",
-        "Command: `python experiments/claims/lr_edge_probe.py"
+        "Command: `python -m experiments.claims.lr_edge_probe"
         + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
         + "`",
         "",

@@ -3,7 +3,7 @@ milliseconds per step (one torch thread, AdamW step included) and the seconds of
 stretch of the real model on the real task; then the hours each study needs at its full step budget (an upper bound:
 early stopping ends runs sooner) on one and on two workers.
 
-    python experiments/claims/measure_costs.py --plan main --steps 15 --out results/claims/cost_estimate.md
+    python -m experiments.claims.measure_costs --plan main --steps 15 --out results/claims/cost_estimate.md
 
 The machine is shared, so the numbers include whatever else runs; the file records the load average at the start.
 """
@@ -16,12 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import torch
+from tqdm.auto import tqdm
 
-import torch  # noqa: E402
-from plan import PLANS, STUDIES  # noqa: E402
-from tqdm.auto import tqdm  # noqa: E402
-
+from experiments.claims.plan import PLANS, STUDIES
 from hybrid_attention.apps.train.data import eval_set, evaluate, load_task  # noqa: E402
 from hybrid_attention.model import Transformer  # noqa: E402
 
@@ -56,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     load = os.getloadavg()[0]
     lines = [
-        f"Cost estimate of `--plan {args.plan}` (command: `python experiments/claims/measure_costs.py --plan "
+        f"Cost estimate of `--plan {args.plan}` (command: `python -m experiments.claims.measure_costs --plan "
         f"{args.plan} --steps {args.steps}`; one torch thread; load average {load:.1f} on 2 cores at the start, so "
         "these include other processes' load).",
         "",

@@ -1,6 +1,6 @@
 """The experiment plan of issue #13 (settling the paper's claims): studies, step budgets, learning-rate sweeps.
 
-Run it with ``python experiments/claims/run.py --plan main`` (resumable; see run.py). The runs go to
+Run it with ``python -m experiments.run_plan claims --plan main`` (resumable; see run.py). The runs go to
 ``results/claims/<study>/{sweep,runs}/``; ``hybrid-attention claims`` turns them into ``results/claims/claims.md``.
 
 Choices (stated once, here):

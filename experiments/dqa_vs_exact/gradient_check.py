@@ -9,7 +9,7 @@ For random problems (n = 6 spins, fields ~ N(0, scale^2), couplings ~ 0.3 N(0, 1
 
 reporting the cosine similarity and the norm ratio (surrogate / true). Run:
 
-    nice -n 5 python experiments/dqa_vs_exact/gradient_check.py > results/dqa_vs_exact/gradient_check.md
+    nice -n 5 python -m experiments.dqa_vs_exact.gradient_check > results/dqa_vs_exact/gradient_check.md
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ variants, also exact marginals (``eval_exact``) in a second evaluation of the fi
 
 Run (from the repository root):
 
-    nice -n 5 python experiments/dqa_vs_exact/run.py --task brackets --seeds 0 1 --steps 300
-    nice -n 5 python experiments/dqa_vs_exact/run.py --task shakespeare --seeds 0 1 --steps 300
-    python experiments/dqa_vs_exact/run.py --table     # collect summary.json into README.md
+    nice -n 5 python -m experiments.dqa_vs_exact.run --task brackets --seeds 0 1 --steps 300
+    nice -n 5 python -m experiments.dqa_vs_exact.run --task shakespeare --seeds 0 1 --steps 300
+    python -m experiments.dqa_vs_exact.run --table     # collect summary.json into README.md
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ import sys
 import time
 from pathlib import Path
 
+from experiments import data_path
+
 HERE = Path(__file__).resolve().parents[2] / "results" / "dqa_vs_exact"  # the outputs live in results/
 VARIANTS = ("exact", "dqa-marginals", "dqa-surrogate", "dqa-shots")
 #: (sampler, readout) per variant
@@ -38,11 +40,11 @@ SAMPLER_OF = {
     "dqa-surrogate": ("statevector-probs", "shots"),
     "dqa-shots": ("statevector", "shots"),
 }
-DATA = "/work/shared/data/tinyshakespeare.txt"
+DATA = str(data_path())  # --data is not an option here: $HYBRID_ATTENTION_DATA, else the repository default
 
 
 def _all_states_class():
-    from hybrid_attention.backends.statevector import StatevectorSampler
+    from hybrid_attention.backends.dqa.statevector import StatevectorSampler
 
     class AllStates(StatevectorSampler):
         """The ``statevector`` DQA output distribution as weighted reads over all ``2**n`` states (``num_reads``
@@ -218,9 +220,9 @@ weights with exact marginals. Settings: {settings}.
 
 Commands (repository root; each task in its own background process, `--runs` holds the checkpoints, not committed):
 
-    nice -n 5 python experiments/dqa_vs_exact/run.py --task brackets --seeds 0 1 2 --steps 300
-    nice -n 5 python experiments/dqa_vs_exact/run.py --task shakespeare --seeds 0 1 2 --steps 300
-    python experiments/dqa_vs_exact/run.py --table
+    nice -n 5 python -m experiments.dqa_vs_exact.run --task brackets --seeds 0 1 2 --steps 300
+    nice -n 5 python -m experiments.dqa_vs_exact.run --task shakespeare --seeds 0 1 2 --steps 300
+    python -m experiments.dqa_vs_exact.run --table
 
 {table}
 Reading (these runs): trained on the DQA circuit's exact output marginals, the model matches exact training on

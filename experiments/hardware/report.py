@@ -1,7 +1,7 @@
 """Tables and plots of ``experiments/hardware/run.py``'s points: ``--out/README.md`` (its tables section between the
 markers), ``--out/summary.json``, ``--out/dqa_noise.png``, ``--out/qemcmc_bias.png``.
 
-    python experiments/hardware/report.py --out results/hardware
+    python -m experiments.hardware.report --out results/hardware
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ Points (one JSON file each under ``--out/points/``; an existing file is kept, so
 
 Run (the committed results; about 3 hours on a busy 2-core machine, most of it the n = 8 and n = 10 DQA points):
 
-    nice -n 5 python experiments/hardware/run.py --out results/hardware
-    python experiments/hardware/report.py --out results/hardware
+    nice -n 5 python -m experiments.hardware.run --out results/hardware
+    python -m experiments.hardware.report --out results/hardware
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from hybrid_attention.apps import noise_study as ns
-from hybrid_attention.backends.ibm import fake_backend
+from hybrid_attention.backends.ibm.sampler import fake_backend
 
 BACKENDS = ("fake_torino", "fake_sherbrooke")
 

@@ -1,6 +1,6 @@
 """What the mean-field backward fix changes (PROTOCOL.md change 5): measured on every committed mean-field model.
 
-Until 2026-12-04 the implicit-function backward of ``backends/meanfield.py`` stopped its adjoint iteration on an
+Until 2026-12-04 the implicit-function backward of ``hybrid_attention/backends/mcmc/meanfield.py`` stopped its adjoint iteration on an
 absolute test, ``max |v_new - v| < tol * max(1, max |g|)``. A training loss is a mean over thousands of targets, so
 the incoming gradient ``g`` has entries far below ``tol`` (1.2e-4 in float32) and the iteration stopped after one
 step: the gradient was ``g + d (df/dm)^T g`` (damping ``d``), not the implicit gradient ``(I - df/dm)^-T g``. The fix
@@ -14,7 +14,7 @@ exact enumeration at T <= 20, and at T >= 32 (Gibbs references, not recomputed) 
 cosine can take given its angle to the pre-fix gradient. The engine decision is then recomputed at both ends of
 every range.
 
-    python experiments/long_context/backward_fix.py     # writes results/long_context/backward_fix.md
+    python -m experiments.long_context.backward_fix     # writes results/long_context/backward_fix.md
 """
 
 from __future__ import annotations
@@ -27,12 +27,9 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import validate_engines as ve  # noqa: E402
-from plan import ENGINES, ROOT  # noqa: E402
-
-from hybrid_attention.backends import meanfield  # noqa: E402
+from experiments.long_context import validate_engines as ve
+from experiments.long_context.plan import ENGINES, ROOT
+from hybrid_attention.backends.mcmc import meanfield
 
 HERE = ve.HERE
 MF_ENGINES = ("meanfield", "tap")
@@ -40,10 +37,10 @@ MF_ENGINES = ("meanfield", "tap")
 
 def prefix_implicit(m_star, h, J, mask, tap, b, damping, max_iter, tol, info):
     """The implicit backward as it was before the fix (absolute stopping test); for this measurement only."""
-    m = meanfield._update(m_star, h, J, mask, tap, b)
+    m = meanfield.update(m_star, h, J, mask, tap, b)
     z0 = m_star.clone().requires_grad_(True)
     with torch.enable_grad():
-        f0 = meanfield._update(z0, h, J, mask, tap, b)
+        f0 = meanfield.update(z0, h, J, mask, tap, b)
 
     def hook(g):
         v = g
@@ -67,12 +64,12 @@ def prefix_implicit(m_star, h, J, mask, tap, b, damping, max_iter, tol, info):
 @contextmanager
 def prefix_backward():
     """Within the block, mean field differentiates with the pre-fix backward."""
-    fixed = meanfield._implicit
-    meanfield._implicit = prefix_implicit
+    fixed = meanfield.implicit
+    meanfield.implicit = prefix_implicit
     try:
         yield
     finally:
-        meanfield._implicit = fixed
+        meanfield.implicit = fixed
 
 
 def _sampling(method: str, grad: str = "implicit"):
@@ -173,7 +170,7 @@ def main() -> int:
     lines = [
         "# The mean-field backward fix: what it changes",
         "",
-        "Produced by `python experiments/long_context/backward_fix.py` (PROTOCOL.md change 5). Per parameter group "
+        "Produced by `python -m experiments.long_context.backward_fix` (PROTOCOL.md change 5). Per parameter group "
         "(attention projection `c_attn` / couplings `J_raw` / the rest): gradient cosine and norm ratio of the "
         "first gradient over the second, on one training batch (the run's batch size, seed 5) at the run's last "
         "checkpoint.",

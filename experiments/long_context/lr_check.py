@@ -5,8 +5,8 @@ A referee found the T = 32 deficit (-5.78 % at hj's swept rate, 1e-3) shrinks to
 re-measures it with the committed code. The runs go to ``results/long_context/lr_check/``; resumable (a run
 already finished is skipped, an interrupted one resumes from its checkpoint).
 
-    python experiments/long_context/lr_check.py            # train what is missing (about 3 x 10 min on a free core)
-    python experiments/long_context/lr_check.py --report   # the gain against softmax's main runs, seeds 0-2
+    python -m experiments.long_context.lr_check            # train what is missing (about 3 x 10 min on a free core)
+    python -m experiments.long_context.lr_check --report   # the gain against softmax's main runs, seeds 0-2
 """
 
 from __future__ import annotations
@@ -14,26 +14,23 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
+from experiments import REPO, data_path
 from hybrid_attention.apps.train import TrainConfig, train
 
-REPO = Path(__file__).resolve().parents[2]
 MAIN = REPO / "results" / "long_context" / "shakespeare" / "runs"
 OUT = REPO / "results" / "long_context" / "lr_check"
-#: the corpus: ``$HYBRID_ATTENTION_DATA``, else beside the repository (the workplace layout)
-DATA = os.environ.get("HYBRID_ATTENTION_DATA", str(REPO.parent / "shared" / "data" / "tinyshakespeare.txt"))
 SEEDS = (0, 1, 2)
 LR = 3e-3
 
 
 def _config(seed: int) -> TrainConfig:
     run = json.loads((MAIN / f"hj_T32_lr0.001_s{seed}" / "config.json").read_text())["run"]
-    run.update(lr=LR, out=str(OUT / f"hj_T32_lr{LR:g}_s{seed}"), data=DATA, resume=False, progress=False)
+    run.update(lr=LR, out=str(OUT / f"hj_T32_lr{LR:g}_s{seed}"), data=str(data_path()), resume=False, progress=False)
     fields = {f.name for f in dataclasses.fields(TrainConfig)}
     return TrainConfig(**{k: v for k, v in run.items() if k in fields})
 

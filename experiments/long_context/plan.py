@@ -1,6 +1,6 @@
 """The long-context study's plan (results/long_context/PROTOCOL.md): studies, budgets, learning-rate sweeps.
 
-Run it with ``python experiments/long_context/run.py --plan NAME`` (resumable; see run.py). Runs go to
+Run it with ``python -m experiments.run_plan long_context --plan NAME`` (resumable; see experiments/run_plan.py). Runs go to
 ``results/long_context/<study>/{sweep,runs}/``.
 
 Plans:

@@ -2,8 +2,8 @@
 :mod:`hybrid_attention.apps.claims.report.long_context`), with the engine decision and marks of the engine validation
 (``validate_engines.py``).
 
-    python experiments/long_context/report.py            # writes results/long_context/report.md and gain_vs_T.png
-    python experiments/long_context/report.py --print    # prints it instead
+    python -m experiments.long_context.report            # writes results/long_context/report.md and gain_vs_T.png
+    python -m experiments.long_context.report --print    # prints it instead
 """
 
 from __future__ import annotations
@@ -18,23 +18,22 @@ FIGURE = "gain_vs_T.png"
 
 
 def main(argv: list[str] | None = None) -> int:
-    from hybrid_attention.apps.claims.report.load import warn
-    from hybrid_attention.apps.claims.report.long_context import (
+    from experiments.long_context.analysis import (
         FULL_SEEDS,
         MARGIN,
         gain_points,
         load_studies,
         long_context_report,
     )
+    from hybrid_attention.apps.claims.report.load import warn
     from hybrid_attention.apps.claims.report.plots import write_long_context_plot
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--root", type=Path, default=HERE / "results" / "long_context")
     p.add_argument("--print", action="store_true", help="print the report instead of writing report.md")
     args = p.parse_args(argv)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import validate_engines as ve
-    from plan import STUDIES
+    from experiments.long_context import validate_engines as ve
+    from experiments.long_context.plan import STUDIES
 
     rows, pending = ve.validated_rows()
     ran: dict[str, set[int]] = {}

@@ -15,8 +15,8 @@ skipped, and a model interrupted mid-way continues from its last finished refere
 ``engine_validation/.<model>.partial/``, with the same result as an uninterrupted run); ``--report`` writes
 ``results/long_context/engine_validation.md`` with the protocol's pass criteria applied.
 
-    python experiments/long_context/validate_engines.py            # every model whose run has finished
-    python experiments/long_context/validate_engines.py --report   # the table and the verdicts
+    python -m experiments.long_context.validate_engines            # every model whose run has finished
+    python -m experiments.long_context.validate_engines --report   # the table and the verdicts
 """
 
 from __future__ import annotations
@@ -31,9 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from plan import ROOT, STUDIES  # noqa: E402
+from experiments.long_context.plan import ROOT, STUDIES
 
 HERE = Path(__file__).resolve().parents[2]
 OUT = HERE / ROOT / "engine_validation"
@@ -76,42 +74,17 @@ def models(final: bool = False) -> list[tuple[str, Path]]:
 
 def load(run: Path):
     """The trained model, its resolved TrainConfig and its task."""
-    from hybrid_attention.apps.run_files import load_checkpoint
-    from hybrid_attention.apps.train import TrainConfig, load_task
-    from hybrid_attention.model import Transformer, TransformerConfig
+    from hybrid_attention.apps.runs import load_run
 
-    conf = json.loads((run / "config.json").read_text())
-    cfg = TrainConfig.from_saved(conf["run"], data=conf["run"].get("data") or conf.get("data_path"), out=str(run))
-    model = Transformer(TransformerConfig(**conf["model"]))
-    model.load_state_dict(load_checkpoint(run / "checkpoint.pt")["model"])
-    model.eval()
-    return model, cfg, load_task(cfg)[0]
-
-
-class _Captured(Exception):
-    """Raised by :func:`layer_problems`'s hook once the layer's input is captured."""
+    r = load_run(run)
+    return r.model, r.config, r.task()
 
 
 def layer_problems(model, x: torch.Tensor):
-    """The single attention layer's scores ``h (B, 1, T, T)``, couplings ``J (1, T, T)`` and ``beta`` on ``x``."""
-    att = model.attention_layers[0]
-    got = {}
-
-    def capture(mod, args):  # the layer's input is all that is needed: stop before any marginals are computed
-        got["x"] = args[0]
-        raise _Captured
-
-    hook = att.register_forward_pre_hook(capture)
-    try:
-        with torch.no_grad():
-            model(x)
-    except _Captured:
-        pass
-    finally:
-        hook.remove()
-    q, k, _ = att.c_attn(got["x"]).split(att.n_embd, dim=2)
-    h = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    return h[:, None].detach(), att.J.detach(), att.beta.detach()
+    """The single attention layer's scores ``h (B, 1, T, T)``, couplings ``J (1, T, T)`` and ``beta`` on ``x``
+    (:meth:`~hybrid_attention.model.Transformer.attention_problems`: no marginals are computed)."""
+    (p,) = model.attention_problems(x, layers=[0])
+    return p.h, p.J, p.beta
 
 
 class Progress:
@@ -641,8 +614,8 @@ def report() -> str:
     lines = [
         "# Engine validation (long-context study)",
         "",
-        "Produced by `python experiments/long_context/validate_engines.py` (one JSON per model in",
-        "`engine_validation/`) and `python experiments/long_context/validate_engines.py --report`. Protocol and pass",
+        "Produced by `python -m experiments.long_context.validate_engines` (one JSON per model in",
+        "`engine_validation/`) and `python -m experiments.long_context.validate_engines --report`. Protocol and pass",
         'criteria: `PROTOCOL.md` ("The engine"): the metric of the same weights within '
         f"{METRIC_TOL['val_perplexity']} % perplexity / {METRIC_TOL['val_accuracy']} points of the reference, and for every "
         f"parameter group a gradient cosine >= {COSINE_MIN} with a norm ratio in [{NORM_RANGE[0]}, {NORM_RANGE[1]}]. "

@@ -16,7 +16,7 @@ bridge sends during training: query ``i``'s Ising system over keys ``0..i``, cou
 Errors: mean and max |m - m_ref| over visible (query, key) pairs, and the total-variation distance between the attention
 rows ``(1 + m) / 2`` normalised (what the model consumes), mean and max over queries.
 
-    python experiments/long_sequence/gibbs_accuracy.py --runs results/long_sequence/runs/brackets_hj_T64_gibbs_s0 \\
+    python -m experiments.long_sequence.gibbs_accuracy --runs results/long_sequence/runs/brackets_hj_T64_gibbs_s0 \\
         --configs 128:16:32:1 --out results/long_sequence/gibbs_accuracy.md
 """
 
@@ -31,17 +31,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hybrid_attention import attention as att
+from experiments import data_path
 from hybrid_attention import kernels
-from hybrid_attention.backends.gibbs import GibbsSampler
-from hybrid_attention.backends.meanfield import MeanFieldSampler
+from hybrid_attention.backends.mcmc.gibbs import GibbsSampler
+from hybrid_attention.backends.mcmc.meanfield import MeanFieldSampler
 from hybrid_attention.bridge import attention_marginals
 
 B = 8  # held-out windows captured per run (--windows uses the first ones)
-
-
-class _Captured(Exception):
-    pass
 
 
 def scores(run: Path, seed: int) -> tuple[torch.Tensor, torch.Tensor, float, str]:
@@ -54,33 +50,17 @@ def scores(run: Path, seed: int) -> tuple[torch.Tensor, torch.Tensor, float, str
     if not ck.is_file():
         g = torch.Generator().manual_seed(seed)
         return torch.randn(B, 1, T, T, generator=g), J, beta, "h ~ N(0, 1) (no checkpoint)"
-    from hybrid_attention.apps.run_files import load_checkpoint
-    from hybrid_attention.apps.train import TrainConfig, eval_set, load_task
-    from hybrid_attention.model import Transformer, TransformerConfig
+    from hybrid_attention.apps.runs import load_run
+    from hybrid_attention.apps.train import eval_set
 
     conf = json.loads((run / "config.json").read_text())
-    rc = TrainConfig.from_saved(conf["run"], data=conf["run"].get("data") or "../shared/data/tinyshakespeare.txt")
-    model = Transformer(TransformerConfig(**conf["model"]))
-    model.load_state_dict(load_checkpoint(ck)["model"])
-    x, _ = eval_set(load_task(rc)[0], rc)  # load_task: (task, data record)
-    got = {}
-    real = att.attention_weights
-
-    def capture(h, J, **kw):
-        got["h"], got["J"], got["beta"] = h.detach(), J.detach(), kw.get("beta")
-        raise _Captured
-
-    att.attention_weights = capture
-    try:
-        with torch.no_grad():
-            model(x[:B])
-    except _Captured:
-        pass
-    finally:
-        att.attention_weights = real
-    b = got["beta"]
-    b = float(b.reshape(-1)[0]) if isinstance(b, torch.Tensor) else float(b)
-    return got["h"], got["J"][:, :T, :T], b, "trained model's scores on held-out windows"
+    r = load_run(run, data=conf["run"].get("data") or str(data_path()))
+    model = r.model
+    x, _ = eval_set(r.task(), r.config)
+    with torch.no_grad():
+        (p,) = model.attention_problems(x[:B], layers=[0])
+    b = float(p.beta.reshape(-1)[0])
+    return p.h, p.J[:, :T, :T], b, "trained model's scores on held-out windows"
 
 
 def weights(m: torch.Tensor) -> torch.Tensor:

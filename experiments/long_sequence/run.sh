@@ -2,7 +2,7 @@
 # Long-sequence training (issue 5, part 3): T = 64 attention windows, beyond exact enumeration, 150 steps at batch 32
 # (the ablation's other settings: 1 layer, 1 head, n_embd 64, lr 3e-3; sized to finish in a session on a shared 2-core
 # machine). Regenerate from the repository root:
-#     nice -n 5 bash experiments/long_sequence/run.sh && python experiments/long_sequence/summarize.py
+#     nice -n 5 bash experiments/long_sequence/run.sh && python -m experiments.long_sequence.summarize
 # Default (SAMPLER=meanfield): softmax, hj and h, seeds 0 and 1, hj/h trained and evaluated with the mean-field sampler;
 # runs go to results/long_sequence/runs/<task>_<mode>_T64_s<seed>/.
 # SAMPLER=gibbs: hj (MODES to change) trained and evaluated with short-burn-in Gibbs chains (settings below, measured
@@ -12,7 +12,7 @@
 # Existing runs are resumed (checkpoint) or skipped (finished).
 set -euo pipefail
 OUT=results/long_sequence/runs
-DATA=${HYBRID_ATTENTION_DATA:-../shared/data/tinyshakespeare.txt}
+DATA=${HYBRID_ATTENTION_DATA:-data/tinyshakespeare.txt}  # else the repository default (experiments.data_path)
 T=${T:-64}
 STEPS=${STEPS:-150}
 BATCH=${BATCH:-32}

@@ -1,7 +1,7 @@
 """Table of the long-sequence runs (results/long_sequence/runs/*): final validation metrics, wall time, learned J.
 Runs are averaged per (task, attention, sampler), so mean-field and Gibbs-trained hj are separate rows.
 
-    python experiments/long_sequence/summarize.py        # writes results/long_sequence/table.md
+    python -m experiments.long_sequence.summarize        # writes results/long_sequence/table.md
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def main() -> int:
         "Long-sequence runs (T = 64, beyond exact enumeration; hj and h trained and evaluated with the sampler named in the "
         "sampler column: naive mean field, or short-burn-in Gibbs chains, see README.md for their measured accuracy).\n\n"
         "Commands (from the repository root): `nice -n 5 bash experiments/long_sequence/run.sh` (mean field and softmax), "
-        "`SAMPLER=gibbs nice -n 5 bash experiments/long_sequence/run.sh` (Gibbs), then `python experiments/long_sequence/summarize.py`\n\n"
+        "`SAMPLER=gibbs nice -n 5 bash experiments/long_sequence/run.sh` (Gibbs), then `python -m experiments.long_sequence.summarize`\n\n"
         + text
         + "\n"
     )

@@ -19,7 +19,7 @@ sampler and reports the marginal errors in units of their shot-derived standard 
 
 Run (about 15 minutes on a busy 2-core machine):
 
-    nice -n 5 python experiments/qemcmc_mixing/run.py --marginals --out results/quantum_training/mixing
+    nice -n 5 python -m experiments.qemcmc_mixing.run --marginals --out results/quantum_training/mixing
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ import torch
 from tqdm.auto import tqdm
 
 from hybrid_attention import IsingProblem, exact
-from hybrid_attention.backends import mcmc
-from hybrid_attention.backends.qemcmc import QEMCMCSampler, transition_matrix
+from hybrid_attention.backends.mcmc import analysis as mcmc
+from hybrid_attention.backends.mcmc.qemcmc import QEMCMCSampler, transition_matrix
 from hybrid_attention.circuits.proposal import ProposalParams
 from hybrid_attention.exact import enumerate_states
 
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
         w.writerows(rows)
     plot(rows, args, args.out / "gaps.png")
     samp = marginals(args) if args.marginals else []
-    command = "python experiments/qemcmc_mixing/run.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m experiments.qemcmc_mixing.run " + " ".join(argv if argv is not None else sys.argv[1:])
     report = {
         "command": command,
         "checks": checks,

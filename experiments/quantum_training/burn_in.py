@@ -34,7 +34,7 @@ about 20 times more per move than all of T = 8).
 
 Run (repository root; about 10 minutes on one busy core; the two models train in about 15 s each when missing):
 
-    nice -n 5 python experiments/quantum_training/burn_in.py --overwrite
+    nice -n 5 python -m experiments.quantum_training.burn_in --overwrite
 """
 
 from __future__ import annotations
@@ -146,16 +146,6 @@ def trained_run(T: int, runs: Path) -> Path:
     return out
 
 
-def load_model(run: Path):  # noqa: ANN201 (a Transformer; imported lazily)
-    from hybrid_attention.apps.run_files import load_checkpoint
-    from hybrid_attention.model import Transformer, TransformerConfig
-
-    conf = json.loads((run / "config.json").read_text())
-    model = Transformer(TransformerConfig(**conf["model"]))
-    model.load_state_dict(load_checkpoint(run / "checkpoint.pt")["model"])
-    return model.eval(), conf
-
-
 @torch.no_grad()
 def layer_problem(model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:  # noqa: ANN001
     """Fields ``h (B, T, T)``, couplings ``J (T, T)`` (float64) and ``beta`` of the model's single attention layer
@@ -165,14 +155,9 @@ def layer_problem(model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, f
     layer = model.attention_layers[0]
     if len(model.attention_layers) != 1 or layer.n_head != 1 or layer.mode != "hj":
         raise ValueError("expected one hj attention layer with one head")
-    got = {}
-    hook = layer.register_forward_pre_hook(lambda mod, args: got.__setitem__("x", args[0]))  # returns None
-    try:
-        (weights,) = model.attention_maps(x)
-    finally:
-        hook.remove()
-    q, k, _ = layer.c_attn(got["x"]).split(layer.n_embd, dim=2)
-    h = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])  # (B, T, T), one head
+    (problems,) = model.attention_problems(x)
+    (weights,) = model.attention_maps(x)
+    h = problems.h[:, 0]  # (B, T, T), one head
     J, beta = layer.J[0], float(layer.beta[0])
     # the layer's own weight function (exact kernel, its log-domain path for rows whose alpha underflows)
     a = attention_weights(h[:, None], layer.J, mode="hj", causal=True, beta=layer.beta, j_field=layer.j_field)
@@ -210,7 +195,7 @@ def run_chains(kind: str, steps: int, moves: int, pa, pb, chains: int, persisten
     """Reads ``(B, chains, n)`` on problem ``pb`` after ``moves`` moves from start ``kind``, and the acceptance rate
     (mean over problems and moves; NaN without moves)."""
     from hybrid_attention import exact
-    from hybrid_attention.backends.qemcmc import QEMCMCSampler
+    from hybrid_attention.backends.mcmc.qemcmc import QEMCMCSampler
     from hybrid_attention.circuits.proposal import ProposalParams
 
     sampler = QEMCMCSampler(params=ProposalParams(steps=steps))
@@ -234,7 +219,7 @@ def move_statistics(pb, start: str, steps: int, moves: int, chains: int, seed: i
     """Per problem of ``pb``: the acceptance rate and the fraction of moves that change the configuration, over
     ``moves`` moves of ``chains`` chains from ``start`` (one run recording the state after every move). A proposal
     that returns the current configuration is always accepted, so the acceptance rate alone overstates movement."""
-    from hybrid_attention.backends.qemcmc import QEMCMCSampler
+    from hybrid_attention.backends.mcmc.qemcmc import QEMCMCSampler
     from hybrid_attention.circuits.proposal import ProposalParams
 
     sampler = QEMCMCSampler(params=ProposalParams(steps=steps))
@@ -253,10 +238,13 @@ def measure(T: int, args: argparse.Namespace) -> dict:
 
     from hybrid_attention import exact
     from hybrid_attention.apps.train import TrainConfig, load_task
-    from hybrid_attention.backends.gibbs import GibbsSampler
+    from hybrid_attention.backends.mcmc.gibbs import GibbsSampler
 
     run = trained_run(T, Path(args.runs))
-    model, conf = load_model(run)
+    from hybrid_attention.apps.runs import load_run
+
+    r = load_run(run)
+    model, conf = r.model, r.saved
     task, _ = load_task(TrainConfig.from_saved(conf["run"], resume=False))
     problems = {}
     for name, seed in BATCH_SEEDS.items():
@@ -571,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {md} or {png} exists; pass --overwrite to regenerate them", file=sys.stderr)
         return 2
     torch.set_num_threads(1)
-    command = "nice -n 5 python experiments/quantum_training/burn_in.py " + shlex.join(
+    command = "nice -n 5 python -m experiments.quantum_training.burn_in " + shlex.join(
         sys.argv[1:] if argv is None else argv
     )
     results = [measure(T, args) for T in args.block_size]

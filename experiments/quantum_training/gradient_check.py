@@ -11,7 +11,7 @@ the first row gives the same reads with spin averages and spin covariances (``Sa
 The Rao-Blackwellised rows' coupling gradients use the conditional form too (``Cov(phi_j, s_k s_l)``); the per-step
 cosines show what one optimiser step sees.
 
-    nice -n 5 python experiments/quantum_training/gradient_check.py          # writes gradient_check.md beside it
+    nice -n 5 python -m experiments.quantum_training.gradient_check          # writes gradient_check.md beside it
 
 The model is trained first (about a minute) unless its run directory exists (``--runs``, as run.py's).
 """
@@ -25,8 +25,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import COMMON, DATA, HARD, HERE  # noqa: E402  (run.py's exact model: the same run directory)
+from experiments.quantum_training.run import COMMON, DATA, HARD, HERE  # run.py's exact model: the same run directory
 
 PARAMS = ("blocks.0.attn.c_attn.weight", "blocks.0.attn.J_raw")
 
@@ -111,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         "# Sample-based gradients against the exact gradient",
         "",
         "Command: `"
-        + " ".join(["python experiments/quantum_training/gradient_check.py", *(argv or sys.argv[1:])])
+        + " ".join(["python -m experiments.quantum_training.gradient_check", *(argv or sys.argv[1:])])
         + "` (see the script's docstring).",
         "",
         f"Model: `hj`, trained with exact marginals ({args.task}, T = {args.block_size}, 600 steps, seed {args.seed}; "

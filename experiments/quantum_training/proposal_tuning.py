@@ -21,7 +21,7 @@ spins this is computed exactly, without sampling:
 
 Run (repository root; a few minutes; trains the T = 12 exact model first when ``--runs`` does not hold it):
 
-    nice -n 5 python experiments/quantum_training/proposal_tuning.py --overwrite
+    nice -n 5 python -m experiments.quantum_training.proposal_tuning --overwrite
 
 Writes ``results/quantum_training/proposal_tuning.md`` and ``proposal_tuning.json`` (the same numbers).
 """
@@ -40,7 +40,6 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "results" / "quantum_training"
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 #: proposal settings compared: label -> ProposalParams fields (Layden's ranges with 2 Trotter steps is what
 #: experiments/quantum_training/run.py trains with)
@@ -74,13 +73,14 @@ def model_run(args: argparse.Namespace) -> Path:
 
 def problems_of(args: argparse.Namespace) -> dict[int, list]:
     """``{n: [IsingProblem of one prefix problem, ...]}`` for the first ``--rows`` rows of one training batch."""
-    from burn_in import layer_problem, load_model
-
+    from experiments.quantum_training.burn_in import layer_problem
     from hybrid_attention import IsingProblem
+    from hybrid_attention.apps.runs import load_run
     from hybrid_attention.apps.train import TrainConfig, load_task
 
     run = model_run(args)
-    model, conf = load_model(run)
+    r = load_run(run)
+    model, conf = r.model, r.saved
     task, _ = load_task(TrainConfig.from_saved(conf["run"], resume=False))
     T = conf["run"]["block_size"]
     x, _ = task.get_batch("train", 64, T, generator=torch.Generator().manual_seed(args.batch_seed))
@@ -95,12 +95,12 @@ def problems_of(args: argparse.Namespace) -> dict[int, list]:
 
 def start_law(p, start: str) -> np.ndarray:  # noqa: ANN001
     """``(2**n,)`` product law of the chains' start (``"meanfield"`` or ``"fields"``) over the enumeration order."""
-    from hybrid_attention.backends.qemcmc import _start_magnetisations
+    from hybrid_attention.backends.mcmc.chain import start_magnetisations
     from hybrid_attention.exact import enumerate_states
 
     h = p.h.to(torch.float64)[None]
     J = p.J.to(torch.float64)[None]
-    m = _start_magnetisations(h, J, np.array([float(p.beta)]), None, start)[0]  # (n,)
+    m = start_magnetisations(h, J, np.array([float(p.beta)]), None, start)[0]  # (n,)
     s = enumerate_states(p.n, dtype=torch.float64).numpy()  # (2**n, n)
     return np.prod((1 + s * m[None]) / 2, axis=1)
 
@@ -108,7 +108,7 @@ def start_law(p, start: str) -> np.ndarray:  # noqa: ANN001
 def measure(p, P_of: dict, starts: tuple[str, ...]) -> dict:  # noqa: ANN001
     """Per kernel: the spectral gap and, per start and move count, the RB-marginal bias vector and TV."""
     from hybrid_attention import exact
-    from hybrid_attention.backends import mcmc
+    from hybrid_attention.backends.mcmc import analysis as mcmc
     from hybrid_attention.exact import enumerate_states
 
     pi = exact.probabilities(p).numpy().astype(np.float64)
@@ -136,8 +136,8 @@ def measure(p, P_of: dict, starts: tuple[str, ...]) -> dict:  # noqa: ANN001
 
 
 def kernels(p, nodes: int) -> dict[str, np.ndarray]:  # noqa: ANN001
-    from hybrid_attention.backends import mcmc
-    from hybrid_attention.backends.qemcmc import transition_matrix
+    from hybrid_attention.backends.mcmc import analysis as mcmc
+    from hybrid_attention.backends.mcmc.qemcmc import transition_matrix
     from hybrid_attention.circuits.proposal import ProposalParams
     from hybrid_attention.exact import enumerate_states
 
@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     md = OUT / "proposal_tuning.md"
     if md.exists() and not args.overwrite:
         p.error(f"{md} exists; pass --overwrite to replace it")
-    command = "nice -n 5 python experiments/quantum_training/proposal_tuning.py " + shlex.join(
+    command = "nice -n 5 python -m experiments.quantum_training.proposal_tuning " + shlex.join(
         [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--overwrite"] + ["--overwrite"]
     )
     from tqdm.auto import tqdm

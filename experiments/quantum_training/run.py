@@ -44,9 +44,9 @@ layer and head); ``qemcmc`` runs ``chains x moves`` single-shot proposal circuit
 Run (repository root; resumable: finished runs are skipped, interrupted ones resume from their checkpoint; the run
 directories under ``--runs`` hold the checkpoints and are not committed):
 
-    nice -n 5 python experiments/quantum_training/run.py --task brackets --block-size 8 12 --seeds 0 1 2
-    nice -n 5 python experiments/quantum_training/run.py --task shakespeare --block-size 8 12 --seeds 0 1 2
-    python experiments/quantum_training/run.py --table      # README.md and table from summary.json
+    nice -n 5 python -m experiments.quantum_training.run --task brackets --block-size 8 12 --seeds 0 1 2
+    nice -n 5 python -m experiments.quantum_training.run --task shakespeare --block-size 8 12 --seeds 0 1 2
+    python -m experiments.quantum_training.run --table      # README.md and table from summary.json
 """
 
 from __future__ import annotations
@@ -60,9 +60,11 @@ import sys
 import time
 from pathlib import Path
 
+from experiments import data_path
+
 ROOT = Path(__file__).resolve().parents[2]
 HERE = ROOT / "results" / "quantum_training"
-DATA = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
+DATA = data_path()  # $HYBRID_ATTENTION_DATA, else the repository default
 VARIANTS = (
     "exact",
     "qemcmc",
@@ -327,12 +329,12 @@ README = """# Training from samples only: qemcmc against exact training
 
 Regenerate (repository root; each task in its own background process, resumable; checkpoints under `--runs`):
 
-    nice -n 5 python experiments/quantum_training/run.py --task brackets --block-size 8 --seeds 0 1 2
-    nice -n 5 python experiments/quantum_training/run.py --task brackets --block-size 12 --seeds 0 1 2 \\
+    nice -n 5 python -m experiments.quantum_training.run --task brackets --block-size 8 --seeds 0 1 2
+    nice -n 5 python -m experiments.quantum_training.run --task brackets --block-size 12 --seeds 0 1 2 \\
         --variants exact qemcmc gibbs dqa-shots softmax
     (the same two for --task shakespeare; qemcmc-reads, qemcmc-persistent, qemcmc-long, qemcmc-chain, qemcmc-wide and
     gibbs-chain by --variants)
-    python experiments/quantum_training/run.py --table
+    python -m experiments.quantum_training.run --table
 
 Settings: one layer, one head, width 64, FFN, batch 64, lr 3e-3 (warmup 50, cosine decay), 600 steps, `hj`
 attention; brackets: the harder variant (two bracket types, 20 % filler tokens, held-out strings disjoint from

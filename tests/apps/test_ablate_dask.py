@@ -127,7 +127,7 @@ def test_bad_cluster_settings_fail_before_any_run(tmp_path, capsys):
     base = ["ablate", "--task", "brackets", "--modes", "hj", "--block-sizes", "4", "--seeds", "0", "--out", str(out)]
     with pytest.raises(SystemExit):  # argparse: the two flags exclude each other
         cli.main([*base, "--workers", "2", "--scheduler", "tcp://127.0.0.1:1"])
-    with pytest.raises(SystemExit) as info:  # refused by the parser (apps/cli_types.py)
+    with pytest.raises(SystemExit) as info:  # refused by the parser (hybrid_attention/apps/cli_types.py)
         cli.main([*base, "--workers", "0"])
     assert info.value.code == 2
     assert "argument --workers: expected an integer >= 1, got '0'" in capsys.readouterr().err

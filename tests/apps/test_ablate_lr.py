@@ -339,7 +339,7 @@ def test_cli_refuses_lr_and_lrs_that_disagree_before_any_run(tmp_path, capsys):
     assert cli.main([*args, "--lr", "0.01", "--lrs", "0.003", "0.01"]) == 2
     err = capsys.readouterr().err
     assert "--lr 0.01 and --lrs 0.003 0.01 disagree" in err and "--lr X alone is the same as --lrs X" in err
-    with pytest.raises(SystemExit) as info:  # refused by the parser (apps/cli_types.py)
+    with pytest.raises(SystemExit) as info:  # refused by the parser (hybrid_attention/apps/cli_types.py)
         cli.main([*args, "--lrs", "0.01", "-1"])
     assert info.value.code == 2
     assert "argument --lrs: expected a finite number > 0, got '-1'" in capsys.readouterr().err

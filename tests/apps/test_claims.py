@@ -1,4 +1,4 @@
-"""apps/claims: statistics against scipy and closed forms, the verdicts on planted effects, the resumable plan runner,
+"""hybrid_attention/apps/claims: statistics against scipy and closed forms, the verdicts on planted effects, the resumable plan runner,
 the training features it relies on (early stopping, J = 0 evaluation, bracket variants), the claims command."""
 
 from __future__ import annotations
@@ -819,7 +819,7 @@ def test_finding8_missing_and_malformed_summary(tmp_path):
     root.mkdir()
     f = rp.findings(root)[7]  # the default place, absent: not tested
     assert f["verdict"] == "not tested here" and "quantum_training/summary.json does not exist" in f["ours"]
-    assert "experiments/quantum_training/run.py" in f["ours"]
+    assert "experiments.quantum_training.run" in f["ours"]
     with pytest.raises(FileNotFoundError, match="none.json"):  # a file named by the user must exist
         rp.findings(root, quantum_training=tmp_path / "none.json")
     good = _qt_rows()

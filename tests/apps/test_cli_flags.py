@@ -1,5 +1,5 @@
 """The command line's help without heavy imports: ``build_parser`` and every ``--help`` load no torch, qiskit or
-pennylane, and the recorded flags (``apps/cli_flags_data.py``) still match the subcommands' own parsers."""
+pennylane, and the recorded flags (``hybrid_attention/apps/cli_flags_data.py``) still match the subcommands' own parsers."""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ def test_demo_exact_checks_only_and_bad_args(tmp_path, capsys):
     assert "causal attention kernel" in capsys.readouterr().out
     assert not (tmp_path / "x").exists()
     assert cli.main(["demo", "--quick", "--block-size", "5", "--out", str(tmp_path / "y")]) == 2
-    for flag in ("--shots", "--mcmc-reads"):  # refused by the parser (apps/cli_types.py)
+    for flag in ("--shots", "--mcmc-reads"):  # refused by the parser (hybrid_attention/apps/cli_types.py)
         with pytest.raises(SystemExit) as info:
             cli.main(["demo", "--quick", flag, "0", "--out", str(tmp_path / "y")])
         assert info.value.code == 2

@@ -4,37 +4,15 @@ whose reference did not converge counting neither way."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+import importlib
 
 import pytest
-
-HERE = Path(__file__).resolve().parents[2] / "experiments" / "long_context"
-
-
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")
 def ve():
-    """validate_engines.py, with this study's plan.py as the ``plan`` it imports (another experiment's ``plan`` may
-    already be in ``sys.modules``); the plan is its attribute ``plan``."""
-    saved = sys.modules.get("plan")
-    sys.modules["plan"] = plan = _load("plan", HERE / "plan.py")
-    try:
-        mod = _load("validate_engines", HERE / "validate_engines.py")
-    finally:
-        if saved is None:
-            del sys.modules["plan"]
-        else:
-            sys.modules["plan"] = saved
-    mod.plan = plan
-    return mod
+    """experiments/long_context/validate_engines.py."""
+    return importlib.import_module("experiments.long_context.validate_engines")
 
 
 GOOD = {"c_attn": {"cosine": 0.99, "norm_ratio": 1.0}, "J_raw": {"cosine": 0.97, "norm_ratio": 1.1}}
@@ -117,7 +95,7 @@ def test_candidate_training_settings_are_valid_runs(ve, tmp_path):
     """Every candidate engine, as plan.py trains it, is a valid hj run of every task at T = 32 and 64."""
     from hybrid_attention.apps.train import TrainConfig
 
-    plan = ve.plan
+    plan = importlib.import_module("experiments.long_context.plan")
     assert set(plan.CANDIDATE_CONFIGS) == set(ve.CANDIDATES)
     for name, eng in plan.CANDIDATE_CONFIGS.items():
         for task in plan.TASKS.values():
@@ -129,7 +107,7 @@ def test_candidate_training_settings_are_valid_runs(ve, tmp_path):
 def test_plan_engines_follow_the_committed_decision(ve):
     """No study engine before every validated model is in; once they are, plan.ENGINES is the decision's (taken over
     the decision's models only: the final models' ``final_*`` records do not count)."""
-    plan = ve.plan
+    plan = importlib.import_module("experiments.long_context.plan")
     rows, pending = ve.validated_rows()
     if pending:
         assert plan.ENGINES is None, "the study engine is set before the validation has finished"

@@ -101,7 +101,9 @@ def test_bad_arguments_exit_2_before_writing(tmp_path, extra, capsys):
     out = tmp_path / "rep"
     try:
         rc = _run(TINY + extra, out)
-    except SystemExit as exc:  # refused by the parser (apps/cli_types.py: --shots 0, --tau -1, --problems 0)
+    except (
+        SystemExit
+    ) as exc:  # refused by the parser (hybrid_attention/apps/cli_types.py: --shots 0, --tau -1, --problems 0)
         rc = exc.code
     assert rc == 2
     assert "error" in capsys.readouterr().err

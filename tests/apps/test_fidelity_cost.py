@@ -12,8 +12,8 @@ from hybrid_attention import IsingProblem, exact
 from hybrid_attention.apps.fidelity import FidelityConfig, SweepPoint, measure_point, random_problems, run_sweep
 from hybrid_attention.apps.fidelity.cost import circuit_depth, mark_pareto, pareto_front
 from hybrid_attention.apps.fidelity.sweep import conditional_marginals
-from hybrid_attention.backends import metropolis, qemcmc
-from hybrid_attention.backends.qpu_cost import qpu_seconds
+from hybrid_attention.backends.ibm.cost import qpu_seconds
+from hybrid_attention.backends.mcmc import metropolis, qemcmc
 
 
 class Counter:
@@ -136,7 +136,7 @@ def test_budget_sweep_end_to_end(tmp_path):
 def test_qemcmc_on_aer_counts_its_circuit_executions():
     """``qemcmc-aer`` runs the proposal circuits on qiskit-aer: its cost counts the circuits the engine executed."""
     pytest.importorskip("qiskit_aer")
-    from hybrid_attention.backends import qemcmc_engines
+    from hybrid_attention.backends.mcmc import qemcmc_engines
 
     counted = {"n": 0}
     orig = qemcmc_engines.CircuitEngine.propose

@@ -62,7 +62,7 @@ def test_command_flags(cluster, tmp_path, capsys):
     assert cli.main([*args, "--scheduler", cluster.scheduler_address]) == 0
     assert "exact" in capsys.readouterr().out
     assert len(json.loads((out / "report.json").read_text())["points"]) == 1
-    with pytest.raises(SystemExit) as info:  # refused by the parser (apps/cli_types.py)
+    with pytest.raises(SystemExit) as info:  # refused by the parser (hybrid_attention/apps/cli_types.py)
         cli.main([*args[:-1], str(tmp_path / "bad"), "--workers", "0"])
     assert info.value.code == 2
     assert "argument --workers: expected an integer >= 1, got '0'" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""The long-context study's report (apps/claims/report/long_context.py) on planted run directories: each verdict of
+"""The long-context study's report (experiments/long_context/analysis.py) on planted run directories: each verdict of
 the protocol's decision rules, the Holm family, the thesis per task, the Welch interval against scipy."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sst
 
-from hybrid_attention.apps.claims.report import long_context as lc
+from experiments.long_context import analysis as lc
 from hybrid_attention.apps.claims.report.load import scan
 
 

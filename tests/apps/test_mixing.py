@@ -14,7 +14,7 @@ from hybrid_attention import IsingProblem
 from hybrid_attention.apps.cli import main
 from hybrid_attention.apps.fidelity.problems import ensemble_problems
 from hybrid_attention.apps.mixing import exponent_ratio, fit_exponent, mixing_report
-from hybrid_attention.backends import mcmc
+from hybrid_attention.backends.mcmc import analysis as mcmc
 from hybrid_attention.circuits.proposal import ProposalParams
 
 

@@ -402,7 +402,7 @@ def test_ibm_account_errors_are_one_line(tmp_path, capsys, monkeypatch):
     pytest.importorskip("qiskit_ibm_runtime")
     from qiskit_ibm_runtime.accounts.exceptions import AccountNotFoundError
 
-    from hybrid_attention.backends import ibm_devices
+    from hybrid_attention.backends.ibm import devices as ibm_devices
 
     monkeypatch.delenv("QISKIT_IBM_TOKEN", raising=False)
     args = [
@@ -495,9 +495,9 @@ def test_checkpoints_are_loaded_with_weights_only(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torch, "load", spy)
     assert cli.main([*BRACKETS, "--steps", "4", "--out", str(out), "--resume"]) == 0
-    from hybrid_attention.apps.fidelity.model import load_model
+    from hybrid_attention.apps.runs import load_run
 
-    load_model(out)
+    load_run(out)
     assert calls and all(w is True for w in calls)
 
 

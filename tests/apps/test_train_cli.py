@@ -166,7 +166,7 @@ def test_bad_arguments_fail_before_training(tmp_path, capsys, extra, message):
     base = ["train", "--task", "brackets", "--block-size", "4", "--steps", "3", "--out", str(out)]
     try:
         rc = cli.main([*base, *extra])
-    except SystemExit as exc:  # refused by the parser (apps/cli_types.py)
+    except SystemExit as exc:  # refused by the parser (hybrid_attention/apps/cli_types.py)
         rc = exc.code
     assert rc == 2
     assert message in capsys.readouterr().err
@@ -337,7 +337,7 @@ def test_parse_sampler_option_rejects_malformed_items(item):
 
 
 def test_sampler_options_reach_the_sampler_and_the_config(tmp_path, monkeypatch):
-    from hybrid_attention.backends.gibbs import GibbsSampler
+    from hybrid_attention.backends.mcmc.gibbs import GibbsSampler
 
     seen = []
     real = GibbsSampler._sample

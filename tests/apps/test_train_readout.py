@@ -63,7 +63,7 @@ def test_readout_shots_trains_on_reads(tmp_path, monkeypatch):
     cfg = TrainConfig(sampler="statevector", readout="shots", shots=64)
     s = build_sampling(cfg)
     assert (s.readout, s.num_reads, s.sampler.name) == ("shots", 64, "statevector")
-    from hybrid_attention.backends.statevector import StatevectorSampler
+    from hybrid_attention.backends.dqa.statevector import StatevectorSampler
 
     reads = []
     real = StatevectorSampler.sample
@@ -150,7 +150,7 @@ def test_ibm_fake_backend_by_name_trains_offline(tmp_path):
 )
 def test_bad_backends_are_refused_before_any_work(tmp_path, capsys, monkeypatch, extra, match):
     pytest.importorskip("qiskit_ibm_runtime")
-    from hybrid_attention.backends import ibm_devices
+    from hybrid_attention.backends.ibm import devices as ibm_devices
 
     monkeypatch.setattr(
         ibm_devices, "QiskitRuntimeService", lambda *a, **k: pytest.fail("the service must not be contacted")

@@ -16,7 +16,7 @@ from hybrid_attention.circuits import DQASchedule
 pytest.importorskip("qiskit_aer")
 distributed = pytest.importorskip("distributed")
 
-from hybrid_attention.backends.aer import AerSampler  # noqa: E402
+from hybrid_attention.backends.dqa.aer import AerSampler  # noqa: E402
 
 SCHED = DQASchedule(tau=1.0, steps=6)
 

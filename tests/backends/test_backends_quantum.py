@@ -171,7 +171,7 @@ def test_missing_extra_gives_install_hint(monkeypatch):
             raise ModuleNotFoundError(f"No module named {name!r}", name="qiskit_aer")
         return real_import(name, *args, **kwargs)
 
-    for mod in [m for m in sys.modules if m == "hybrid_attention.backends.aer" or m.startswith("qiskit_aer")]:
+    for mod in [m for m in sys.modules if m == "hybrid_attention.backends.dqa.aer" or m.startswith("qiskit_aer")]:
         monkeypatch.delitem(sys.modules, mod)
     monkeypatch.setattr(builtins, "__import__", fake_import)
     with pytest.raises(ImportError, match=r"pip install 'hybrid-attention\[aer\]'"):
@@ -221,7 +221,7 @@ def _no_simulation(*a, **k):
 
 
 def test_aer_refuses_a_16_gib_statevector_before_allocating(budget_8gib, monkeypatch):
-    from hybrid_attention.backends.aer import AerSampler
+    from hybrid_attention.backends.dqa.aer import AerSampler
 
     monkeypatch.setattr(AerSampler, "_run_chunks", _no_simulation)
     monkeypatch.setattr(AerSampler, "_probabilities_chunk", _no_simulation)

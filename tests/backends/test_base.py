@@ -1,4 +1,4 @@
-"""What the backends share (backends/base.py): the progress bar of long sampler calls."""
+"""What the backends share (hybrid_attention/backends/base.py): the progress bar of long sampler calls."""
 
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ import torch
 
 from hybrid_attention import IsingProblem, exact, kernels
 from hybrid_attention.backends import get_sampler
-from hybrid_attention.backends.gibbs import AnnealingSampler, GibbsSampler
-from hybrid_attention.backends.meanfield import MeanFieldSampler
+from hybrid_attention.backends.mcmc.gibbs import AnnealingSampler, GibbsSampler
+from hybrid_attention.backends.mcmc.meanfield import MeanFieldSampler
 
 Z = 5.0
 
@@ -178,22 +178,22 @@ def test_mean_field_implicit_gradient_is_scale_free(method):
 
 @pytest.mark.parametrize("method", ["naive", "tap"])
 def test_mean_field_causal_blocks_match_the_full_width_iteration(method):
-    """Causal problems large enough for the row blocks (``backends.meanfield._solve``): the marginals equal the
+    """Causal problems large enough for the row blocks (``backends.meanfield.solve``): the marginals equal the
     full-width iteration's bit for bit, masked spins stay 0, and the implicit gradient (closed-form adjoint in the
     same blocks) matches differentiation through the unrolled iteration."""
-    from hybrid_attention.backends import meanfield
+    from hybrid_attention.backends.mcmc import meanfield
 
     rng = np.random.default_rng(3)
     B, T = 16, 64
     U = np.triu(rng.normal(scale=0.4 / np.sqrt(T), size=(1, T, T)), 1)
     mask = torch.ones(T, T, dtype=torch.float64).tril().repeat(B, 1)[None]
-    assert meanfield._width_blocks(mask, T) is not None  # the case under test
+    assert meanfield.width_blocks(mask, T) is not None  # the case under test
     h0 = torch.tensor(rng.normal(size=(1, B * T, T))) * mask
     beta = torch.tensor(rng.uniform(0.5, 1.5, size=(1, B * T)))
     w = torch.tensor(rng.normal(size=(1, B * T, T)))
     b = beta[..., None]
     J0 = torch.tensor(U + U.transpose(0, 2, 1))
-    full = meanfield._solve(h0, J0, mask, method == "tap", b, 0.5, 300, 1e-12, None)[0]
+    full = meanfield.solve(h0, J0, mask, method == "tap", b, 0.5, 300, 1e-12, None)[0]
     with torch.no_grad():
         m, info = meanfield.mean_field(h0, J0, beta, mask, method=method, tol=1e-12, max_iter=300)
     assert info["converged"]

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from hybrid_attention import exact
-from hybrid_attention.backends import gibbs_kernel
-from hybrid_attention.backends.gibbs import AnnealingSampler, GibbsSampler
+from hybrid_attention.backends.mcmc import gibbs_kernel
+from hybrid_attention.backends.mcmc.gibbs import AnnealingSampler, GibbsSampler
 from tests.backends.test_classical import sk_problem, within_shot_tolerance
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -70,7 +70,7 @@ def test_kernel_option_and_fallback(monkeypatch):
     with pytest.raises(ValueError, match="kernel must be 'auto', 'compiled' or 'torch', got 'cuda'"):
         GibbsSampler(kernel="cuda")
     monkeypatch.setattr(gibbs_kernel, "numba_available", lambda: False)
-    monkeypatch.setattr("hybrid_attention.backends.gibbs.numba_available", lambda: False)
+    monkeypatch.setattr("hybrid_attention.backends.mcmc.gibbs.numba_available", lambda: False)
     assert GibbsSampler().kernel == "torch"  # auto falls back to pure torch without numba
     with pytest.raises(ImportError, match="pip install numba"):
         AnnealingSampler(kernel="compiled")

@@ -18,7 +18,9 @@ from hybrid_attention.circuits import DQASchedule
 pytest.importorskip("qiskit_aer")
 pytest.importorskip("qiskit_ibm_runtime")
 
-from hybrid_attention.backends import ibm, ibm_devices, ibm_jobs  # noqa: E402
+from hybrid_attention.backends.ibm import devices as ibm_devices  # noqa: E402
+from hybrid_attention.backends.ibm import jobs as ibm_jobs  # noqa: E402
+from hybrid_attention.backends.ibm import sampler as ibm  # noqa: E402
 
 Z = 5.0
 SCHED = DQASchedule(tau=1.5, steps=8)

@@ -23,10 +23,9 @@ from hybrid_attention.circuits import DQASchedule
 pytest.importorskip("qiskit_aer")
 pytest.importorskip("qiskit_ibm_runtime")
 
-from hybrid_attention.backends import ibm  # noqa: E402
-from hybrid_attention.backends.ledger import EVENTS, JobLedger, pub_sha256  # noqa: E402
-
-from .runtime_double import RuntimeDouble  # noqa: E402
+from hybrid_attention.backends.ibm import sampler as ibm  # noqa: E402
+from hybrid_attention.backends.ibm.ledger import EVENTS, JobLedger, pub_sha256  # noqa: E402
+from hybrid_attention.backends.ibm.runtime_double import RuntimeDouble  # noqa: E402
 
 SCHED = DQASchedule(tau=1.0, steps=2)
 REPO = Path(__file__).resolve().parents[2]
@@ -236,7 +235,7 @@ def test_local_mode_reruns_an_unfinished_pub_with_a_warning(tmp_path, monkeypatc
     import re
     import types
 
-    from hybrid_attention.backends import ibm_jobs
+    from hybrid_attention.backends.ibm import jobs as ibm_jobs
 
     # the warning is recorded where ibm_jobs issues it: pytest.warns swaps the process-wide warning state, which a
     # background thread of an earlier test's runtime can restore under it (seen once in a full run: "DID NOT WARN")
@@ -270,7 +269,7 @@ CHILD = textwrap.dedent(
     from hybrid_attention import IsingProblem
     from hybrid_attention.backends import get_sampler
     from hybrid_attention.circuits import DQASchedule
-    from tests.backends.runtime_double import RuntimeDouble
+    from hybrid_attention.backends.ibm.runtime_double import RuntimeDouble
 
     ledger, server, out = sys.argv[1], sys.argv[2], sys.argv[3]
     g = torch.Generator().manual_seed(0)

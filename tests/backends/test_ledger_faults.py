@@ -25,9 +25,8 @@ pytest.importorskip("qiskit_aer")
 pytest.importorskip("qiskit_ibm_runtime")
 
 from hybrid_attention.backends import ibm  # noqa: E402
-from hybrid_attention.backends.ledger import JobLedger  # noqa: E402
-
-from .runtime_double import RuntimeDouble  # noqa: E402
+from hybrid_attention.backends.ibm.ledger import JobLedger  # noqa: E402
+from hybrid_attention.backends.ibm.runtime_double import RuntimeDouble  # noqa: E402
 
 SCHED = DQASchedule(tau=1.0, steps=2)
 REPO = Path(__file__).resolve().parents[2]
@@ -151,9 +150,9 @@ CHILD = textwrap.dedent(
     import os, signal, sys, numpy as np, torch
     from hybrid_attention import IsingProblem
     from hybrid_attention.backends import get_sampler
-    from hybrid_attention.backends.ledger import JobLedger
+    from hybrid_attention.backends.ibm.ledger import JobLedger
     from hybrid_attention.circuits import DQASchedule
-    from tests.backends.runtime_double import RuntimeDouble
+    from hybrid_attention.backends.ibm.runtime_double import RuntimeDouble
 
     ledger, server, out, kill_at = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     real, seen = JobLedger.record, [0]

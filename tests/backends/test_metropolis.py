@@ -11,7 +11,7 @@ import torch
 
 from hybrid_attention import IsingProblem, exact
 from hybrid_attention.backends import get_sampler
-from hybrid_attention.backends.metropolis import MetropolisSampler
+from hybrid_attention.backends.mcmc.metropolis import MetropolisSampler
 
 Z = 5.0
 

@@ -17,8 +17,8 @@ pytest.importorskip("qiskit_aer")
 pytest.importorskip("qiskit_ibm_runtime")
 pytest.importorskip("mthree")
 
-from hybrid_attention.backends.ibm import fake_backend  # noqa: E402
-from hybrid_attention.backends.mitigation import assignment_matrices, mitigated_probabilities  # noqa: E402
+from hybrid_attention.backends.ibm.mitigation import assignment_matrices, mitigated_probabilities  # noqa: E402
+from hybrid_attention.backends.ibm.sampler import fake_backend  # noqa: E402
 
 Z = 5.0
 SCHED = DQASchedule(tau=1.0, steps=2)
@@ -44,7 +44,7 @@ def readout_free_marginals(isa, values, backend):
     nm = NoiseModel.from_backend(backend, readout_error=False)
     sim = AerSimulator(method="density_matrix", noise_model=nm)
     circ = isa.remove_final_measurements(inplace=False)
-    from hybrid_attention.backends.mitigation import measured_qubits
+    from hybrid_attention.backends.ibm.mitigation import measured_qubits
 
     qubits = measured_qubits(isa)
     circ.save_probabilities(qubits, label="p")

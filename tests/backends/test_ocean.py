@@ -1,4 +1,4 @@
-"""D-Wave Ocean interop (backends/ocean*.py): the ``dimod`` sampler, BQM and SampleSet conversions, and our samplers
+"""D-Wave Ocean interop (hybrid_attention/backends/ocean*.py): the ``dimod`` sampler, BQM and SampleSet conversions, and our samplers
 as ``dimod.Sampler`` objects. Oracles: exact enumeration (our ``exact`` module and ``dimod.ExactSolver``); stochastic
 tolerances are z = 5 standard errors of the number of reads. No network: ``dwave-system`` is never imported."""
 
@@ -22,7 +22,7 @@ from dwave.samplers import SimulatedAnnealingSampler, TabuSampler, TreeDecomposi
 from hybrid_attention import IsingProblem, exact  # noqa: E402
 from hybrid_attention.backends import get_sampler  # noqa: E402
 from hybrid_attention.backends import testing as conformance  # noqa: E402
-from hybrid_attention.backends.ocean import (  # noqa: E402
+from hybrid_attention.backends.ocean.sampler import (  # noqa: E402
     DimodAdapter,
     DimodSampler,
     dimod_sampler,

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from hybrid_attention import IsingProblem, exact
-from hybrid_attention.backends import mcmc
-from hybrid_attention.backends.qemcmc import QEMCMCSampler, proposal_rows, transition_matrix
+from hybrid_attention.backends.mcmc import analysis as mcmc
+from hybrid_attention.backends.mcmc.qemcmc import QEMCMCSampler, proposal_rows, transition_matrix
 from hybrid_attention.backends.testing import assert_sampler_conforms
 from hybrid_attention.circuits.proposal import ProposalParams, alpha_of, proposal_matrix
 from hybrid_attention.exact import enumerate_states
@@ -357,7 +357,7 @@ def test_ibm_engine_runs_a_fake_device_by_name():
 def test_evolving_basis_states_equals_the_simulated_first_layer(shape, n, problems, chains):
     """The engine's shortcut (first driver layer written as a product state, problem phases shared by a problem's
     chains, sub-chunks of whole problems) against simulating every layer from one-hot states."""
-    from hybrid_attention.backends.qemcmc_engines import evolve_basis_states, evolve_proposal
+    from hybrid_attention.backends.mcmc.qemcmc_engines import evolve_basis_states, evolve_proposal
 
     g = torch.Generator().manual_seed(n)
     E = torch.randn(problems, 1 << n, generator=g, dtype=torch.float64)

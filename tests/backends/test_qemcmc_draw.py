@@ -1,4 +1,4 @@
-"""The fused columns-mode proposal draw (``backends/qemcmc_draw.py``) against the slow path: simulate every chain's
+"""The fused columns-mode proposal draw (``hybrid_attention/backends/mcmc/qemcmc_draw.py``) against the slow path: simulate every chain's
 state (``evolve_basis_states``, itself checked against one-hot simulation of every layer) and invert the CDF of its
 squared amplitudes with the same uniforms."""
 
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from hybrid_attention.backends.driver import rx_block
-from hybrid_attention.backends.qemcmc_draw import draw_basis_proposals
-from hybrid_attention.backends.qemcmc_engines import evolve_basis_states
-from hybrid_attention.backends.rotating_frame import rotation_block
+from hybrid_attention.backends.dqa.driver import rx_block
+from hybrid_attention.backends.dqa.rotating_frame import rotation_block
+from hybrid_attention.backends.mcmc.qemcmc_draw import draw_basis_proposals
+from hybrid_attention.backends.mcmc.qemcmc_engines import evolve_basis_states
 from hybrid_attention.circuits.proposal import ProposalParams
 
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from hybrid_attention.backends.meanfield import mean_field
-from hybrid_attention.backends.qemcmc import _energy_table, _naive_mean_field
-from hybrid_attention.backends.statevector import configuration_energies
+from hybrid_attention.backends.dqa.statevector import configuration_energies
+from hybrid_attention.backends.mcmc.chain import _energy_table, _naive_mean_field
+from hybrid_attention.backends.mcmc.meanfield import mean_field
 
 
 def couplings(N, n, g, *, shared, scale=1.0):

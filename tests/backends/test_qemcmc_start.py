@@ -12,9 +12,8 @@ import pytest
 import torch
 
 from hybrid_attention import IsingProblem, exact
-from hybrid_attention.backends.qemcmc import QEMCMCSampler
+from hybrid_attention.backends.mcmc.qemcmc import QEMCMCSampler
 from hybrid_attention.circuits.proposal import ProposalParams
-from tests.conftest import REPO
 
 Z = 5.0
 
@@ -22,10 +21,7 @@ Z = 5.0
 @pytest.fixture(scope="module")
 def burn_in():
     """The burn-in script as a module (its top level imports numpy and torch only)."""
-    spec = importlib.util.spec_from_file_location("burn_in", REPO / "experiments" / "quantum_training" / "burn_in.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module("experiments.quantum_training.burn_in")
 
 
 def test_deviations_match_a_direct_computation(burn_in):

@@ -16,9 +16,8 @@ from hybrid_attention.circuits import DQASchedule
 pytest.importorskip("qiskit_aer")
 pytest.importorskip("qiskit_ibm_runtime")
 
-from hybrid_attention.backends.qpu_cost import DEFAULT_MODEL, qpu_seconds  # noqa: E402
-
-from .runtime_double import RuntimeDouble  # noqa: E402
+from hybrid_attention.backends.ibm.cost import DEFAULT_MODEL, qpu_seconds  # noqa: E402
+from hybrid_attention.backends.ibm.runtime_double import RuntimeDouble  # noqa: E402
 
 SCHED = DQASchedule(tau=1.0, steps=2)
 KEYS = {"jobs", "pubs", "circuits", "shots", "depth", "two_qubit_gates", "qpu_seconds"}
@@ -113,7 +112,7 @@ def test_estimate_train_and_fidelity_match_a_hand_count():
 def test_train_estimate_counts_what_a_training_run_submits(tmp_path):
     """The train route's estimate (steps + timing probe; evaluations exact) against the sampler calls of a run."""
     from hybrid_attention.apps.train import TrainConfig, train
-    from hybrid_attention.backends.ibm import IBMSampler
+    from hybrid_attention.backends.ibm.sampler import IBMSampler
 
     seen = []
     real = IBMSampler._run_chunks

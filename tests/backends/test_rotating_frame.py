@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from hybrid_attention.backends import get_sampler
-from hybrid_attention.backends.driver import rx_block
-from hybrid_attention.backends.rotating_frame import apply_block, frame_phases, rotated_blocks
-from hybrid_attention.backends.statevector import (
+from hybrid_attention.backends.dqa.driver import rx_block
+from hybrid_attention.backends.dqa.rotating_frame import apply_block, frame_phases, rotated_blocks
+from hybrid_attention.backends.dqa.statevector import (
     _dqa_autograd,
     _energies_into,
     configuration_energies,

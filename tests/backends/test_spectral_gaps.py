@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from hybrid_attention import IsingProblem
-from hybrid_attention.backends.mcmc import KERNELS, kernel_matrices, spectral_gaps
+from hybrid_attention.backends.mcmc.analysis import KERNELS, kernel_matrices, spectral_gaps
 from hybrid_attention.circuits.proposal import ProposalParams, proposal_matrix
 
 FIXED = ProposalParams(gamma=0.45, time=6.0, steps=8)

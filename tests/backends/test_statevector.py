@@ -12,7 +12,7 @@ import torch
 
 from hybrid_attention import IsingProblem
 from hybrid_attention.backends import get_sampler
-from hybrid_attention.backends.statevector import StatevectorSampler, configuration_energies
+from hybrid_attention.backends.dqa.statevector import StatevectorSampler, configuration_energies
 from hybrid_attention.circuits import DQASchedule
 from tests.conftest import random_couplings
 

@@ -1,4 +1,4 @@
-"""Exports (circuits/export.py): SparsePauliOp and qml.Hamiltonian against the dense diagonal Ising Hamiltonian from
+"""Exports (hybrid_attention/circuits/export.py): SparsePauliOp and qml.Hamiltonian against the dense diagonal Ising Hamiltonian from
 exact enumeration; the standard-gates OpenQASM 3 text against our circuit's statevector through qiskit.qasm3.loads and
 PennyLane's from_qasm3 (1e-10)."""
 

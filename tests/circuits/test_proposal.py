@@ -1,4 +1,4 @@
-"""The symmetric proposal program of qemcmc (circuits/proposal.py): layers, symmetry of the unitary, the qiskit
+"""The symmetric proposal program of qemcmc (hybrid_attention/circuits/proposal.py): layers, symmetry of the unitary, the qiskit
 template against the numpy oracle, parameters and their validation."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""DQASchedule and the numpy reference refuse hostile values with a clear error before any work (circuits/schedule.py,
-circuits/reference.py)."""
+"""DQASchedule and the numpy reference refuse hostile values with a clear error before any work (hybrid_attention/circuits/schedule.py,
+hybrid_attention/circuits/reference.py)."""
 
 from __future__ import annotations
 

@@ -176,7 +176,7 @@ def test_bridge_bad_input():
 
 def _grouping(overhead, **kw):
     """A statevector sampler whose class declares the bridge's prefix grouping (``per_call_overhead``) ``overhead``."""
-    from hybrid_attention.backends.statevector import StatevectorSampler
+    from hybrid_attention.backends.dqa.statevector import StatevectorSampler
 
     class Grouping(StatevectorSampler):
         capabilities = dataclasses.replace(StatevectorSampler.capabilities, per_call_overhead=overhead)
@@ -272,7 +272,7 @@ def test_num_reads_validated(num_reads, exc):
 # ---------------------------------------------------------------------- persistent chains (qemcmc)
 def _qemcmc(overhead=None, pad=False, **kw):
     """A qemcmc sampler whose declared call grouping is chosen by the test (one call per prefix, groups, padded)."""
-    from hybrid_attention.backends.qemcmc import QEMCMCSampler
+    from hybrid_attention.backends.mcmc.qemcmc import QEMCMCSampler
     from hybrid_attention.circuits.proposal import ProposalParams
 
     class Q(QEMCMCSampler):

@@ -49,10 +49,10 @@ def test_coupling_table_is_the_coupling_energy(n):
     J = U + U.transpose(-1, -2)
     S = exact.enumerate_states(n, dtype=torch.float64)
     want = 0.5 * ((S @ J) * S).sum(-1)  # (3, 2^n), index c = cA + 2^a cB
-    got = exact._coupling_table(J, n // 2)
+    got = exact.coupling_table(J, n // 2)
     torch.testing.assert_close(got.reshape(3, -1), want, rtol=0, atol=1e-12)
     scale = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)
     out = torch.empty_like(got)
-    scaled = exact._coupling_table(J, n // 2, scale=scale, out=out)
+    scaled = exact.coupling_table(J, n // 2, scale=scale, out=out)
     assert scaled.data_ptr() == out.data_ptr()
     torch.testing.assert_close(scaled.reshape(3, -1), scale[:, None] * want, rtol=0, atol=1e-12)

@@ -234,3 +234,39 @@ def test_attention_pointer_head_is_the_last_layers_attention():
     assert bool(torch.isinf(logits[:, 0, 1:]).all()) and torch.isfinite(loss)
     loss.backward()
     assert model.blocks[-1].attn.c_attn.weight.grad is not None
+
+
+@pytest.mark.parametrize("mode", ["hj", "h", "j"])
+def test_attention_problems_give_the_weights_each_layer_applies(mode):
+    """Every layer's (h, J, mask, beta) reproduce its attention weights through the exact engine, query by query."""
+    from hybrid_attention.attention import attention_weights
+
+    torch.manual_seed(0)
+    cfg = TransformerConfig(vocab_size=7, block_size=6, n_layer=2, n_head=2, n_embd=16, attention=mode, dropout=0.1)
+    model = Transformer(cfg).eval()
+    with torch.no_grad():
+        for a in model.attention_layers:
+            if a.J_raw is not None:
+                a.J_raw.normal_(0, 0.7)
+    idx = torch.randint(0, 7, (3, 6))
+    problems = model.attention_problems(idx)
+    maps = model.attention_maps(idx)
+    assert len(problems) == 2
+    for p, a in zip(problems, maps):
+        assert p.h.shape == (3, 2, 6, 6) and p.J.shape == (2, 6, 6) and p.beta.shape == (2,)
+        assert torch.equal(p.mask, torch.ones(6, 6, dtype=torch.bool).tril())
+        w = attention_weights(p.h, p.J, mode="hj", beta=p.beta)
+        torch.testing.assert_close(w, a, atol=1e-5, rtol=0)
+        prob = p.ising(1, 3)
+        m = exact.marginals(prob)
+        alpha = (1 + m) / 2
+        torch.testing.assert_close((alpha / alpha.sum(-1, keepdim=True)).float(), a[:, 1, 3, :4], atol=1e-5, rtol=0)
+    assert [q.h.shape for q in model.attention_problems(idx, layers=[1])] == [(3, 2, 6, 6)]
+
+
+def test_attention_problems_refuse_layers_without_ising_problems():
+    model = Transformer(TransformerConfig(vocab_size=7, block_size=6, n_embd=16, attention="softmax"))
+    with pytest.raises(ValueError, match="solves no Ising problems"):
+        model.attention_problems(torch.zeros(1, 6, dtype=torch.long))
+    with pytest.raises(ValueError, match="layers must be in"):
+        model.attention_problems(torch.zeros(1, 6, dtype=torch.long), layers=[3])

@@ -19,7 +19,7 @@ from tests.conftest import REPO
 
 #: the training route, from the loop down to the bridge
 ROUTE = (
-    "apps/train/loop.py",
+    "hybrid_attention/apps/train/loop.py",
     "hybrid_attention/model.py",
     "hybrid_attention/attention.py",
     "hybrid_attention/bridge.py",

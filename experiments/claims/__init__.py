@@ -1,0 +1,1 @@
+"""The paper's claims tested under a committed protocol (results/claims/): the plan, cost measurements, the learning-rate edge probe."""

@@ -1,0 +1,1 @@
+"""The noise study on fake IBM backends: DQA output and qemcmc bias under device noise (results/hardware/)."""

@@ -1,0 +1,1 @@
+"""Mixing of quantum-enhanced MCMC against classical proposals, from exact transition matrices."""

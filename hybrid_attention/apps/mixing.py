@@ -1,0 +1,347 @@
+"""``hybrid-attention mixing``: how fast each Markov chain mixes on your problems, before you pay for hardware.
+
+Takes problems from a trained checkpoint (``--checkpoint DIR``: the fields and couplings one attention layer and head
+solve for the last query of ``--n`` keys on validation inputs), a dimod model (``--bqm FILE``: a JSON file of
+``dimod.BinaryQuadraticModel.to_serializable()``), or a synthetic ensemble (``--ensemble sk|layden|coupling|random``
+with ``--n`` a list of sizes), and reports for each chain of :data:`hybrid_attention.backends.mcmc.analysis.KERNELS`
+(``qemcmc``: quantum proposals; ``local``: ``mh-local``; ``uniform``: ``mh-uniform``; ``heat-bath``: Gibbs):
+
+* ``n <= 12``: the exact spectral gap ``1 - |lambda_2|`` and the exact integrated autocorrelation time of the energy
+  (:func:`~hybrid_attention.backends.mcmc.analysis.exact_integrated_time`), per problem, from the exact transition matrices;
+* ``n > 12`` (up to 16): integrated autocorrelation times of the energy estimated from chains of the samplers
+  (``qemcmc``, ``mh-local``, ``mh-uniform``; ``--chains`` chains of ``--moves`` moves, Sokal's window), per problem.
+
+Times are in steps of each chain (one proposal; for ``heat-bath`` one spin update), not in cost: a ``qemcmc`` step is
+a circuit execution. With several sizes the report fits ``gap ~ 2**(-k n)`` per chain (:func:`fit_exponent`: least
+squares of ``log2`` of the per-size median gap against ``n``, error bar from a bootstrap over instances), the form
+Layden et al. (Nature 619, 282 (2023)) report their scaling in.
+
+Writes ``mixing.json`` (every problem's numbers, the summary per size and chain, the fits, the command) and prints a
+table. Python API: :func:`mixing_report`.
+
+Example:
+    hybrid-attention mixing --ensemble layden --n 4,5,6 --problems 8 --out mixing-report
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .cli_types import non_negative_int, positive_float, positive_int, positive_ints
+
+__all__ = ["add_arguments", "run", "mixing_report", "check_sizes", "fit_exponent", "problems_for", "REPORT"]
+
+REPORT = "mixing.json"
+#: largest size (spins) the command takes
+MAX_SIZE = 16
+#: fewest moves per chain that give an autocorrelation estimate (the sampler discards the first half of the moves and
+#: estimates from the rest only when at least 8 remain)
+MIN_MOVES = 15
+#: chains estimated by sampling above the exact limit: kernel name -> registry sampler
+SAMPLED = {"qemcmc": "qemcmc", "local": "mh-local", "uniform": "mh-uniform"}
+
+
+#: per-size statistics of the instances' gaps a fit may use
+STATS = {"median": np.median, "mean": np.mean}
+
+
+def _slope(ns: np.ndarray, per_size: list[np.ndarray], stat: str) -> tuple[float, float]:
+    y = np.log2([max(float(STATS[stat](g)), 1e-300) for g in per_size])
+    b, a = np.polyfit(ns, y, 1)
+    return -b, 2.0**a
+
+
+def fit_exponent(ns: Any, gaps: Any, *, boots: int = 500, seed: int = 0, stat: str = "median") -> dict[str, float]:
+    """Fit ``gap ~ c 2**(-k n)``: least squares of ``log2(stat(gaps))`` against ``n``.
+
+    Args:
+        ns: sizes ``(S,)``; gaps: per size a 1-D array of the instances' gaps.
+        boots: bootstrap resamples of the instances (per size) for the error bar.
+        stat: the per-size statistic of the instances' gaps, ``"median"`` or ``"mean"``.
+
+    Returns:
+        ``{"k", "k_err", "c"}``: exponent, its bootstrap standard deviation, prefactor.
+    """
+    ns = np.asarray(ns, dtype=np.float64)
+    if len(ns) < 2:
+        raise ValueError(f"fit_exponent needs at least two sizes, got {len(ns)}")
+    if stat not in STATS:
+        raise ValueError(f"stat must be one of {sorted(STATS)}, got {stat!r}")
+    k, c = _slope(ns, [np.asarray(g) for g in gaps], stat)
+    rng = np.random.default_rng(seed)
+    ks = [_slope(ns, [rng.choice(np.asarray(g), len(g)) for g in gaps], stat)[0] for _ in range(boots)]
+    return {"k": float(k), "k_err": float(np.std(ks)), "c": float(c)}
+
+
+def exponent_ratio(
+    ns: Any, gaps_num: Any, gaps_den: Any, *, boots: int = 500, seed: int = 0, stat: str = "median"
+) -> dict[str, float]:
+    """The ratio ``k_num / k_den`` of two chains' fitted exponents on the same instances (a speedup ``gap_den ~
+    gap_num ** (1 / ratio)``: ratio 3 is a cubic speedup of chain ``den`` over chain ``num``), with a bootstrap that
+    resamples instances jointly (the same instances for both chains, per size).
+
+    Args:
+        ns: sizes ``(S,)``; gaps_num, gaps_den: per size a 1-D array of the instances' gaps, instance ``i`` of both
+            the same problem.
+
+    Returns:
+        ``{"ratio", "ratio_err", "k_num", "k_den"}``.
+    """
+    ns = np.asarray(ns, dtype=np.float64)
+    num = [np.asarray(g) for g in gaps_num]
+    den = [np.asarray(g) for g in gaps_den]
+    if [len(g) for g in num] != [len(g) for g in den]:
+        raise ValueError(
+            f"both chains need the same instances per size, got {[len(g) for g in num]} and {[len(g) for g in den]}"
+        )
+    if len(ns) < 2:
+        raise ValueError(f"exponent_ratio needs at least two sizes, got {len(ns)}")
+    kn, kd = _slope(ns, num, stat)[0], _slope(ns, den, stat)[0]
+    rng = np.random.default_rng(seed)
+    rs = []
+    for _ in range(boots):
+        idx = [rng.integers(0, len(g), len(g)) for g in num]
+        rs.append(
+            _slope(ns, [g[i] for g, i in zip(num, idx)], stat)[0]
+            / _slope(ns, [g[i] for g, i in zip(den, idx)], stat)[0]
+        )
+    return {"ratio": float(kn / kd), "ratio_err": float(np.std(rs)), "k_num": float(kn), "k_den": float(kd)}
+
+
+def problems_for(args: argparse.Namespace, n: int) -> Any:
+    """The problems of one size from the command's source (checkpoint, BQM or ensemble)."""
+    from hybrid_attention.apps.fidelity.problems import ensemble_problems, problems_from_model
+    from hybrid_attention.ising import IsingProblem
+
+    if args.checkpoint:
+        from hybrid_attention.apps.fidelity.model import model_inputs
+
+        model, idx = model_inputs(args.checkpoint, args.problems, seed=args.seed)
+        return problems_from_model(model, idx, n, layer=args.layer, head=args.head)
+    if args.bqm:
+        import dimod
+
+        with open(args.bqm) as f:
+            bqm = dimod.BinaryQuadraticModel.from_serializable(json.load(f))
+        p = IsingProblem.from_bqm(bqm, beta=args.beta)
+        return IsingProblem(p.h[None], p.J, beta=p.beta)
+    return ensemble_problems(
+        args.ensemble, n, args.problems, seed=args.seed, scale=args.scale, beta=args.beta, coupling=args.coupling
+    )
+
+
+def _exact_rows(problem: Any, proposals: tuple[str, ...], nodes: int) -> list[dict[str, Any]]:
+    from hybrid_attention.backends.mcmc import analysis as mcmc
+
+    rows = []
+    flat = problem.detach().flatten()
+    for b in range(flat.h.shape[0]):
+        Ps, E, pi = mcmc.kernel_matrices(flat[b : b + 1], proposals, nodes=nodes)
+        row: dict[str, Any] = {"problem": b, "method": "exact"}
+        for name, P in Ps.items():
+            row[name] = {"gap": mcmc.spectral_gap(P, pi), "iat_energy": mcmc.exact_integrated_time(P, pi, E)}
+        rows.append(row)
+    return rows
+
+
+def _sampled_rows(problem: Any, proposals: tuple[str, ...], chains: int, moves: int, seed: int) -> list[dict]:
+    from hybrid_attention.backends import get_sampler
+
+    flat = problem.detach().flatten()
+    out: list[dict[str, Any]] = [{"problem": b, "method": "chains"} for b in range(flat.h.shape[0])]
+    for name in proposals:
+        if name not in SAMPLED:
+            continue
+        s = get_sampler(SAMPLED[name], burn_in=moves, num_chains=chains)
+        ss = s.sample(flat, num_reads=chains, seed=seed)
+        for b, iat in enumerate(np.asarray(ss.info["iat"]).reshape(-1)):
+            out[b][name] = {"gap": None, "iat_energy": float(iat), "moves": moves, "chains": chains}
+    return out
+
+
+def check_sizes(problems: dict[int, Any], *, proposals: tuple[str, ...], nodes: int, chains: int, moves: int) -> None:
+    """Every size that drives an allocation, against the memory budget before any work (``ValueError`` naming the
+    size, the estimate and the budget): the quadrature ``nodes`` of the exact ``qemcmc`` kernels, and above the exact
+    limit each sampled chain's ``chains x moves`` (its sampler's own checks, on the problems it will sample)."""
+    from hybrid_attention.backends import get_sampler
+    from hybrid_attention.backends.mcmc.analysis import MAX_EXACT_SPINS, check_nodes
+
+    if "qemcmc" in proposals and any(n <= MAX_EXACT_SPINS for n in problems):
+        check_nodes(nodes)
+    for n, prob in problems.items():
+        if n <= MAX_EXACT_SPINS:
+            continue
+        for name in proposals:
+            if name in SAMPLED:
+                s = get_sampler(SAMPLED[name], burn_in=moves, num_chains=chains)
+                s.validate(prob.detach().flatten(), num_reads=chains)
+
+
+def mixing_report(
+    problems: dict[int, Any],
+    *,
+    proposals: tuple[str, ...] = ("qemcmc", "local", "uniform", "heat-bath"),
+    nodes: int = 4,
+    chains: int = 32,
+    moves: int = 2000,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Gaps and autocorrelation times of each chain on ``{n: problems}`` (module docstring).
+
+    Returns:
+        ``{"rows": {n: [per-problem dicts]}, "summary": {n: {chain: {...}}}, "fits": {chain: {...}}}``.
+    """
+    from tqdm.auto import tqdm
+
+    from hybrid_attention.backends.mcmc.analysis import MAX_EXACT_SPINS
+
+    check_sizes(problems, proposals=proposals, nodes=nodes, chains=chains, moves=moves)
+    rows: dict[str, list] = {}
+    summary: dict[str, dict] = {}
+    for n, prob in tqdm(sorted(problems.items()), desc="mixing", disable=not progress, unit="size"):
+        t0 = time.perf_counter()
+        if n <= MAX_EXACT_SPINS:
+            r = _exact_rows(prob, proposals, nodes)
+        else:
+            r = _sampled_rows(prob, proposals, chains, moves, seed)
+        rows[str(n)] = r
+        summary[str(n)] = {"seconds": time.perf_counter() - t0, "problems": len(r)}
+        for name in proposals:
+            vals = [x[name] for x in r if name in x]
+            if not vals:
+                continue
+            gaps = np.array([v["gap"] for v in vals if v["gap"] is not None])
+            iats = np.array([v["iat_energy"] for v in vals])
+            summary[str(n)][name] = {
+                "gap_median": float(np.median(gaps)) if gaps.size else None,
+                "gap_min": float(gaps.min()) if gaps.size else None,
+                "iat_median": float(np.median(iats)),
+                "iat_max": float(iats.max()),
+            }
+    fits = {}
+    exact_ns = [int(n) for n in rows if int(n) <= MAX_EXACT_SPINS]
+    if len(exact_ns) >= 2:
+        for name in proposals:
+            gaps = [np.array([x[name]["gap"] for x in rows[str(n)]]) for n in exact_ns]
+            fits[name] = {**fit_exponent(exact_ns, gaps, seed=seed), "sizes": exact_ns, "instances": len(gaps[0])}
+    return {"rows": rows, "summary": summary, "fits": fits}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--checkpoint", default=None, help="trained model directory (hybrid-attention train --out)")
+    src.add_argument("--bqm", default=None, help="JSON file of dimod.BinaryQuadraticModel.to_serializable()")
+    p.add_argument(
+        "--ensemble",
+        choices=("sk", "layden", "coupling", "random"),
+        default="sk",
+        help="synthetic problems when neither --checkpoint nor --bqm is given",
+    )
+    p.add_argument(
+        "--n",
+        type=positive_ints,
+        default=[6],
+        help=f"comma-separated sizes in [1, {MAX_SIZE}] (keys of the checkpoint's layer; ensemble sizes)",
+    )
+    p.add_argument("--problems", type=positive_int, default=8, help="problems per size (checkpoint: validation inputs)")
+    p.add_argument("--layer", type=non_negative_int, default=0)
+    p.add_argument("--head", type=non_negative_int, default=0)
+    p.add_argument("--scale", type=positive_float, default=1.0, help="std of the ensemble's fields")
+    p.add_argument("--coupling", type=float, default=1.0, help="rms J / rms h of --ensemble coupling")
+    p.add_argument("--beta", type=positive_float, default=1.0, help="inverse temperature (ensembles and BQMs)")
+    p.add_argument("--proposals", default="qemcmc,local,uniform,heat-bath", help="chains to analyse (comma-separated)")
+    p.add_argument("--nodes", type=positive_int, default=4, help="quadrature nodes per random qemcmc parameter")
+    p.add_argument("--chains", type=positive_int, default=32, help="n > 12: chains per problem for the estimated times")
+    p.add_argument(
+        "--moves",
+        type=positive_int,
+        default=2000,
+        help=f"n > 12: moves per chain for the estimated times (at least {MIN_MOVES}: the autocorrelation "
+        "window needs that many after the discarded first half)",
+    )
+    p.add_argument("--seed", type=non_negative_int, default=0)
+    p.add_argument("--out", default=None, help="directory for mixing.json (default: print only)")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def _sizes(sizes: list[int]) -> list[int]:
+    ns = sorted(set(sizes))
+    if ns[-1] > MAX_SIZE:
+        raise ValueError(f"--n must be sizes in [1, {MAX_SIZE}], got {','.join(map(str, sizes))}")
+    return ns
+
+
+def run(args: argparse.Namespace) -> int:
+    from hybrid_attention.backends.mcmc.analysis import KERNELS, MAX_EXACT_SPINS
+
+    proposals = tuple(x.strip() for x in args.proposals.split(",") if x.strip())
+    bad = [x for x in proposals if x not in KERNELS]
+    if bad or not proposals:
+        raise ValueError(f"--proposals must be among {KERNELS}, got {args.proposals!r}")
+    ns = _sizes(args.n)
+    if args.moves < MIN_MOVES and ns[-1] > MAX_EXACT_SPINS:
+        raise ValueError(
+            f"--moves must be at least {MIN_MOVES} for sizes above {MAX_EXACT_SPINS} (the autocorrelation time is "
+            f"estimated on the second half of each chain's moves), got {args.moves}"
+        )
+    out = Path(args.out) if args.out else None
+    if out is not None and (out / REPORT).exists():
+        raise FileExistsError(f"{out / REPORT} exists; choose another --out (a report is never overwritten)")
+    problems = {}
+    for n in ns:
+        prob = problems_for(args, n)
+        problems[prob.n] = prob
+    report = mixing_report(
+        problems,
+        proposals=proposals,
+        nodes=args.nodes,
+        chains=args.chains,
+        moves=args.moves,
+        seed=args.seed,
+        progress=not args.no_progress,
+    )
+    report["command"] = "hybrid-attention mixing " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    print(summary_table(report))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / REPORT).write_text(json.dumps(report, indent=1))
+        print(f"\nreport: {out / REPORT}")
+    return 0
+
+
+def summary_table(report: dict[str, Any]) -> str:
+    """Markdown: per size and chain the median gap, smallest gap, median and largest energy autocorrelation time;
+    then the fitted exponents."""
+    f = lambda v: "-" if v is None else f"{v:.4g}"  # noqa: E731
+    lines = [
+        "| n | chain | median gap | min gap | median IAT (steps) | max IAT |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for n, s in report["summary"].items():
+        for name, v in s.items():
+            if isinstance(v, dict):
+                lines.append(
+                    f"| {n} | {name} | {f(v['gap_median'])} | {f(v['gap_min'])} | {f(v['iat_median'])} | "
+                    f"{f(v['iat_max'])} |"
+                )
+    if report["fits"]:
+        lines += [
+            "",
+            "| chain | k in gap ~ 2^(-k n) | +- | sizes | instances per size |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for name, fit in report["fits"].items():
+            lines.append(
+                f"| {name} | {fit['k']:.3f} | {fit['k_err']:.3f} | {fit['sizes'][0]}-{fit['sizes'][-1]} | "
+                f"{fit['instances']} |"
+            )
+    return "\n".join(lines)

@@ -1,0 +1,438 @@
+"""The settings of one training run: :class:`TrainConfig` and its validation.
+
+Owns what a run is (task, model, optimiser, sampler settings, output directory) and which values are legal; every
+check runs before any data is loaded or a model is built. The command-line flags that set these fields are in
+:mod:`hybrid_attention.apps.train.flags`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from hybrid_attention.attention import ALL_MODES
+from hybrid_attention.backends.registry import SAMPLERS, check_sampler_options
+from hybrid_attention.exact import MAX_SPINS
+from hybrid_attention.model import TransformerConfig
+from hybrid_attention.sampler import capabilities_of
+from hybrid_attention.sampling import ESTIMATORS, READOUTS
+from hybrid_attention.tasks.bracket_variants import BracketVariant
+from hybrid_attention.tasks.runs import check_runs
+
+from ..hardware import DEFAULT_MAX_QPU_SECONDS, check_budget_value
+
+#: the run-finding task's alphabet and run length (its decoys: the query letter's share of the other positions)
+RUNS_LETTERS, RUNS_LENGTH = 8, 3
+
+__all__ = [
+    "TASKS",
+    "POINTER_TASKS",
+    "POINTERS",
+    "READOUTS",
+    "ESTIMATORS",
+    "TrainConfig",
+    "RESUME_FREE",
+    "RENAMED",
+    "CHECKPOINT_FORMAT",
+    "READ_FORMATS",
+    "RECORDED_SINCE_FORMAT_1",
+    "upgrade_saved",
+    "TRAINING_DEFAULTS",
+    "DEFAULT_SHOTS",
+    "default_readout",
+]
+
+TASKS = ("shakespeare", "brackets", "runs")
+#: tasks whose model points at a position (accuracy metrics) rather than predicting the next character
+POINTER_TASKS = ("brackets", "runs")
+#: how the bracket model points: a linear head over positions, or the last layer's attention weights
+POINTERS = ("linear", "attention")
+#: config keys that may differ when resuming (everything else must match the checkpoint)
+RESUME_FREE = {"max_steps", "out", "resume", "progress", "threads", "data", "max_qpu_seconds"}
+#: settings saved under an older name: old name -> field (runs written before the rename still load and resume)
+RENAMED = {"steps": "max_steps"}
+#: the layout of a run directory (``checkpoint.pt``'s and ``config.json``'s ``format``): 2 adds ``format`` and the
+#: corpus sha256 to the checkpoint (1, without them, still loads); a run of another format is refused on resume
+CHECKPOINT_FORMAT = 2
+#: the formats this version resumes
+READ_FORMATS = (1, 2)
+#: the settings every run has recorded since format 1 (``max_steps`` as ``steps`` before the rename); settings added
+#: later take the default they had when missing
+RECORDED_SINCE_FORMAT_1 = (
+    "task",
+    "attention",
+    "block_size",
+    "max_steps",
+    "seed",
+    "ffn",
+    "n_layer",
+    "n_head",
+    "n_embd",
+    "dropout",
+    "beta",
+    "learn_beta",
+    "lr",
+    "weight_decay",
+    "batch_size",
+    "eval_interval",
+    "eval_size",
+    "warmup",
+    "grad_clip",
+    "sampler",
+    "tau",
+    "trotter_steps",
+)
+
+
+#: reads per sampler call when a run leaves ``shots`` unset and its sampler has no training default
+DEFAULT_SHOTS = 256
+#: what a sampler trains with when a run leaves ``shots``, ``estimator`` or one of these constructor options unset:
+#: the settings the project validated for training. ``qemcmc``: fresh chains from the mean-field magnetisations, two
+#: moves of a 2-Trotter-step proposal, one read per chain and 8 chains, Rao-Blackwellised; in
+#: ``results/quantum_training/`` it matches exact training on both tasks at T = 8 and 12 (Shakespeare T = 12:
+#: +0.32 % perplexity, 3 seeds), at 8-9x the exact step (``results/bench/qemcmc.md``), where the sampler's
+#: generic defaults (random start, 128 moves, 256 reads) cost about 25 million proposal circuits per step at T = 12.
+TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
+    "qemcmc": {
+        "shots": 8,
+        "estimator": "conditional",
+        "sampler_options": {"burn_in": 2, "start": "meanfield", "trotter_steps": 2},
+    },
+}
+
+
+def upgrade_saved(saved: dict[str, Any]) -> dict[str, Any]:
+    """A run's saved settings with every setting saved under an older name (:data:`RENAMED`) under today's."""
+    return {RENAMED.get(k, k): v for k, v in saved.items()}
+
+
+def default_readout(sampler: str) -> str:
+    """``"exact"`` for the exact path and for registered samplers whose class declares ``capabilities.differentiable``
+    (statevector, meanfield: they give their exact output differentiably), else ``"shots"``."""
+    if sampler == "exact":
+        return "exact"
+    from hybrid_attention.backends.registry import sampler_class
+
+    try:
+        cls = sampler_class(sampler)
+    except (ImportError, ValueError):
+        return "shots"
+    return "exact" if capabilities_of(cls).differentiable else "shots"
+
+
+_POSITIVE_INTS = (
+    "block_size",
+    "max_steps",
+    "n_layer",
+    "n_head",
+    "n_embd",
+    "batch_size",
+    "eval_interval",
+    "eval_size",
+    "shots",
+    "trotter_steps",
+    "threads",
+)
+
+
+@dataclass
+class TrainConfig:
+    """One training run (CLI flags map one-to-one; defaults are the ablation's).
+
+    Example:
+        >>> TrainConfig(task="brackets", block_size=8, max_steps=200, out="runs/b8").model_config().vocab_size
+        2
+    """
+
+    task: str = "shakespeare"
+    attention: str = "hj"
+    block_size: int = 8
+    max_steps: int = 1000
+    seed: int = 0
+    out: str | None = None
+    ffn: bool = True
+    n_layer: int = 1
+    n_head: int = 1
+    n_embd: int = 64
+    dropout: float = 0.0
+    beta: float = 1.0
+    learn_beta: bool = False
+    lr: float = 3e-3
+    weight_decay: float = 0.0
+    batch_size: int = 64
+    eval_interval: int = 100
+    eval_size: int = 2048
+    warmup: int = 50
+    grad_clip: float = 1.0
+    data: str | None = None
+    sampler: str = "exact"
+    shots: int | None = None
+    tau: float = 1.0
+    trotter_steps: int = 20
+    sampler_options: dict[str, Any] = field(default_factory=dict)
+    readout: str | None = None
+    persistent_chains: int = 0
+    estimator: str | None = None
+    backend: str | None = None
+    max_qpu_seconds: float = DEFAULT_MAX_QPU_SECONDS
+    eval_exact: bool = False
+    bracket_types: int = 1
+    filler: float = 0.0
+    disjoint: bool = False
+    train_max_depth: int = 0
+    source_length: int = 0
+    pointer: str = "linear"
+    j_field: float = 0.0
+    patience: int = 0
+    threads: int = 1
+    resume: bool = False
+    progress: bool = True
+
+    @classmethod
+    def from_saved(cls, saved: dict[str, Any], **overrides: Any) -> TrainConfig:
+        """The configuration a run saved (``config.json["run"]``, a checkpoint's ``config``), its settings saved
+        under an older name (:data:`RENAMED`) read under today's, ``overrides`` applied."""
+        return cls(**{**upgrade_saved(saved), **overrides})
+
+    def validate(self) -> None:
+        """Check every value before any data is loaded or a model is built (``ValueError``/``TypeError``)."""
+        if self.task not in TASKS:
+            raise ValueError(f"unknown task {self.task!r}; expected one of {TASKS}")
+        if self.attention not in ALL_MODES:
+            raise ValueError(f"unknown attention mode {self.attention!r}; expected one of {ALL_MODES}")
+        self._check_numbers()
+        check_budget_value(self.max_qpu_seconds)  # nan or inf would let every estimate pass the budget
+        self._check_task()
+        self._check_sampler()
+        if self.out is None:
+            raise ValueError("an output directory is required (--out DIR)")
+        self.model_config()  # validates the model side (mode, block size against the exact limit, ...)
+
+    def _check_numbers(self) -> None:
+        for name in _POSITIVE_INTS:
+            v = getattr(self, name)
+            if name == "shots" and v is None:  # the sampler's training default
+                continue
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        for name in ("seed", "warmup"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
+        for name in ("lr", "tau", "beta", "grad_clip"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+        if not (0.0 <= self.weight_decay < 1.0):
+            raise ValueError(f"weight_decay must be in [0, 1), got {self.weight_decay!r}")
+        if isinstance(self.patience, bool) or not isinstance(self.patience, int) or self.patience < 0:
+            raise ValueError(f"patience must be a non-negative integer (0: off), got {self.patience!r}")
+        if (
+            isinstance(self.j_field, bool)
+            or not isinstance(self.j_field, (int, float))
+            or not math.isfinite(self.j_field)
+        ):
+            raise ValueError(f"j_field must be a finite number, got {self.j_field!r}")
+        if self.j_field != 0 and self.attention != "j":
+            raise ValueError(f"--j-field applies to --attention j only, got attention {self.attention!r}")
+
+    def bracket_variant(self) -> BracketVariant:
+        """The bracket-task variant of this run (all defaults: the classic task)."""
+        return BracketVariant(self.bracket_types, self.filler, self.disjoint, self.train_max_depth, self.source_length)
+
+    def _check_task(self) -> None:
+        if self.task == "runs":
+            check_runs(self.block_size, RUNS_LETTERS, RUNS_LENGTH, (self.block_size - 1 - RUNS_LENGTH) // RUNS_LETTERS)
+        variant = self.bracket_variant()
+        if self.task != "brackets":
+            if not variant.is_classic or (self.task != "runs" and self.pointer != "linear"):
+                raise ValueError(
+                    "the bracket-variant settings (--bracket-types, --filler, --disjoint, --train-max-depth, "
+                    f"--source-length) apply to --task brackets, --pointer to brackets and runs; got task {self.task!r}"
+                )
+            if self.task != "runs":
+                return
+        if self.pointer not in POINTERS:
+            raise ValueError(f"unknown pointer {self.pointer!r}; expected one of {POINTERS}")
+        if self.pointer == "attention" and self.attention == "j" and self.j_field == 0:
+            raise ValueError(
+                "--pointer attention with --attention j (h = 0) leaves nothing to learn: the attention is exactly "
+                "uniform whatever J is (docs/theory.md); add --j-field EPS or use another mode"
+            )
+        if self.task == "runs":
+            return
+        if variant.is_classic:
+            if self.block_size % 2:
+                raise ValueError(
+                    f"the bracket task needs an even block size (well-nested strings), got {self.block_size}"
+                )
+        else:
+            variant.check(self.block_size)
+
+    def _check_sampler(self) -> None:
+        if self.sampler != "exact" and self.attention == "softmax":
+            raise ValueError("--sampler applies to Boltzmann modes (hj, h, j), not to softmax attention")
+        if self.eval_exact and self.attention in ("hj", "j") and self.block_size > MAX_SPINS:
+            raise ValueError(f"--eval-exact needs block_size <= {MAX_SPINS} (exact enumeration), got {self.block_size}")
+        if self.sampler != "exact" and self.sampler not in SAMPLERS:
+            raise ValueError(f"unknown sampler {self.sampler!r}; available: {sorted(SAMPLERS)}")
+        if not isinstance(self.sampler_options, dict) or not all(isinstance(k, str) for k in self.sampler_options):
+            raise TypeError(f"sampler_options must be a dict with string keys, got {self.sampler_options!r}")
+        if self.sampler_options:
+            if self.sampler == "exact":
+                raise ValueError(
+                    f"--sampler-option needs a sampler other than 'exact' (--sampler NAME), got options "
+                    f"{sorted(self.sampler_options)}"
+                )
+            check_sampler_options(self.sampler, self.sampler_options)
+        self._check_readout_and_backend()
+        self._check_persistent_chains()
+        if self.estimator not in (None, *ESTIMATORS):
+            raise ValueError(f"unknown estimator {self.estimator!r}; expected one of {ESTIMATORS}")
+        if self.resolved_estimator() == "conditional" and (
+            self.sampler == "exact" or self.resolved_readout() != "shots"
+        ):
+            raise ValueError(
+                "--estimator conditional turns a sampler's reads into marginals: it needs --sampler NAME with reads "
+                f"(readout shots), got sampler {self.sampler!r} with readout {self.resolved_readout()!r}"
+            )
+
+    def _check_persistent_chains(self) -> None:
+        C = self.persistent_chains
+        if isinstance(C, bool) or not isinstance(C, int) or C < 0:
+            raise ValueError(f"persistent_chains must be a non-negative integer (0: off), got {C!r}")
+        if C == 0:
+            return
+        from hybrid_attention.backends.registry import sampler_class
+
+        try:
+            markov = self.sampler != "exact" and capabilities_of(sampler_class(self.sampler)).markov_chain
+        except ImportError:
+            markov = True  # the missing dependency is reported when the sampler is built
+        if not markov:
+            raise ValueError(
+                f"--persistent-chains needs a Markov-chain sampler (capabilities.markov_chain: qemcmc), "
+                f"got sampler {self.sampler!r}"
+            )
+        if self.resolved_shots() < C:
+            raise ValueError(
+                f"--persistent-chains {C} needs --shots >= {C} (at least one read per chain), got {self.resolved_shots()}"
+            )
+        chains = self.sampler_options.get("num_chains")
+        if chains is not None and chains != C:
+            raise ValueError(
+                f"--persistent-chains {C} sets the chains per problem; --sampler-option num_chains={chains!r} "
+                "contradicts it (drop the option)"
+            )
+
+    def _training_default(self, key: str, fallback: Any) -> Any:
+        return TRAINING_DEFAULTS.get(self.sampler, {}).get(key, fallback)
+
+    def resolved_shots(self) -> int:
+        """``shots``, or for ``None`` the sampler's training default (:data:`TRAINING_DEFAULTS`), else
+        :data:`DEFAULT_SHOTS`."""
+        return self.shots if self.shots is not None else self._training_default("shots", DEFAULT_SHOTS)
+
+    def resolved_estimator(self) -> str:
+        """``estimator``, or for ``None`` the sampler's training default, else ``"reads"``."""
+        if self.estimator is not None:
+            return self.estimator
+        return self._training_default("estimator", "reads") if self.resolved_readout() == "shots" else "reads"
+
+    def resolved_sampler_options(self) -> dict[str, Any]:
+        """The sampler's training-default constructor options (:data:`TRAINING_DEFAULTS`) updated by
+        ``sampler_options``."""
+        return {**self._training_default("sampler_options", {}), **self.sampler_options}
+
+    def resolved(self) -> TrainConfig:
+        """This configuration with every setting left to the sampler made explicit (readout, shots, estimator,
+        constructor options): what a run records in ``config.json`` and trains with."""
+        return dataclasses.replace(
+            self,
+            readout=self.resolved_readout(),
+            shots=self.resolved_shots(),
+            estimator=self.resolved_estimator(),
+            sampler_options=self.resolved_sampler_options(),
+        )
+
+    def resolved_from(self, saved: dict[str, Any]) -> TrainConfig:
+        """This configuration with the sampler settings it leaves unset taken from a run's saved settings
+        (``saved``: its config, as when resuming it): a run keeps what it ran with, whatever today's defaults are
+        (runs written before ``estimator`` existed used the spin average)."""
+        return dataclasses.replace(
+            self,
+            readout=self.readout or saved.get("readout") or self.resolved_readout(),
+            shots=self.shots if self.shots is not None else saved.get("shots") or self.resolved_shots(),
+            estimator=self.estimator or saved.get("estimator") or "reads",
+            sampler_options=self.saved_or_given_options(saved.get("sampler_options") or {}),
+        )
+
+    def saved_or_given_options(self, saved: dict[str, Any]) -> dict[str, Any]:
+        """The sampler options a resumed run continues with: the run's ``saved`` ones when ``sampler_options`` is
+        unset or means the same (equal as given, or once resolved with today's training defaults, as a run records
+        them: ``--sampler qemcmc`` alone is the run's ``burn_in=2, start=meanfield, trotter_steps=2``), else
+        ``sampler_options`` (the resume check then names each option that differs)."""
+        return dict(saved) if not self.sampler_options or self.means_options(saved) else dict(self.sampler_options)
+
+    def means_options(self, saved: dict[str, Any]) -> bool:
+        """Whether ``sampler_options`` are a run's ``saved`` ones: equal as given (a run written before the
+        training defaults), or once resolved with them (:meth:`resolved_sampler_options`, what a run records)."""
+        return self.sampler_options == saved or self.resolved_sampler_options() == saved
+
+    def resolved_readout(self) -> str:
+        """``readout``, or for ``None`` what training did before the setting existed: ``"exact"`` for the exact
+        path and for samplers that give their exact output differentiably (statevector, meanfield), else ``"shots"``."""
+        return self.readout or default_readout(self.sampler)
+
+    def _check_readout_and_backend(self) -> None:
+        if self.readout not in (None, *READOUTS):
+            raise ValueError(f"unknown readout {self.readout!r}; expected one of {READOUTS}")
+        if self.readout == "shots" and self.sampler == "exact":
+            raise ValueError("--readout shots needs a sampler (--sampler NAME): exact enumeration has no reads")
+        if self.readout == "exact" and default_readout(self.sampler) != "exact":
+            raise ValueError(
+                f"--readout exact needs a sampler that gives its exact output (statevector, meanfield, or exact "
+                f"enumeration); sampler {self.sampler!r} gives reads only: use --readout shots"
+            )
+        if self.backend is None:
+            return
+        if not isinstance(self.backend, str) or not self.backend:
+            raise TypeError(f"backend must be a backend name, got {self.backend!r}")
+        if self.sampler != "ibm":
+            raise ValueError(f"--backend applies to --sampler ibm, got sampler {self.sampler!r}")
+        if "backend" in self.sampler_options:
+            raise ValueError("give the backend once: --backend NAME or --sampler-option backend=NAME, not both")
+        # qiskit-ibm-runtime is imported only when a backend is named
+        from hybrid_attention.backends.ibm.sampler import fake_backend, is_fake_backend_name
+
+        if is_fake_backend_name(self.backend):
+            fake_backend(self.backend)  # ValueError listing close matches for an unknown name
+        elif self.sampler_options.get("allow_hardware") is not True:
+            raise ValueError(
+                f"--backend {self.backend}: a real IBM Quantum device needs the explicit opt-in --sampler-option "
+                "allow_hardware=true (QPU time is billed) and credentials; fake backends (e.g. fake_torino) run offline"
+            )
+
+    def model_config(self, vocab_size: int | None = None) -> TransformerConfig:
+        """The model of this run (``vocab_size``: the corpus's; default: the bracket variant's, 65 for Shakespeare)."""
+        if vocab_size is None:
+            vocab_size = {"brackets": self.bracket_variant().vocab_size(), "runs": 2 * RUNS_LETTERS}.get(self.task, 65)
+        vocab = vocab_size
+        head = "lm" if self.task not in POINTER_TASKS else ("position" if self.pointer == "linear" else "attention")
+        return TransformerConfig(
+            vocab_size=vocab,
+            block_size=self.block_size,
+            n_layer=self.n_layer,
+            n_head=self.n_head,
+            n_embd=self.n_embd,
+            ffn=self.ffn,
+            dropout=self.dropout,
+            attention=self.attention,
+            beta=self.beta,
+            learn_beta=self.learn_beta,
+            head=head,
+            exact=self.sampler == "exact",
+            j_field=self.j_field,
+        )

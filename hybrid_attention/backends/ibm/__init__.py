@@ -1,0 +1,30 @@
+"""The IBM wing: DQA circuits on IBM Quantum through qiskit-ibm-runtime. Needs the ``ibm`` extra for the sampler.
+
+* ``sampler``: :class:`~hybrid_attention.backends.ibm.sampler.IBMSampler` (registry name ``ibm``): job, batch or
+  session, fractional RZZ, coupling-graph restriction, cost refusal;
+* ``jobs``: submitting and collecting runtime jobs, one PUB per chunk, through the ``ledger`` (every PUB recorded
+  by job id before anyone waits on it, so a rerun submits nothing twice);
+* ``devices``: credentials, fake backends by name, RZZ bounds, resolving a backend;
+* ``cost``: the QPU-time model behind every estimate; ``mitigation``: readout-error mitigation (also used by aer);
+* ``runtime_double``: a test double of the runtime service that keeps jobs in a directory, for offline tests.
+
+The public names of ``sampler`` are importable from here (``from hybrid_attention.backends.ibm import
+IBMSampler``); qiskit-ibm-runtime is imported on first use of one of them, so ``cost`` and ``ledger`` stay light.
+"""
+
+from __future__ import annotations
+
+from ..base import lazy_exports
+
+__all__ = [
+    "IBMSampler",
+    "IBMJobError",
+    "has_credentials",
+    "runtime_sampler",
+    "fake_backend",
+    "fake_backend_names",
+    "is_fake_backend_name",
+    "has_fractional_rzz",
+]
+
+__getattr__ = lazy_exports(__name__, ".sampler", __all__)

@@ -1,0 +1,330 @@
+"""One Metropolis chain over spin configurations, parameterised by its proposal rule: :class:`MetropolisChain`.
+
+Every chain sampler of the wing is this chain with a proposal rule (:meth:`MetropolisChain._proposal_engine`): the
+classical rules of :mod:`.metropolis` (one spin flipped, a uniformly random configuration) and the quantum rule of
+:mod:`.qemcmc` (a DQA-style proposal circuit). The chain owns what they share: acceptance
+``min(1, exp(-beta (E(s') - E(s))))`` from a table of the ``2**n`` energies, chains, burn-in, thinning, starts
+(random, fields, mean field) and persistent ``initial_state``, chunking, seeds and the diagnostics in
+``SampleSet.info`` (documented in :mod:`.qemcmc`). Each move draws the proposal parameters
+(:class:`~hybrid_attention.circuits.proposal.ProposalParams`) from the chain's stream, whether the rule uses them
+or not, so a chain's random stream is the same for every rule.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from hybrid_attention.checks import check_memory, check_positive_int, describe_seed, spawn_seeds
+from hybrid_attention.circuits.proposal import ProposalParams, alpha_of
+from hybrid_attention.exact import enumerate_states
+from hybrid_attention.ising import IsingProblem, index_to_bits, spins_to_index
+from hybrid_attention.sampler import Sampler, SamplerCapabilities
+from hybrid_attention.sampleset import SampleSet
+
+from ..dqa.statevector import configuration_energies
+from .analysis import effective_sample_size, integrated_time
+from .qemcmc_engines import REAL
+
+__all__ = ["MetropolisChain", "start_magnetisations"]
+
+_STARTS = ("random", "fields", "meanfield")
+
+
+def start_magnetisations(h: torch.Tensor, J: torch.Tensor, beta: np.ndarray, mask: Any, start: str) -> np.ndarray:
+    """``(N, n)`` magnetisations of the independent-spin start: ``tanh(beta h)`` (``"fields"``) or the naive mean-field
+    solution (``"meanfield"``: :func:`.meanfield.mean_field`'s damped iteration, 200 iterations at most, tolerance
+    1e-6, by :func:`_naive_mean_field`). ``h (N, n)``, ``J (N, n, n)`` float64 with dropped spins decoupled;
+    ``beta (N,)``."""
+    b = np.asarray(beta, dtype=np.float64)[:, None]
+    if start == "fields":
+        return np.tanh(b * h.numpy())
+    mk = None if mask is None else np.asarray(mask, dtype=np.float64)
+    return _naive_mean_field(h.numpy(), J.numpy(), b, mk, max_iter=200, tol=1e-6)
+
+
+def _naive_mean_field(h: np.ndarray, J: np.ndarray, b: np.ndarray, mask: Any, *, max_iter: int, tol: float):
+    """:func:`.meanfield.mean_field` (naive, damping 0.5, no gradient) in numpy for ``h (N, n)``, ``J (N, n, n)``,
+    ``b (N, 1)``: the same iteration from ``tanh(b h)``, the same stopping test (the largest residual of the batch
+    below ``tol``), so the same solution (to 1e-12; ``tests/backends/test_qemcmc_start.py``). A chain start is one
+    small call per prefix length, where torch's per-call cost was most of the time; a shared ``J`` (one head) is one
+    matrix product per iteration."""
+    shared = J.shape[0] > 0 and (J.strides[0] == 0 or bool((J == J[:1]).all()))
+    m = np.tanh(b * h)
+    for _ in range(max_iter):
+        field = h + (m @ J[0] if shared else np.einsum("rk,rkj->rj", m, J))
+        f = np.tanh(b * field)
+        if mask is not None:
+            f *= mask
+        step = f - m
+        if step.size == 0 or np.abs(step).max() < tol:
+            break
+        m = m + 0.5 * step
+    return m
+
+
+def _energy_table(h: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
+    """:func:`.statevector.configuration_energies` of ``h (N, n)``, ``J (N, n, n)`` (float64). When every problem has
+    the same couplings (one attention head: the bridge's problems share ``J``), the coupling energies of the ``2**n``
+    configurations are computed once and the fields are one GEMM: 4 kernel calls instead of the ~6 n of the doubling
+    (equal to 1e-12)."""
+    N, n = h.shape
+    if N == 0 or n == 0 or not torch.equal(J, J[:1].expand_as(J)):
+        return configuration_energies(h, J)
+    S = enumerate_states(n, dtype=h.dtype)  # (2**n, n), row c = s(c)
+    coupling = 0.5 * ((S @ J[0]) * S).sum(-1)  # sum_{j<k} J_jk s_j s_k (J symmetric, zero diagonal)
+    return (h @ S.T).add_(coupling).neg_()
+
+
+class MetropolisChain(Sampler):
+    """A Metropolis chain whose proposal rule a subclass gives (:meth:`_proposal_engine`); module docstring.
+
+    Args:
+        burn_in: moves before the first record.
+        start: ``"random"``, ``"fields"`` or ``"meanfield"``: where chains without ``initial_state`` start.
+        thinning: moves between records of one chain.
+        num_chains: chains per problem (``None``: one per read).
+        num_reads: reads per problem when ``sample(num_reads=None)``.
+        memory_limit: bytes of proposal state per chunk of problems.
+        max_spins: largest ``n``.
+        params: the proposal parameters drawn at every move (:class:`~hybrid_attention.circuits.proposal.ProposalParams`).
+    """
+
+    capabilities = SamplerCapabilities(markov_chain=True)
+    parameters = {
+        "burn_in": "moves before the first record",
+        "thinning": "moves between records of one chain",
+        "num_chains": "chains per problem (default: one per read)",
+        "start": "'random', 'fields' or 'meanfield': where chains without initial_state start",
+        "initial_state": "(*batch, chains, n) ±1 starting configurations (persistent chains)",
+    }
+    #: what runs the proposals, as ``SampleSet.info`` reports it (the quantum rule sets its engine)
+    engine = "statevector"
+    #: how a proposal is drawn (``"columns"``: one per chain and move)
+    mode = "columns"
+    #: the precision of a proposal's state (the memory check of :meth:`validate`)
+    dtype = torch.complex64
+    #: the IBM sampler of a quantum rule on IBM hardware (``None``: none)
+    ibm: Any = None
+
+    def __init__(
+        self,
+        *,
+        burn_in: int,
+        start: str = "random",
+        thinning: int = 1,
+        num_chains: int | None = None,
+        num_reads: int = 256,
+        memory_limit: int = 64 << 20,
+        max_spins: int = 16,
+        params: ProposalParams | None = None,
+    ) -> None:
+        super().__init__()
+        self.params = ProposalParams() if params is None else params
+        self.burn_in = check_positive_int(burn_in, "burn_in", minimum=0)
+        self.start = self._check_start(start)
+        self.thinning = check_positive_int(thinning, "thinning")
+        self.num_chains = check_positive_int(num_chains, "num_chains", allow_none=True)
+        self.default_num_reads = check_positive_int(num_reads, "num_reads")
+        self.memory_limit = check_positive_int(memory_limit, "memory_limit")
+        self.max_spins = check_positive_int(max_spins, "max_spins")
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        return {**super().properties, "burn_in": self.burn_in}
+
+    @staticmethod
+    def _check_params(params: Any) -> ProposalParams:
+        if not isinstance(params, ProposalParams):
+            raise TypeError(f"qemcmc: params must be a ProposalParams, got {type(params).__name__}")
+        return params
+
+    @staticmethod
+    def _check_start(start: Any) -> str:
+        if start not in _STARTS:
+            raise ValueError(f"qemcmc: start must be one of {_STARTS}, got {start!r}")
+        return start
+
+    def _resolve(self, problem: IsingProblem, num_reads: int | None, options: dict[str, Any]) -> dict[str, Any]:
+        """Per-call settings, checked (before any work)."""
+        reads = self.default_num_reads if num_reads is None else int(num_reads)
+        params = self._check_params(options.get("params", self.params))
+        init = options.get("initial_state")
+        chains = check_positive_int(options.get("num_chains", self.num_chains), "num_chains", allow_none=True)
+        if init is not None:
+            init = np.asarray(init.cpu() if isinstance(init, torch.Tensor) else init)
+            want = (*problem.batch_shape, init.shape[-2] if init.ndim >= 2 else -1, problem.n)
+            if init.shape != want or not np.isin(init, (-1, 1)).all():
+                raise ValueError(
+                    f"qemcmc: initial_state must be ±1 spins of shape (*batch, chains, n) = "
+                    f"({tuple(problem.batch_shape)}, chains, {problem.n}), got shape {init.shape}"
+                )
+            if chains is not None and chains != init.shape[-2]:
+                raise ValueError(f"qemcmc: num_chains = {chains} but initial_state holds {init.shape[-2]} chains")
+            chains = init.shape[-2]
+            if reads < chains:
+                raise ValueError(f"qemcmc: num_reads = {reads} is below the {chains} chains of initial_state")
+        chains = min(chains or reads, reads)
+        return {
+            "reads": reads,
+            "chains": chains,
+            "records": -(-reads // chains),
+            "burn_in": check_positive_int(options.get("burn_in", self.burn_in), "burn_in", minimum=0),
+            "thinning": check_positive_int(options.get("thinning", self.thinning), "thinning"),
+            "start": self._check_start(options.get("start", self.start)),
+            "params": params,
+            "initial_state": init,
+        }
+
+    def validate(self, problem: Any, *, num_reads: Any = None, seed: Any = None, options: dict | None = None):
+        """The base checks, then the options and the simulator memory of one problem's chains."""
+        problem = super().validate(problem, num_reads=num_reads, seed=seed, options=options)
+        opts = self._resolve(problem, num_reads if num_reads is None else int(num_reads), options or {})
+        amp = 2 * torch.finfo(REAL[self.dtype]).bits // 8
+        per = float(amp) * (1 << problem.n) * min(opts["chains"], 1 << problem.n) * 3
+        check_memory(per, f"qemcmc: the chains of one problem at n = {problem.n}", hint="use fewer chains or spins")
+        self._check_output_size(problem, opts["reads"])  # the reads first: the usual refusal of a huge num_reads
+        rows, C = problem.h.numel() // max(problem.n, 1), opts["chains"]
+        moves = opts["burn_in"] + (opts["records"] - 1) * opts["thinning"]
+        check_memory(
+            8.0 * rows * C * (moves + 1),
+            f"{self.name}: the energy traces of {rows} problem(s) x {C} chain(s) x {moves + 1} states (burn_in "
+            f"{opts['burn_in']} + {opts['records'] - 1} records x thinning {opts['thinning']} moves; 8 bytes each)",
+            hint="use fewer moves (burn_in, thinning) or chains, or split the batch",
+        )
+        return problem
+
+    def _mode(self, n: int, chains: int, moves: int, params: ProposalParams) -> str:
+        return self.mode
+
+    def _problems_per_chunk(self, n: int, chains: int, mode: str) -> int:
+        """Problems run together (one chunk; with a circuit engine one PUB per move holds all their chains)."""
+        per = (1 << n) * (1 << n if mode == "unitary" else chains) * 16 * 3
+        return max(1, self.memory_limit // per)
+
+    # ------------------------------------------------------------------ sampling
+    def _sample(self, problem: IsingProblem, *, num_reads: int | None, seed: Any, **options: Any) -> SampleSet:
+        if self.ibm is not None and not self.ibm.local and self.ibm.max_qpu_seconds is not None:
+            self.ibm.check_budget(self.estimate(problem, num_reads, **options))  # before any submission
+        opts = self._resolve(problem, num_reads, options)
+        flat = problem.flatten()
+        N, n = flat.h.shape[0], flat.n
+        C, r, burn, thin, params = opts["chains"], opts["records"], opts["burn_in"], opts["thinning"], opts["params"]
+        moves = burn + (r - 1) * thin
+        h, J = flat.dropped()
+        h64 = h.detach().to(torch.float64).cpu()
+        J64 = J.detach().to(torch.float64).cpu().expand(N, n, n)
+        beta = flat.beta_tensor().detach().to(torch.float64).cpu().numpy()
+        mask = None if flat.mask is None else flat.mask.cpu().numpy()
+        alpha = alpha_of(h64.numpy(), J64.numpy(), mask) if params.alpha is None else np.full(N, params.alpha)
+        mode = self._mode(n, C, moves, params)
+        step = self._problems_per_chunk(n, C, mode)
+        starts = list(range(0, N, step))
+        seeds = spawn_seeds(seed, len(starts))
+        init = None if opts["initial_state"] is None else opts["initial_state"].reshape(N, C, n)
+        t0 = time.perf_counter()
+        self._jobs: list[list[str]] = []
+        out = [
+            self._run_chunk(
+                h64[s : s + step],
+                J64[s : s + step],
+                beta[s : s + step],
+                alpha[s : s + step],
+                None if mask is None else mask[s : s + step],
+                None if init is None else init[s : s + step],
+                opts,
+                mode,
+                np.random.default_rng(sd),
+            )
+            for s, sd in zip(starts, seeds)
+        ]
+        rec, final, acc, energies, changed = (np.concatenate([o[i] for o in out]) for i in range(5))
+        spins = 1 - 2 * index_to_bits(rec, n).astype(np.int8)  # (N, C * r, n), chain-major
+        bs = tuple(problem.batch_shape)
+        start = burn // 2
+        iat = integrated_time(energies[:, :, start:]) if moves - start >= 8 else np.full(N, np.nan)
+        rec_spins = spins.reshape(N, C, r, n).transpose(0, 3, 1, 2)  # (N, n, C, r): each spin's record traces
+        iat_s = integrated_time(rec_spins) if r >= 8 else np.full((N, n), 1.0 if r == 1 else np.nan)
+        info = {
+            "backend": self.name,
+            "engine": self.engine,
+            "mode": mode if self.engine == "statevector" else "shots",
+            "num_reads": opts["reads"],
+            "num_chains": C,
+            "records_per_chain": r,
+            "burn_in": burn,
+            "start": "initial_state" if opts["initial_state"] is not None else opts["start"],
+            "thinning": thin,
+            "moves": moves,
+            "circuit_executions": C * moves if self.capabilities.needs_circuit else 0,
+            "proposals": C * moves,
+            "params": params,
+            "seed": describe_seed(seed),
+            "chunk_seeds": seeds,
+            "acceptance_rate": (acc / max(moves, 1)).mean(-1).reshape(bs),
+            "move_rate": (changed / max(moves, 1)).mean(-1).reshape(bs),
+            "iat": iat.reshape(bs),
+            "ess": np.minimum(effective_sample_size(C, r, iat, thin), opts["reads"]).reshape(bs),
+            "iat_spins": iat_s.reshape(*bs, n),
+            "ess_spins": np.minimum(effective_sample_size(C, r, iat_s), opts["reads"]).reshape(*bs, n),
+            "final_state": (1 - 2 * index_to_bits(final, n).astype(np.int8)).reshape(*bs, C, n),
+            "timing": {"run": time.perf_counter() - t0},
+        }
+        if self.engine == "ibm":
+            info.update(job_ids=[j for jobs in self._jobs for j in jobs], backend_name=self.ibm.backend.name)
+        w = np.full((*bs, opts["reads"]), 1.0 / opts["reads"])
+        return SampleSet(spins[:, : opts["reads"]].reshape(*bs, opts["reads"], n), w, problem, info)
+
+    def _proposal_engine(self, E, h, J, mask, alpha, params, mode):  # noqa: ANN001, ANN202 (internal)
+        """The object whose ``propose(cur (N, C), gamma, t, rng) -> (N, C)`` draws each chain's proposal: the rule."""
+        raise NotImplementedError(f"{type(self).__name__} gives no proposal rule")
+
+    def _run_chunk(self, h, J, beta, alpha, mask, init, opts, mode, rng):  # noqa: ANN001, ANN202 (internal)
+        """Chains of one chunk of problems: ``(records (N, C * r), final (N, C), accepted (N, C), energies
+        (N, C, moves + 1), changed (N, C))`` (``changed``: accepted moves to another configuration)."""
+        N, n = h.shape
+        C, r, burn, thin, params = opts["chains"], opts["records"], opts["burn_in"], opts["thinning"], opts["params"]
+        moves = burn + (r - 1) * thin
+        E = _energy_table(h, J)  # (N, 2**n) float64, the classical energies
+        engine = self._proposal_engine(E, h, J, mask, alpha, params, mode)
+        En = E.numpy()
+        bE = beta[:, None] * En  # (N, 2**n)
+        if init is not None:
+            cur = spins_to_index(init).astype(np.int64)
+        elif opts["start"] in ("fields", "meanfield"):  # independent spins, P(s_j = +1) = (1 + m_j) / 2
+            m0 = start_magnetisations(h, J, beta, mask, opts["start"])  # (N, n); dropped spins: 0
+            p_up = 0.5 * (1.0 + m0)
+            cur = spins_to_index(np.where(rng.random((N, C, n)) < p_up[:, None, :], 1, -1).astype(np.int8))
+        else:
+            cur = rng.integers(0, 1 << n, size=(N, C))
+        rows = np.arange(N)[:, None]
+        accepted, changed = np.zeros((N, C)), np.zeros((N, C))
+        trace = np.empty((N, C, moves + 1))
+        trace[:, :, 0] = En[rows, cur]
+        records = []
+        if burn == 0:
+            records.append(cur.copy())
+        for t in _progress(range(1, moves + 1), moves, N * C * (1 << n)):
+            g, tm = params.draw(rng)
+            new = engine.propose(cur, float(g[0]), float(tm[0]), rng)
+            dE = bE[rows, new] - bE[rows, cur]
+            acc = np.log(rng.random((N, C))) < -dE
+            changed += acc & (new != cur)
+            cur = np.where(acc, new, cur)
+            accepted += acc
+            trace[:, :, t] = En[rows, cur]
+            if t >= burn and (t - burn) % thin == 0:
+                records.append(cur.copy())
+        return np.stack(records, axis=-1).reshape(N, C * r), cur, accepted, trace, changed
+
+
+def _progress(iterable: Any, total: int, work: int) -> Any:
+    """A tqdm bar over the chain moves when the run is long (many moves of a large batch)."""
+    if total * work < 1 << 26:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, total=total, desc="qemcmc", leave=False, disable=None)

@@ -1,0 +1,287 @@
+"""The ``qemcmc`` sampler: quantum-enhanced Markov chain Monte Carlo with symmetric circuit proposals.
+
+Each chain step (Layden et al., Nature 619, 282 (2023); docs/theory.md section 6) prepares the chain's current
+configuration ``|s>``, runs the proposal circuit of :mod:`hybrid_attention.circuits.proposal` (time evolution under
+``gamma H_mix + (1 - gamma) alpha H_P`` as a palindromic Trotter product), measures one proposal ``s'`` and accepts
+it with probability ``min(1, exp(-beta (E(s') - E(s))))``. The proposal is symmetric, so the chain's stationary
+distribution is exactly the Boltzmann distribution of the problem at its ``beta``: unlike DQA output, the reads are
+Boltzmann samples (after burn-in) and the bridge's covariance gradients are unbiased for them.
+
+Proposal engines (``engine=``):
+
+* ``"statevector"`` (default): the batched PyTorch simulator of :mod:`.statevector` (its energy table and
+  Kronecker-block driver layers), every chain of every problem at once. Two exact ways to draw a proposal, chosen by
+  cost (``mode="auto"``): ``"columns"`` evolves each chain's basis state and draws from ``|U|s>|^2`` (one circuit
+  execution per chain step, as on hardware); ``"unitary"`` evolves all ``2**n`` basis states once per parameter
+  draw and draws each chain's proposal from its row of ``Q = |U|^2`` (cheaper when chains x steps exceed ``2**n``).
+* ``"aer"``: the proposal circuit (:class:`~hybrid_attention.circuits.proposal.ProposalTemplate`) run by qiskit-aer's
+  ``SamplerV2``, one shot per chain per step (one PUB per step with a bindings row per chain); ``noise_backend=`` a
+  (fake) IBM backend adds its noise model and ISA transpilation.
+* ``"ibm"``: the same circuit through the IBM runtime machinery of :class:`~hybrid_attention.backends.ibm.sampler.IBMSampler`
+  (``backend="fake_torino"`` runs offline in local mode; a real device needs ``ibm_options={"allow_hardware": True}``
+  and credentials): one job per chain step. Device noise makes the proposal only approximately symmetric, so the
+  stationary distribution is then only approximately Boltzmann (docs/theory.md section 6).
+
+Engines live in :mod:`.qemcmc_engines`.
+
+Chains and reads: ``num_chains`` chains per problem (default one per read), ``burn_in`` moves, then a record every
+``thinning`` moves until ``num_reads`` states are recorded. Chains start uniformly at random (``start="random"``)
+or from independent draws of the fields-only distribution ``P(s_j = +1) = (1 + tanh(beta h_j)) / 2``, the exact
+Boltzmann distribution at ``J = 0`` (``start="fields"``), or of independent spins with the naive mean-field
+magnetisations ``m = tanh(beta (h + J m))`` (``start="meanfield"``, which also carries the couplings' first-order
+effect on the marginals): where the couplings are weak beside the fields, as in attention problems, the chains then
+start close to equilibrium and need a few moves instead of a long burn-in. The start changes only the burn-in, never
+the stationary distribution. ``initial_state`` (``(*batch, chains, n)`` ±1) starts the
+chains where earlier chains stopped (persistent chains); ``info["final_state"]`` is where they stopped.
+
+Diagnostics in ``SampleSet.info`` (arrays have the problem's batch shape): ``acceptance_rate`` (accepted moves /
+moves, per problem; a proposal of the current configuration counts as accepted), ``move_rate`` (moves that change
+the configuration / moves: how much the chains actually move), ``iat`` (integrated autocorrelation time of the energy in moves, Sokal's window over the
+moves after half the burn-in; NaN for fewer than 8 such moves), ``ess`` (:func:`.mcmc.effective_sample_size`),
+``iat_spins`` / ``ess_spins`` (the same for each spin over its recorded reads, in records; ``(*batch, n)``; with one
+record per chain ``iat_spins = 1`` and ``ess_spins = num_chains``, the chains being independent),
+``circuit_executions`` (proposal circuits run: chains x moves per problem), ``proposals`` (the same count for any
+proposal kind: chains x moves) and ``moves``.
+
+Example:
+    >>> import torch
+    >>> from hybrid_attention import IsingProblem
+    >>> ss = QEMCMCSampler().sample(IsingProblem(torch.tensor([[0.5, -0.3]])), num_reads=2000, seed=0)
+    >>> ss.spins.shape, abs(float(ss.marginals()[0, 0]) - 0.4621) < 0.12   # tanh(0.5)
+    ((1, 2000, 2), True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import torch
+
+from hybrid_attention.checks import check_positive_int
+from hybrid_attention.circuits.program import CircuitOptions
+from hybrid_attention.circuits.proposal import ProposalParams, proposal_template
+from hybrid_attention.ising import IsingProblem
+from hybrid_attention.sampler import SamplerCapabilities
+
+from .analysis import transition_matrix
+from .chain import MetropolisChain
+from .qemcmc_engines import (
+    REAL,
+    CircuitEngine,
+    StatevectorEngine,
+    aer_runner,
+    evolve_proposal,
+    ibm_runner,
+    proposal_rows,
+)
+
+__all__ = ["QEMCMCSampler", "evolve_proposal", "proposal_rows", "transition_matrix"]
+
+logger = logging.getLogger(__name__)
+
+_ENGINES = ("statevector", "aer", "ibm")
+_MODES = ("auto", "unitary", "columns")
+_STARTS = ("random", "fields", "meanfield")
+REAL = REAL
+
+
+# ---------------------------------------------------------------------- the sampler
+class QEMCMCSampler(MetropolisChain):
+    """Quantum-enhanced MCMC: the Metropolis chain (:class:`~.chain.MetropolisChain`) with the quantum proposal rule,
+    circuit proposals; Boltzmann samples at the problem's ``beta``.
+
+    Args:
+        params: :class:`~hybrid_attention.circuits.proposal.ProposalParams` (gamma, time, Trotter steps, alpha;
+            default: Layden's random ``gamma in [0.25, 0.6]``, ``t in [2, 20]``, 12 steps).
+        engine: ``"statevector"`` (default), ``"aer"`` or ``"ibm"`` (module docstring).
+        burn_in: moves before the first record (default 128).
+        start: where chains without ``initial_state`` start: ``"random"`` (uniform, default), ``"fields"`` (the
+            fields-only distribution) or ``"meanfield"`` (independent spins at the mean-field magnetisations; module
+            docstring).
+        thinning: moves between records of one chain (default 1).
+        num_chains: chains per problem (default ``None``: one per read, every read an independent chain's state).
+        num_reads: reads per problem when ``sample(num_reads=None)`` (default 256).
+        mode: statevector engine: ``"auto"`` (default), ``"unitary"`` or ``"columns"`` (module docstring).
+        dtype: statevector engine: ``torch.complex64`` (default) or ``torch.complex128``.
+        group: statevector engine: qubits per Kronecker block.
+        memory_limit: bytes of simulator state per chunk of problems (default 64 MiB).
+        max_spins: largest ``n`` (default 16 for the statevector engine, 20 for aer, the device's qubits for ibm).
+        gamma, time, trotter_steps: the fields of ``params`` given as numbers (or ``(low, high)`` pairs) instead,
+            e.g. from a command line; not together with ``params``.
+        noise_backend, options, backend_options: aer engine: a (fake) IBM backend for noise and ISA transpilation,
+            :class:`~hybrid_attention.circuits.program.CircuitOptions`, extra ``AerSimulator`` options.
+        backend, ibm_options: ibm engine: the backend (a fake-backend name such as ``"fake_torino"``, a BackendV2,
+            a device name) and further :class:`~hybrid_attention.backends.ibm.sampler.IBMSampler` options
+            (``allow_hardware=True`` for a real device, ``mode``, ``fold_rzz``, ``sampler_options``...): the IBM
+            sampler resolves the backend, credentials, fractional gates, transpilation and the runtime primitive.
+        ledger: ibm engine: the job ledger (a ``.jsonl`` path or a
+            :class:`~hybrid_attention.backends.ibm.ledger.JobLedger`): every step's PUB is recorded before it is awaited,
+            and a rerun with the same seed submits none twice (:mod:`.ledger`); same as ``ibm_options["ledger"]``.
+
+    Per-call options (``sample(..., **options)``): ``burn_in``, ``thinning``, ``num_chains``, ``params``, ``start``,
+    ``initial_state`` (``(*batch, chains, n)`` ±1 spins, or ``None``).
+    """
+
+    name = "qemcmc"
+    capabilities = SamplerCapabilities(markov_chain=True, needs_circuit=True)
+    parameters = {
+        "burn_in": "moves before the first record",
+        "thinning": "moves between records of one chain",
+        "num_chains": "chains per problem (default: one per read)",
+        "params": "ProposalParams for this call",
+        "start": "'random', 'fields' or 'meanfield': where chains without initial_state start",
+        "initial_state": "(*batch, chains, n) ±1 starting configurations (persistent chains)",
+    }
+
+    def __init__(
+        self,
+        *,
+        params: ProposalParams | None = None,
+        engine: str = "statevector",
+        burn_in: int = 128,
+        start: str = "random",
+        thinning: int = 1,
+        num_chains: int | None = None,
+        num_reads: int = 256,
+        mode: str = "auto",
+        dtype: torch.dtype = torch.complex64,
+        group: int = 4,
+        memory_limit: int = 64 << 20,
+        max_spins: int | None = None,
+        noise_backend: Any = None,
+        options: CircuitOptions | None = None,
+        backend_options: dict[str, Any] | None = None,
+        backend: Any = None,
+        ibm_options: dict[str, Any] | None = None,
+        gamma: Any = None,
+        time: Any = None,
+        trotter_steps: int | None = None,
+        ledger: Any = None,
+    ) -> None:
+        if engine not in _ENGINES:
+            raise ValueError(f"qemcmc: engine must be one of {_ENGINES}, got {engine!r}")
+        if mode not in _MODES:
+            raise ValueError(f"qemcmc: mode must be one of {_MODES}, got {mode!r}")
+        if dtype not in REAL:
+            raise ValueError(f"qemcmc: dtype must be torch.complex64 or torch.complex128, got {dtype}")
+        self.params = self._check_params(ProposalParams() if params is None else params)
+        given = {k: v for k, v in (("gamma", gamma), ("time", time), ("steps", trotter_steps)) if v is not None}
+        if given:  # number-valued spellings of params (for command lines: --sampler-option gamma=0.4)
+            if params is not None:
+                raise ValueError("qemcmc: give either params= or gamma=/time=/trotter_steps=, not both")
+            given = {k: tuple(v) if isinstance(v, (list, tuple)) else v for k, v in given.items()}
+            self.params = dataclasses.replace(self.params, **given)
+        self.engine, self.mode, self.dtype = engine, mode, dtype
+        super().__init__(
+            burn_in=burn_in,
+            start=start,
+            thinning=thinning,
+            num_chains=num_chains,
+            num_reads=num_reads,
+            memory_limit=memory_limit,
+            params=self.params,
+        )
+        self.group = check_positive_int(group, "group")
+        if options is not None and not isinstance(options, CircuitOptions):
+            raise TypeError(f"qemcmc: options must be a CircuitOptions, got {type(options).__name__}")
+        self.circuit_options = options or CircuitOptions()
+        self.noise_backend = noise_backend
+        self.backend_options: dict[str, Any] = {"method": "statevector", **(backend_options or {})}
+        self._isa: dict[Any, Any] = {}
+        self.ibm: Any = None
+        limit = 16 if engine == "statevector" else 20
+        if engine == "aer":
+            import qiskit_aer  # noqa: F401  (fail now, with an ImportError naming the package, not at the first step)
+
+            if noise_backend is not None:
+                from qiskit_aer.noise import NoiseModel
+
+                if self.backend_options.get("noise_model") is None:  # a model given in backend_options is kept
+                    self.backend_options["noise_model"] = NoiseModel.from_backend(noise_backend)
+        elif engine == "ibm":
+            from ..ibm.sampler import IBMSampler
+
+            opts = dict(ibm_options or {})
+            if ledger is not None:
+                if opts.get("ledger") not in (None, ledger):
+                    raise ValueError("qemcmc: give the ledger once: ledger= or ibm_options['ledger'], not both")
+                opts["ledger"] = ledger
+            self.ibm = IBMSampler(backend, **opts)
+            self.circuit_options = dataclasses.replace(self.circuit_options, fold_rzz=self.ibm.circuit_options.fold_rzz)
+            limit = int(self.ibm.max_qubits)
+        elif backend is not None or ibm_options or ledger is not None:
+            raise ValueError(f"qemcmc: backend, ibm_options and ledger are for engine='ibm', got engine={engine!r}")
+        self.max_spins = limit if max_spins is None else check_positive_int(max_spins, "max_spins")
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        props = {k: v for k, v in super().properties.items() if k != "burn_in"}
+        return {**props, "engine": self.engine, "params": self.params, "burn_in": self.burn_in}
+
+    def __repr__(self) -> str:
+        return f"QEMCMCSampler(engine={self.engine!r}, params={self.params}, burn_in={self.burn_in})"
+
+    def close(self) -> None:
+        """Close the IBM sampler's Batch/Session (ibm engine). Idempotent."""
+        if self.ibm is not None:
+            self.ibm.close()
+        super().close()
+
+    def _aer_circuit(self, tmpl: Any) -> Any:
+        """The template's circuit, transpiled once to the noise backend's ISA when one is set."""
+        if self.noise_backend is None:
+            return tmpl.circuit
+        if tmpl not in self._isa:
+            from qiskit.transpiler import generate_preset_pass_manager
+
+            pm = generate_preset_pass_manager(optimization_level=1, backend=self.noise_backend, seed_transpiler=0)
+            self._isa[tmpl] = pm.run(tmpl.circuit)
+        return self._isa[tmpl]
+
+    def _mode(self, n: int, chains: int, moves: int, params: ProposalParams) -> str:
+        if self.mode != "auto":
+            return self.mode
+        draws = chains * (moves if params.fixed else 1)  # executions one unitary replaces
+        return "unitary" if (1 << n) <= draws and n <= 10 else "columns"
+
+    def estimate(self, problem: IsingProblem, num_reads: int | None = None, **options: Any) -> dict[str, Any]:
+        """What :meth:`sample` would submit with the ``ibm`` engine, without submitting anything: per chunk of
+        problems one PUB (one job) per chain move, holding one circuit (parameter binding) per chain, one shot each.
+
+        Args:
+            problem: the problems; num_reads, options: as :meth:`sample` (``burn_in``, ``num_chains``...).
+
+        Returns:
+            The keys of :meth:`hybrid_attention.backends.ibm.sampler.IBMSampler.estimate`: ``jobs`` = ``pubs`` = chunks x
+            moves, ``circuits`` = problems x chains x moves, ``shots`` = ``circuits``, the proposal's ISA ``depth``
+            and ``two_qubit_gates``, and ``qpu_seconds``; plus ``moves`` and ``chains``.
+        """
+        if self.engine != "ibm":
+            raise ValueError(f"qemcmc: estimate is for engine='ibm' (circuits submitted to IBM), got {self.engine!r}")
+        problem = self.validate(problem, num_reads=num_reads, options=options)
+        opts = self._resolve(problem, num_reads, options)
+        flat = problem.flatten()
+        N, n = int(flat.h.shape[0]), flat.n
+        C, params = opts["chains"], opts["params"]
+        moves = opts["burn_in"] + (opts["records"] - 1) * opts["thinning"]
+        chunks = -(-N // self._problems_per_chunk(n, C, self._mode(n, C, moves, params)))
+        _, J = flat.dropped()
+        nz = J.detach().abs().reshape(-1, n, n).amax(0) > 0
+        edges = tuple((j, k) for j in range(n) for k in range(j + 1, n) if bool(nz[j, k]))
+        tmpl = proposal_template(n, edges, params.steps, self.circuit_options, params.shape)
+        est = self.ibm.cost(self.ibm.isa_circuit(tmpl), jobs=chunks * moves, circuits=N * C * moves, shots=1)
+        return {**est, "moves": moves, "chains": C}
+
+    def _proposal_engine(self, E, h, J, mask, alpha, params, mode):  # noqa: ANN001, ANN202 (internal)
+        """The object whose ``propose(cur (N, C), gamma, t, rng) -> (N, C)`` draws each chain's proposal (the
+        classical Metropolis samplers of :mod:`.metropolis` override it)."""
+        if self.engine == "statevector":
+            return StatevectorEngine(E, alpha, params, mode, dtype=self.dtype, group=self.group)
+        if self.engine == "aer":
+            circuit_for, run = self._aer_circuit, aer_runner(self.backend_options)
+        else:
+            circuit_for, run = ibm_runner(self.ibm)
+        self._jobs.append(getattr(run, "job_ids", []))  # filled while the chains run
+        return CircuitEngine(h.numpy(), J.numpy(), mask, params, self.circuit_options, circuit_for, run)
