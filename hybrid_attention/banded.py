@@ -1,0 +1,254 @@
+"""Banded couplings: exact marginals at any length by a transfer matrix in log space (SPEC section 3b).
+
+Owns the band representation and its engine:
+
+* :func:`bandwidth` (the largest key distance with a nonzero coupling), :func:`diagonals` (a banded ``J`` as its ``W``
+  diagonals, ``c[..., d-1, j] = J[..., j-d, j]``; a ``J`` with couplings outside the band is refused),
+  :func:`dense_couplings` (back to a symmetric, zero-diagonal ``J``) and :func:`check_band`;
+* :func:`log_marginals`: ``log P(s_j = +1)`` and ``log P(s_j = -1)`` of independent rows (the Ising-problem path of
+  :func:`hybrid_attention.exact.marginals`);
+* :func:`causal_log_alpha`: ``log alpha_ij = log P_i(s_j = +1)`` of every query of a causal attention layer at once.
+
+How. With the window ``w_j = (s_{j-W+1}, ..., s_j)`` (2**W states; bit ``k`` of the state index is ``b = (1 - s) / 2``
+of spin ``j - k``) the law of a row is a chain of order ``W``. The forward pass advances
+``A_j(w_j) = logaddexp over s_{j-W} of [A_{j-1}(w_{j-1}) + beta G_j(u)] + beta h_j s_j`` with
+``G_j(u) = s_j sum_d c[d-1, j] s_{j-d}`` on the ``W + 1`` spins ``u = (s_{j-W}, ..., s_j)``; the backward pass is its
+mirror, and ``log P(s_j = +1) = logsumexp_{w: s_j = +1}(A_j + B_j) - logsumexp_w(A_j + B_j)``, normalised per position
+(no global ``log Z`` is subtracted, so nothing cancels at large fields). Each step's table and field are shifted by
+their maxima (constants that cancel in that ratio), so ``A`` and ``B`` stay within about ``T log 2`` of zero.
+Positions before 0 are free ghost spins with no coupling (they change no marginal). All rows and all queries advance
+together: a tensor ``(B, H, queries, 2**W)`` per position, and a query whose last key has passed leaves the tensor.
+Cost about ``2 T 2**W`` log-add-exps per row each way; plain torch ops, so autograd gives exact gradients.
+
+Example:
+    >>> import torch
+    >>> from hybrid_attention import banded
+    >>> J = torch.diag(torch.full((3,), 0.5, dtype=torch.float64), 1)
+    >>> J = J + J.T
+    >>> up, down = banded.log_marginals(torch.zeros(1, 4, dtype=torch.float64), banded.diagonals(J, 1))
+    >>> [round(v, 6) for v in (up.exp() - down.exp())[0].tolist()]  # h = 0: every m = 0
+    [0.0, 0.0, 0.0, 0.0]
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from . import checks
+
+__all__ = [
+    "bandwidth",
+    "diagonals",
+    "dense_couplings",
+    "check_band",
+    "estimate_bytes",
+    "log_marginals",
+    "causal_log_alpha",
+]
+
+# bytes per (row, query, position, window state): A and B kept for the marginals, plus autograd's saved sums
+# (measured peak / (rows * T**2 / 2 * 2**W * itemsize) is about 10 with autograd, 3 without)
+_BYTES_FACTOR = 12
+
+
+def bandwidth(J: torch.Tensor, tol: float = 0.0) -> int:
+    """The largest ``|j - k|`` with ``|J_jk| > tol`` over ``J (..., n, n)`` (0 when ``J`` is zero)."""
+    n = J.shape[-1]
+    nz = (J.detach().abs() > tol).reshape(-1, n, n).any(0)
+    if not bool(nz.any()):
+        return 0
+    j, k = nz.nonzero().unbind(1)
+    return int((j - k).abs().max())
+
+
+def check_band(W: Any, n: int, *, name: str = "band") -> int:
+    """``W`` as an int with ``1 <= W < n`` (``n`` spins or keys).
+
+    Raises:
+        TypeError: not an integer. ValueError: ``W < 1`` or ``W >= n`` (a band that wide is a full ``J``).
+    """
+    if isinstance(W, bool) or not isinstance(W, int):
+        raise TypeError(f"{name} must be an int (the coupling band width W), got {type(W).__name__} {W!r}")
+    if W < 1:
+        raise ValueError(f"{name} must be >= 1 for the banded engine (0 means a full J), got {W}")
+    if W >= n:
+        raise ValueError(
+            f"{name} = {W} must be below the number of keys n = {n} (a band of width >= n - 1 is a full J); "
+            f"use band <= {n - 1}, or band 0 for a full J"
+        )
+    return W
+
+
+def estimate_bytes(rows: int, n: int, W: int, queries: int | None, itemsize: int) -> float:
+    """Estimated peak bytes of the engine: ``rows`` chains of ``n`` positions (causal: ``queries = n`` chains per
+    row, each as long as its prefix), ``2**W`` window states."""
+    per = n * n / 2 if queries else n
+    return float(rows) * per * float(2**W) * itemsize * _BYTES_FACTOR
+
+
+def _check_memory(rows: int, n: int, W: int, causal: bool, dtype: torch.dtype) -> None:
+    item = torch.empty(0, dtype=dtype).element_size()
+    need = estimate_bytes(rows, n, W, n if causal else None, item)
+    checks.check_memory(
+        need,
+        f"the banded engine for {rows} row(s) x n = {n} keys at band W = {W} "
+        f"(about {_BYTES_FACTOR} * rows * {'n^2/2' if causal else 'n'} * 2**W * {item} bytes)",
+        hint="use a narrower band, a shorter block or a smaller batch",
+    )
+
+
+def diagonals(J: torch.Tensor, W: int) -> torch.Tensor:
+    """A banded ``J (..., n, n)`` as its diagonals ``c (..., W, n)``: ``c[..., d-1, j] = J[..., j-d, j]`` (0 for
+    ``j < d``). Differentiable.
+
+    Raises:
+        ValueError: ``J`` has a coupling at a distance above ``W`` (e.g. a full ``J`` handed to the banded path).
+    """
+    n = J.shape[-1]
+    found = bandwidth(J)
+    if found > W:
+        raise ValueError(
+            f"J has couplings up to key distance {found}, outside the band W = {W}: the banded engine needs "
+            f"J_jk = 0 for |j - k| > W (pass band = {found} or more, or a full J to the enumeration path)"
+        )
+    cols = [torch.nn.functional.pad(torch.diagonal(J, offset=d, dim1=-2, dim2=-1), (d, 0)) for d in range(1, W + 1)]
+    return torch.stack(cols, dim=-2) if cols else J.new_zeros(*J.shape[:-2], 0, n)
+
+
+def dense_couplings(c: torch.Tensor, n: int | None = None) -> torch.Tensor:
+    """Diagonals ``c (..., W, n)`` (or ``(..., W)`` for one value per distance, a Toeplitz band, with ``n`` given)
+    as the symmetric, zero-diagonal ``J (..., n, n)``; entries ``c[..., d-1, j]`` with ``j < d`` are ignored."""
+    if n is not None and (c.ndim == 1 or c.shape[-1] != n):
+        c = c.unsqueeze(-1).expand(*c.shape, n)
+    W, n = c.shape[-2], c.shape[-1]
+    J = c.new_zeros(*c.shape[:-2], n, n)
+    for d in range(1, W + 1):
+        J = J + torch.diag_embed(c[..., d - 1, d:], offset=d)
+    return J + J.transpose(-1, -2)
+
+
+# ---------------------------------------------------------------------- the engine
+def _pair_spins(W: int, dtype: torch.dtype, device: Any) -> torch.Tensor:
+    """``(2**(W+1), W + 1)`` spins of ``u = (s_{j-W}, ..., s_j)``: column ``k`` is ``s_{j-k}`` (bit ``k`` of ``u``)."""
+    u = torch.arange(1 << (W + 1), device=device)
+    bits = (u[:, None] >> torch.arange(W + 1, device=device)) & 1
+    return (1 - 2 * bits).to(dtype)
+
+
+def _coupling_tables(c: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+    """``beta G_j(u) - max_u`` for ``c (P, W, n)``, ``beta (P,)``: ``(P, n, 2, 2**(W-1), 2, 1, 1)`` indexed
+    ``[p, j, s_{j-W} bit, middle bits, s_j bit]`` (two trailing broadcast dimensions for queries and batch).
+    Couplings to positions before 0 are dropped."""
+    P, W, n = c.shape
+    S = _pair_spins(W, c.dtype, c.device)
+    pair = S[:, :1] * S[:, 1:]  # (2^(W+1), W): s_j s_{j-d}
+    d = torch.arange(1, W + 1, device=c.device)
+    real = (d[:, None] <= torch.arange(n, device=c.device)[None, :]).to(c.dtype)  # (W, n): j - d >= 0
+    G = torch.einsum("pdj,ud->pju", c * real, pair) * beta[:, None, None]  # (P, n, 2^(W+1))
+    G = G - G.detach().amax(-1, keepdim=True)
+    # u = top * 2^W + mid * 2 + b, with bit 0 = s_j and bit W = s_{j-W}
+    return G.view(P, n, 2, 1 << (W - 1), 2, 1, 1)
+
+
+def _field_tables(bh: torch.Tensor) -> torch.Tensor:
+    """``beta h s - |beta h|`` for ``s = +1, -1``: ``bh (n, P, Q, R)`` -> ``(n, P, 2, Q, R)``, each at most 0."""
+    a = bh.detach().abs()
+    return torch.stack([bh - a, -bh - a], dim=2)
+
+
+def _sweep(F: torch.Tensor, G: torch.Tensor, starts: list[int]) -> list[torch.Tensor]:
+    """Forward-backward over positions ``0..n-1``: per position ``j`` a ``(P, 2, Q - starts[j], R)`` tensor of
+    ``log P(s_j = +1)``, ``log P(s_j = -1)`` for the queries ``starts[j]..Q-1``, those whose chain reaches position
+    ``j`` (``starts`` non-decreasing; query ``q``'s chain ends at the last ``j`` with ``starts[j] <= q``).
+
+    Args:
+        F: field tables ``(n, P, 2, Q, R)`` (:func:`_field_tables`; ``P`` coupling groups, ``Q`` queries, ``R`` rows
+            sharing a table: the innermost, contiguous dimension, so every op runs over long vectors).
+        G: coupling tables ``(P, n, 2, half, 2, 1, 1)`` (:func:`_coupling_tables`), ``half = 2**(W-1)``.
+    """
+    n, P, _, Q, R = F.shape
+    half = G.shape[3]
+    A = F.new_zeros(P, 2, half, Q, R)  # ghost start: log uniform over the window w = (s_{j-W}, middle)
+    fwd, prev = [], 0
+    for j in range(n):
+        s, Gj = starts[j], G[:, j]  # Gj (P, 2, half, 2, 1, 1)
+        Aj = A[:, :, :, s - prev :].unsqueeze(3)  # (P, 2, half, 1, q, R)
+        A = torch.logaddexp(Aj[:, 0] + Gj[:, 0], Aj[:, 1] + Gj[:, 1])  # (P, half, 2, q, R): w_j = (middle, s_j)
+        A = (A + F[j, :, None, :, s:]).view(P, 2, half, -1, R)
+        fwd.append(A)
+        prev = s
+    out: list[torch.Tensor] = [F] * n
+    B = F.new_zeros(P, half, 2, 0, R)  # the backward message of w_j, as (middle, s_j)
+    for j in range(n - 1, -1, -1):
+        q = Q - starts[j]
+        if q > B.shape[3]:  # queries whose last key is j start here
+            B = torch.cat([F.new_zeros(P, half, 2, q - B.shape[3], R), B], dim=3)
+        lp = torch.logsumexp(fwd[j].view(P, half, 2, q, R) + B, dim=1)  # (P, 2, q, R): s_j = +1, -1
+        out[j] = lp - torch.logaddexp(lp[:, :1], lp[:, 1:])
+        if j:
+            Bf = (B + F[j, :, None, :, starts[j] :]).unsqueeze(1)  # (P, 1, half, 2, q, R)
+            Gj = G[:, j]
+            B = torch.logaddexp(Bf[:, :, :, 0] + Gj[:, :, :, 0], Bf[:, :, :, 1] + Gj[:, :, :, 1])  # (P, 2, half, q, R)
+            B = B.view(P, half, 2, q, R)
+    return out
+
+
+def log_marginals(h: torch.Tensor, c: torch.Tensor, beta: Any = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``log P(s_j = +1)`` and ``log P(s_j = -1)`` of independent chains (unvalidated beyond shapes and memory).
+
+    Args:
+        h: fields ``(R, n)``, finite.
+        c: diagonals ``(R, W, n)`` or ``(W, n)`` (shared), ``c[d-1, j] = J_{j-d, j}`` (:func:`diagonals`), ``W >= 1``.
+        beta: a positive scalar or an ``(R,)`` tensor.
+
+    Returns:
+        Two ``(R, n)`` tensors in ``h``'s dtype; ``m = exp(up) - exp(down)``. Differentiable.
+    """
+    R, n = h.shape
+    W = c.shape[-2]
+    _check_memory(R, n, W, False, h.dtype)
+    beta = torch.as_tensor(beta, dtype=h.dtype, device=h.device).expand(R)
+    if R == 0:
+        return h * 0.0, h * 0.0
+    c = c.to(h.dtype)
+    bh = (beta[:, None] * h).T  # (n, R)
+    if c.ndim == 2 and bool((beta == beta[0]).all()):  # one table for every row: rows innermost
+        F = _field_tables(bh[:, None, None, :])  # (n, 1, 2, 1, R)
+        G = _coupling_tables(c[None], beta[:1])
+    else:  # a table per row
+        F = _field_tables(bh[:, :, None, None])  # (n, R, 2, 1, 1)
+        G = _coupling_tables(c.expand(R, W, n), beta)
+    out = torch.stack([o.reshape(o.shape[0], 2, -1) for o in _sweep(F, G, [0] * n)], dim=-1)  # (P, 2, ., n)
+    out = out.permute(1, 0, 2, 3).reshape(2, R, n)
+    return out[0], out[1]
+
+
+def causal_log_alpha(h: torch.Tensor, c: torch.Tensor, beta_h: torch.Tensor) -> torch.Tensor:
+    """``log alpha_ij = log P_i(s_j = +1)`` of every query of a causal layer (query ``i`` is the chain of keys
+    ``0..i``, later keys dropped, not pinned), unvalidated beyond the memory check.
+
+    Args:
+        h: scores ``(B, H, T, T)`` (entries above the diagonal ignored).
+        c: diagonals ``(H, W, T')``, ``T' >= T`` (leading ``T`` columns used), ``W >= 1``.
+        beta_h: ``(H,)`` inverse temperatures.
+
+    Returns:
+        ``(B, H, T, T)`` in ``h``'s dtype, ``-inf`` above the diagonal: the layer's weights are its softmax over the
+        last dimension. Differentiable.
+    """
+    B, H, T, _ = h.shape
+    W = c.shape[-2]
+    _check_memory(B * H, T, W, True, h.dtype)
+    if B == 0:
+        return h * 0.0
+    beta_h = beta_h.to(h.dtype)
+    G = _coupling_tables(c[..., :T].to(h.dtype), beta_h)  # (H, T, 2, half, 2, 1, 1)
+    F = _field_tables((beta_h[:, None, None] * h).permute(3, 1, 2, 0))  # (T keys, H, 2, T queries, B)
+    out = _sweep(F, G, list(range(T)))  # out[j]: (H, 2, T - j, B), queries j..T-1
+    flat = torch.cat([o[:, 0] for o in out], dim=1)  # (H, T (T + 1) / 2, B), key-major
+    j, i = torch.triu_indices(T, T, device=h.device)  # key j, query i >= j, in that order
+    la = h.new_full((H, T * T, B), float("-inf")).index_copy(1, i * T + j, flat)
+    return la.view(H, T, T, B).permute(3, 0, 1, 2)
