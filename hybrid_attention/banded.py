@@ -7,7 +7,8 @@ Owns the band representation and its engine:
   :func:`dense_couplings` (back to a symmetric, zero-diagonal ``J``) and :func:`check_band`;
 * :func:`log_marginals`: ``log P(s_j = +1)`` and ``log P(s_j = -1)`` of independent rows (the Ising-problem path of
   :func:`hybrid_attention.exact.marginals`);
-* :func:`causal_log_alpha`: ``log alpha_ij = log P_i(s_j = +1)`` of every query of a causal attention layer at once.
+* :func:`layer_log_alpha`: ``log alpha_ij = log P_i(s_j = +1)`` of every query of an attention layer at once (causal or
+  bidirectional).
 
 How. With the window ``w_j = (s_{j-W+1}, ..., s_j)`` (2**W states; bit ``k`` of the state index is ``b = (1 - s) / 2``
 of spin ``j - k``) the law of a row is a chain of order ``W``. The forward pass advances
@@ -46,7 +47,7 @@ __all__ = [
     "check_band",
     "estimate_bytes",
     "log_marginals",
-    "causal_log_alpha",
+    "layer_log_alpha",
 ]
 
 # bytes per (row, query, position, window state): A and B kept for the marginals, plus autograd's saved sums
@@ -226,28 +227,36 @@ def log_marginals(h: torch.Tensor, c: torch.Tensor, beta: Any = 1.0) -> tuple[to
     return out[0], out[1]
 
 
-def causal_log_alpha(h: torch.Tensor, c: torch.Tensor, beta_h: torch.Tensor) -> torch.Tensor:
-    """``log alpha_ij = log P_i(s_j = +1)`` of every query of a causal layer (query ``i`` is the chain of keys
-    ``0..i``, later keys dropped, not pinned), unvalidated beyond the memory check.
+def layer_log_alpha(h: torch.Tensor, c: torch.Tensor, beta_h: torch.Tensor, *, causal: bool = True) -> torch.Tensor:
+    """``log alpha_ij = log P_i(s_j = +1)`` of every query of an attention layer at once (causal: query ``i`` is the
+    chain of keys ``0..i``, later keys dropped, not pinned; else every key), unvalidated beyond the memory check.
 
     Args:
-        h: scores ``(B, H, T, T)`` (entries above the diagonal ignored).
+        h: scores ``(B, H, Tq, T)`` (causal: ``Tq == T``, entries above the diagonal ignored).
         c: diagonals ``(H, W, T')``, ``T' >= T`` (leading ``T`` columns used), ``W >= 1``.
         beta_h: ``(H,)`` inverse temperatures.
 
     Returns:
-        ``(B, H, T, T)`` in ``h``'s dtype, ``-inf`` above the diagonal: the layer's weights are its softmax over the
-        last dimension. Differentiable.
+        ``(B, H, Tq, T)`` in ``h``'s dtype, ``-inf`` on masked keys: the layer's weights are its softmax over the
+        last dimension (SPEC 3b: never through ``(1 + m) / 2``). Differentiable.
+
+    Example:
+        >>> import torch
+        >>> la = layer_log_alpha(torch.zeros(1, 1, 3, 3), torch.zeros(1, 1, 3), torch.ones(1))
+        >>> torch.softmax(la, -1)[0, 0, 2].tolist()  # h = 0: uniform over the visible keys
+        [0.3333333432674408, 0.3333333432674408, 0.3333333432674408]
     """
-    B, H, T, _ = h.shape
+    B, H, Tq, T = h.shape
     W = c.shape[-2]
-    _check_memory(B * H, T, W, True, h.dtype)
+    _check_memory(B * H * (1 if causal else 2 * Tq / T), T, W, True, h.dtype)
     if B == 0:
         return h * 0.0
     beta_h = beta_h.to(h.dtype)
     G = _coupling_tables(c[..., :T].to(h.dtype), beta_h)  # (H, T, 2, half, 2, 1, 1)
-    F = _field_tables((beta_h[:, None, None] * h).permute(3, 1, 2, 0))  # (T keys, H, 2, T queries, B)
-    out = _sweep(F, G, list(range(T)))  # out[j]: (H, 2, T - j, B), queries j..T-1
+    F = _field_tables((beta_h[:, None, None] * h).permute(3, 1, 2, 0))  # (T keys, H, 2, Tq queries, B)
+    out = _sweep(F, G, list(range(T)) if causal else [0] * T)  # out[j]: (H, 2, q, B), queries Tq - q..Tq-1
+    if not causal:
+        return torch.stack([o[:, 0] for o in out], dim=-1).permute(2, 0, 1, 3)
     flat = torch.cat([o[:, 0] for o in out], dim=1)  # (H, T (T + 1) / 2, B), key-major
     j, i = torch.triu_indices(T, T, device=h.device)  # key j, query i >= j, in that order
     la = h.new_full((H, T * T, B), float("-inf")).index_copy(1, i * T + j, flat)
