@@ -33,7 +33,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
