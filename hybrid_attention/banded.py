@@ -5,7 +5,7 @@ Owns the band representation and its engine:
 * :func:`bandwidth` (the largest key distance with a nonzero coupling), :func:`diagonals` (a banded ``J`` as its ``W``
   diagonals, ``c[..., d-1, j] = J[..., j-d, j]``; a ``J`` with couplings outside the band is refused),
   :func:`dense_couplings` (back to a symmetric, zero-diagonal ``J``) and :func:`check_band`;
-* :func:`log_marginals`: ``log P(s_j = +1)`` and ``log P(s_j = -1)`` of independent rows (the Ising-problem path of
+* :func:`log_marginals`: ``log P(s_j = +1)`` of independent rows (the Ising-problem path of
   :func:`hybrid_attention.exact.marginals`);
 * :func:`layer_log_alpha`: ``log alpha_ij = log P_i(s_j = +1)`` of every query of an attention layer at once (causal or
   bidirectional).
@@ -26,8 +26,8 @@ Example:
     >>> from hybrid_attention import banded
     >>> J = torch.diag(torch.full((3,), 0.5, dtype=torch.float64), 1)
     >>> J = J + J.T
-    >>> up, down = banded.log_marginals(torch.zeros(1, 4, dtype=torch.float64), banded.diagonals(J, 1))
-    >>> [round(v, 6) for v in (up.exp() - down.exp())[0].tolist()]  # h = 0: every m = 0
+    >>> up = banded.log_marginals(torch.zeros(1, 4, dtype=torch.float64), banded.diagonals(J, 1))
+    >>> [round(v, 6) for v in (2 * up.exp() - 1)[0].tolist()]  # h = 0: every m = 0
     [0.0, 0.0, 0.0, 0.0]
 """
 
@@ -160,8 +160,8 @@ def _field_tables(bh: torch.Tensor) -> torch.Tensor:
 
 
 def _sweep(F: torch.Tensor, G: torch.Tensor, starts: list[int]) -> list[torch.Tensor]:
-    """Forward-backward over positions ``0..n-1``: per position ``j`` a ``(P, 2, Q - starts[j], R)`` tensor of
-    ``log P(s_j = +1)``, ``log P(s_j = -1)`` for the queries ``starts[j]..Q-1``, those whose chain reaches position
+    """Forward-backward over positions ``0..n-1``: per position ``j`` a ``(P, Q - starts[j], R)`` tensor of
+    ``log P(s_j = +1)`` for the queries ``starts[j]..Q-1``, those whose chain reaches position
     ``j`` (``starts`` non-decreasing; query ``q``'s chain ends at the last ``j`` with ``starts[j] <= q``).
 
     Args:
@@ -171,13 +171,16 @@ def _sweep(F: torch.Tensor, G: torch.Tensor, starts: list[int]) -> list[torch.Te
     """
     n, P, _, Q, R = F.shape
     half = G.shape[3]
+    # unbind once: indexing F[j] / G[:, j] per step would cost a full-size zero tensor each in the backward pass
+    Fs, Gs = F.unbind(0), [g.unbind(1) for g in G.unbind(1)]  # Fs[j] (P, 2, Q, R); Gs[j][top] (P, half, 2, 1, 1)
+    Hs = [g.unbind(1) for g in G.permute(0, 1, 4, 2, 3, 5, 6).unbind(1)]  # Hs[j][s_j bit] (P, 2, half, 1, 1)
     A = F.new_zeros(P, 2, half, Q, R)  # ghost start: log uniform over the window w = (s_{j-W}, middle)
     fwd, prev = [], 0
     for j in range(n):
-        s, Gj = starts[j], G[:, j]  # Gj (P, 2, half, 2, 1, 1)
-        Aj = A[:, :, :, s - prev :].unsqueeze(3)  # (P, 2, half, 1, q, R)
-        A = torch.logaddexp(Aj[:, 0] + Gj[:, 0], Aj[:, 1] + Gj[:, 1])  # (P, half, 2, q, R): w_j = (middle, s_j)
-        A = (A + F[j, :, None, :, s:]).view(P, 2, half, -1, R)
+        s = starts[j]
+        A0, A1 = A[:, :, :, s - prev :].unsqueeze(3).unbind(1)  # (P, half, 1, q, R) each: s_{j-W} = +1, -1
+        A = torch.logaddexp(A0 + Gs[j][0], A1 + Gs[j][1])  # (P, half, 2, q, R): w_j = (middle, s_j)
+        A = (A + Fs[j][:, None, :, s:]).view(P, 2, half, -1, R)
         fwd.append(A)
         prev = s
     out: list[torch.Tensor] = [F] * n
@@ -187,17 +190,87 @@ def _sweep(F: torch.Tensor, G: torch.Tensor, starts: list[int]) -> list[torch.Te
         if q > B.shape[3]:  # queries whose last key is j start here
             B = torch.cat([F.new_zeros(P, half, 2, q - B.shape[3], R), B], dim=3)
         lp = torch.logsumexp(fwd[j].view(P, half, 2, q, R) + B, dim=1)  # (P, 2, q, R): s_j = +1, -1
-        out[j] = lp - torch.logaddexp(lp[:, :1], lp[:, 1:])
+        up, down = lp.unbind(1)
+        out[j] = up - torch.logaddexp(up, down)  # log P(s_j = +1)
         if j:
-            Bf = (B + F[j, :, None, :, starts[j] :]).unsqueeze(1)  # (P, 1, half, 2, q, R)
-            Gj = G[:, j]
-            B = torch.logaddexp(Bf[:, :, :, 0] + Gj[:, :, :, 0], Bf[:, :, :, 1] + Gj[:, :, :, 1])  # (P, 2, half, q, R)
+            B0, B1 = (B + Fs[j][:, None, :, starts[j] :]).unbind(2)  # (P, half, q, R) each: s_j = +1, -1
+            B = torch.logaddexp(B0.unsqueeze(1) + Hs[j][0], B1.unsqueeze(1) + Hs[j][1])  # (P, 2, half, q, R)
             B = B.view(P, half, 2, q, R)
     return out
 
 
-def log_marginals(h: torch.Tensor, c: torch.Tensor, beta: Any = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """``log P(s_j = +1)`` and ``log P(s_j = -1)`` of independent chains (unvalidated beyond shapes and memory).
+# beta * (largest coupling energy a window can lose across one cut) up to which the scaled sweep cannot underflow
+# (float32's normal range ends near exp(-87), float64's near exp(-708); the margin covers the 2**-W of a window)
+_SCALED_LIMIT = {torch.float32: 40.0, torch.float64: 500.0}
+
+
+def _scaled_ok(c: torch.Tensor, beta: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Whether the probability-domain sweep is safe for diagonals ``c (P, W, n)``: per cut between ``j`` and ``j + 1``,
+    ``2 beta`` times the couplings crossing it plus those of one spin stays below :data:`_SCALED_LIMIT`."""
+    limit = _SCALED_LIMIT.get(dtype)
+    if limit is None:
+        return False
+    a = c.detach().abs()  # (P, W, n)
+    W, n = a.shape[-2:]
+    cs = torch.nn.functional.pad(a.cumsum(-1), (1, 0))  # cs[..., k] = sum_{b < k} |c[.., b]|
+    cross = a.new_zeros(a.shape[0], n)
+    for d in range(1, W + 1):  # couplings (b - d, b) crossing cut j: j < b <= j + d
+        idx = torch.arange(n, device=a.device)
+        cross = cross + cs[:, d - 1, (idx + d + 1).clamp(max=n)] - cs[:, d - 1, idx + 1]
+    worst = 2.0 * beta.detach().reshape(-1, 1) * (cross + a.sum(-2))  # + the couplings entering at j
+    return bool((worst <= limit).all())
+
+
+def _scaled_sweep(F: torch.Tensor, G: torch.Tensor, starts: list[int]) -> list[torch.Tensor]:
+    """:func:`_sweep` in the probability domain: the same recursions with products instead of log-add-exps, each
+    message rescaled to a maximum of 1 per step (a constant that cancels; detached, so it adds nothing to the
+    gradient), and the own-field factor of position ``j`` kept in log space: ``log P(s_j = +1) = F_+ + log S_+ -
+    logaddexp(F_+ + log S_+, F_- + log S_-)`` with ``S_b = sum_w A~_j(w) B_j(w)`` over the windows with ``s_j = b``
+    (``A~`` before the field), so fields of any size stay exact and finite. Safe when :func:`_scaled_ok`."""
+    n, P, _, Q, R = F.shape
+    half = G.shape[3]
+    K = G.exp()
+    fs, Fs = F.exp().unbind(0), F.unbind(0)
+    Ks = [k.unbind(1) for k in K.unbind(1)]  # Ks[j][s_{j-W} bit] (P, half, 2, 1, 1)
+    Kb = [k.unbind(1) for k in K.permute(0, 1, 4, 2, 3, 5, 6).unbind(1)]  # Kb[j][s_j bit] (P, 2, half, 1, 1)
+    A = F.new_ones(P, 2, half, Q, R)
+    pre, prev = [], 0
+    for j in range(n):
+        s = starts[j]
+        A0, A1 = A[:, :, :, s - prev :].unsqueeze(3).unbind(1)  # (P, half, 1, q, R)
+        At = A0 * Ks[j][0] + A1 * Ks[j][1]  # (P, half, 2, q, R): w_j = (middle, s_j), before s_j's own field
+        pre.append(At)
+        A = At * fs[j][:, None, :, s:]
+        A = (A / A.detach().flatten(1, 2).amax(1)[:, None, None]).view(P, 2, half, -1, R)
+        prev = s
+    out: list[torch.Tensor] = [F] * n
+    B = F.new_ones(P, half, 2, 0, R)
+    for j in range(n - 1, -1, -1):
+        q = Q - starts[j]
+        if q > B.shape[3]:
+            B = torch.cat([F.new_ones(P, half, 2, q - B.shape[3], R), B], dim=3)
+        Sp, Sm = (pre[j] * B).sum(1).log().unbind(1)  # (P, q, R): log S_+, log S_-
+        up = Fs[j][:, 0, starts[j] :] + Sp
+        out[j] = up - torch.logaddexp(up, Fs[j][:, 1, starts[j] :] + Sm)
+        if j:
+            B0, B1 = (B * fs[j][:, None, :, starts[j] :]).unbind(2)  # (P, half, q, R): s_j = +1, -1
+            B = B0.unsqueeze(1) * Kb[j][0] + B1.unsqueeze(1) * Kb[j][1]  # (P, 2, half, q, R): w_{j-1}
+            B = (B / B.detach().flatten(1, 2).amax(1)[:, None, None]).view(P, half, 2, q, R)
+    return out
+
+
+def _run(F: torch.Tensor, G: torch.Tensor, starts: list[int], c: torch.Tensor, beta: torch.Tensor) -> list:
+    """The scaled sweep when its range allows (:func:`_scaled_ok`) and its results are finite, else the log-space
+    sweep (exact for any couplings; several times slower: a log-add-exp per state instead of a multiply-add)."""
+    if _scaled_ok(c, beta, F.dtype):
+        out = _scaled_sweep(F, G, starts)
+        if all(bool(torch.isfinite(o.detach()).all()) for o in out):
+            return out
+    return _sweep(F, G, starts)
+
+
+def log_marginals(h: torch.Tensor, c: torch.Tensor, beta: Any = 1.0) -> torch.Tensor:
+    """``log P(s_j = +1)`` of independent chains (unvalidated beyond shapes and memory).
 
     Args:
         h: fields ``(R, n)``, finite.
@@ -205,14 +278,14 @@ def log_marginals(h: torch.Tensor, c: torch.Tensor, beta: Any = 1.0) -> tuple[to
         beta: a positive scalar or an ``(R,)`` tensor.
 
     Returns:
-        Two ``(R, n)`` tensors in ``h``'s dtype; ``m = exp(up) - exp(down)``. Differentiable.
+        ``(R, n)`` in ``h``'s dtype; the marginals are ``m = 2 exp(.) - 1``. Differentiable.
     """
     R, n = h.shape
     W = c.shape[-2]
     _check_memory(R, n, W, False, h.dtype)
     beta = torch.as_tensor(beta, dtype=h.dtype, device=h.device).expand(R)
     if R == 0:
-        return h * 0.0, h * 0.0
+        return h * 0.0
     c = c.to(h.dtype)
     bh = (beta[:, None] * h).T  # (n, R)
     if c.ndim == 2 and bool((beta == beta[0]).all()):  # one table for every row: rows innermost
@@ -221,9 +294,8 @@ def log_marginals(h: torch.Tensor, c: torch.Tensor, beta: Any = 1.0) -> tuple[to
     else:  # a table per row
         F = _field_tables(bh[:, :, None, None])  # (n, R, 2, 1, 1)
         G = _coupling_tables(c.expand(R, W, n), beta)
-    out = torch.stack([o.reshape(o.shape[0], 2, -1) for o in _sweep(F, G, [0] * n)], dim=-1)  # (P, 2, ., n)
-    out = out.permute(1, 0, 2, 3).reshape(2, R, n)
-    return out[0], out[1]
+    out = _run(F, G, [0] * n, c.reshape(-1, W, n).expand(R, W, n), beta)
+    return torch.stack([o.reshape(o.shape[0], -1) for o in out], dim=-1).reshape(R, n)
 
 
 def layer_log_alpha(h: torch.Tensor, c: torch.Tensor, beta_h: torch.Tensor, *, causal: bool = True) -> torch.Tensor:
@@ -253,10 +325,10 @@ def layer_log_alpha(h: torch.Tensor, c: torch.Tensor, beta_h: torch.Tensor, *, c
     beta_h = beta_h.to(h.dtype)
     G = _coupling_tables(c[..., :T].to(h.dtype), beta_h)  # (H, T, 2, half, 2, 1, 1)
     F = _field_tables((beta_h[:, None, None] * h).permute(3, 1, 2, 0))  # (T keys, H, 2, Tq queries, B)
-    out = _sweep(F, G, list(range(T)) if causal else [0] * T)  # out[j]: (H, 2, q, B), queries Tq - q..Tq-1
+    out = _run(F, G, list(range(T)) if causal else [0] * T, c[..., :T], beta_h)  # out[j]: (H, q, B)
     if not causal:
-        return torch.stack([o[:, 0] for o in out], dim=-1).permute(2, 0, 1, 3)
-    flat = torch.cat([o[:, 0] for o in out], dim=1)  # (H, T (T + 1) / 2, B), key-major
+        return torch.stack(out, dim=-1).permute(2, 0, 1, 3)
+    flat = torch.cat(out, dim=1)  # (H, T (T + 1) / 2, B), key-major
     j, i = torch.triu_indices(T, T, device=h.device)  # key j, query i >= j, in that order
     la = h.new_full((H, T * T, B), float("-inf")).index_copy(1, i * T + j, flat)
     return la.view(H, T, T, B).permute(3, 0, 1, 2)

@@ -268,8 +268,7 @@ def _banded_marginals(problem: IsingProblem, W: int) -> torch.Tensor:
     flat = problem.flatten()
     h, J = flat.dropped()
     n = problem.n
-    up, down = banded.log_marginals(h, banded.diagonals(J, W), flat.beta_tensor())
-    m = up.exp() - down.exp()
+    m = 2.0 * banded.log_marginals(h, banded.diagonals(J, W), flat.beta_tensor()).exp() - 1.0
     if flat.mask is not None:
         m = m * flat.mask.to(m.dtype)
     return m.reshape(*problem.batch_shape, n)
