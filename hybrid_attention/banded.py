@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 # bytes per (row, query, position, window state): A and B kept for the marginals, plus autograd's saved sums
-# (measured peak / (rows * T**2 / 2 * 2**W * itemsize) is about 10 with autograd, 3 without)
+# (measured peak / (rows * T**2 / 2 * 2**W * itemsize): about 8 with autograd, B = 16, T = 128, W = 6, float32)
 _BYTES_FACTOR = 12
 
 
@@ -204,12 +204,15 @@ def _sweep(F: torch.Tensor, G: torch.Tensor, starts: list[int]) -> list[torch.Te
 _SCALED_LIMIT = {torch.float32: 40.0, torch.float64: 500.0}
 
 
-def _scaled_ok(c: torch.Tensor, beta: torch.Tensor, dtype: torch.dtype) -> bool:
-    """Whether the probability-domain sweep is safe for diagonals ``c (P, W, n)``: per cut between ``j`` and ``j + 1``,
-    ``2 beta`` times the couplings crossing it plus those of one spin stays below :data:`_SCALED_LIMIT`."""
+def _scaled_period(c: torch.Tensor, beta: torch.Tensor, dtype: torch.dtype) -> int:
+    """How often (in positions) the probability-domain sweep must rescale its messages for diagonals ``c (P, W, n)``,
+    or 0 when it is not safe at all. Per cut between ``j`` and ``j + 1``, ``2 beta`` times the couplings crossing it
+    plus those entering at ``j`` bounds how far a window's weight can fall below the message's maximum; each step
+    without rescaling can lower the maximum by ``2 beta sum_d |c[d-1, j]|`` more; all of it must stay below
+    :data:`_SCALED_LIMIT` (in natural-log units). At most every 8 positions."""
     limit = _SCALED_LIMIT.get(dtype)
     if limit is None:
-        return False
+        return 0
     a = c.detach().abs()  # (P, W, n)
     W, n = a.shape[-2:]
     cs = torch.nn.functional.pad(a.cumsum(-1), (1, 0))  # cs[..., k] = sum_{b < k} |c[.., b]|
@@ -217,16 +220,20 @@ def _scaled_ok(c: torch.Tensor, beta: torch.Tensor, dtype: torch.dtype) -> bool:
     for d in range(1, W + 1):  # couplings (b - d, b) crossing cut j: j < b <= j + d
         idx = torch.arange(n, device=a.device)
         cross = cross + cs[:, d - 1, (idx + d + 1).clamp(max=n)] - cs[:, d - 1, idx + 1]
-    worst = 2.0 * beta.detach().reshape(-1, 1) * (cross + a.sum(-2))  # + the couplings entering at j
-    return bool((worst <= limit).all())
+    b2 = 2.0 * beta.detach().reshape(-1, 1)
+    worst = float((b2 * (cross + a.sum(-2))).max())  # + the couplings entering at j
+    step = float((b2 * a.sum(-2)).max())
+    if worst > limit:
+        return 0
+    return int(min(8, max(1, (limit - worst) // max(step, 1e-9))))
 
 
-def _scaled_sweep(F: torch.Tensor, G: torch.Tensor, starts: list[int]) -> list[torch.Tensor]:
+def _scaled_sweep(F: torch.Tensor, G: torch.Tensor, starts: list[int], period: int = 1) -> list[torch.Tensor]:
     """:func:`_sweep` in the probability domain: the same recursions with products instead of log-add-exps, each
-    message rescaled to a maximum of 1 per step (a constant that cancels; detached, so it adds nothing to the
-    gradient), and the own-field factor of position ``j`` kept in log space: ``log P(s_j = +1) = F_+ + log S_+ -
+    message rescaled to a maximum of 1 every ``period`` positions (a constant that cancels; detached, so it adds
+    nothing to the gradient), and the own-field factor of position ``j`` kept in log space: ``log P(s_j = +1) = F_+ + log S_+ -
     logaddexp(F_+ + log S_+, F_- + log S_-)`` with ``S_b = sum_w A~_j(w) B_j(w)`` over the windows with ``s_j = b``
-    (``A~`` before the field), so fields of any size stay exact and finite. Safe when :func:`_scaled_ok`."""
+    (``A~`` before the field), so fields of any size stay exact and finite. Safe with :func:`_scaled_period`."""
     n, P, _, Q, R = F.shape
     half = G.shape[3]
     K = G.exp()
@@ -241,7 +248,9 @@ def _scaled_sweep(F: torch.Tensor, G: torch.Tensor, starts: list[int]) -> list[t
         At = A0 * Ks[j][0] + A1 * Ks[j][1]  # (P, half, 2, q, R): w_j = (middle, s_j), before s_j's own field
         pre.append(At)
         A = At * fs[j][:, None, :, s:]
-        A = (A / A.detach().flatten(1, 2).amax(1)[:, None, None]).view(P, 2, half, -1, R)
+        if j % period == period - 1:
+            A = A / A.detach().flatten(1, 2).amax(1)[:, None, None]
+        A = A.view(P, 2, half, -1, R)
         prev = s
     out: list[torch.Tensor] = [F] * n
     B = F.new_ones(P, half, 2, 0, R)
@@ -255,15 +264,18 @@ def _scaled_sweep(F: torch.Tensor, G: torch.Tensor, starts: list[int]) -> list[t
         if j:
             B0, B1 = (B * fs[j][:, None, :, starts[j] :]).unbind(2)  # (P, half, q, R): s_j = +1, -1
             B = B0.unsqueeze(1) * Kb[j][0] + B1.unsqueeze(1) * Kb[j][1]  # (P, 2, half, q, R): w_{j-1}
-            B = (B / B.detach().flatten(1, 2).amax(1)[:, None, None]).view(P, half, 2, q, R)
+            if j % period == 0:
+                B = B / B.detach().flatten(1, 2).amax(1)[:, None, None]
+            B = B.view(P, half, 2, q, R)
     return out
 
 
 def _run(F: torch.Tensor, G: torch.Tensor, starts: list[int], c: torch.Tensor, beta: torch.Tensor) -> list:
-    """The scaled sweep when its range allows (:func:`_scaled_ok`) and its results are finite, else the log-space
+    """The scaled sweep when its range allows (:func:`_scaled_period`) and its results are finite, else the log-space
     sweep (exact for any couplings; several times slower: a log-add-exp per state instead of a multiply-add)."""
-    if _scaled_ok(c, beta, F.dtype):
-        out = _scaled_sweep(F, G, starts)
+    period = _scaled_period(c, beta, F.dtype)
+    if period:
+        out = _scaled_sweep(F, G, starts, period)
         if all(bool(torch.isfinite(o.detach()).all()) for o in out):
             return out
     return _sweep(F, G, starts)

@@ -17,6 +17,14 @@ from hybrid_attention.model import Transformer, TransformerConfig
 F64 = torch.float64
 
 
+@pytest.fixture(params=["scaled", "log"])
+def engine(request, monkeypatch):
+    """Run a test through each sweep: the probability-domain one (forced, every 8 positions) or the log-space one."""
+    limit = {torch.float32: 1e9, torch.float64: 1e9} if request.param == "scaled" else {}
+    monkeypatch.setattr(banded, "_SCALED_LIMIT", limit)
+    return request.param
+
+
 def band_J(n: int, W: int, gen: torch.Generator, *, batch: tuple[int, ...] = (), scale: float = 1.0) -> torch.Tensor:
     """A random symmetric ``J (*batch, n, n)``, zero diagonal, zero beyond key distance ``W``."""
     J = torch.randn(*batch, n, n, generator=gen, dtype=F64) * scale
@@ -27,7 +35,7 @@ def band_J(n: int, W: int, gen: torch.Generator, *, batch: tuple[int, ...] = (),
 
 # ---------------------------------------------------------------------- oracles
 @pytest.mark.parametrize("W", range(1, 7))
-def test_equals_enumeration_float64(W):
+def test_equals_enumeration_float64(W, engine):
     gen = torch.Generator().manual_seed(W)
     n = 20 if W <= 3 else 14
     h = torch.randn(3, n, generator=gen, dtype=F64) * 1.5
@@ -39,7 +47,7 @@ def test_equals_enumeration_float64(W):
 
 
 @pytest.mark.parametrize("W", range(1, 7))
-def test_causal_rows_equal_enumeration(W):
+def test_causal_rows_equal_enumeration(W, engine):
     gen = torch.Generator().manual_seed(10 + W)
     B, H, T = 2, 2, 12
     h = torch.randn(B, H, T, T, generator=gen, dtype=F64) * 2
@@ -131,7 +139,7 @@ def test_closed_forms():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_finite_for_huge_fields(dtype):
+def test_finite_for_huge_fields(dtype, engine):
     gen = torch.Generator().manual_seed(5)
     T, W = 40, 4
     h = (torch.randn(2, 2, T, T, generator=gen, dtype=F64) * 1e4).to(dtype)
@@ -145,7 +153,7 @@ def test_finite_for_huge_fields(dtype):
     assert (w.sum(-1) - 1).abs().max() < 10 * torch.finfo(dtype).eps * T
 
 
-def test_huge_fields_equal_the_log_space_enumeration():
+def test_huge_fields_equal_the_log_space_enumeration(engine):
     gen = torch.Generator().manual_seed(15)
     T, W = 10, 3
     h = torch.randn(1, 1, T, T, generator=gen, dtype=F64) * 1e4
@@ -156,7 +164,7 @@ def test_huge_fields_equal_the_log_space_enumeration():
     assert (la - ref).abs().max() < 1e-12 * 2e4 * T
 
 
-def test_float32_matches_float64():
+def test_float32_matches_float64(engine):
     gen = torch.Generator().manual_seed(6)
     T, W = 96, 5
     h = torch.randn(2, 1, T, T, generator=gen, dtype=F64) * 3
@@ -169,7 +177,7 @@ def test_float32_matches_float64():
     assert (la32.double() - la64)[..., vis].abs().max() < tol
 
 
-def test_gradcheck():
+def test_gradcheck(engine):
     gen = torch.Generator().manual_seed(7)
     h = torch.randn(1, 2, 6, 6, generator=gen, dtype=F64, requires_grad=True)
     c = torch.randn(2, 2, 6, generator=gen, dtype=F64, requires_grad=True)
@@ -195,6 +203,20 @@ def test_autograd_equals_enumeration_gradient():
     inside = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).abs() <= W  # out of the band: no parameter
     assert (sym(gJ_band) - sym(gJ_enum))[..., inside].abs().max() < 1e-11
     assert (gJ_band[..., ~inside] == 0).all()
+
+
+def test_wide_couplings_fall_back_to_the_log_space_sweep():
+    gen = torch.Generator().manual_seed(12)
+    T, W = 30, 3
+    h = torch.randn(1, 1, T, T, generator=gen, dtype=F64)
+    c = banded.diagonals(band_J(T, W, gen, batch=(1,), scale=8.0), W)  # can underflow float32, not float64
+    beta = torch.ones(1, dtype=F64)
+    assert banded._scaled_period(c, beta, torch.float32) == 0 and banded._scaled_period(c, beta, F64) > 0
+    la32 = banded.layer_log_alpha(h.float(), c.float(), beta.float())
+    la64 = banded.layer_log_alpha(h, c, beta)
+    vis = torch.ones(T, T, dtype=torch.bool).tril()
+    assert torch.isfinite(la32[..., vis]).all()
+    assert (la32.double() - la64)[..., vis].abs().max() < 1e-4 * float(la64[..., vis].abs().max())
 
 
 # ---------------------------------------------------------------------- the model
