@@ -7,10 +7,12 @@ band 4, band 8, softmax, ...``) so machine load hits all alike; the table gives 
 Targets (issue #41): ``--band 4`` within 3x and ``--band 8`` within 12x of softmax at T = 128.
 
 Flop floor (SPEC 3b): a query's chain of ``i + 1`` keys costs ``2 (i + 1) 2**W`` multiply-adds each way (two
-predecessors per window state), about ``T 2**W`` per query on average over the causal prefixes, so a layer's
-forward-backward sweep is ``2 B H T * T 2**W`` multiply-adds; softmax attention's ``QK^T`` and ``AV`` are
-``2 B H T * T d`` (``d`` the head size). The table gives both as ratios of the step's measured flop rate, and the
-sweep's share at the rate of the softmax step (how close the banded step is to the arithmetic it cannot avoid).
+predecessors per window state), so a causal layer's forward and backward sweeps are ``sum_i 4 (i + 1) 2**W ~
+2 T**2 2**W`` multiply-adds per (batch, head) row, against softmax attention's ``QK^T`` and ``AV``, ``2 T**2 d``
+(``d`` the head size); training differentiates through the sweeps, about 3x the forward arithmetic (as for any
+layer). The table gives that training floor in milliseconds at the elementwise multiply-add rate measured in the same
+run (``torch.addcmul`` over 2**22 contiguous float32 values: the sweeps are elementwise, not matrix products), the
+engine's measured time (the banded step minus the softmax step: the rest of the model is the same), and their ratio.
 
     python -m bench.banded                                   # T = 128, bands 4 and 8, batch 64
     python -m bench.banded --block-sizes 512 --bands 4 --batch-size 8
@@ -22,6 +24,7 @@ import argparse
 import os
 import statistics
 import sys
+import time
 
 import torch
 
@@ -59,6 +62,18 @@ def make_step(flags: list[str]):
     return step
 
 
+def mac_rate(reps: int = 20) -> float:
+    """Multiply-adds per second of ``torch.addcmul`` over ``2**22`` contiguous float32 values (best of ``reps``)."""
+    a, b, c = (torch.rand(1 << 22) for _ in range(3))
+    out = torch.empty_like(a)
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        torch.addcmul(a, b, c, out=out)
+        best = min(best, time.perf_counter() - t)
+    return a.numel() / best
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--block-sizes", type=int, nargs="+", default=[128])
@@ -78,8 +93,12 @@ def main(argv: list[str] | None = None) -> None:
         f"threads {args.threads}, torch {torch.__version__}; median of {args.reps} interleaved reps x "
         f"{args.steps_per_rep} steps\n"
     )
-    print("| T | setting | ms/step | / softmax | sweep floor / attention floor | sweep floor share at softmax's rate |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    rate = mac_rate()
+    print(f"elementwise multiply-add rate (addcmul, float32, 1 thread): {rate / 1e9:.2f} G/s\n")
+    print(
+        "| T | setting | ms/step | / softmax | sweep / softmax-attention MACs | training floor ms | engine ms | engine / floor |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for T in args.block_sizes:
         settings = {"softmax": None, **{f"--band {W}": W for W in args.bands}}
         steps = {k: make_step(user_flags(T, W, args)) for k, W in settings.items()}
@@ -90,18 +109,17 @@ def main(argv: list[str] | None = None) -> None:
             for k, s in steps.items():
                 times[k].append(time_steps(s, args.steps_per_rep))
         med = {k: statistics.median(v) for k, v in times.items()}
-        rows = args.batch_size * args.n_head * T  # attention rows (queries) per layer
-        soft_flops = 3 * 2 * rows * T * d  # QK^T and AV, forward + backward (x3)
+        rows = args.batch_size * args.n_head  # (batch, head) rows of one layer
         for k, W in settings.items():
-            ratio = med[k] / med["softmax"]
             if W is None:
-                print(f"| {T} | softmax | {1e3 * med[k]:.1f} | 1.00x | - | - |")
+                print(f"| {T} | softmax | {1e3 * med[k]:.1f} | 1.00x | - | - | - | - |")
                 continue
-            sweep = 3 * 2 * rows * T * 2**W  # forward + backward sweeps (2 T 2^W per row over the prefixes), x3
-            # the sweep's floor at the softmax step's own flop rate (all of its time spent at that rate)
-            share = sweep / soft_flops
+            sweep = 2 * rows * T * T * 2**W  # forward and backward sweeps over the causal prefixes
+            floor = 3 * sweep / rate  # with the gradient
+            engine = med[k] - med["softmax"]
             print(
-                f"| {T} | {k} | {1e3 * med[k]:.1f} | {ratio:.2f}x | {sweep / soft_flops:.2f} | {share / ratio:.2f} |",
+                f"| {T} | {k} | {1e3 * med[k]:.1f} | {med[k] / med['softmax']:.2f}x | {2**W / d:.2f} | "
+                f"{1e3 * floor:.1f} | {1e3 * engine:.1f} | {engine / floor:.1f}x |",
                 flush=True,
             )
     print(f"\n{os.cpu_count()} cores, load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end")

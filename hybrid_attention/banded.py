@@ -245,7 +245,7 @@ def _scaled_sweep(F: torch.Tensor, G: torch.Tensor, starts: list[int], period: i
     for j in range(n):
         s = starts[j]
         A0, A1 = A[:, :, :, s - prev :].unsqueeze(3).unbind(1)  # (P, half, 1, q, R)
-        At = A0 * Ks[j][0] + A1 * Ks[j][1]  # (P, half, 2, q, R): w_j = (middle, s_j), before s_j's own field
+        At = torch.addcmul(A0 * Ks[j][0], A1, Ks[j][1])  # (P, half, 2, q, R): w_j = (middle, s_j), before s_j's field
         pre.append(At)
         A = At * fs[j][:, None, :, s:]
         if j % period == period - 1:
@@ -263,7 +263,7 @@ def _scaled_sweep(F: torch.Tensor, G: torch.Tensor, starts: list[int], period: i
         out[j] = up - torch.logaddexp(up, Fs[j][:, 1, starts[j] :] + Sm)
         if j:
             B0, B1 = (B * fs[j][:, None, :, starts[j] :]).unbind(2)  # (P, half, q, R): s_j = +1, -1
-            B = B0.unsqueeze(1) * Kb[j][0] + B1.unsqueeze(1) * Kb[j][1]  # (P, 2, half, q, R): w_{j-1}
+            B = torch.addcmul(B0.unsqueeze(1) * Kb[j][0], B1.unsqueeze(1), Kb[j][1])  # (P, 2, half, q, R): w_{j-1}
             if j % period == 0:
                 B = B / B.detach().flatten(1, 2).amax(1)[:, None, None]
             B = B.view(P, half, 2, q, R)
@@ -276,7 +276,7 @@ def _run(F: torch.Tensor, G: torch.Tensor, starts: list[int], c: torch.Tensor, b
     period = _scaled_period(c, beta, F.dtype)
     if period:
         out = _scaled_sweep(F, G, starts, period)
-        if all(bool(torch.isfinite(o.detach()).all()) for o in out):
+        if bool(torch.isfinite(torch.cat([o.detach().reshape(-1) for o in out])).all()):  # one check, one sync
             return out
     return _sweep(F, G, starts)
 
