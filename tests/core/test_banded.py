@@ -63,6 +63,21 @@ def test_causal_rows_equal_enumeration(W, engine):
     assert (w_band - w_enum).abs().max() < 1e-12
 
 
+def test_kernels_dispatch_on_structure():
+    gen = torch.Generator().manual_seed(4)
+    T, W = 10, 2
+    h = torch.randn(2, 1, T, T, generator=gen, dtype=F64)
+    J = band_J(T, W, gen, batch=(1,))
+    m = kernels.causal_marginals(h, J)  # a band: the transfer matrix
+    assert (m - kernels.causal_marginals_loop(h, J)).abs().max() < 1e-12  # one enumeration per query
+    long = exact.MAX_SPINS + 16
+    hl = torch.randn(1, 1, long, long, generator=gen, dtype=F64)
+    ml = kernels.causal_marginals(hl, band_J(long, W, gen, batch=(1,)))  # past the enumeration limit
+    assert torch.isfinite(ml).all() and (ml.triu(1) == 0).all()
+    with pytest.raises(ValueError, match="above the limit"):
+        kernels.causal_marginals(hl, band_J(long, long - 1, gen, batch=(1,)))  # a full J: refused
+
+
 def test_bidirectional_rows_equal_enumeration():
     gen = torch.Generator().manual_seed(3)
     h = torch.randn(2, 1, 5, 9, generator=gen, dtype=F64)
