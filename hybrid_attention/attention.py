@@ -314,11 +314,6 @@ class BoltzmannAttention(nn.Module):
         band = _check_band(band)
         if band_shape not in BAND_SHAPES:
             raise ValueError(f"band_shape must be one of {BAND_SHAPES}, got {band_shape!r}")
-        if band >= block_size:
-            raise ValueError(
-                f"band = {band} must be below block_size = {block_size} (a band of width >= block_size - 1 is a full "
-                "J); use band 0 for a full J"
-            )
         j_field = _check_field(j_field)
         if j_field != 0.0 and mode != "j":
             raise ValueError(f"j_field applies to mode 'j' only, got j_field = {j_field} with mode {mode!r}")
@@ -326,6 +321,11 @@ class BoltzmannAttention(nn.Module):
             checks.check_positive_int(value, name)
         if n_embd % n_head:
             raise ValueError(f"n_embd must be divisible by n_head, got n_embd = {n_embd}, n_head = {n_head}")
+        if band >= block_size:
+            raise ValueError(
+                f"band = {band} must be below block_size = {block_size} (a band of width >= block_size - 1 is a full "
+                "J); use band 0 for a full J"
+            )
         beta = checks.positive_real(beta, "beta")
         self.n_head, self.n_embd, self.block_size = n_head, n_embd, block_size
         self.mode, self.causal = mode, causal
