@@ -10,7 +10,7 @@ import torch
 
 from hybrid_attention import exact
 from hybrid_attention.apps import cli
-from hybrid_attention.apps.fidelity.model import load_model
+from hybrid_attention.apps.runs import load_run
 
 TINY = ["--n-embd", "8", "--batch-size", "4", "--no-progress", "--warmup", "2", "--eval-size", "16"]
 
@@ -38,7 +38,7 @@ def test_banded_run_past_the_enumeration_limit(tmp_path, shape):
     J = torch.tensor(json.loads((out / "couplings.json").read_text())["J"][0])
     far = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).abs() > 3
     assert J.shape == (1, T, T) and torch.equal(J, J.transpose(1, 2)) and (J[:, far] == 0).all()
-    model, _ = load_model(out / "checkpoint.pt")
+    model = load_run(out).model
     assert model.config.band == 3 and model.config.band_shape == shape
 
 
