@@ -6,7 +6,8 @@ qiskit or pennylane, and nothing here imports the floors above it (circuits, bac
 * ``ising``: :class:`IsingProblem` and the conventions (docs/theory.md section 2); ``checks``: every input check (beta,
   seeds, counts, head couplings, the memory budget);
 * ``exact``: the exact oracle (enumeration, log Z, marginals, correlations, probabilities, exact samples);
-  ``kernels``: the attention kernels on its factorised core (causal, bidirectional, shared couplings);
+  ``kernels``: the attention kernels on its factorised core (causal, bidirectional, shared couplings); ``banded``:
+  the transfer matrix for couplings in a band ``|j - k| <= W`` (exact at any length);
 * ``sampler``: the typed sampler interface (``Sampler``, ``SamplerCapabilities``); ``sampleset``: ``SampleSet``;
 * ``sampling``: ``Sampling``, the one value that says how attention is sampled (sampler, reads, readout, estimator,
   persistent chains), passed explicitly as ``model(idx, targets, sampling=...)``; ``bridge``: any sampler's output
@@ -47,6 +48,7 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module(mod), attr)
     if name in {
         "exact",
+        "banded",
         "ising",
         "kernels",
         "sampler",

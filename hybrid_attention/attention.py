@@ -43,7 +43,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import checks, exact, kernels
+from . import banded, checks, exact, kernels
 from .ising import IsingProblem
 from .sampling import Sampling, as_sampling
 
@@ -57,6 +57,7 @@ __all__ = [
     "BoltzmannAttention",
     "AttentionProblems",
     "symmetric_couplings",
+    "BAND_SHAPES",
 ]
 
 #: the paper's four-way ablation
@@ -66,6 +67,17 @@ CONTROLS = ("bias",)
 ALL_MODES = MODES + CONTROLS
 #: modes with a ``(H, T, T)`` coupling-shaped parameter ``J_raw``
 COUPLED_MODES = ("hj", "j", "bias")
+#: how a band of couplings is stored: ``free`` (one value per position and distance, ``(H, W, block_size)``) or
+#: ``toeplitz`` (one value per distance, ``(H, W)``: relative position, extends to any sequence length)
+BAND_SHAPES = ("free", "toeplitz")
+
+
+def _check_band(band: Any) -> int:
+    if isinstance(band, bool) or not isinstance(band, int):
+        raise TypeError(f"band must be an int (0 = a full J, W >= 1 = couplings at key distance <= W), got {band!r}")
+    if band < 0:
+        raise ValueError(f"band must be >= 0 (0 = a full J, W >= 1 = couplings at key distance <= W), got {band}")
+    return band
 
 
 def _check_mode(mode: Any) -> str:
@@ -101,6 +113,7 @@ def attention_weights(
     num_reads: int | None = None,
     seed: Any = None,
     j_field: float = 0.0,
+    band: int = 0,
 ) -> torch.Tensor:
     """Normalised attention weights from scores.
 
@@ -119,11 +132,15 @@ def attention_weights(
             is built here (floats and bools raise ``TypeError``; both are checked even without a sampler).
         j_field: mode ``j`` only: the constant symmetry-breaking field that replaces the scores (0: the paper's
             ``h = 0``, exactly uniform attention).
+        band: 0 (a full ``J``, exact by enumeration up to ``exact.MAX_SPINS`` keys) or ``W >= 1``: ``J`` is zero beyond
+            key distance ``W`` and the exact weights come from the transfer matrix of :mod:`hybrid_attention.banded`
+            at any ``T`` (softmax over ``log alpha``; SPEC 3b). A ``J`` with couplings outside the band is refused.
 
     Returns:
         ``(B, H, Tq, T)`` weights, zero on masked keys, rows summing to 1.
     """
     mode = _check_mode(mode)
+    band = _check_band(band)
     j_field = _check_field(j_field)
     if j_field != 0.0 and mode != "j":
         raise ValueError(f"j_field applies to mode 'j' only, got j_field = {j_field} with mode {mode!r}")
@@ -152,8 +169,7 @@ def attention_weights(
     if mode == "j" and j_field != 0.0:
         h = torch.full_like(h, j_field)  # a constant field breaks the spin-flip symmetry; the scores stay unused
         if sampling is None:
-            exact.check_size(T)
-            return kernels.exact_weights(h, J, b, causal=causal)
+            return _exact_weights(h, J, b, causal, band)
     if sampling is None:
         if mode == "h":
             # independent spins: (1 + tanh(beta h)) / 2 = sigmoid(2 beta h); normalise in log space so the
@@ -164,10 +180,7 @@ def attention_weights(
             # h = 0: spin-flip symmetry gives m = 0 exactly, alpha = 1/2 on every visible key.
             w = vis.to(h.dtype).expand(B, H, Tq, T)
             return w / w.sum(-1, keepdim=True)
-        exact.check_size(T)
-        # J and beta were validated above: the unvalidated kernel keeps the training hot path lean. Rows whose
-        # alpha = (1 + m) / 2 underflows are redone from log alpha (kernels.exact_weights), the others are unchanged.
-        return kernels.exact_weights(h, J, b, causal=causal)
+        return _exact_weights(h, J, b, causal, band)
     from .bridge import attention_marginals  # the sampler route, imported on use
 
     if mode == "h":
@@ -176,6 +189,18 @@ def attention_weights(
         h = torch.zeros_like(h)
     m = attention_marginals(h, J, b, sampling=sampling, causal=causal)
     return kernels.normalised_weights(m, vis)
+
+
+def _exact_weights(h: torch.Tensor, J: torch.Tensor, b: torch.Tensor, causal: bool, band: int) -> torch.Tensor:
+    """Exact weights ``(B, H, Tq, T)`` of validated scores ``h``, couplings ``J (H, T, T)`` and ``b (H,)``: the transfer
+    matrix for a band (any ``T``), enumeration for a full ``J`` (``T <= exact.MAX_SPINS``)."""
+    if band:
+        c = banded.diagonals(J, band)  # refuses a J with couplings outside the band
+        return torch.softmax(banded.layer_log_alpha(h, c, b, causal=causal), dim=-1)
+    exact.check_size(h.shape[-1])
+    # J and beta were validated by the caller: the unvalidated kernel keeps the training hot path lean. Rows whose
+    # alpha = (1 + m) / 2 underflows are redone from log alpha (kernels.exact_weights), the others are unchanged.
+    return kernels.exact_weights(h, J, b, causal=causal)
 
 
 def boltzmann_attention(
@@ -192,6 +217,7 @@ def boltzmann_attention(
     num_reads: int | None = None,
     seed: Any = None,
     j_field: float = 0.0,
+    band: int = 0,
 ) -> torch.Tensor:
     """Boltzmann attention (docs/theory.md section 3): ``o_i = sum_j a_ij v_j``.
 
@@ -208,6 +234,7 @@ def boltzmann_attention(
         sampler, num_reads, seed: instead of ``sampling``: a sampler object from :mod:`hybrid_attention.backends`,
             reads per problem and a seed (the value is built from them).
         j_field: mode ``j``: constant symmetry-breaking field (:func:`attention_weights`).
+        band: 0 (full ``J``) or the band ``W`` of a banded ``J`` (:func:`attention_weights`).
 
     Returns:
         ``(B, H, Tq, dv)``, differentiable w.r.t. ``q``, ``k``, ``v``, ``J`` and a tensor ``beta``. Works in
@@ -222,7 +249,8 @@ def boltzmann_attention(
         raise ValueError(f"incompatible shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
     h = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
     sampling = as_sampling(sampling, sampler=sampler, num_reads=num_reads, seed=seed)
-    return attention_weights(h, J, mode=mode, causal=causal, beta=beta, sampling=sampling, j_field=j_field) @ v
+    a = attention_weights(h, J, mode=mode, causal=causal, beta=beta, sampling=sampling, j_field=j_field, band=band)
+    return a @ v
 
 
 def symmetric_couplings(raw: torch.Tensor) -> torch.Tensor:
@@ -245,9 +273,15 @@ class BoltzmannAttention(nn.Module):
         causal: causal masking.
         dropout: dropout on the output projection.
         j_field: mode ``j`` only: constant symmetry-breaking field (0 = the paper's ``h = 0``).
+        band: 0 (a full ``J``) or ``W`` with ``1 <= W < block_size``: couplings only between keys at distance ``<= W``,
+            exact at any ``block_size`` by the transfer matrix (:mod:`hybrid_attention.banded`, SPEC 3b).
+        band_shape: how a band is stored (:data:`BAND_SHAPES`): ``free`` (``J_raw (H, W, block_size)``,
+            ``J_raw[:, d-1, j] = J_{j-d, j}``) or ``toeplitz`` (``J_raw (H, W)``, one value per distance: loads into a
+            layer of any ``block_size``).
 
     ``J`` is stored as a raw parameter ``J_raw`` (initialised to zero); :attr:`J` mirrors its strict upper
-    triangle, so it is symmetric with a zero diagonal by construction, after any optimiser step.
+    triangle (or, with a band, places its diagonals), so it is symmetric with a zero diagonal by construction, after
+    any optimiser step. Loading a state dict saved with another band or band shape raises ``ValueError``.
     Modes ``softmax`` and ``h`` have no couplings parameter; the control ``bias`` stores its positional bias in
     ``J_raw`` (same shape, same count of free parameters, ``block_size (block_size - 1) / 2`` per head).
 
@@ -275,9 +309,14 @@ class BoltzmannAttention(nn.Module):
         dropout: float = 0.0,
         bias: bool = True,
         j_field: float = 0.0,
+        band: int = 0,
+        band_shape: str = "free",
     ) -> None:
         super().__init__()
         mode = _check_mode(mode)
+        band = _check_band(band)
+        if band_shape not in BAND_SHAPES:
+            raise ValueError(f"band_shape must be one of {BAND_SHAPES}, got {band_shape!r}")
         j_field = _check_field(j_field)
         if j_field != 0.0 and mode != "j":
             raise ValueError(f"j_field applies to mode 'j' only, got j_field = {j_field} with mode {mode!r}")
@@ -285,6 +324,11 @@ class BoltzmannAttention(nn.Module):
             checks.check_positive_int(value, name)
         if n_embd % n_head:
             raise ValueError(f"n_embd must be divisible by n_head, got n_embd = {n_embd}, n_head = {n_head}")
+        if band >= block_size:
+            raise ValueError(
+                f"band = {band} must be below block_size = {block_size} (a band of width >= block_size - 1 is a full "
+                "J); use band 0 for a full J"
+            )
         beta = checks.positive_real(beta, "beta")
         self.n_head, self.n_embd, self.block_size = n_head, n_embd, block_size
         self.mode, self.causal = mode, causal
@@ -292,8 +336,9 @@ class BoltzmannAttention(nn.Module):
         self.c_proj = nn.Linear(n_embd, n_embd, bias=bias)
         self.dropout = nn.Dropout(dropout)
         self.j_field = j_field
+        self.band, self.band_shape = band, band_shape
         if mode in COUPLED_MODES:
-            self.J_raw = nn.Parameter(torch.zeros(n_head, block_size, block_size))
+            self.J_raw = nn.Parameter(torch.zeros(self._raw_shape()))
         else:
             self.register_parameter("J_raw", None)
         log_beta = torch.full((n_head,), math.log(beta))
@@ -302,10 +347,39 @@ class BoltzmannAttention(nn.Module):
         else:
             self.register_buffer("log_beta", log_beta)
 
+    def _raw_shape(self) -> tuple[int, ...]:
+        H, T, W = self.n_head, self.block_size, self.band
+        if not W:
+            return (H, T, T)
+        return (H, W) if self.band_shape == "toeplitz" else (H, W, T)
+
+    def _describe(self, shape: tuple[int, ...]) -> str:
+        """The coupling storage a ``J_raw`` shape stands for (full J, free band or Toeplitz band)."""
+        if len(shape) == 2:
+            return f"a toeplitz band W = {shape[1]} (shape {tuple(shape)})"
+        if len(shape) == 3 and shape[1] != shape[2]:
+            return f"a free band W = {shape[1]} (shape {tuple(shape)})"
+        return f"a full J (band 0, shape {tuple(shape)})"
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
+        saved = state_dict.get(prefix + "J_raw")
+        if saved is not None and self.J_raw is not None and tuple(saved.shape) != tuple(self.J_raw.shape):
+            raise ValueError(
+                f"{prefix}J_raw: the state dict holds couplings as {self._describe(tuple(saved.shape))}, this layer "
+                f"expects {self._describe(tuple(self.J_raw.shape))} (band = {self.band}, band_shape = "
+                f"{self.band_shape!r}, block_size = {self.block_size}); build the model with the band it was saved with"
+            )
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     @property
     def J(self) -> torch.Tensor | None:
-        """Couplings ``(n_head, block_size, block_size)``, symmetric, zero diagonal (``None`` without couplings)."""
-        return None if self.J_raw is None else symmetric_couplings(self.J_raw)
+        """Couplings ``(n_head, block_size, block_size)``, symmetric, zero diagonal (``None`` without couplings);
+        with a band, zero beyond key distance ``band``."""
+        if self.J_raw is None:
+            return None
+        if self.band:
+            return banded.dense_couplings(self.J_raw, self.block_size)
+        return symmetric_couplings(self.J_raw)
 
     @property
     def beta(self) -> torch.Tensor:
@@ -319,7 +393,14 @@ class BoltzmannAttention(nn.Module):
         B, T, C = x.shape
         h, v = self._scores_values(x)
         a = attention_weights(
-            h, self.J, mode=self.mode, causal=self.causal, beta=self.beta, sampling=sampling, j_field=self.j_field
+            h,
+            self.J,
+            mode=self.mode,
+            causal=self.causal,
+            beta=self.beta,
+            sampling=sampling,
+            j_field=self.j_field,
+            band=self.band,
         )
         y = (a @ v).transpose(1, 2).contiguous().view(B, T, C)
         y = self.dropout(self.c_proj(y))

@@ -22,6 +22,11 @@ gradients (equal to ``beta Cov(...)``; docs/theory.md section 3) in float32 and 
 
 Masked spins are dropped (decoupled and then marginalised out, which is exact), never pinned.
 
+Structure decides the engine of :func:`marginals` (``method="auto"``): couplings in a band ``|j - k| <= W`` narrower
+than a full ``J`` (``1 <= W < n - 1``) go through the transfer matrix of :mod:`hybrid_attention.banded` at any ``n``
+(cost about ``n 2**W`` per row instead of ``2**n``); a full ``J`` is enumerated (``n <= max_spins``); anything else is
+refused with the reason. ``method="enumerate"`` or ``"banded"`` forces one engine.
+
 Example:
     >>> import torch
     >>> from hybrid_attention import IsingProblem, exact
@@ -39,7 +44,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import checks
+from . import banded, checks
 from .ising import IsingProblem, index_to_spins
 
 __all__ = [
@@ -225,6 +230,50 @@ def _rows(h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor, want_corr: bool)
     return logZ, m, corr
 
 
+METHODS = ("auto", "enumerate", "banded")
+
+
+def _band_of(J: torch.Tensor, n: int, method: str, max_spins: int | None) -> int:
+    """The band ``W >= 1`` the transfer matrix should use for couplings ``J (..., n, n)``, or 0 to enumerate.
+
+    Raises:
+        ValueError: an unknown ``method``; ``method="banded"`` with a full ``J`` (no band narrower than ``n - 1``);
+            enumeration of more than ``max_spins`` spins (the message names the couplings' bandwidth).
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    W = banded.bandwidth(J) if method != "enumerate" else n - 1
+    limit = MAX_SPINS if max_spins is None else int(max_spins)
+    if method == "banded" or (method == "auto" and (1 <= W < n - 1 or (W == 0 and n > limit))):
+        if W >= n - 1 and n > 1 and W > 0:
+            raise ValueError(
+                f"method='banded' needs couplings in a band |j - k| <= W with W < n - 1 = {n - 1}, got a full J "
+                f"(couplings up to key distance {W}); use method='enumerate' (n <= {limit}) or a banded J"
+            )
+        if n > 1:
+            return max(W, 1)
+    if n > limit and method == "auto":
+        raise ValueError(
+            f"exact marginals of n = {n} spins: the couplings reach key distance {W} = n - 1 (a full J), so the "
+            f"transfer matrix does not apply, and enumeration needs 2**{n} configurations, above max_spins = {limit}. "
+            "Restrict J to a band (|j - k| <= W < n - 1), use an approximate sampler (get_sampler('gibbs') or "
+            "get_sampler('meanfield')), or raise max_spins"
+        )
+    check_size(n, max_spins)
+    return 0
+
+
+def _banded_marginals(problem: IsingProblem, W: int) -> torch.Tensor:
+    """Marginals ``(*batch, n)`` by the transfer matrix (:mod:`hybrid_attention.banded`)."""
+    flat = problem.flatten()
+    h, J = flat.dropped()
+    n = problem.n
+    m = 2.0 * banded.log_marginals(h, banded.diagonals(J, W), flat.beta_tensor()).exp() - 1.0
+    if flat.mask is not None:
+        m = m * flat.mask.to(m.dtype)
+    return m.reshape(*problem.batch_shape, n)
+
+
 def _run(problem: IsingProblem, want_corr: bool, max_spins: int | None):
     if not isinstance(problem, IsingProblem):
         raise TypeError(f"expected an IsingProblem, got {type(problem).__name__}")
@@ -263,8 +312,28 @@ def log_partition(problem: IsingProblem, *, max_spins: int | None = None) -> tor
     return _run(problem, False, max_spins)[0]
 
 
-def marginals(problem: IsingProblem, *, max_spins: int | None = None) -> torch.Tensor:
-    """Exact ``<s_j>``, shape ``(*batch, n)``; 0 for masked spins. Differentiable (autograd gives ``beta Cov``)."""
+def marginals(problem: IsingProblem, *, max_spins: int | None = None, method: str = "auto") -> torch.Tensor:
+    """Exact ``<s_j>``, shape ``(*batch, n)``; 0 for masked spins. Differentiable (autograd gives ``beta Cov``).
+
+    ``method``: ``"auto"`` (couplings in a band ``|j - k| <= W < n - 1`` take the transfer matrix at any ``n``, a
+    full ``J`` is enumerated up to ``max_spins``), ``"enumerate"`` or ``"banded"``.
+
+    Raises:
+        ValueError: a full ``J`` with ``n > max_spins`` (or with ``method="banded"``); an unknown ``method``; a band
+            above the memory budget (:data:`hybrid_attention.checks.MEMORY_BUDGET`).
+
+    Example:
+        >>> import torch
+        >>> from hybrid_attention import IsingProblem, exact
+        >>> J = torch.diag(torch.ones(99), 1) + torch.diag(torch.ones(99), -1)  # a chain of 100 spins: W = 1
+        >>> exact.marginals(IsingProblem(torch.zeros(100), J)).abs().max().item()  # h = 0: every m = 0
+        0.0
+    """
+    if not isinstance(problem, IsingProblem):
+        raise TypeError(f"expected an IsingProblem, got {type(problem).__name__}")
+    W = _band_of(problem.J, problem.n, method, max_spins)
+    if W:
+        return _banded_marginals(problem, W)
     return _run(problem, False, max_spins)[1]
 
 

@@ -34,7 +34,7 @@ import torch
 
 # the factorised core (coupling tables, field factors, the log-space and upcast paths) has one owner, the oracle:
 # the kernels call it through the module, so there is one definition of each numerical path
-from . import checks, exact
+from . import banded, checks, exact
 
 __all__ = [
     "causal_marginals",
@@ -47,17 +47,30 @@ __all__ = [
 
 
 def _kernel_inputs(
-    h: Any, J: Any, beta: Any, T: int, max_spins: int | None, visible: torch.Tensor | None = None
+    h: Any,
+    J: Any,
+    beta: Any,
+    T: int,
+    max_spins: int | None,
+    visible: torch.Tensor | None = None,
+    *,
+    band: list[int] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Validate ``h`` (already shape-checked, ``H = h.shape[1]``), ``J`` and ``beta`` for a kernel over ``T`` keys;
     return ``J``'s leading ``T x T`` block in ``h``'s dtype and ``beta`` as an ``(H,)`` tensor. ``visible`` (a
-    ``(Tq, T)`` bool mask) restricts the finiteness check of ``h`` to the entries the kernel reads."""
+    ``(Tq, T)`` bool mask) restricts the finiteness check of ``h`` to the entries the kernel reads. With ``band`` (a
+    list to fill), couplings in a band ``1 <= W < T - 1`` put ``W`` into it and skip the enumeration size limit
+    (the caller takes the transfer matrix of :mod:`hybrid_attention.banded`)."""
     if not h.is_floating_point():
         raise TypeError(f"h must be a floating-point tensor, got dtype {h.dtype}")
     H = h.shape[1]
     Jt = checks.check_head_couplings(J, H, T)
     beta_h = checks.beta_per_head(beta, H, h)
-    exact.check_size(T, max_spins)
+    W = banded.bandwidth(Jt) if band is not None else 0
+    if 1 <= W < T - 1:
+        band.append(W)
+    else:
+        exact.check_size(T, max_spins)
     hd = h.detach() if visible is None else h.detach().masked_fill(~visible, 0.0)
     if not bool(torch.isfinite(hd).all()):
         where = "" if visible is None else " on the keys each query sees"
@@ -222,10 +235,12 @@ def causal_marginals(
         ``m`` of shape ``(B, H, T, T)`` with ``m[..., i, j] = <s_j>`` for ``j <= i`` and 0 above the diagonal.
 
     Raises:
-        ValueError: wrong shapes, ``T`` above ``max_spins``, non-finite visible scores or couplings, an asymmetric
+        ValueError: wrong shapes, ``T`` above ``max_spins`` with a full ``J``, non-finite visible scores or couplings, an asymmetric
             ``J`` (e.g. only its upper triangle filled in) or one with a nonzero diagonal, ``beta`` not finite or
             ``<= 0``; raised before any work.
 
+    Couplings in a band ``|j - k| <= W`` with ``1 <= W < T - 1`` take the transfer matrix of
+    :mod:`hybrid_attention.banded` instead, at any ``T`` (``max_spins`` does not apply); a full ``J`` is enumerated.
     Queries with the same prefix length share one coupling table per head, built once; the field part is two
     GEMMs per group of prefixes. Short prefixes are grouped into one call (padded with free spins, which drop
     out exactly) so Python overhead does not dominate; total work is about ``B H sum_m 2**m`` multiply-adds
@@ -235,7 +250,11 @@ def causal_marginals(
         raise ValueError(f"h must have shape (B, H, T, T), got {tuple(getattr(h, 'shape', ()))}")
     T = h.shape[-1]
     tril = torch.ones(T, T, dtype=torch.bool, device=h.device).tril()
-    Jt, beta_h = _kernel_inputs(h, J, beta, T, max_spins, visible=tril)
+    band: list[int] = []
+    Jt, beta_h = _kernel_inputs(h, J, beta, T, max_spins, visible=tril, band=band)
+    if band:  # couplings in a band: the transfer matrix, at any T
+        la = banded.layer_log_alpha(h, banded.diagonals(Jt.to(h.dtype), band[0]), beta_h)
+        return (2.0 * la.exp() - 1.0).masked_fill(~tril, 0.0)
     return _causal_marginals(h, Jt, beta_h)
 
 
@@ -268,7 +287,11 @@ def bidirectional_marginals(
     ``(B, H, Tq, T)``. Raises ``ValueError`` as :func:`causal_marginals` does."""
     if not isinstance(h, torch.Tensor) or h.ndim != 4:
         raise ValueError(f"h must have shape (B, H, Tq, T), got {tuple(getattr(h, 'shape', ()))}")
-    Jt, beta_h = _kernel_inputs(h, J, beta, h.shape[-1], max_spins)
+    band: list[int] = []
+    Jt, beta_h = _kernel_inputs(h, J, beta, h.shape[-1], max_spins, band=band)
+    if band:
+        la = banded.layer_log_alpha(h, banded.diagonals(Jt.to(h.dtype), band[0]), beta_h, causal=False)
+        return 2.0 * la.exp() - 1.0
     return _bidirectional_marginals(h, Jt, beta_h)
 
 

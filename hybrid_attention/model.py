@@ -35,7 +35,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import exact as _exact
-from .attention import ALL_MODES, COUPLED_MODES, AttentionProblems, BoltzmannAttention
+from .attention import ALL_MODES, BAND_SHAPES, COUPLED_MODES, AttentionProblems, BoltzmannAttention
 from .sampling import Sampling
 
 __all__ = ["TransformerConfig", "Transformer", "IGNORE_INDEX", "HEADS"]
@@ -64,6 +64,10 @@ class TransformerConfig:
         exact_max_spins: limit for exact enumeration (``exact.MAX_SPINS``); checked for ``hj``/``j`` with the
             exact path (``exact=True``).
         exact: whether marginals are computed exactly (``False`` when a sampler is attached).
+        band: 0 (a full ``J``, today's model) or ``W`` with ``1 <= W < block_size``: couplings only between keys at
+            distance ``<= W``, exact at any ``block_size`` by the transfer matrix (SPEC 3b; no ``exact_max_spins``
+            limit then).
+        band_shape: ``free`` (one coupling per position and distance) or ``toeplitz`` (one per distance).
     """
 
     vocab_size: int
@@ -81,6 +85,8 @@ class TransformerConfig:
     j_field: float = 0.0
     exact: bool = True
     exact_max_spins: int = _exact.MAX_SPINS
+    band: int = 0
+    band_shape: str = "free"
 
     def __post_init__(self) -> None:
         self.validate()
@@ -113,12 +119,27 @@ class TransformerConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
         if not (isinstance(self.beta, (int, float)) and math.isfinite(self.beta) and self.beta > 0):
             raise ValueError(f"beta must be a finite number > 0, got {self.beta!r}")
-        if self.exact and self.attention in ("hj", "j") and self.block_size > self.exact_max_spins:
+        self._validate_band()
+        if self.exact and self.attention in ("hj", "j") and not self.band and self.block_size > self.exact_max_spins:
             raise ValueError(
                 f"block_size = {self.block_size} is above the exact-enumeration limit of {self.exact_max_spins} spins for "
                 f"attention {self.attention!r} (each query is an Ising system over up to block_size keys, 2**block_size "
-                "states); use block_size <= the limit, attention 'softmax' or 'h', or an approximate sampler"
+                "states); use block_size <= the limit, a band (band = W < block_size: exact at any length), attention "
+                "'softmax' or 'h', or an approximate sampler"
             )
+
+    def _validate_band(self) -> None:
+        if isinstance(self.band, bool) or not isinstance(self.band, int):
+            raise TypeError(f"TransformerConfig.band must be an int, got {type(self.band).__name__} {self.band!r}")
+        if self.band < 0:
+            raise ValueError(f"TransformerConfig.band must be >= 0 (0 = a full J), got {self.band}")
+        if self.band >= self.block_size:
+            raise ValueError(
+                f"TransformerConfig.band = {self.band} must be below block_size = {self.block_size} (a band of width "
+                ">= block_size - 1 is a full J; use band 0)"
+            )
+        if self.band_shape not in BAND_SHAPES:
+            raise ValueError(f"TransformerConfig.band_shape must be one of {BAND_SHAPES}, got {self.band_shape!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -151,6 +172,8 @@ class Block(nn.Module):
             dropout=cfg.dropout,
             bias=cfg.bias,
             j_field=cfg.j_field,
+            band=cfg.band,
+            band_shape=cfg.band_shape,
         )
         self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias) if cfg.ffn else None
         self.mlp = MLP(cfg) if cfg.ffn else None

@@ -60,6 +60,8 @@ SAMPLERS: dict[str, SamplerEntry] = {
     "exact": SamplerEntry("hybrid_attention.backends.exact", "ExactSampler"),
     "statevector": SamplerEntry("hybrid_attention.backends.dqa.statevector", "StatevectorSampler"),
     "aer": SamplerEntry("hybrid_attention.backends.dqa.aer", "AerSampler", "aer"),
+    # aer's matrix_product_state method: chain (banded) problems up to 100 qubits
+    "aer-mps": SamplerEntry("hybrid_attention.backends.dqa.aer_mps", "AerMPSSampler", "aer"),
     "pennylane": SamplerEntry("hybrid_attention.backends.dqa.pennylane", "PennyLaneSampler", "pennylane"),
     "ibm": SamplerEntry("hybrid_attention.backends.ibm.sampler", "IBMSampler", "ibm"),
     # quantum-enhanced MCMC: circuit proposals, Metropolis acceptance, Boltzmann output (not a DQA output)

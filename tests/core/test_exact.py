@@ -181,7 +181,7 @@ def test_gradients_float32_match_float64(rng):
 
 
 def test_size_limit_raises_before_allocating():
-    p = IsingProblem(torch.zeros(30))
+    p = IsingProblem(torch.zeros(30), torch.ones(30, 30) - torch.eye(30))  # a full J: no band to use
     with pytest.raises(ValueError, match=r"n = 30 .*max_spins = 24.*gibbs.*meanfield"):
         exact.marginals(p)
     with pytest.raises(ValueError, match="max_spins = 3"):

@@ -11,7 +11,7 @@ from .loop import train
 
 __all__ = ["add_arguments", "run"]
 
-_BEFORE_OUT = ("task", "attention", "block_size", "max_steps", "seed")
+_BEFORE_OUT = ("task", "attention", "block_size", "band", "band_shape", "max_steps", "seed")
 _AFTER_OUT = (
     "resume",
     *MODEL_FLAGS,

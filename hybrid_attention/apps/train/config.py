@@ -185,6 +185,8 @@ class TrainConfig:
     source_length: int = 0
     pointer: str = "linear"
     j_field: float = 0.0
+    band: int = 0
+    band_shape: str = "free"
     patience: int = 0
     threads: int = 1
     resume: bool = False
@@ -435,4 +437,6 @@ class TrainConfig:
             head=head,
             exact=self.sampler == "exact",
             j_field=self.j_field,
+            band=self.band,
+            band_shape=self.band_shape,
         )

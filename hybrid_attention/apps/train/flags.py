@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from hybrid_attention.attention import ALL_MODES
+from hybrid_attention.attention import ALL_MODES, BAND_SHAPES
 
 from ..cli_types import non_negative_int, positive_float, positive_int
 from ..hardware import budget_seconds
@@ -143,6 +143,17 @@ FLAGS: dict[str, Flag] = {
         "--j-field",
         "attention j: a constant symmetry-breaking field replacing h = 0, so that J can learn (0: the paper's J-only)",
         {"type": float, "metavar": "EPS"},
+    ),
+    "band": Flag(
+        "--band",
+        "couplings only between keys at distance <= W (1 <= W < T): exact at any T by the transfer matrix, cost about "
+        "T 2**W per attention row (docs/banded.md); 0: a full J",
+        {"type": non_negative_int, "metavar": "W"},
+    ),
+    "band_shape": Flag(
+        "--band-shape",
+        "with --band: free (a coupling per position and distance) or toeplitz (one per distance, any length)",
+        {"choices": BAND_SHAPES},
     ),
     "bracket_types": Flag(
         "--bracket-types", "brackets: number of bracket types", {"type": positive_int, "metavar": "K"}

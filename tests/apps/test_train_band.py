@@ -1,0 +1,68 @@
+"""``hybrid-attention train --band W``: a banded run past the enumeration limit, what it records, and its refusals."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import pytest
+import torch
+
+from hybrid_attention import exact
+from hybrid_attention.apps import cli
+from hybrid_attention.apps.runs import load_run
+
+TINY = ["--n-embd", "8", "--batch-size", "4", "--no-progress", "--warmup", "2", "--eval-size", "16"]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)  # train() sets the thread count from --threads
+
+
+def run(out, *extra):
+    base = ["train", "--task", "brackets", "--attention", "hj", "--steps", "2", "--eval-interval", "2"]
+    return cli.main([*base, "--out", str(out), *TINY, *extra])
+
+
+@pytest.mark.parametrize("shape", ["free", "toeplitz"])
+def test_banded_run_past_the_enumeration_limit(tmp_path, shape):
+    T = exact.MAX_SPINS + 8  # a full J would be refused here
+    out = tmp_path / shape
+    assert run(out, "--block-size", str(T), "--band", "3", "--band-shape", shape) == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert (cfg["run"]["band"], cfg["run"]["band_shape"]) == (3, shape)
+    assert (cfg["model"]["band"], cfg["model"]["band_shape"]) == (3, shape)
+    J = torch.tensor(json.loads((out / "couplings.json").read_text())["J"][0])
+    far = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).abs() > 3
+    assert J.shape == (1, T, T) and torch.equal(J, J.transpose(1, 2)) and (J[:, far] == 0).all()
+    model = load_run(out).model
+    assert model.config.band == 3 and model.config.band_shape == shape
+
+
+def test_resume_with_another_band_is_refused(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert run(out, "--block-size", "8", "--band", "2") == 0
+    capsys.readouterr()
+    rc = cli.main(["train", "--out", str(out), "--resume", "--band", "3", "--steps", "4", "--no-progress"])
+    assert rc == 2 and "band: checkpoint 2, now 3" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--block-size", "8", "--band", "-1"], "expected an integer >= 0, got '-1'"),
+        (["--block-size", "8", "--band", "8"], "band = 8 must be below block_size = 8"),
+        (["--block-size", "8", "--band-shape", "diagonal"], "invalid choice: 'diagonal'"),
+    ],
+)
+def test_bad_band_flags_fail_before_training(tmp_path, capsys, extra, message):
+    out = tmp_path / "never"
+    parser_refusal = "invalid choice" in message or "expected an integer" in message  # argparse exits 2 itself
+    with pytest.raises(SystemExit) if parser_refusal else contextlib.nullcontext():
+        rc = run(out, *extra)
+        assert rc == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()

@@ -1,0 +1,332 @@
+"""The banded transfer-matrix engine (SPEC 3b) against enumeration, an independent numpy oracle, closed forms and
+gradcheck; its bad inputs."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from hybrid_attention import IsingProblem, banded, checks, exact, kernels
+from hybrid_attention.attention import BoltzmannAttention, attention_weights
+from hybrid_attention.model import Transformer, TransformerConfig
+
+F64 = torch.float64
+
+
+@pytest.fixture(params=["scaled", "log"])
+def engine(request, monkeypatch):
+    """Run a test through each sweep: the probability-domain one (forced, every 8 positions) or the log-space one."""
+    limit = {torch.float32: 1e9, torch.float64: 1e9} if request.param == "scaled" else {}
+    monkeypatch.setattr(banded, "_SCALED_LIMIT", limit)
+    return request.param
+
+
+def band_J(n: int, W: int, gen: torch.Generator, *, batch: tuple[int, ...] = (), scale: float = 1.0) -> torch.Tensor:
+    """A random symmetric ``J (*batch, n, n)``, zero diagonal, zero beyond key distance ``W``."""
+    J = torch.randn(*batch, n, n, generator=gen, dtype=F64) * scale
+    d = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs()
+    J = torch.triu(J * ((d >= 1) & (d <= W)), 1)
+    return J + J.transpose(-1, -2)
+
+
+# ---------------------------------------------------------------------- oracles
+@pytest.mark.parametrize("W", range(1, 7))
+def test_equals_enumeration_float64(W, engine):
+    gen = torch.Generator().manual_seed(W)
+    n = 20
+    h = torch.randn(3, n, generator=gen, dtype=F64) * 1.5
+    p = IsingProblem(h, band_J(n, W, gen), beta=0.8)
+    m_band = exact.marginals(p, method="banded")
+    m_enum = exact.marginals(p, method="enumerate")
+    assert (m_band - m_enum).abs().max() < 1e-12
+    assert torch.equal(exact.marginals(p), m_band)  # auto: a band narrower than n - 1 takes the transfer matrix
+
+
+@pytest.mark.parametrize("W", range(1, 7))
+def test_causal_rows_equal_enumeration(W, engine):
+    gen = torch.Generator().manual_seed(10 + W)
+    B, H, T = 2, 2, 12
+    h = torch.randn(B, H, T, T, generator=gen, dtype=F64) * 2
+    J = band_J(T, W, gen, batch=(H,))
+    beta = torch.tensor([1.0, 0.6], dtype=F64)
+    la = banded.layer_log_alpha(h, banded.diagonals(J, W), beta)
+    m = kernels.causal_marginals(h, J, beta)
+    vis = torch.ones(T, T, dtype=torch.bool).tril()
+    assert (la.exp() - (1 + m) / 2).abs()[..., vis].max() < 1e-12
+    assert torch.isneginf(la[..., ~vis]).all()
+    w_band = attention_weights(h, J, beta=beta, band=W)
+    w_enum = attention_weights(h, J, beta=beta)
+    assert (w_band - w_enum).abs().max() < 1e-12
+
+
+def test_kernels_dispatch_on_structure():
+    gen = torch.Generator().manual_seed(4)
+    T, W = 10, 2
+    h = torch.randn(2, 1, T, T, generator=gen, dtype=F64)
+    J = band_J(T, W, gen, batch=(1,))
+    m = kernels.causal_marginals(h, J)  # a band: the transfer matrix
+    assert (m - kernels.causal_marginals_loop(h, J)).abs().max() < 1e-12  # one enumeration per query
+    long = exact.MAX_SPINS + 16
+    hl = torch.randn(1, 1, long, long, generator=gen, dtype=F64)
+    ml = kernels.causal_marginals(hl, band_J(long, W, gen, batch=(1,)))  # past the enumeration limit
+    assert torch.isfinite(ml).all() and (ml.triu(1) == 0).all()
+    with pytest.raises(ValueError, match="above the limit"):
+        kernels.causal_marginals(hl, band_J(long, long - 1, gen, batch=(1,)))  # a full J: refused
+
+
+def test_bidirectional_rows_equal_enumeration():
+    gen = torch.Generator().manual_seed(3)
+    h = torch.randn(2, 1, 5, 9, generator=gen, dtype=F64)
+    J = band_J(9, 2, gen, batch=(1,))
+    w_band = attention_weights(h, J, causal=False, band=2)
+    w_enum = attention_weights(h, J, causal=False)
+    assert (w_band - w_enum).abs().max() < 1e-12
+
+
+def numpy_chain_marginals(h: np.ndarray, J: np.ndarray, W: int, beta: float) -> np.ndarray:
+    """Independent oracle: <s_j> of one chain by a plain probability-domain transfer matrix with per-step scaling.
+
+    States are tuples (s_{j-W+1}, ..., s_j) of real spins only (no ghosts: the first W positions use shorter windows).
+    """
+    n = len(h)
+    states = [list(itertools.product((1, -1), repeat=min(j + 1, W))) for j in range(n)]
+    index = [{s: k for k, s in enumerate(st)} for st in states]
+
+    def weight(j: int, s: tuple) -> float:  # s: window ending at j (last entry s_j), of length min(j + 1, W + 1)
+        e = h[j] * s[-1] + sum(J[j - d, j] * s[-1] * s[-1 - d] for d in range(1, len(s)))
+        return beta * e
+
+    def steps(j: int):  # (previous state, new state, log weight) for position j >= 1
+        for prev in states[j - 1]:
+            for sj in (1, -1):
+                full = prev + (sj,)
+                yield index[j - 1][prev], index[j][full[-min(j + 1, W) :]], weight(j, full)
+
+    trans = [None] + [list(steps(j)) for j in range(1, n)]
+    fwd = [np.array([math.exp(weight(0, s)) for s in states[0]])]
+    fwd[0] /= fwd[0].sum()
+    for j in range(1, n):
+        a = np.zeros(len(states[j]))
+        for p, q, lw in trans[j]:
+            a[q] += fwd[-1][p] * math.exp(lw)
+        fwd.append(a / a.sum())
+    bwd = [None] * n
+    bwd[-1] = np.ones(len(states[-1]))
+    for j in range(n - 1, 0, -1):
+        b = np.zeros(len(states[j - 1]))
+        for p, q, lw in trans[j]:
+            b[p] += bwd[j][q] * math.exp(lw)
+        bwd[j - 1] = b / b.sum()
+    m = np.empty(n)
+    for j in range(n):
+        post = fwd[j] * bwd[j]
+        sj = np.array([s[-1] for s in states[j]])
+        m[j] = (post * sj).sum() / post.sum()
+    return m
+
+
+@pytest.mark.parametrize("W", [1, 3, 5])
+def test_equals_numpy_oracle_at_n_1024(W, engine):
+    n = 1024
+    rng = np.random.default_rng(W)
+    h = rng.normal(size=n)
+    J = np.zeros((n, n))
+    for d in range(1, W + 1):
+        v = rng.normal(scale=0.7, size=n - d)
+        J += np.diag(v, d) + np.diag(v, -d)
+    m = exact.marginals(IsingProblem(torch.from_numpy(h[None]), torch.from_numpy(J), beta=0.9))[0].numpy()
+    ref = numpy_chain_marginals(h, J, W, 0.9)
+    assert np.abs(m - ref).max() < 1e-11
+
+
+# ---------------------------------------------------------------------- closed forms, numerics, gradients
+def test_closed_forms():
+    h = torch.linspace(-3, 3, 300, dtype=F64)
+    m = exact.marginals(IsingProblem(h[None], torch.zeros(300, 300, dtype=F64), beta=0.7), method="banded")
+    assert (m[0] - torch.tanh(0.7 * h)).abs().max() < 1e-13
+    chain = torch.diag(torch.linspace(-2, 2, 499, dtype=F64), 1)
+    p = IsingProblem(torch.zeros(1, 500, dtype=F64), chain + chain.T)
+    assert exact.marginals(p).abs().max() < 1e-13  # W = 1, h = 0: spin-flip symmetric, every m = 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_finite_for_huge_fields(dtype, engine):
+    gen = torch.Generator().manual_seed(5)
+    T, W = 40, 4
+    h = (torch.randn(2, 2, T, T, generator=gen, dtype=F64) * 1e4).to(dtype)
+    h[0, 0] = -1e4  # every key of a row pinned down: (1 + m) / 2 would be 0 for all of them
+    J = band_J(T, W, gen, batch=(2,), scale=3.0).to(dtype)
+    la = banded.layer_log_alpha(h, banded.diagonals(J, W), torch.ones(2, dtype=dtype))
+    vis = torch.ones(T, T, dtype=torch.bool).tril()
+    assert torch.isfinite(la[..., vis]).all()
+    w = torch.softmax(la, -1)
+    assert torch.isfinite(w).all()
+    assert (w.sum(-1) - 1).abs().max() < 10 * torch.finfo(dtype).eps * T
+
+
+def test_huge_fields_equal_the_log_space_enumeration(engine):
+    gen = torch.Generator().manual_seed(15)
+    T, W = 10, 3
+    h = torch.randn(1, 1, T, T, generator=gen, dtype=F64) * 1e4
+    h[0, 0, -1] = -1e4  # the last row: every key pinned down
+    J = band_J(T, W, gen, scale=3.0)
+    la = banded.layer_log_alpha(h, banded.diagonals(J[None], W), torch.ones(1, dtype=F64))[0, 0, -1]
+    ref = kernels._log_alpha(h[0, 0, -1:], J, torch.tensor(1.0, dtype=F64))[0]  # enumeration in log space
+    assert (la - ref).abs().max() < 1e-12 * 2e4 * T
+
+
+def test_float32_matches_float64(engine):
+    gen = torch.Generator().manual_seed(6)
+    T, W = 96, 5
+    h = torch.randn(2, 1, T, T, generator=gen, dtype=F64) * 3
+    c = banded.diagonals(band_J(T, W, gen, batch=(1,)), W)
+    la64 = banded.layer_log_alpha(h, c, torch.ones(1, dtype=F64))
+    la32 = banded.layer_log_alpha(h.float(), c.float(), torch.ones(1))
+    vis = torch.ones(T, T, dtype=torch.bool).tril()
+    # each of the ~2 T log-add-exp steps rounds once, on values of size <= T log 2 + sum |beta h|
+    tol = 4 * T * torch.finfo(torch.float32).eps * float(h.abs().max() * 2 + T)
+    assert (la32.double() - la64)[..., vis].abs().max() < tol
+
+
+def test_gradcheck(engine):
+    gen = torch.Generator().manual_seed(7)
+    h = torch.randn(1, 2, 6, 6, generator=gen, dtype=F64, requires_grad=True)
+    c = torch.randn(2, 2, 6, generator=gen, dtype=F64, requires_grad=True)
+    beta = torch.tensor([0.9, 1.3], dtype=F64, requires_grad=True)
+    vis = torch.ones(6, 6, dtype=torch.bool).tril()
+    assert torch.autograd.gradcheck(lambda h, c, b: banded.layer_log_alpha(h, c, b)[..., vis], (h, c, beta))
+    hr = torch.randn(3, 7, generator=gen, dtype=F64, requires_grad=True)
+    cr = torch.randn(3, 3, 7, generator=gen, dtype=F64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda h, c: banded.log_marginals(h, c, 0.8), (hr, cr))
+
+
+def test_autograd_equals_enumeration_gradient():
+    gen = torch.Generator().manual_seed(8)
+    T, W = 9, 3
+    h = torch.randn(2, 1, T, T, generator=gen, dtype=F64, requires_grad=True)
+    J = band_J(T, W, gen, batch=(1,)).requires_grad_(True)
+    g = torch.randn(2, 1, T, T, generator=gen, dtype=F64)
+    grads = [torch.autograd.grad((attention_weights(h, J, band=b) * g).sum(), (h, J)) for b in (W, 0)]
+    (gh_band, gJ_band), (gh_enum, gJ_enum) = grads
+    assert (gh_band - gh_enum).abs().max() < 1e-11
+    # the band reads J_{j-d, j} (upper triangle), enumeration both triangles: compare per coupling, J_jk + J_kj
+    sym = lambda g: g + g.transpose(-1, -2)  # noqa: E731
+    inside = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).abs() <= W  # out of the band: no parameter
+    assert (sym(gJ_band) - sym(gJ_enum))[..., inside].abs().max() < 1e-11
+    assert (gJ_band[..., ~inside] == 0).all()
+
+
+def test_wide_couplings_fall_back_to_the_log_space_sweep():
+    gen = torch.Generator().manual_seed(12)
+    T, W = 30, 3
+    h = torch.randn(1, 1, T, T, generator=gen, dtype=F64)
+    c = banded.diagonals(band_J(T, W, gen, batch=(1,), scale=8.0), W)  # can underflow float32, not float64
+    beta = torch.ones(1, dtype=F64)
+    assert banded._scaled_period(c, beta, torch.float32) == 0 and banded._scaled_period(c, beta, F64) > 0
+    la32 = banded.layer_log_alpha(h.float(), c.float(), beta.float())
+    la64 = banded.layer_log_alpha(h, c, beta)
+    vis = torch.ones(T, T, dtype=torch.bool).tril()
+    assert torch.isfinite(la32[..., vis]).all()
+    assert (la32.double() - la64)[..., vis].abs().max() < 1e-4 * float(la64[..., vis].abs().max())
+
+
+# ---------------------------------------------------------------------- the model
+def test_band_model_equals_full_model_with_the_same_couplings():
+    torch.manual_seed(0)
+    cfg = dict(vocab_size=11, block_size=10, n_embd=16, n_head=2)
+    full, band = Transformer(TransformerConfig(**cfg)), Transformer(TransformerConfig(**cfg, band=3))
+    band.load_state_dict({k: v for k, v in full.state_dict().items() if not k.endswith("J_raw")}, strict=False)
+    with torch.no_grad():
+        band.blocks[0].attn.J_raw.normal_()
+        full.blocks[0].attn.J_raw.copy_(band.blocks[0].attn.J)
+    full.double(), band.double()
+    idx = torch.randint(0, 11, (3, 10))
+    assert (full(idx)[0] - band(idx)[0]).abs().max() < 1e-12
+
+
+def test_toeplitz_loads_at_a_longer_block():
+    short = BoltzmannAttention(16, 2, block_size=128, band=4, band_shape="toeplitz")
+    with torch.no_grad():
+        short.J_raw.normal_()
+    long = BoltzmannAttention(16, 2, block_size=512, band=4, band_shape="toeplitz")
+    long.load_state_dict(short.state_dict())
+    assert torch.equal(long.J[:, :128, :128], short.J)
+    assert torch.equal(long.J[:, 300, 302], short.J[:, 0, 2])  # one value per distance
+    y = long(torch.randn(1, 512, 16))
+    assert torch.isfinite(y).all()
+
+
+def test_long_block_trains_finite():
+    torch.manual_seed(1)
+    model = Transformer(TransformerConfig(vocab_size=7, block_size=64, n_embd=16, band=2, band_shape="toeplitz"))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    idx = torch.randint(0, 7, (4, 64))
+    for _ in range(3):
+        _, loss = model(idx, idx)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert torch.isfinite(loss)
+    assert model.blocks[0].attn.J_raw.abs().sum() > 0
+
+
+# ---------------------------------------------------------------------- bad input
+def test_band_above_the_memory_budget(monkeypatch):
+    monkeypatch.setattr(checks, "MEMORY_BUDGET", 1 << 20)
+    with pytest.raises(ValueError, match=r"banded engine .* band W = 12.*memory budget"):
+        banded.layer_log_alpha(torch.zeros(1, 1, 40, 40), torch.zeros(1, 12, 40), torch.ones(1))
+    model = Transformer(TransformerConfig(vocab_size=5, block_size=40, n_embd=8, band=12))
+    with pytest.raises(ValueError, match="memory budget"):
+        model(torch.zeros(1, 40, dtype=torch.long))
+
+
+@pytest.mark.parametrize(
+    ("kw", "err", "match"),
+    [
+        (dict(band=-1), ValueError, r"band must be >= 0.*got -1"),
+        (dict(band=16), ValueError, r"band = 16 must be below block_size = 16"),
+        (dict(band=20), ValueError, r"band = 20 must be below block_size = 16"),
+        (dict(band=2.0), TypeError, r"band must be an int.*2\.0"),
+        (dict(band=2, band_shape="diagonal"), ValueError, r"band_shape must be one of .*'diagonal'"),
+    ],
+)
+def test_bad_band_settings(kw, err, match):
+    with pytest.raises(err, match=match):
+        TransformerConfig(vocab_size=5, block_size=16, **kw)
+    with pytest.raises(err, match=match.replace("TransformerConfig.", "")):
+        BoltzmannAttention(8, 1, block_size=16, **kw)
+
+
+def test_negative_band_in_the_functional_form():
+    with pytest.raises(ValueError, match=r"band must be >= 0.*got -2"):
+        attention_weights(torch.zeros(1, 1, 4, 4), torch.zeros(1, 4, 4), band=-2)
+
+
+def test_full_J_refused_by_the_banded_path():
+    gen = torch.Generator().manual_seed(9)
+    J = band_J(8, 7, gen, batch=(1,))  # couplings up to distance 7: a full J
+    with pytest.raises(ValueError, match=r"couplings up to key distance 7, outside the band W = 2"):
+        attention_weights(torch.zeros(1, 1, 8, 8, dtype=F64), J, band=2)
+    with pytest.raises(ValueError, match=r"method='banded' needs .* got a full J"):
+        exact.marginals(IsingProblem(torch.zeros(8, dtype=F64), J[0]), method="banded")
+    big = band_J(30, 29, gen)
+    with pytest.raises(ValueError, match=r"key distance 29 = n - 1 \(a full J\).*max_spins = 24"):
+        exact.marginals(IsingProblem(torch.zeros(30, dtype=F64), big))
+    with pytest.raises(ValueError, match="method must be one of"):
+        exact.marginals(IsingProblem(torch.zeros(3)), method="chain")
+
+
+def test_loading_another_band_is_refused():
+    cfg = dict(vocab_size=5, block_size=16, n_embd=8)
+    saved = Transformer(TransformerConfig(**cfg, band=2)).state_dict()
+    for other, what in (
+        (dict(band=3), "free band W = 3"),
+        (dict(), r"full J"),
+        (dict(band=2, band_shape="toeplitz"), "toeplitz"),
+    ):
+        with pytest.raises(ValueError, match=rf"free band W = 2 .* expects a {what}"):
+            Transformer(TransformerConfig(**cfg, **other)).load_state_dict(saved)
