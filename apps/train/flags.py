@@ -44,6 +44,9 @@ MODEL_FLAGS = (
     "train_max_depth",
     "source_length",
     "pointer",
+    "decoys",
+    "kv_pairs",
+    "mqar_vocab",
 )
 
 
@@ -94,7 +97,8 @@ class Flag:
 FLAGS: dict[str, Flag] = {
     "task": Flag(
         "--task",
-        "shakespeare (next character), brackets (point at the match) or runs (point at the run of the query letter)",
+        "shakespeare (next character), brackets (point at the match), runs (point at the run of the query letter) or "
+        "mqar (recall the value of each queried key)",
         {"choices": TASKS},
     ),
     "attention": Flag(
@@ -155,6 +159,20 @@ FLAGS: dict[str, Flag] = {
     ),
     "pointer": Flag(
         "--pointer", "brackets: a linear pointer head, or the last layer's attention weights", {"choices": POINTERS}
+    ),
+    "decoys": Flag(
+        "--decoys",
+        "runs: isolated occurrences of the query letter per sequence (-1: (T - 4) // 8, which grows with T; "
+        "N >= 0: N at every T)",
+        {"type": int, "metavar": "N"},
+    ),
+    "kv_pairs": Flag(
+        "--kv-pairs", "mqar: key-value pairs per sequence, each queried once (0: T // 8)", {"type": int, "metavar": "N"}
+    ),
+    "mqar_vocab": Flag(
+        "--mqar-vocab",
+        "mqar: vocabulary size, keys below V/2 and values above (0: max(64, 4 T))",
+        {"type": int, "metavar": "V"},
     ),
     "grad_clip": Flag("--grad-clip", "gradient-norm clipping threshold", {"type": float}),
     "data": Flag(
