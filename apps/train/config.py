@@ -159,6 +159,8 @@ class TrainConfig:
     kv_pairs: int = 0
     mqar_vocab: int = 0
     j_field: float = 0.0
+    mta_query_kernel: int = 6
+    mta_key_kernel: int = 11
     patience: int = 0
     threads: int = 1
     resume: bool = False
@@ -270,8 +272,8 @@ class TrainConfig:
         return pairs, self.mqar_vocab or default_vocab(self.block_size)
 
     def _check_sampler(self) -> None:
-        if self.sampler != "exact" and self.attention == "softmax":
-            raise ValueError("--sampler applies to Boltzmann modes (hj, h, j), not to softmax attention")
+        if self.sampler != "exact" and self.attention in ("softmax", "bias", "mta"):
+            raise ValueError(f"--sampler applies to Boltzmann modes (hj, h, j), not to attention {self.attention!r}")
         if self.eval_exact and self.attention in ("hj", "j") and self.block_size > MAX_SPINS:
             raise ValueError(f"--eval-exact needs block_size <= {MAX_SPINS} (exact enumeration), got {self.block_size}")
         if self.sampler != "exact" and self.sampler not in SAMPLERS:
@@ -426,4 +428,6 @@ class TrainConfig:
             head=head,
             exact=self.sampler == "exact",
             j_field=self.j_field,
+            mta_query_kernel=self.mta_query_kernel,
+            mta_key_kernel=self.mta_key_kernel,
         )

@@ -38,6 +38,8 @@ MODEL_FLAGS = (
     "warmup",
     "patience",
     "j_field",
+    "mta_query_kernel",
+    "mta_key_kernel",
     "bracket_types",
     "filler",
     "disjoint",
@@ -103,7 +105,8 @@ FLAGS: dict[str, Flag] = {
     ),
     "attention": Flag(
         "--attention",
-        "attention mode (docs/theory.md section 3); bias: the positional-bias control",
+        "attention mode (docs/theory.md section 3); controls: bias (a learned positional bias), mta (key-query "
+        "convolution)",
         {"choices": ALL_MODES},
     ),
     "block_size": Flag("--block-size", "sequence length T (spins per query)", {"type": int, "metavar": "T"}),
@@ -143,6 +146,16 @@ FLAGS: dict[str, Flag] = {
         "--j-field",
         "attention j: a constant symmetry-breaking field replacing h = 0, so that J can learn (0: the paper's J-only)",
         {"type": float, "metavar": "EPS"},
+    ),
+    "mta_query_kernel": Flag(
+        "--mta-query-kernel",
+        "attention mta: the convolution kernel's size over queries (the latest c_q queries)",
+        {"type": int, "metavar": "CQ"},
+    ),
+    "mta_key_kernel": Flag(
+        "--mta-key-kernel",
+        "attention mta: the convolution kernel's size over keys, odd (centred)",
+        {"type": int, "metavar": "CK"},
     ),
     "bracket_types": Flag("--bracket-types", "brackets: number of bracket types", {"type": int, "metavar": "K"}),
     "filler": Flag("--filler", "brackets: probability of a filler token per position", {"type": float}),
