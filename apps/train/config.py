@@ -267,7 +267,8 @@ class TrainConfig:
 
     def mqar_settings(self) -> tuple[int, int]:
         """The mqar task's ``(pairs, vocab_size)``: ``kv_pairs`` and ``mqar_vocab``, or for 0 the defaults that scale
-        with ``T`` (:func:`hybrid_attention.tasks.mqar.default_pairs`, :func:`~hybrid_attention.tasks.mqar.default_vocab`)."""
+        with ``T`` (:func:`hybrid_attention.tasks.mqar.default_pairs`,
+        :func:`~hybrid_attention.tasks.mqar.default_vocab`)."""
         pairs = self.kv_pairs or default_pairs(self.block_size)
         return pairs, self.mqar_vocab or default_vocab(self.block_size)
 
@@ -348,8 +349,8 @@ class TrainConfig:
 
     def resolved(self) -> TrainConfig:
         """This configuration with every setting left to the sampler made explicit (readout, shots, estimator,
-        constructor options), and the task settings left to the block size (runs: decoys; mqar: pairs, vocabulary): what a run records in ``config.json`` and trains
-        with."""
+        constructor options) and the task settings left to the block size (runs: decoys; mqar: pairs, vocabulary):
+        what a run records in ``config.json`` and trains with."""
         return dataclasses.replace(
             self,
             decoys=self.runs_decoys() if self.task == "runs" else self.decoys,
