@@ -150,3 +150,17 @@ def test_train_config_builds_the_kernel_and_refuses_a_sampler():
         TrainConfig(task="brackets", attention="mta", mta_key_kernel=8, out="x").validate()
     with pytest.raises(ValueError, match="not to attention 'mta'"):
         TrainConfig(task="brackets", attention="mta", sampler="meanfield", out="x").validate()
+
+
+def test_a_training_run_records_the_learned_kernel(tmp_path):
+    import json
+
+    from hybrid_attention.apps.train import TrainConfig, train
+
+    out = tmp_path / "m"
+    cfg = TrainConfig(task="brackets", attention="mta", block_size=8, max_steps=2, eval_interval=2, n_embd=8,
+                      batch_size=4, mta_query_kernel=2, mta_key_kernel=3, progress=False, out=str(out))  # fmt: skip
+    assert "j0_val_accuracy" not in train(cfg)  # no couplings to zero
+    saved = json.loads((out / "couplings.json").read_text())
+    assert saved["J"] == [None] and torch.tensor(saved["mta_kernel"]).shape == (1, 1, 2, 3)
+    assert json.loads((out / "config.json").read_text())["model"]["mta_key_kernel"] == 3
