@@ -134,21 +134,17 @@ def test_accuracy_counts_query_positions_only():
     assert per == pytest.approx(7 / 8) and whole == pytest.approx(3 / 4)
 
 
-@pytest.mark.slow
-def test_a_small_softmax_model_learns_it_above_chance():
-    """Two-layer softmax (an induction head suffices) on T = 16, 2 pairs, V = 16 learns to recall: after 3000 steps
-    the held-out per-query accuracy is well above chance (1/2 for guessing between the context's two values; a
-    one-layer model, which cannot bind keys to values, stays there). Measured on a loaded 2-core machine: about 0.5
-    until step 2500, then the induction head forms (0.76 at step 2800); about 3 minutes."""
+def _train_softmax(steps, *, n_embd, n_head, seed=0):
+    """A two-layer softmax model trained on T = 16, 2 pairs, V = 16; its held-out per-query accuracy."""
     from hybrid_attention import Transformer, TransformerConfig
 
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     task = MQARTask(16, pairs=2, vocab_size=16, val_size=500)
-    cfg = TransformerConfig(vocab_size=16, block_size=16, n_layer=2, n_head=2, n_embd=64, attention="softmax")
+    cfg = TransformerConfig(vocab_size=16, block_size=16, n_layer=2, n_head=n_head, n_embd=n_embd, attention="softmax")
     model = Transformer(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    g = torch.Generator().manual_seed(0)
-    for _ in range(3000):
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
         x, y = task.get_batch("train", 64, 16, generator=g)
         _, loss = model(x, y)
         opt.zero_grad()
@@ -156,5 +152,26 @@ def test_a_small_softmax_model_learns_it_above_chance():
         opt.step()
     with torch.no_grad():
         logits, _ = model(task.val[0])
-    per, _ = accuracy(logits, task.val[1])
-    assert per > 0.6, per
+    return accuracy(logits, task.val[1])[0]
+
+
+def test_a_small_softmax_model_learns_to_answer_with_a_value_of_the_context():
+    """150 steps: the per-query accuracy is far above the chance of guessing a value token (1/8), near the 1/2 of
+    guessing between the context's two values (measured 0.55 at step 100): the model has learned where answers come
+    from, not yet which key they belong to (that takes an induction head: the slow test below)."""
+    assert _train_softmax(150, n_embd=32, n_head=1) > 0.35
+
+
+@pytest.mark.slow
+def test_a_small_softmax_model_learns_to_recall():
+    """Two layers of softmax (an induction head suffices) learn the binding: the held-out per-query accuracy goes
+    well above the 1/2 of guessing between the context's two values (a one-layer model, which cannot bind keys to
+    values, stays there). The step at which the induction head forms depends on the float kernels: measured with one
+    thread, 0.50 until step 2500, 0.76 at 2800, 0.85 at 3000; the same seed with two threads was still at 0.52 at
+    step 3000. So the test pins one thread; on other CPUs it may need more steps. About 3.5 minutes here."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert _train_softmax(3000, n_embd=64, n_head=2) > 0.6
+    finally:
+        torch.set_num_threads(n)
