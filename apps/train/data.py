@@ -28,8 +28,8 @@ EVAL_SEED = 1234
 
 
 def load_task(cfg: TrainConfig) -> tuple[Any, dict[str, Any]]:
-    """The task of ``cfg`` and its data record ``{"path", "sha256"}`` (both ``None`` for the generated bracket
-    task, whose generator settings are in the config).
+    """The task of ``cfg`` and its data record ``{"path", "sha256"}`` (both ``None`` for the generated tasks,
+    brackets, runs and mqar, whose generator settings are in the config).
 
     Raises:
         FileNotFoundError: the Shakespeare corpus cannot be found (the message says how to supply it).
@@ -75,8 +75,9 @@ def evaluate(
     sampling: Sampling | None = None,
 ) -> dict[str, Any]:
     """Validation metrics on a fixed set ``x, y (N, T)``: ``val_loss`` and ``val_perplexity`` or
-    ``val_accuracy``/``val_string_accuracy`` (accuracy tasks: per labelled position, and whole sequences). For brackets with ``depth (N, T)`` (the variants' nesting depths)
-    also ``val_accuracy_by_distance`` and ``val_accuracy_by_depth``: ``{str(value): [right, count]}``.
+    ``val_accuracy``/``val_string_accuracy`` (accuracy tasks: per labelled position, and whole sequences). For
+    brackets with ``depth (N, T)`` (the variants' nesting depths) also ``val_accuracy_by_distance`` and
+    ``val_accuracy_by_depth``: ``{str(value): [right, count]}``.
     ``sampling``: how the model samples its attention (``None``: exact marginals)."""
     model.eval()
     total, count, logits_all = 0.0, 0, []
