@@ -11,7 +11,8 @@ qiskit or pennylane, and nothing here imports the floors above it (circuits, bac
 * ``sampler``: the typed sampler interface (``Sampler``, ``SamplerCapabilities``); ``sampleset``: ``SampleSet``;
 * ``sampling``: ``Sampling``, the one value that says how attention is sampled (sampler, reads, readout, estimator,
   persistent chains), passed explicitly as ``model(idx, targets, sampling=...)``; ``bridge``: any sampler's output
-  as differentiable attention marginals; ``attention``, ``model``: the layer and the decoder; ``metrics``: fidelity
+  as differentiable attention marginals; ``attention``, ``model``: the layer and the decoder; ``mta``: the key-query
+  convolution of the control ``mta``; ``sizing``: parameter counts and width matching; ``metrics``: fidelity
   metrics; ``tasks``: the data sets.
 
 Quantum and classical samplers live in :mod:`hybrid_attention.backends`, circuits in
@@ -59,6 +60,8 @@ def __getattr__(name: str) -> Any:
         "model",
         "sampling",
         "tasks",
+        "mta",
+        "sizing",
     }:
         return importlib.import_module(f"hybrid_attention.{name}")
     raise AttributeError(f"module 'hybrid_attention' has no attribute {name!r}")

@@ -23,6 +23,10 @@ Control (not one of the paper's modes, :data:`CONTROLS`):
 * ``bias``: softmax attention with a learned positional bias: ``softmax_j(h_ij + B_ij)`` over the visible keys,
   with ``B`` symmetric and zero on the diagonal, stored exactly like ``J`` (same parameter, same count). It asks
   whether what ``J`` learns is just a positional prior.
+* ``mta``: softmax attention over key-query-convolved scores (Multi-Token Attention, :mod:`hybrid_attention.mta`):
+  a learnable ``(c_q, c_k)`` kernel per head pools the scores of neighbouring queries and keys before the softmax,
+  causal masking before and after; initialised to the identity, so it starts as softmax. It asks whether pooling
+  evidence across neighbouring keys, without couplings, does what ``J`` does.
 
 Example:
     >>> import torch
@@ -45,6 +49,7 @@ from torch.nn import functional as F
 
 from . import banded, checks, exact, kernels
 from .ising import IsingProblem
+from .mta import DEFAULT_KERNEL, identity_kernel, mta_weights
 from .sampling import Sampling, as_sampling
 
 __all__ = [
@@ -62,8 +67,9 @@ __all__ = [
 
 #: the paper's four-way ablation
 MODES = ("softmax", "hj", "h", "j")
-#: control modes: ``bias`` = softmax with a learned positional bias of J's shape
-CONTROLS = ("bias",)
+#: control modes: ``bias`` = softmax with a learned positional bias of J's shape; ``mta`` = softmax over
+#: key-query-convolved scores (Multi-Token Attention)
+CONTROLS = ("bias", "mta")
 ALL_MODES = MODES + CONTROLS
 #: modes with a ``(H, T, T)`` coupling-shaped parameter ``J_raw``
 COUPLED_MODES = ("hj", "j", "bias")
@@ -114,6 +120,7 @@ def attention_weights(
     seed: Any = None,
     j_field: float = 0.0,
     band: int = 0,
+    kernel: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Normalised attention weights from scores.
 
@@ -121,7 +128,7 @@ def attention_weights(
         h: scores ``(B, H, Tq, T)`` (``q.k / sqrt(d)``); causal requires ``Tq == T``.
         J: couplings ``(H, T', T')``, ``T' >= T`` (leading ``T x T`` block used); required for ``hj``, ``j`` and
             ``bias`` (there it is the positional bias ``B``).
-        mode: ``softmax | hj | h | j`` or the control ``bias`` (module docstring).
+        mode: ``softmax | hj | h | j`` or a control, ``bias`` or ``mta`` (module docstring).
         causal: mask future keys (they are dropped from query ``i``'s Ising system).
         beta: inverse temperature, scalar or ``(H,)``, float or (learnable) tensor.
         sampling: ``None`` for exact marginals, else a :class:`~hybrid_attention.sampling.Sampling` value that
@@ -135,6 +142,7 @@ def attention_weights(
         band: 0 (a full ``J``, exact by enumeration up to ``exact.MAX_SPINS`` keys) or ``W >= 1``: ``J`` is zero beyond
             key distance ``W`` and the exact weights come from the transfer matrix of :mod:`hybrid_attention.banded`
             at any ``T`` (softmax over ``log alpha``; SPEC 3b). A ``J`` with couplings outside the band is refused.
+        kernel: mode ``mta`` only: the key-query convolution kernel ``(H, c_q, c_k)`` (:mod:`hybrid_attention.mta`).
 
     Returns:
         ``(B, H, Tq, T)`` weights, zero on masked keys, rows summing to 1.
@@ -157,6 +165,12 @@ def attention_weights(
         if sampling is not None:
             raise ValueError("mode 'softmax' does not use a sampler; pass sampling=None")
         return torch.softmax(h.masked_fill(~vis, float("-inf")), dim=-1)
+    if mode == "mta":
+        if sampling is not None:
+            raise ValueError("mode 'mta' (softmax over convolved scores) does not use a sampler; pass sampling=None")
+        if kernel is None:
+            raise ValueError("mode 'mta' needs a key-query convolution kernel of shape (H, c_q, c_k), got None")
+        return mta_weights(h, kernel, causal=causal)
     if mode in COUPLED_MODES:
         if J is None:
             raise ValueError(f"mode {mode!r} needs couplings J of shape (H, T', T'), got None")
@@ -218,6 +232,7 @@ def boltzmann_attention(
     seed: Any = None,
     j_field: float = 0.0,
     band: int = 0,
+    kernel: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Boltzmann attention (docs/theory.md section 3): ``o_i = sum_j a_ij v_j``.
 
@@ -227,7 +242,7 @@ def boltzmann_attention(
         v: values ``(B, H, T, dv)``.
         J: couplings ``(H, T', T')`` with ``T' >= T``, symmetric with zero diagonal (leading ``T x T`` block
             used); needed for modes ``hj`` and ``j``, ignored by ``softmax`` and ``h``.
-        mode: ``softmax | hj | h | j`` or the control ``bias``.
+        mode: ``softmax | hj | h | j`` or a control, ``bias`` or ``mta``.
         causal: query ``i`` sees keys ``j <= i`` only (masked keys are dropped from its Ising system).
         beta: inverse temperature: a float, or a tensor of shape ``()`` or ``(H,)`` (may require grad).
         sampling: ``None`` (exact marginals) or a :class:`~hybrid_attention.sampling.Sampling` value.
@@ -235,6 +250,7 @@ def boltzmann_attention(
             reads per problem and a seed (the value is built from them).
         j_field: mode ``j``: constant symmetry-breaking field (:func:`attention_weights`).
         band: 0 (full ``J``) or the band ``W`` of a banded ``J`` (:func:`attention_weights`).
+        kernel: mode ``mta``: the key-query convolution kernel ``(H, c_q, c_k)``.
 
     Returns:
         ``(B, H, Tq, dv)``, differentiable w.r.t. ``q``, ``k``, ``v``, ``J`` and a tensor ``beta``. Works in
@@ -251,6 +267,10 @@ def boltzmann_attention(
     sampling = as_sampling(sampling, sampler=sampler, num_reads=num_reads, seed=seed)
     a = attention_weights(h, J, mode=mode, causal=causal, beta=beta, sampling=sampling, j_field=j_field, band=band)
     return a @ v
+    weights = attention_weights(
+        h, J, mode=mode, causal=causal, beta=beta, sampling=sampling, j_field=j_field, kernel=kernel
+    )
+    return weights @ v
 
 
 def symmetric_couplings(raw: torch.Tensor) -> torch.Tensor:
@@ -266,18 +286,17 @@ class BoltzmannAttention(nn.Module):
         n_embd: model width (divisible by ``n_head``).
         n_head: number of heads; each head has its own couplings ``J`` of shape ``(block_size, block_size)``.
         block_size: largest sequence length ``T``.
-        mode: ``softmax | hj | h | j`` or the control ``bias``.
+        mode: ``softmax | hj | h | j`` or a control, ``bias`` or ``mta``.
         beta: initial inverse temperature: a finite real scalar > 0 (Python or numpy number, or a one-element
             tensor).
         learn_beta: learn ``log beta`` per head.
         causal: causal masking.
         dropout: dropout on the output projection.
         j_field: mode ``j`` only: constant symmetry-breaking field (0 = the paper's ``h = 0``).
-        band: 0 (a full ``J``) or ``W`` with ``1 <= W < block_size``: couplings only between keys at distance ``<= W``,
-            exact at any ``block_size`` by the transfer matrix (:mod:`hybrid_attention.banded`, SPEC 3b).
-        band_shape: how a band is stored (:data:`BAND_SHAPES`): ``free`` (``J_raw (H, W, block_size)``,
-            ``J_raw[:, d-1, j] = J_{j-d, j}``) or ``toeplitz`` (``J_raw (H, W)``, one value per distance: loads into a
-            layer of any ``block_size``).
+    weights = attention_weights(
+        h, J, mode=mode, causal=causal, beta=beta, sampling=sampling, j_field=j_field, band=band, kernel=kernel
+    )
+    return weights @ v
 
     ``J`` is stored as a raw parameter ``J_raw`` (initialised to zero); :attr:`J` mirrors its strict upper
     triangle (or, with a band, places its diagonals), so it is symmetric with a zero diagonal by construction, after
@@ -311,6 +330,7 @@ class BoltzmannAttention(nn.Module):
         j_field: float = 0.0,
         band: int = 0,
         band_shape: str = "free",
+        kernel_size: tuple[int, int] = DEFAULT_KERNEL,
     ) -> None:
         super().__init__()
         mode = _check_mode(mode)
@@ -341,6 +361,10 @@ class BoltzmannAttention(nn.Module):
             self.J_raw = nn.Parameter(torch.zeros(self._raw_shape()))
         else:
             self.register_parameter("J_raw", None)
+        if mode == "mta":
+            self.mta_kernel = nn.Parameter(identity_kernel(n_head, *kernel_size))
+        else:
+            self.register_parameter("mta_kernel", None)
         log_beta = torch.full((n_head,), math.log(beta))
         if learn_beta:
             self.log_beta = nn.Parameter(log_beta)
@@ -401,6 +425,7 @@ class BoltzmannAttention(nn.Module):
             sampling=sampling,
             j_field=self.j_field,
             band=self.band,
+            kernel=self.mta_kernel,
         )
         y = (a @ v).transpose(1, 2).contiguous().view(B, T, C)
         y = self.dropout(self.c_proj(y))

@@ -36,6 +36,7 @@ from torch.nn import functional as F
 
 from . import exact as _exact
 from .attention import ALL_MODES, BAND_SHAPES, COUPLED_MODES, AttentionProblems, BoltzmannAttention
+from .mta import check_kernel_size
 from .sampling import Sampling
 
 __all__ = ["TransformerConfig", "Transformer", "IGNORE_INDEX", "HEADS"]
@@ -54,7 +55,8 @@ class TransformerConfig:
         n_layer, n_head, n_embd: depth, heads per layer, width (``n_embd % n_head == 0``).
         ffn: include the MLP sub-block (the bracket ablation also runs without it).
         dropout: dropout probability.
-        attention: ``softmax | hj | h | j`` or the control ``bias`` (softmax with a learned positional bias).
+        attention: ``softmax | hj | h | j`` or a control: ``bias`` (softmax with a learned positional bias) or
+            ``mta`` (softmax over key-query-convolved scores, :mod:`hybrid_attention.mta`).
         beta: (initial) inverse temperature of the Ising attention.
         learn_beta: learn ``log beta`` per head.
         head: ``lm`` (next-token), ``position`` (pointer over positions) or ``attention`` (the last layer's
@@ -68,6 +70,8 @@ class TransformerConfig:
             distance ``<= W``, exact at any ``block_size`` by the transfer matrix (SPEC 3b; no ``exact_max_spins``
             limit then).
         band_shape: ``free`` (one coupling per position and distance) or ``toeplitz`` (one per distance).
+        mta_query_kernel, mta_key_kernel: attention ``mta``: the convolution kernel's size ``(c_q, c_k)`` (``c_k``
+            odd; default the paper's ``(6, 11)``).
     """
 
     vocab_size: int
@@ -87,6 +91,8 @@ class TransformerConfig:
     exact_max_spins: int = _exact.MAX_SPINS
     band: int = 0
     band_shape: str = "free"
+    mta_query_kernel: int = 6
+    mta_key_kernel: int = 11
 
     def __post_init__(self) -> None:
         self.validate()
@@ -113,6 +119,7 @@ class TransformerConfig:
             raise ValueError(
                 f"j_field applies to attention 'j' only, got j_field = {self.j_field} with {self.attention!r}"
             )
+        check_kernel_size(self.mta_query_kernel, self.mta_key_kernel)
         if self.head not in HEADS:
             raise ValueError(f"unknown head {self.head!r}; expected one of {HEADS}")
         if not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
@@ -174,6 +181,7 @@ class Block(nn.Module):
             j_field=cfg.j_field,
             band=cfg.band,
             band_shape=cfg.band_shape,
+            kernel_size=(cfg.mta_query_kernel, cfg.mta_key_kernel),
         )
         self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias) if cfg.ffn else None
         self.mlp = MLP(cfg) if cfg.ffn else None

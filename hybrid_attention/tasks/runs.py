@@ -30,10 +30,22 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["VAL_SEED", "generate_runs", "decode", "RunsTask", "check_runs"]
+__all__ = ["VAL_SEED", "generate_runs", "decode", "RunsTask", "check_runs", "default_decoys"]
 
 IGNORE = -100
 VAL_SEED = 20_261_204
+
+
+def default_decoys(T: int, letters: int = 8, run: int = 3) -> int:
+    """The decoy count when none is given: ``(T - 1 - run) // letters``, the query letter's share of the positions
+    outside the run. It grows with ``T`` (3 at T = 32, 7 at T = 64, 15 at T = 128 with the defaults); a study that compares
+    lengths at a fixed difficulty passes ``decoys`` explicitly instead.
+
+    Example:
+        >>> default_decoys(32), default_decoys(64), default_decoys(128)
+        (3, 7, 15)
+    """
+    return (T - 1 - run) // letters
 
 
 def check_runs(T: Any, letters: Any, run: Any, decoys: Any) -> None:
@@ -47,8 +59,9 @@ def check_runs(T: Any, letters: Any, run: Any, decoys: Any) -> None:
         raise ValueError(f"runs task: run must be >= 2 (a run of one is a decoy), got {run}")
     if decoys < 0:
         raise ValueError(f"runs task: decoys must be >= 0, got {decoys}")
-    # the run, a gap on each side and every decoy with a gap after it fit into the T - 1 letter positions
-    need = run + 2 + 2 * decoys
+    # the run, a gap on each side and every decoy with a gap after it fit into the T - 1 letter positions; and
+    # however the decoys fall (each blocks itself and its two neighbours), a free slot is left for every one of them
+    need = max(run + 2 + 2 * decoys, run + 3 * decoys)
     if T - 1 < need:
         raise ValueError(
             f"runs task: block_size {T} is too short for a run of {run} and {decoys} decoys (needs T >= {need + 1})"
@@ -62,13 +75,14 @@ def generate_runs(
 
     Args:
         letters: alphabet size ``V``; run: length ``q`` of the run; decoys: isolated occurrences of the query letter
-            (``-1``: ``(T - 1 - q) // V``, the letter's share of the other positions).
+            (``-1``: :func:`default_decoys`, ``(T - 1 - q) // V``, the letter's share of the other positions, which
+            grows with ``T``; any ``N >= 0``: exactly ``N`` at every ``T``).
 
     Returns:
         ``tokens (n, T)`` int64 and ``labels (n, T)`` int64 (the run's middle at the last position, -100 elsewhere).
     """
     if decoys == -1:
-        decoys = (T - 1 - run) // letters
+        decoys = default_decoys(T, letters, run)
     check_runs(T, letters, run, decoys)
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be a positive int, got {n!r}")
@@ -87,8 +101,7 @@ def generate_runs(
         free[max(0, start - 1) : start + run + 1] = False
         for _ in range(decoys):
             slots = np.flatnonzero(free)
-            if len(slots) == 0:
-                break
+            assert len(slots) > 0, "check_runs guarantees a free slot for every decoy"
             p = int(rng.choice(slots))
             seq[p] = c
             free[max(0, p - 1) : p + 2] = False
@@ -109,8 +122,13 @@ def decode(tokens: Any, letters: int = 8) -> str:
 class RunsTask:
     """The run-finding task at block size ``T``: fresh training sequences, a fixed held-out set.
 
+    Args:
+        decoys: isolated occurrences of the query letter per sequence; ``-1`` (the default):
+            :func:`default_decoys`, which grows with ``T``; ``N >= 0``: exactly ``N`` at every ``T`` (a study that
+            compares lengths at fixed difficulty).
+
     Attributes:
-        vocab_size: ``2 * letters``; val: ``(x, y)`` of the held-out set.
+        vocab_size: ``2 * letters``; decoys: the decoy count in use; val: ``(x, y)`` of the held-out set.
     """
 
     def __init__(
@@ -124,7 +142,7 @@ class RunsTask:
         val_seed: int = VAL_SEED,
     ) -> None:
         self.block_size, self.letters, self.run = int(block_size), letters, run
-        self.decoys = (block_size - 1 - run) // letters if decoys == -1 else decoys
+        self.decoys = default_decoys(block_size, letters, run) if decoys == -1 else decoys
         check_runs(block_size, letters, run, self.decoys)
         self.vocab_size = 2 * letters
         self.val = self._draw(val_size, np.random.default_rng(val_seed))

@@ -107,7 +107,7 @@ def test_one_lr_continues_an_old_directory_unchanged(tmp_path, monkeypatch, lrs)
     assert marker["settings"]["lr"] == 0.01 and marker["lrs"] == [0.01] and marker["untagged_lr"] == 0.01
     old = json.loads((FIXTURE / "ablation.json").read_text())
     # a setting recorded under an older name (steps) is rewritten under today's (max_steps), with its value
-    assert marker["settings"] == upgrade_saved(old["settings"])
+    assert marker["settings"] == recorded_now(old["settings"])
     assert all(marker[k] == old[k] for k in ("modes", "block_sizes", "seeds"))
 
 
@@ -299,6 +299,15 @@ LEGACY_SETTINGS = (  # MODEL_FLAGS of the first ablations (results/ablation/*/ab
 ).split()
 
 
+def recorded_now(settings: dict) -> dict:
+    """A marker's settings as the ablation records them today: those saved under an older name under today's, and the
+    flags added after the marker was written (absent from it) at their TrainConfig defaults."""
+    from hybrid_attention.apps.ablate.grid import _SETTINGS
+
+    saved = upgrade_saved(settings)
+    return {**{k: getattr(TrainConfig(), k) for k in _SETTINGS if k not in saved}, **saved}
+
+
 def legacy_marker(d: Path) -> bytes:
     new = json.loads((FIXTURE / "ablation.json").read_text())
     old = {
@@ -328,7 +337,7 @@ def test_an_old_marker_continues_with_the_new_flags_at_their_defaults(tmp_path, 
         assert (d / name).read_bytes() == (FIXTURE / name).read_bytes(), name
     marker = json.loads((d / "ablation.json").read_text())
     fixture = json.loads((FIXTURE / "ablation.json").read_text())
-    assert marker["settings"] == upgrade_saved(fixture["settings"])  # the missing keys now recorded, at their defaults
+    assert marker["settings"] == recorded_now(fixture["settings"])  # the missing keys now recorded, at their defaults
     assert marker["lrs"] == [0.01] and marker["untagged_lr"] == 0.01
 
 

@@ -431,3 +431,54 @@ def test_a_sampler_run_beyond_exact_enumeration_finishes_with_its_j0_evaluation(
                       n_embd=8, batch_size=2, sampler="meanfield", progress=False, out=str(tmp_path / "r"))  # fmt: skip
     m = train(cfg)
     assert m["finished"] and "j0_val_accuracy" in m
+
+
+def test_runs_decoys_flag_is_checked_and_recorded(tmp_path):
+    """``--decoys N`` holds the runs task's decoy count fixed; the default (-1) is recorded as the number it means;
+    other tasks refuse it."""
+    from hybrid_attention.apps.train import TrainConfig, load_task, train
+    from hybrid_attention.apps.train.command import add_arguments
+    from hybrid_attention.apps.train.flags import config_from_args
+
+    parser = __import__("argparse").ArgumentParser()
+    add_arguments(parser)
+    cfg = config_from_args(parser.parse_args(["--task", "runs", "--block-size", "64", "--decoys", "2", "--out", "x"]))
+    assert cfg.decoys == 2 and cfg.runs_decoys() == 2 and load_task(cfg)[0].decoys == 2
+    assert TrainConfig(task="runs", block_size=64).runs_decoys() == 7
+    assert TrainConfig(task="runs", block_size=64).resolved().decoys == 7
+    assert TrainConfig(task="brackets").resolved().decoys == -1
+    with pytest.raises(ValueError, match="--decoys applies to --task runs"):
+        TrainConfig(task="brackets", decoys=2, out="x").validate()
+    with pytest.raises(ValueError, match="too short"):
+        TrainConfig(task="runs", block_size=16, decoys=5, out="x").validate()
+    with pytest.raises(ValueError, match="decoys must be an integer"):
+        TrainConfig(task="runs", decoys=-2, out="x").validate()
+    out = tmp_path / "r"
+    train(TrainConfig(task="runs", attention="softmax", block_size=16, max_steps=1, eval_interval=1, n_embd=8,
+                      batch_size=4, progress=False, out=str(out)))  # fmt: skip
+    assert read(out, "config.json")["run"]["decoys"] == 1  # (16 - 4) // 8, as the run used it
+
+
+def test_mqar_task_trains_and_records_its_settings(tmp_path, capsys):
+    """``--task mqar``: a language-model head scored by accuracy at the query positions; pairs and vocabulary
+    default to the block size's and are recorded as numbers; they are refused for other tasks or when they cannot fit."""
+    from hybrid_attention.apps.train import TrainConfig
+
+    out = tmp_path / "m"
+    rc = cli.main(["train", "--task", "mqar", "--attention", "softmax", "--block-size", "16", "--steps", "2",
+                   "--eval-interval", "2", "--out", str(out), *TINY])  # fmt: skip
+    assert rc == 0
+    m, conf = read(out, "metrics.json"), read(out, "config.json")
+    assert 0 <= m["val_accuracy"] <= 1 and "val_string_accuracy" in m and "val_perplexity" not in m
+    assert (conf["run"]["kv_pairs"], conf["run"]["mqar_vocab"]) == (2, 64) and conf["model"]["vocab_size"] == 64
+    assert conf["model"]["head"] == "lm"
+    cfg = TrainConfig(task="mqar", attention="softmax", block_size=32, kv_pairs=5, mqar_vocab=100)
+    assert cfg.mqar_settings() == (5, 100) and cfg.model_config().vocab_size == 100
+    with pytest.raises(ValueError, match="--kv-pairs applies to --task mqar"):
+        TrainConfig(task="brackets", kv_pairs=3, out="x").validate()
+    with pytest.raises(ValueError, match="too short for 9 key-value pairs"):
+        TrainConfig(task="mqar", attention="softmax", block_size=32, kv_pairs=9, out="x").validate()
+    with pytest.raises(ValueError, match="vocab_size 8 has 3 key tokens"):
+        TrainConfig(task="mqar", attention="softmax", block_size=32, mqar_vocab=8, out="x").validate()
+    with pytest.raises(ValueError, match="--pointer to brackets and runs"):
+        TrainConfig(task="mqar", pointer="attention", out="x").validate()

@@ -402,3 +402,33 @@ def test_runs_settings_are_checked():
         check_runs(16, 8.0, 3, 0)
     with pytest.raises(ValueError, match="n must be a positive int"):
         generate_runs(0, 16)
+
+
+@pytest.mark.parametrize("T", [16, 32, 64, 128])
+def test_runs_decoy_count_can_be_held_fixed_across_lengths(T):
+    """``decoys=N``: exactly N isolated decoys at every T (training draws and the held-out set); ``-1`` keeps the
+    default, which grows with T."""
+    from hybrid_attention.tasks.runs import RunsTask, default_decoys, generate_runs
+
+    x, _ = generate_runs(200, T, seed=5, decoys=2)
+    for row in x.tolist():
+        c = row[-1] - 8
+        runs = _runs_of(row[:-1], c)
+        assert sorted(r[1] for r in runs) == [1, 1, 3]
+    task = RunsTask(T, decoys=2, val_size=50)
+    assert task.decoys == 2
+    assert all(len(_runs_of(r[:-1], r[-1] - 8)) == 3 for r in task.val[0].tolist())
+    assert RunsTask(T, val_size=5).decoys == default_decoys(T) == (T - 4) // 8
+
+
+def test_runs_every_decoy_is_placed_at_the_feasibility_edge():
+    """The shortest length check_runs accepts for 5 decoys places all 5 in every sequence, however they fall;
+    one position less is refused."""
+    from hybrid_attention.tasks.runs import check_runs, generate_runs
+
+    T = 3 + 3 * 5 + 1  # the run plus three positions per decoy, and the query token
+    x, _ = generate_runs(300, T, seed=0, decoys=5)
+    for row in x.tolist():
+        assert len(_runs_of(row[:-1], row[-1] - 8)) == 6
+    with pytest.raises(ValueError, match="too short for a run of 3 and 5 decoys"):
+        check_runs(T - 1, 8, 3, 5)

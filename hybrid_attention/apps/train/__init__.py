@@ -9,7 +9,7 @@ A run directory ``DIR`` holds:
   (temporary file, ``fsync``, then ``os.replace``) after every evaluation, so a killed run resumed with
   ``--resume`` loses at most one evaluation interval; it holds only tensors and plain containers and is loaded
   with ``torch.load(weights_only=True)``;
-* ``couplings.json``: learned ``J`` per layer (``hj`` and ``j`` modes) and ``beta``;
+* ``couplings.json``: learned ``J`` per layer (``hj`` and ``j`` modes) and ``beta`` (``mta``: also its kernels);
 * ``.lock`` while a process works in ``DIR`` (:func:`hybrid_attention.apps.run_files.lock_directory`): a second
   ``train`` on the same ``DIR`` is refused.
 

@@ -19,16 +19,19 @@ from hybrid_attention.model import TransformerConfig
 from hybrid_attention.sampler import capabilities_of
 from hybrid_attention.sampling import ESTIMATORS, READOUTS
 from hybrid_attention.tasks.bracket_variants import BracketVariant
-from hybrid_attention.tasks.runs import check_runs
+from hybrid_attention.tasks.mqar import check_mqar, default_pairs, default_vocab
+from hybrid_attention.tasks.runs import check_runs, default_decoys
 
 from ..hardware import DEFAULT_MAX_QPU_SECONDS, check_budget_value
 
-#: the run-finding task's alphabet and run length (its decoys: the query letter's share of the other positions)
+#: the run-finding task's alphabet and run length (its decoys: ``--decoys``, by default the query letter's share of
+#: the other positions, which grows with T)
 RUNS_LETTERS, RUNS_LENGTH = 8, 3
 
 __all__ = [
     "TASKS",
     "POINTER_TASKS",
+    "ACCURACY_TASKS",
     "POINTERS",
     "READOUTS",
     "ESTIMATORS",
@@ -44,9 +47,11 @@ __all__ = [
     "default_readout",
 ]
 
-TASKS = ("shakespeare", "brackets", "runs")
+TASKS = ("shakespeare", "brackets", "runs", "mqar")
 #: tasks whose model points at a position (accuracy metrics) rather than predicting the next character
 POINTER_TASKS = ("brackets", "runs")
+#: tasks scored by accuracy over their labelled positions (the pointer tasks, and mqar's recalled values)
+ACCURACY_TASKS = (*POINTER_TASKS, "mqar")
 #: how the bracket model points: a linear head over positions, or the last layer's attention weights
 POINTERS = ("linear", "attention")
 #: config keys that may differ when resuming (everything else must match the checkpoint)
@@ -184,9 +189,14 @@ class TrainConfig:
     train_max_depth: int = 0
     source_length: int = 0
     pointer: str = "linear"
+    decoys: int = -1
+    kv_pairs: int = 0
+    mqar_vocab: int = 0
     j_field: float = 0.0
     band: int = 0
     band_shape: str = "free"
+    mta_query_kernel: int = 6
+    mta_key_kernel: int = 11
     patience: int = 0
     threads: int = 1
     resume: bool = False
@@ -245,8 +255,22 @@ class TrainConfig:
         return BracketVariant(self.bracket_types, self.filler, self.disjoint, self.train_max_depth, self.source_length)
 
     def _check_task(self) -> None:
+        if isinstance(self.decoys, bool) or not isinstance(self.decoys, int) or self.decoys < -1:
+            raise ValueError(f"decoys must be an integer >= 0, or -1 for the default, got {self.decoys!r}")
+        if self.task != "runs" and self.decoys != -1:
+            raise ValueError(f"--decoys applies to --task runs, got task {self.task!r}")
         if self.task == "runs":
-            check_runs(self.block_size, RUNS_LETTERS, RUNS_LENGTH, (self.block_size - 1 - RUNS_LENGTH) // RUNS_LETTERS)
+            check_runs(self.block_size, RUNS_LETTERS, RUNS_LENGTH, self.runs_decoys())
+        for name in ("kv_pairs", "mqar_vocab"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(
+                    f"{name} must be a non-negative integer (0: the default for the block size), got {v!r}"
+                )
+            if v and self.task != "mqar":
+                raise ValueError(f"--{name.replace('_', '-')} applies to --task mqar, got task {self.task!r}")
+        if self.task == "mqar":
+            check_mqar(self.block_size, *self.mqar_settings())
         variant = self.bracket_variant()
         if self.task != "brackets":
             if not variant.is_classic or (self.task != "runs" and self.pointer != "linear"):
@@ -273,9 +297,21 @@ class TrainConfig:
         else:
             variant.check(self.block_size)
 
+    def runs_decoys(self) -> int:
+        """The runs task's decoys per sequence: ``decoys``, or for ``-1`` the default that grows with ``T``
+        (:func:`hybrid_attention.tasks.runs.default_decoys`)."""
+        return default_decoys(self.block_size, RUNS_LETTERS, RUNS_LENGTH) if self.decoys == -1 else self.decoys
+
+    def mqar_settings(self) -> tuple[int, int]:
+        """The mqar task's ``(pairs, vocab_size)``: ``kv_pairs`` and ``mqar_vocab``, or for 0 the defaults that scale
+        with ``T`` (:func:`hybrid_attention.tasks.mqar.default_pairs`,
+        :func:`~hybrid_attention.tasks.mqar.default_vocab`)."""
+        pairs = self.kv_pairs or default_pairs(self.block_size)
+        return pairs, self.mqar_vocab or default_vocab(self.block_size)
+
     def _check_sampler(self) -> None:
-        if self.sampler != "exact" and self.attention == "softmax":
-            raise ValueError("--sampler applies to Boltzmann modes (hj, h, j), not to softmax attention")
+        if self.sampler != "exact" and self.attention in ("softmax", "bias", "mta"):
+            raise ValueError(f"--sampler applies to Boltzmann modes (hj, h, j), not to attention {self.attention!r}")
         if self.eval_exact and self.attention in ("hj", "j") and self.block_size > MAX_SPINS:
             raise ValueError(f"--eval-exact needs block_size <= {MAX_SPINS} (exact enumeration), got {self.block_size}")
         if self.sampler != "exact" and self.sampler not in SAMPLERS:
@@ -350,9 +386,13 @@ class TrainConfig:
 
     def resolved(self) -> TrainConfig:
         """This configuration with every setting left to the sampler made explicit (readout, shots, estimator,
-        constructor options): what a run records in ``config.json`` and trains with."""
+        constructor options) and the task settings left to the block size (runs: decoys; mqar: pairs, vocabulary):
+        what a run records in ``config.json`` and trains with."""
         return dataclasses.replace(
             self,
+            decoys=self.runs_decoys() if self.task == "runs" else self.decoys,
+            kv_pairs=self.mqar_settings()[0] if self.task == "mqar" else self.kv_pairs,
+            mqar_vocab=self.mqar_settings()[1] if self.task == "mqar" else self.mqar_vocab,
             readout=self.resolved_readout(),
             shots=self.resolved_shots(),
             estimator=self.resolved_estimator(),
@@ -421,6 +461,7 @@ class TrainConfig:
         """The model of this run (``vocab_size``: the corpus's; default: the bracket variant's, 65 for Shakespeare)."""
         if vocab_size is None:
             vocab_size = {"brackets": self.bracket_variant().vocab_size(), "runs": 2 * RUNS_LETTERS}.get(self.task, 65)
+            vocab_size = self.mqar_settings()[1] if self.task == "mqar" else vocab_size
         vocab = vocab_size
         head = "lm" if self.task not in POINTER_TASKS else ("position" if self.pointer == "linear" else "attention")
         return TransformerConfig(
@@ -439,4 +480,6 @@ class TrainConfig:
             j_field=self.j_field,
             band=self.band,
             band_shape=self.band_shape,
+            mta_query_kernel=self.mta_query_kernel,
+            mta_key_kernel=self.mta_key_kernel,
         )

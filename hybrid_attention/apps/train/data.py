@@ -15,10 +15,11 @@ from hybrid_attention.model import Transformer
 from hybrid_attention.sampling import Sampling
 from hybrid_attention.tasks.bracket_variants import BracketVariantTask, accuracy_by
 from hybrid_attention.tasks.brackets import BracketTask, accuracy
+from hybrid_attention.tasks.mqar import MQARTask
 from hybrid_attention.tasks.runs import RunsTask
 from hybrid_attention.tasks.shakespeare import CharDataset, resolve_data_path
 
-from .config import POINTER_TASKS, RUNS_LENGTH, RUNS_LETTERS, TrainConfig
+from .config import ACCURACY_TASKS, RUNS_LENGTH, RUNS_LETTERS, TrainConfig
 
 __all__ = ["EVAL_SEED", "load_task", "eval_set", "evaluate"]
 
@@ -27,8 +28,8 @@ EVAL_SEED = 1234
 
 
 def load_task(cfg: TrainConfig) -> tuple[Any, dict[str, Any]]:
-    """The task of ``cfg`` and its data record ``{"path", "sha256"}`` (both ``None`` for the generated bracket
-    task, whose generator settings are in the config).
+    """The task of ``cfg`` and its data record ``{"path", "sha256"}`` (both ``None`` for the generated tasks,
+    brackets, runs and mqar, whose generator settings are in the config).
 
     Raises:
         FileNotFoundError: the Shakespeare corpus cannot be found (the message says how to supply it).
@@ -43,7 +44,11 @@ def load_task(cfg: TrainConfig) -> tuple[Any, dict[str, Any]]:
             raise ValueError(f"corpus {str(path)!r} is not UTF-8 text ({exc})") from exc
         return CharDataset(text), {"path": str(path), "sha256": hashlib.sha256(raw).hexdigest()}
     if cfg.task == "runs":
-        return RunsTask(cfg.block_size, letters=RUNS_LETTERS, run=RUNS_LENGTH), {"path": None, "sha256": None}
+        task = RunsTask(cfg.block_size, letters=RUNS_LETTERS, run=RUNS_LENGTH, decoys=cfg.runs_decoys())
+        return task, {"path": None, "sha256": None}
+    if cfg.task == "mqar":
+        pairs, vocab = cfg.mqar_settings()
+        return MQARTask(cfg.block_size, pairs=pairs, vocab_size=vocab), {"path": None, "sha256": None}
     variant = cfg.bracket_variant()
     if variant.is_classic:
         return BracketTask(cfg.block_size), {"path": None, "sha256": None}
@@ -51,9 +56,9 @@ def load_task(cfg: TrainConfig) -> tuple[Any, dict[str, Any]]:
 
 
 def eval_set(task: Any, cfg: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """The fixed validation inputs and targets ``(x, y)``, each ``(N, block_size)``: the bracket task's held-out
-    set, or ``cfg.eval_size`` Shakespeare windows drawn with :data:`EVAL_SEED`."""
-    if cfg.task in POINTER_TASKS:
+    """The fixed validation inputs and targets ``(x, y)``, each ``(N, block_size)``: the held-out set of a generated
+    task (brackets, runs, mqar), or ``cfg.eval_size`` Shakespeare windows drawn with :data:`EVAL_SEED`."""
+    if cfg.task in ACCURACY_TASKS:
         return task.val
     g = torch.Generator().manual_seed(EVAL_SEED)  # the same windows for every run
     return task.get_batch("val", cfg.eval_size, cfg.block_size, generator=g)
@@ -74,8 +79,9 @@ def evaluate(
     sampling: Sampling | None = None,
 ) -> dict[str, Any]:
     """Validation metrics on a fixed set ``x, y (N, T)``: ``val_loss`` and ``val_perplexity`` or
-    ``val_accuracy``/``val_string_accuracy``. For brackets with ``depth (N, T)`` (the variants' nesting depths)
-    also ``val_accuracy_by_distance`` and ``val_accuracy_by_depth``: ``{str(value): [right, count]}``.
+    ``val_accuracy``/``val_string_accuracy`` (accuracy tasks: per labelled position, and whole sequences). For
+    brackets with ``depth (N, T)`` (the variants' nesting depths) also ``val_accuracy_by_distance`` and
+    ``val_accuracy_by_depth``: ``{str(value): [right, count]}``.
     ``sampling``: how the model samples its attention (``None``: exact marginals)."""
     model.eval()
     total, count, logits_all = 0.0, 0, []
@@ -87,11 +93,11 @@ def evaluate(
         )
         total += float(loss)
         count += int((yy != -100).sum())
-        if task_name in POINTER_TASKS:
+        if task_name in ACCURACY_TASKS:
             logits_all.append(logits)
     model.train()
     out = {"val_loss": total / count}
-    if task_name in POINTER_TASKS:
+    if task_name in ACCURACY_TASKS:
         logits = torch.cat(logits_all)
         out["val_accuracy"], out["val_string_accuracy"] = accuracy(logits, y)
         if depth is not None:

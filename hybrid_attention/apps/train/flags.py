@@ -40,12 +40,17 @@ MODEL_FLAGS = (
     "warmup",
     "patience",
     "j_field",
+    "mta_query_kernel",
+    "mta_key_kernel",
     "bracket_types",
     "filler",
     "disjoint",
     "train_max_depth",
     "source_length",
     "pointer",
+    "decoys",
+    "kv_pairs",
+    "mqar_vocab",
 )
 
 
@@ -96,12 +101,14 @@ class Flag:
 FLAGS: dict[str, Flag] = {
     "task": Flag(
         "--task",
-        "shakespeare (next character), brackets (point at the match) or runs (point at the run of the query letter)",
+        "shakespeare (next character), brackets (point at the match), runs (point at the run of the query letter) or "
+        "mqar (recall the value of each queried key)",
         {"choices": TASKS},
     ),
     "attention": Flag(
         "--attention",
-        "attention mode (docs/theory.md section 3); bias: the positional-bias control",
+        "attention mode (docs/theory.md section 3); controls: bias (a learned positional bias), mta (key-query "
+        "convolution)",
         {"choices": ALL_MODES},
     ),
     "block_size": Flag("--block-size", "sequence length T (spins per query)", {"type": positive_int, "metavar": "T"}),
@@ -155,6 +162,16 @@ FLAGS: dict[str, Flag] = {
         "with --band: free (a coupling per position and distance) or toeplitz (one per distance, any length)",
         {"choices": BAND_SHAPES},
     ),
+    "mta_query_kernel": Flag(
+        "--mta-query-kernel",
+        "attention mta: the convolution kernel's size over queries (the latest c_q queries)",
+        {"type": positive_int, "metavar": "CQ"},
+    ),
+    "mta_key_kernel": Flag(
+        "--mta-key-kernel",
+        "attention mta: the convolution kernel's size over keys, odd (centred)",
+        {"type": positive_int, "metavar": "CK"},
+    ),
     "bracket_types": Flag(
         "--bracket-types", "brackets: number of bracket types", {"type": positive_int, "metavar": "K"}
     ),
@@ -174,6 +191,22 @@ FLAGS: dict[str, Flag] = {
     ),
     "pointer": Flag(
         "--pointer", "brackets: a linear pointer head, or the last layer's attention weights", {"choices": POINTERS}
+    ),
+    "decoys": Flag(
+        "--decoys",
+        "runs: isolated occurrences of the query letter per sequence, N at every T (default: (T - 4) // 8, which "
+        "grows with T)",
+        {"type": non_negative_int, "metavar": "N"},
+    ),
+    "kv_pairs": Flag(
+        "--kv-pairs",
+        "mqar: key-value pairs per sequence, each queried once (0: T // 8)",
+        {"type": non_negative_int, "metavar": "N"},
+    ),
+    "mqar_vocab": Flag(
+        "--mqar-vocab",
+        "mqar: vocabulary size, keys below V/2 and values above (0: max(64, 4 T))",
+        {"type": non_negative_int, "metavar": "V"},
     ),
     "grad_clip": Flag("--grad-clip", "gradient-norm clipping threshold", {"type": positive_float}),
     "data": Flag(

@@ -118,13 +118,17 @@ def _lr_at(step: int, cfg: TrainConfig) -> float:
 
 
 def _couplings(model: Transformer) -> dict[str, Any]:
-    """``couplings.json``: learned ``J`` per layer (``(n_head, T, T)`` lists, ``None`` without couplings) and ``beta``."""
+    """``couplings.json``: learned ``J`` per layer (``(n_head, T, T)`` lists, ``None`` without couplings) and ``beta``;
+    for attention ``mta`` also each layer's convolution kernel (``mta_kernel``, ``(n_head, c_q, c_k)`` lists)."""
     layers = model.attention_layers
-    return {
+    out = {
         "J": [None if J is None else J.tolist() for J in model.couplings()],
         "beta": [a.beta.detach().tolist() for a in layers],
         "attention": model.config.attention,
     }
+    if model.config.attention == "mta":
+        out["mta_kernel"] = [a.mta_kernel.detach().tolist() for a in layers]
+    return out
 
 
 def build_sampler(cfg: TrainConfig) -> Any:
