@@ -66,3 +66,32 @@ def test_bad_band_flags_fail_before_training(tmp_path, capsys, extra, message):
         assert rc == 2
     assert message in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_evaluation_of_a_banded_model_splits_its_windows_to_fit_the_memory_budget(monkeypatch):
+    """A banded model whose validation set in one pass exceeds the memory budget is evaluated in smaller chunks
+    (the engine would refuse the whole pass), and the metrics equal the one-pass metrics under a large budget."""
+    import torch
+
+    from hybrid_attention import banded, checks
+    from hybrid_attention.apps.train.data import evaluate, fitting_chunk
+    from hybrid_attention.model import Transformer, TransformerConfig
+
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(vocab_size=11, block_size=12, n_embd=8, n_head=2, attention="hj", band=3))
+    with torch.no_grad():
+        for m in model.modules():
+            if getattr(m, "J_raw", None) is not None:
+                m.J_raw.normal_(0.0, 0.5)
+    x = torch.randint(0, 11, (40, 12))
+    y = torch.randint(0, 11, (40, 12))
+    per_window = banded.estimate_bytes(2, 12, 3, 12, 4)
+    monkeypatch.setattr(checks, "MEMORY_BUDGET", int(per_window * 40 * 10))
+    whole = evaluate(model, x, y, "shakespeare")
+    monkeypatch.setattr(checks, "MEMORY_BUDGET", int(per_window * 7.5))  # 7 windows per pass fit, 8 do not
+    assert fitting_chunk(model, 12, 512) == 7
+    with pytest.raises(ValueError, match="memory budget"):  # one pass of all 40 windows is refused
+        model(x)
+    split = evaluate(model, x, y, "shakespeare")
+    # the same sums in another grouping: float32 rounding of a sum over 40 x 12 losses, relative ~ 1e-6
+    assert split["val_loss"] == pytest.approx(whole["val_loss"], rel=1e-5)

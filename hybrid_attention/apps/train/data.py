@@ -21,7 +21,7 @@ from hybrid_attention.tasks.shakespeare import CharDataset, resolve_data_path
 
 from .config import ACCURACY_TASKS, RUNS_LENGTH, RUNS_LETTERS, TrainConfig
 
-__all__ = ["EVAL_SEED", "load_task", "eval_set", "evaluate"]
+__all__ = ["EVAL_SEED", "load_task", "eval_set", "evaluate", "fitting_chunk"]
 
 #: seed of the Shakespeare validation windows: the same windows for every run
 EVAL_SEED = 1234
@@ -68,6 +68,22 @@ def eval_set(task: Any, cfg: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
 EVAL_CHUNK = 512
 
 
+def fitting_chunk(model: Transformer, T: int, chunk: int) -> int:
+    """The largest number of windows, at most ``chunk``, that one forward pass of ``model`` at length ``T`` may take
+    within the memory budget: a banded layer's transfer-matrix engine holds about ``windows x heads x T^2/2 x 2**W``
+    window states (:func:`hybrid_attention.banded.estimate_bytes`); other layers leave ``chunk`` as it is."""
+    from hybrid_attention import banded, checks
+
+    out = chunk
+    for module in model.modules():
+        W, H = getattr(module, "band", 0), getattr(module, "n_head", 1)
+        if not W or getattr(module, "J_raw", None) is None:
+            continue
+        per_window = banded.estimate_bytes(H, T, W, T, 4)
+        out = min(out, max(1, int(checks.MEMORY_BUDGET // per_window)))
+    return out
+
+
 @torch.no_grad()
 def evaluate(
     model: Transformer,
@@ -84,6 +100,7 @@ def evaluate(
     ``val_accuracy_by_depth``: ``{str(value): [right, count]}``.
     ``sampling``: how the model samples its attention (``None``: exact marginals)."""
     model.eval()
+    chunk = fitting_chunk(model, x.shape[-1], chunk)
     total, count, logits_all = 0.0, 0, []
     for s in range(0, len(x), chunk):
         logits, _ = model(x[s : s + chunk], sampling=sampling)
