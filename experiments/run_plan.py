@@ -23,7 +23,7 @@ from experiments import data_path
 from hybrid_attention.apps.claims.plan_cli import main as plan_main
 
 #: the studies with a plan of training runs
-STUDIES_WITH_PLANS = ("claims", "long_context")
+STUDIES_WITH_PLANS = ("claims", "long_context", "long_context_2")
 
 
 def main(argv: list[str] | None = None) -> int:

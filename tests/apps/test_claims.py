@@ -878,6 +878,45 @@ def test_budget_table_reports_plateau_and_early_stops(tmp_path):
     assert "Training budget (up to 4000 steps" in md and "| 8 | softmax | 2 | 1 | 2400 | " in md
 
 
+def test_a_named_arm_takes_its_attention_from_mode_base_and_is_costed_by_its_name(tmp_path):
+    """Round 2's arms (softmax-2L, hj-band4, ...) are study modes whose fields name their attention: the run directory
+    carries the arm's name, the configuration the arm's attention and fields, and the cost table keys by the arm."""
+    from hybrid_attention.apps.claims.costs import cost_rows
+
+    base = {"task": "brackets", "max_steps": 4, "eval_interval": 2, "eval_size": 8, **TINY}
+    base.pop("progress")
+    arms = {"softmax-2L": {"attention": "softmax", "n_layer": 2}, "hj-band2": {"attention": "hj", "band": 2}}
+    study = rn.Study("s", base, ("softmax", *arms), (4,), (0,), mode_base=arms)
+    runs = {r.out.name.split("_T")[0]: r for r in rn.plan_runs([study], tmp_path)[0]}
+    assert set(runs) == {"softmax", "softmax-2L", "hj-band2"}
+    assert runs["softmax-2L"].config.attention == "softmax" and runs["softmax-2L"].config.n_layer == 2
+    assert runs["hj-band2"].config.attention == "hj" and runs["hj-band2"].config.band == 2
+    assert runs["softmax"].config.n_layer == 1 and runs["softmax"].mode == "softmax"
+    table = {("softmax", 4, True): 1.0, ("softmax-2L", 4, True): 3.0, ("hj-band2", 4, True): 5.0}
+    assert [rn.estimate_seconds(runs[k], table) for k in ("softmax", "softmax-2L", "hj-band2")] == [0.004, 0.012, 0.02]
+    for r in runs.values():  # finished runs: the cost rows name the arm, not only its attention
+        r.out.mkdir(parents=True)
+        (r.out / "config.json").write_text(json.dumps({"run": dataclasses.asdict(r.config)}))
+        (r.out / "metrics.json").write_text(json.dumps({"finished": True, "step": 4, "elapsed_s": 0.4}))
+    assert sorted(row["mode"] for row in cost_rows(tmp_path)) == ["hj-band2", "softmax", "softmax-2L"]
+
+
+def test_the_round_2_plan_is_valid():
+    """experiments/long_context_2/plan.py: every plan names known studies, every run validates, and softmax-2L has at
+    least as many parameters as every one-layer primary arm (PROTOCOL.md "Arms")."""
+    from experiments.long_context_2 import plan
+    from hybrid_attention.sizing import count_parameters
+
+    assert all(name in plan.STUDIES for names in plan.PLANS.values() for name in names)
+    plan.check()
+    for task in ("shakespeare", "mqar"):
+        for T in plan.BLOCK_SIZES:
+            width, n, _ = plan.two_layer_width(task, T)
+            one = [count_parameters(plan._model_config(task, T, a)) for a in plan.ONE_LAYER_ARMS.values()]
+            narrower = plan._model_config(task, T, {"attention": "softmax", "n_layer": 2, "n_embd": width - 1})
+            assert n >= max(one) > count_parameters(narrower)
+
+
 def test_the_committed_plan_is_valid(tmp_path):
     """experiments/claims/plan.py: every plan names known studies and every run configuration validates."""
     import importlib.util

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hybrid_attention.attention import ALL_MODES
+
 __all__ = ["measured_costs", "cost_table", "cost_rows", "mode_label", "FIELD_MODE"]
 
 #: the label of J-only runs with a symmetry-breaking field (``attention = "j"``, ``j_field != 0``): J learns there, and
@@ -26,7 +28,8 @@ def mode_label(run: Any) -> str:
 
 def cost_rows(root: Path) -> list[dict]:
     """One row per finished run under ``root/<study>/{sweep,runs}/*``: study, kind, task, mode, T, ffn, steps,
-    elapsed_s (training only, evaluation excluded) and ms_per_step."""
+    elapsed_s (training only, evaluation excluded) and ms_per_step. ``mode`` is the plan's mode as the run directory
+    names it when that is a named arm (``softmax-2L_T64_...``), else :func:`mode_label` of its attention."""
     rows = []
     for m in sorted(Path(root).glob("*/*/*/metrics.json")):
         d = m.parent
@@ -36,13 +39,14 @@ def cost_rows(root: Path) -> list[dict]:
         if not met.get("finished") or not met.get("step"):
             continue
         c = json.loads((d / "config.json").read_text())["run"]
+        arm = d.name.split(f"_T{c['block_size']}_")[0]  # the plan's mode: an attention mode or a named arm
         rows.append(
             {
                 "study": d.parent.parent.name,
                 "kind": d.parent.name,
                 "run": d.name,
                 "task": c["task"],
-                "mode": mode_label(c),
+                "mode": arm if arm not in ALL_MODES else mode_label(c),
                 "block_size": c["block_size"],
                 "ffn": c["ffn"],
                 "steps": met["step"],

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from hybrid_attention.apps.train import TrainConfig
+from hybrid_attention.attention import ALL_MODES
 
 from .costs import FIELD_MODE, mode_label
 
@@ -101,7 +102,9 @@ class Study:
         sweep: the learning-rate sweep (``None``: ``base["lr"]`` or the :class:`TrainConfig` default for all modes).
         label: what the study is for (shown in reports).
         mode_base: per mode, fields laid over ``base`` for that mode's runs only (e.g. the engine of ``hj``, which
-            ``softmax`` cannot take): ``{"hj": {"sampler": "meanfield"}}``.
+            ``softmax`` cannot take): ``{"hj": {"sampler": "meanfield"}}``. A mode is an attention mode, or an arm
+            named freely whose fields say its ``attention``: ``{"softmax-2L": {"attention": "softmax", "n_layer": 2}}``
+            (run directories and reports use the mode's name).
     """
 
     name: str
@@ -120,9 +123,10 @@ class Study:
 
     def config(self, mode: str, T: int, seed: int, lr: float, out: Path) -> TrainConfig:
         """The validated :class:`TrainConfig` of one run (one torch thread, no progress bar)."""
-        base = {**self.base, **self.mode_base.get(mode, {})}
+        arm = self.mode_base.get(mode, {})
+        base = {**self.base, **arm}
         cfg = TrainConfig(
-            **{**base, "attention": mode, "block_size": T, "seed": seed, "lr": lr},
+            **{**base, "attention": arm.get("attention", mode), "block_size": T, "seed": seed, "lr": lr},
             out=str(out),
             threads=1,
             progress=False,
@@ -138,6 +142,7 @@ class RunSpec:
     study: str
     kind: str
     config: TrainConfig = field(compare=False)
+    mode: str = ""  # the study's mode (an attention mode or a named arm); "" = the config's attention
 
     @property
     def out(self) -> Path:
@@ -259,7 +264,7 @@ def plan_runs(studies: Iterable[Study], root: str | Path) -> tuple[list[RunSpec]
                 for (mode, T), grid in grids.items():
                     for lr in grid:
                         out = root / st.name / "sweep" / _name(mode, T, lr, seed)
-                        sweeps.append(RunSpec(st.name, "sweep", st.config(mode, T, seed, lr, out)))
+                        sweeps.append(RunSpec(st.name, "sweep", st.config(mode, T, seed, lr, out), mode))
         for seed in st.seeds:
             for T in st.block_sizes:
                 for mode in st.modes:
@@ -271,7 +276,7 @@ def plan_runs(studies: Iterable[Study], root: str | Path) -> tuple[list[RunSpec]
                         waiting += 1
                         continue
                     out = root / st.name / "runs" / _name(mode, T, lr, seed)
-                    mains.append(RunSpec(st.name, "main", st.config(mode, T, seed, lr, out)))
+                    mains.append(RunSpec(st.name, "main", st.config(mode, T, seed, lr, out), mode))
     return sweeps + mains, waiting
 
 
@@ -280,7 +285,7 @@ def estimate_seconds(spec: RunSpec, ms_per_step: dict[tuple[str, int, bool], flo
     the run's task; modes as :func:`~hybrid_attention.apps.claims.costs.mode_label` names them, J-only with a field
     falling back to ``hj``); ``None`` when the table has no entry."""
     c = spec.config
-    mode = mode_label(c)
+    mode = spec.mode if spec.mode and spec.mode not in ALL_MODES else mode_label(c)  # a named arm, else its attention
     ms = ms_per_step.get((mode, c.block_size, c.ffn))
     if ms is None and mode == FIELD_MODE:  # not measured yet: the same exact enumeration as hj
         ms = ms_per_step.get(("hj", c.block_size, c.ffn))

@@ -1,0 +1,184 @@
+"""The round-2 budget (PROTOCOL.md "Budget"): measured training milliseconds per step of every arm, task and T of
+the plan, and the CPU hours each plan needs at a step budget.
+
+    python -m experiments.long_context_2.budget --measure   # time every (task, arm, T): about 30 min on one core
+    python -m experiments.long_context_2.budget             # the table and the totals (results/long_context_2/budget.md)
+
+How: each configuration trains from initialisation through the plan's own path (``hybrid_attention.apps.train.train``
+with the run's ``TrainConfig``, one torch thread, a fresh process, no evaluation inside the timed steps) for
+``--short`` and ``--long`` steps; the training seconds of the two runs are differenced, so start-up costs cancel:
+``ms per step = 1000 (t_long - t_short) / (long - short)``. Naive mean field costs more as J grows during training
+(its fixed-point iterations rise); round 1's finished Tiny Shakespeare runs measured that cost over whole runs, and
+the ratio of round 1's whole-run cost to this pilot's cost at initialisation (same engine, same T) scales the
+mean-field arms here. Results: ``results/long_context_2/budget_steps.json`` (measurements) and ``budget.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import multiprocessing
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from experiments import REPO, data_path
+
+from . import plan
+
+OUT = REPO / "results" / "long_context_2"
+STEPS_FILE = OUT / "budget_steps.json"
+ROUND1 = REPO / "results" / "long_context"
+#: arms trained with naive mean field (their cost grows as J grows)
+MEANFIELD_ARMS = ("hj-full", "hj-band4-mf")
+
+
+def _time_one(args: tuple[str, str, int, int]) -> float:
+    """Training seconds of ``steps`` steps of (task, arm, T) from initialisation, in this (fresh) process."""
+    task, arm, T, steps = args
+    import torch
+
+    from hybrid_attention.apps.train import TrainConfig, train
+
+    torch.set_num_threads(1)
+    fields = {**plan.COMMON, **plan.task_settings(task, T), **plan.arms(task, T, (arm,))[arm]}
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = TrainConfig(
+            **{**fields, "block_size": T, "max_steps": steps, "eval_interval": 10**6, "patience": 0},
+            lr=1e-3,
+            seed=0,
+            out=str(Path(tmp) / "run"),
+            data=str(data_path()),
+            progress=False,
+            threads=1,
+        )
+        m = train(cfg)
+    return float(m["elapsed_s"])
+
+
+def configurations() -> list[tuple[str, str, int]]:
+    """Every (task, arm, T) of the plans."""
+    out = []
+    for T in (*plan.BLOCK_SIZES, plan.PILOT_T):
+        for task in ("shakespeare", "mqar"):
+            out += [(task, arm, T) for arm in plan.PRIMARY_ARMS]
+            if T != plan.PILOT_T:
+                out += [(task, arm, T) for arm in plan.SECONDARY_ARMS]
+        if T != plan.PILOT_T:
+            for task in ("runs", "brackets"):
+                out += [(task, arm, T) for arm in plan.PRIMARY_ARMS]
+    return out
+
+
+def measure(short: int, long: int, only: str | None = None) -> None:
+    """Time every configuration (resumable: measured ones are kept in :data:`STEPS_FILE`)."""
+    from tqdm.auto import tqdm
+
+    done = json.loads(STEPS_FILE.read_text()) if STEPS_FILE.is_file() else {}
+    todo = [c for c in configurations() if "|".join(map(str, c)) not in done and (only is None or only in c)]
+    ctx = multiprocessing.get_context("spawn")
+    for task, arm, T in tqdm(todo, desc="step times", unit="config"):
+        ts = {}
+        for steps in (short, long):
+            with ctx.Pool(1, maxtasksperchild=1) as pool:
+                ts[steps] = pool.apply(_time_one, ((task, arm, T, steps),))
+        ms = 1000 * (ts[long] - ts[short]) / (long - short)
+        done["|".join(map(str, (task, arm, T)))] = {
+            "ms_per_step": ms,
+            "short": [short, ts[short]],
+            "long": [long, ts[long]],
+            "measured": time.strftime("%Y-%m-%d %H:%M"),
+        }
+        OUT.mkdir(parents=True, exist_ok=True)
+        STEPS_FILE.write_text(json.dumps(done, indent=1, sort_keys=True) + "\n")
+
+
+def round1_growth() -> dict[int, float]:
+    """Round 1's whole-run mean-field cost (median ms per step of its finished Tiny Shakespeare hj runs) per T."""
+    out = {}
+    for T in (64, 128):
+        v = []
+        for f in glob.glob(str(ROUND1 / "shakespeare*" / "runs" / f"hj_T{T}_*" / "metrics.json")):
+            m = json.loads(Path(f).read_text())
+            if m.get("step"):
+                v.append(1000 * m["elapsed_s"] / m["step"])
+        if v:
+            out[T] = statistics.median(v)
+    return out
+
+
+def runs_per_cell(name: str) -> int:
+    """Runs of one (arm, task, T) cell of a plan, without grid extensions: the sweep (3 rates x seeds 0-2) and the
+    main seeds; the T = 256 pilot: 3."""
+    if name == "pilot256":
+        return len(plan.SWEEP_SEEDS)
+    seeds = plan.PRIMARY_SEEDS if name == "primary" else plan.SECONDARY_SEEDS
+    return len(plan.LRS) * len(plan.SWEEP_SEEDS) + len(seeds)
+
+
+def report(steps_budget: int) -> str:
+    steps = json.loads(STEPS_FILE.read_text())
+    r1 = round1_growth()
+    init_mf = {T: steps.get(f"shakespeare|hj-full|{T}", {}).get("ms_per_step") for T in r1}
+    growth = {T: r1[T] / init_mf[T] for T in r1 if init_mf.get(T)}
+    g_max = max(growth.values()) if growth else 1.0
+    lines = [
+        "# Round 2 budget: measured step times and CPU hours",
+        "",
+        "Regenerate: `python -m experiments.long_context_2.budget --measure` (timings, resumable), then",
+        "`python -m experiments.long_context_2.budget` (this page). One torch thread per run, as the plan runs them;",
+        "ms per step from differencing two run lengths from initialisation (module docstring).",
+        "",
+        "Naive mean field grows slower as J grows. Round 1's finished Tiny Shakespeare hj runs (whole runs, same engine)",
+        "against this pilot at initialisation: "
+        + ", ".join(f"T = {T}: {r1[T]:.0f} vs {init_mf[T]:.0f} ms, x{growth[T]:.2f}" for T in sorted(growth))
+        + f". The mean-field arms are costed at their initial step times x {g_max:.2f} (the largest factor; also at",
+        "T = 256).",
+        "",
+        "| task | arm | T | ms/step at init | ms/step costed | runs per cell | CPU h per cell |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    totals: dict[str, float] = {}
+    for key, v in sorted(steps.items(), key=lambda kv: (int(kv[0].split("|")[2]), kv[0])):
+        task, arm, T = key.split("|")
+        T = int(T)
+        ms = v["ms_per_step"] * (g_max if arm in MEANFIELD_ARMS else 1.0)
+        if T == plan.PILOT_T:
+            name = "pilot256"
+        elif task in ("runs", "brackets"):
+            name = "secondary_tasks"
+        elif arm in plan.SECONDARY_ARMS:
+            name = "secondary_arms"
+        else:
+            name = "primary"
+        n = runs_per_cell(name)
+        hours = n * steps_budget * ms / 1000 / 3600
+        totals[f"{name} T{T}"] = totals.get(f"{name} T{T}", 0.0) + hours
+        lines.append(f"| {task} | {arm} | {T} | {v['ms_per_step']:.0f} | {ms:.0f} | {n} | {hours:.2f} |")
+    lines += ["", f"Totals at {steps_budget} steps per run (CPU hours; two workers halve the wall time):", ""]
+    lines += ["| plan, T | CPU h |", "| --- | --- |"]
+    lines += [f"| {k} | {v:.1f} |" for k, v in sorted(totals.items())]
+    lines.append(f"| all | {sum(totals.values()):.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--measure", action="store_true", help="time the configurations not measured yet")
+    p.add_argument("--short", type=int, default=3)
+    p.add_argument("--long", type=int, default=13)
+    p.add_argument("--only", default=None, help="measure only configurations naming this task, arm or T")
+    p.add_argument("--steps", type=int, default=plan.MAX_STEPS, help="step budget per run for the totals")
+    args = p.parse_args(argv)
+    if args.measure:
+        measure(args.short, args.long, args.only)
+    text = report(args.steps)
+    (OUT / "budget.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

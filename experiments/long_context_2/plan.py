@@ -1,0 +1,214 @@
+"""The second long-context study's plan (results/long_context_2/PROTOCOL.md): arms, tasks, seeds, budgets, sweeps.
+
+Run it with ``python -m experiments.run_plan long_context_2 --plan NAME`` (resumable; see experiments/run_plan.py;
+``--dry-run`` prints what is left and its projected time from the measured step times). Runs go to
+``results/long_context_2/<task>_T<T>/{sweep,runs}/<arm>_T<T>_lr<lr>_s<seed>/``.
+
+Plans (the protocol's cut order runs from the last to the first):
+
+* ``primary``: Tiny Shakespeare and MQAR at T = 64 and 128, the six primary arms, seeds 0-2 sweep the learning rate
+  over the grid (extended by rule), seeds 3-9 run at the chosen rate;
+* ``pilot256``: the same tasks and arms at T = 256, seeds 0-2, each arm at its T = 128 chosen rate (waits for it);
+* ``secondary_arms``: ``mta``, ``h`` and the engine control ``hj-band4-mf`` on the primary tasks, 5 seeds;
+* ``secondary_tasks``: the runs task (3 decoys at every T) and brackets below the ceiling, the primary arms, 5 seeds.
+
+Every arm: width 64 (``softmax-2L``: matched, below), one head, FFN, batch 64, AdamW, 100 warm-up steps, cosine
+decay, gradient clipping at 1, evaluation every 100 steps, early stopping after 5 evaluations without a 0.1 % drop,
+at most :data:`MAX_STEPS` steps.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from hybrid_attention.apps.claims.runner import LRSweep, Study, chosen_lr
+from hybrid_attention.apps.train import TrainConfig
+from hybrid_attention.sizing import count_parameters
+
+ROOT = "results/long_context_2"
+#: the step budget per run (PROTOCOL.md "Budget", from the measured step times in ``budget.md``)
+MAX_STEPS = 2000
+LRS = (1e-3, 3e-3, 1e-2)
+SWEEP_SEEDS = (0, 1, 2)
+PRIMARY_SEEDS = tuple(range(3, 10))  # with the sweep's seeds 0-2 at the chosen rate: 10 seeds per cell
+SECONDARY_SEEDS = (3, 4)  # 5 per cell
+BLOCK_SIZES = (64, 128)
+PILOT_T = 256
+COMMON = {
+    "n_layer": 1,
+    "n_head": 1,
+    "n_embd": 64,
+    "ffn": True,
+    "batch_size": 64,
+    "warmup": 100,
+    "grad_clip": 1.0,
+    "eval_interval": 100,
+    "patience": 5,
+    "max_steps": MAX_STEPS,
+}
+
+
+def task_settings(task: str, T: int) -> dict:
+    """The task's settings at block size ``T``, named explicitly (PROTOCOL.md "Tasks")."""
+    if task == "shakespeare":
+        return {"task": "shakespeare"}
+    if task == "mqar":  # hybrid_attention.tasks.mqar's defaults at T, written out: T // 8 pairs, V = max(64, 4 T)
+        return {"task": "mqar", "kv_pairs": max(1, T // 8), "mqar_vocab": max(64, 4 * T)}
+    if task == "runs":  # the decoy count held fixed across T (round 1's count at T = 32)
+        return {"task": "runs", "pointer": "attention", "decoys": 3}
+    if task == "brackets":  # round 1's variant below the ceiling
+        return {"task": "brackets", "bracket_types": 2, "filler": 0.2, "disjoint": True, "train_max_depth": 3}
+    raise ValueError(f"unknown task {task!r}; expected shakespeare, mqar, runs or brackets")
+
+
+#: the one-layer arms (PROTOCOL.md "Arms"): the fields each lays over :data:`COMMON`
+ONE_LAYER_ARMS = {
+    "softmax": {"attention": "softmax"},
+    "bias": {"attention": "bias"},
+    "hj-band4": {"attention": "hj", "band": 4, "band_shape": "free", "sampler": "exact"},
+    "hj-band8": {"attention": "hj", "band": 8, "band_shape": "free", "sampler": "exact"},
+    "hj-full": {"attention": "hj", "sampler": "meanfield"},
+}
+PRIMARY_ARMS = ("softmax", "softmax-2L", "bias", "hj-band4", "hj-band8", "hj-full")
+SECONDARY_ARMS = {
+    "mta": {"attention": "mta"},
+    "h": {"attention": "h"},
+    # the training-engine control: hj-band4 trained with naive mean field (evaluated exactly by the report)
+    "hj-band4-mf": {"attention": "hj", "band": 4, "band_shape": "free", "sampler": "meanfield"},
+}
+#: the engine behind each arm's numbers (the report names it beside every number)
+ENGINES = {
+    "softmax": "-",
+    "softmax-2L": "-",
+    "bias": "-",
+    "hj-band4": "exact (transfer matrix)",
+    "hj-band8": "exact (transfer matrix)",
+    "hj-full": "naive mean field",
+    "mta": "-",
+    "h": "exact (closed form)",
+    "hj-band4-mf": "trained with naive mean field, evaluated exactly",
+}
+
+
+def _model_config(task: str, T: int, arm: dict, **changes) -> object:
+    cfg = TrainConfig(**{**COMMON, **task_settings(task, T), **arm, "block_size": T, **changes})
+    return cfg.model_config()
+
+
+@cache
+def two_layer_width(task: str, T: int) -> tuple[int, int, int]:
+    """``softmax-2L``'s width at ``(task, T)`` and the two counts ``(width, its parameters, hj-full's)``: the
+    narrowest two-layer softmax (a multiple of ``n_head``) with at least as many parameters as every one-layer
+    primary arm, which is the closest such count to ``hj-full``'s (``hj-full`` has the most; J counted by its free
+    entries, :func:`hybrid_attention.sizing.count_parameters`)."""
+    counts = {name: count_parameters(_model_config(task, T, arm)) for name, arm in ONE_LAYER_ARMS.items()}
+    target = max(counts.values())
+    width = COMMON["n_head"]
+    while True:
+        n = count_parameters(_model_config(task, T, {"attention": "softmax", "n_layer": 2, "n_embd": width}))
+        if n >= target:
+            return width, n, counts["hj-full"]
+        width += COMMON["n_head"]
+
+
+def arms(task: str, T: int, names: tuple[str, ...]) -> dict[str, dict]:
+    """The fields of each named arm at ``(task, T)``."""
+    out = {}
+    for name in names:
+        if name == "softmax-2L":
+            out[name] = {"attention": "softmax", "n_layer": 2, "n_embd": two_layer_width(task, T)[0]}
+        else:
+            out[name] = {**ONE_LAYER_ARMS, **SECONDARY_ARMS}[name]
+    return out
+
+
+def _sweep() -> LRSweep:
+    # PROTOCOL.md "Design": chosen on seeds 0-2; edges extend by the next half-decade (at most two per side), also
+    # below a lowest rate with a diverged seed
+    return LRSweep(LRS, None, seeds=SWEEP_SEEDS, extend=True, max_extend=2, extend_below_divergence=True)
+
+
+def _study(name: str, task: str, T: int, names: tuple[str, ...], seeds: tuple[int, ...], label: str) -> Study:
+    a = arms(task, T, names)
+    return Study(
+        name,
+        {**COMMON, **task_settings(task, T)},
+        names,
+        (T,),
+        seeds,
+        _sweep(),
+        label=label,
+        mode_base=a,
+    )
+
+
+STUDIES: dict[str, Study] = {}
+for _T in BLOCK_SIZES:
+    for _task in ("shakespeare", "mqar"):
+        STUDIES[f"{_task}_T{_T}"] = _study(
+            f"{_task}_T{_T}", _task, _T, PRIMARY_ARMS, PRIMARY_SEEDS, f"round 2, {_task}, T = {_T}: primary arms"
+        )
+        STUDIES[f"{_task}_T{_T}_secondary"] = _study(
+            f"{_task}_T{_T}_secondary",
+            _task,
+            _T,
+            tuple(SECONDARY_ARMS),
+            SECONDARY_SEEDS,
+            f"round 2, {_task}, T = {_T}: secondary arms",
+        )
+    for _task in ("runs", "brackets"):
+        STUDIES[f"{_task}_T{_T}"] = _study(
+            f"{_task}_T{_T}", _task, _T, PRIMARY_ARMS, SECONDARY_SEEDS, f"round 2, {_task}, T = {_T} (secondary task)"
+        )
+
+
+def pilot_study(task: str, root: str | Path = ROOT) -> Study | None:
+    """The T = 256 pilot of ``task``: the primary arms on seeds 0-2, each at its chosen rate at T = 128 (``None``
+    until every primary arm's T = 128 sweep has chosen)."""
+    source = STUDIES[f"{task}_T128"]
+    rates = {arm: chosen_lr(source, arm, Path(root), 128) for arm in PRIMARY_ARMS}
+    if any(r is None for r in rates.values()):
+        return None
+    a = arms(task, PILOT_T, PRIMARY_ARMS)
+    return Study(
+        f"{task}_T{PILOT_T}",
+        {**COMMON, **task_settings(task, PILOT_T)},
+        PRIMARY_ARMS,
+        (PILOT_T,),
+        SWEEP_SEEDS,
+        None,
+        label=f"round 2, {task}, T = {PILOT_T}: pilot (3 seeds, T = 128's rates)",
+        mode_base={k: {**v, "lr": rates[k]} for k, v in a.items()},
+    )
+
+
+for _task in ("shakespeare", "mqar"):
+    _pilot = pilot_study(_task)
+    if _pilot is not None:
+        STUDIES[_pilot.name] = _pilot
+
+#: plans: the studies each runs, in order (T = 64 first: a session's share finishes whole cells sooner)
+PLANS = {
+    "primary": ("shakespeare_T64", "mqar_T64", "shakespeare_T128", "mqar_T128"),
+    "pilot256": tuple(name for name in (f"shakespeare_T{PILOT_T}", f"mqar_T{PILOT_T}") if name in STUDIES),
+    "secondary_arms": tuple(f"{t}_T{T}_secondary" for T in BLOCK_SIZES for t in ("shakespeare", "mqar")),
+    "secondary_tasks": tuple(f"{t}_T{T}" for T in BLOCK_SIZES for t in ("runs", "brackets")),
+}
+
+
+def check() -> None:
+    """Every run configuration of every study validates (raises ``ValueError`` naming the first that does not)."""
+    for st in STUDIES.values():
+        for mode in st.modes:
+            for T in st.block_sizes:
+                st.config(mode, T, 0, 1e-3, Path("/nonexistent") / st.name / mode)
+
+
+if __name__ == "__main__":
+    check()
+    for (task, T), _ in {
+        (t, T): 0 for t in ("shakespeare", "mqar", "runs", "brackets") for T in (64, 128, 256)
+    }.items():
+        w, n, ref = two_layer_width(task, T)
+        print(f"{task} T = {T}: softmax-2L width {w}, {n} parameters; hj-full {ref}")
