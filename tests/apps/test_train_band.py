@@ -95,3 +95,15 @@ def test_evaluation_of_a_banded_model_splits_its_windows_to_fit_the_memory_budge
     split = evaluate(model, x, y, "shakespeare")
     # the same sums in another grouping: float32 rounding of a sum over 40 x 12 losses, relative ~ 1e-6
     assert split["val_loss"] == pytest.approx(whole["val_loss"], rel=1e-5)
+
+
+def test_eval_exact_reaches_any_length_with_a_band_and_stays_refused_for_a_full_j():
+    """--eval-exact: exact evaluation of a model trained with a sampler; a banded J is exact at any T (the transfer
+    matrix), a full J only up to the enumeration limit."""
+    from hybrid_attention.apps.train import TrainConfig
+    from hybrid_attention.exact import MAX_SPINS
+
+    T = MAX_SPINS + 8
+    TrainConfig(attention="hj", block_size=T, band=4, sampler="meanfield", eval_exact=True, out="r").validate()
+    with pytest.raises(ValueError, match="--eval-exact needs block_size"):
+        TrainConfig(attention="hj", block_size=T, sampler="meanfield", eval_exact=True, out="r").validate()

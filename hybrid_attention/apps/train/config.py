@@ -312,8 +312,11 @@ class TrainConfig:
     def _check_sampler(self) -> None:
         if self.sampler != "exact" and self.attention in ("softmax", "bias", "mta"):
             raise ValueError(f"--sampler applies to Boltzmann modes (hj, h, j), not to attention {self.attention!r}")
-        if self.eval_exact and self.attention in ("hj", "j") and self.block_size > MAX_SPINS:
-            raise ValueError(f"--eval-exact needs block_size <= {MAX_SPINS} (exact enumeration), got {self.block_size}")
+        if self.eval_exact and self.attention in ("hj", "j") and self.block_size > MAX_SPINS and not self.band:
+            raise ValueError(
+                f"--eval-exact needs block_size <= {MAX_SPINS} (exact enumeration) or a band (--band W: the transfer "
+                f"matrix, any length), got block_size {self.block_size} with a full J"
+            )
         if self.sampler != "exact" and self.sampler not in SAMPLERS:
             raise ValueError(f"unknown sampler {self.sampler!r}; available: {sorted(SAMPLERS)}")
         if not isinstance(self.sampler_options, dict) or not all(isinstance(k, str) for k in self.sampler_options):
