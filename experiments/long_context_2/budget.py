@@ -167,8 +167,8 @@ def report(steps_budget: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--measure", action="store_true", help="time the configurations not measured yet")
-    p.add_argument("--short", type=int, default=3)
-    p.add_argument("--long", type=int, default=13)
+    p.add_argument("--short", type=int, default=5)
+    p.add_argument("--long", type=int, default=25)
     p.add_argument("--only", default=None, help="measure only configurations naming this task, arm or T")
     p.add_argument("--steps", type=int, default=plan.MAX_STEPS, help="step budget per run for the totals")
     args = p.parse_args(argv)

@@ -1,0 +1,98 @@
+"""Round 2's report (experiments/long_context_2/report.py) on planted run directories: the chosen rate's cells
+(sweep seeds 0-2 with main seeds 3-9), the strongest baseline, each verdict of the protocol's rules, the thesis."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from experiments.long_context_2 import plan
+from experiments.long_context_2 import report as r2
+
+LRS = (1e-3, 3e-3, 1e-2)
+
+
+def fake_run(d, arm, T, seed, lr, metric, val_loss, *, task):
+    d.mkdir(parents=True)
+    key = "val_perplexity" if task == "shakespeare" else "val_accuracy"
+    m = {key: metric, "val_loss": val_loss, "finished": True, "step": 2000, "max_steps": 2000, "elapsed_s": 2.0}
+    m["evals"] = [{"step": 100 * (i + 1), "val_loss": val_loss, key: metric} for i in range(8)]
+    (d / "metrics.json").write_text(json.dumps(m))
+    cfg = {"attention": "hj", "block_size": T, "seed": seed, "lr": lr, "task": task, "ffn": True, "max_steps": 2000}
+    (d / "config.json").write_text(json.dumps({"run": cfg}))
+
+
+def plant(root, task, T, means, *, sd=0.01, best_lr=3e-3):
+    """Every primary arm of (task, T): sweep seeds 0-2 at three rates (``best_lr`` has the lowest loss) and main
+    seeds 3-9 at ``best_lr``; metric = ``means[arm]`` plus seed noise shared across arms (paired) and a little own."""
+    rng = np.random.default_rng(T)
+    shared = {s: rng.normal(0, sd) for s in range(10)}
+    study = plan.STUDIES[f"{task}_T{T}"]
+    for arm in study.modes:
+        for seed in range(10):
+            metric = means[arm] + shared[seed] + rng.normal(0, sd / 10)
+            for lr in LRS if seed < 3 else (best_lr,):
+                kind = "sweep" if seed < 3 else "runs"
+                loss = 1.0 + (0 if lr == best_lr else 0.1)
+                d = root / study.name / kind / f"{arm}_T{T}_lr{lr:g}_s{seed}"
+                fake_run(d, arm, T, seed, lr, metric if lr == best_lr else metric * 1.5, loss, task=task)
+
+
+def test_planted_cells_verdicts_and_thesis(tmp_path):
+    base = {"softmax": 6.0, "softmax-2L": 5.8, "bias": 5.9}
+    # T = 64: band4 2 % better than softmax-2L (the strongest), band8 equal, full 3 % worse; T = 128: band4 6 % better
+    plant(tmp_path, "shakespeare", 64, {**base, "hj-band4": 5.8 * 0.98, "hj-band8": 5.8, "hj-full": 5.8 * 1.03})
+    plant(tmp_path, "shakespeare", 128, {**base, "hj-band4": 5.8 * 0.94, "hj-band8": 5.8, "hj-full": 5.8 * 1.03})
+    studies = {k: v for k, v in plan.STUDIES.items() if k.startswith("shakespeare_T") and "secondary" not in k}
+    cells = [r2.cell_table(tmp_path, studies, "shakespeare", T, 10) for T in (64, 128)]
+    r2.decide(cells)
+    c64, c128 = cells
+    assert c64["base"] == c128["base"] == "softmax-2L"
+    assert {arm: v["lr"] for arm, v in c64["arms"].items()} == {arm: 3e-3 for arm in plan.PRIMARY_ARMS}
+    assert all(len(v["rows"]) == 10 for v in c64["arms"].values())
+    x = c64["contrasts"]["hj-band4"]
+    assert x["res"].n == 10 and x["res"].lo < 2.0 < x["res"].hi and x["later"].n == 7
+    assert x["verdict"] == "hj better"
+    assert c64["contrasts"]["hj-band8"]["verdict"] == "no practical gain"
+    assert c64["contrasts"]["hj-full"]["verdict"] == "hj worse"
+    assert c128["contrasts"]["hj-band4"]["verdict"] == "hj better"
+    verdict, why = r2.thesis(cells)
+    assert verdict == "supported" and why.startswith("hj-band4")
+    text, damaged = r2.report(tmp_path, studies)
+    assert not damaged and "| shakespeare | supported |" in text
+
+
+def test_a_cell_short_of_seeds_is_pending_and_so_is_the_thesis(tmp_path):
+    base = {"softmax": 6.0, "softmax-2L": 5.8, "bias": 5.9, "hj-band4": 5.7, "hj-band8": 5.7, "hj-full": 5.7}
+    plant(tmp_path, "shakespeare", 64, base)
+    cells = [r2.cell_table(tmp_path, plan.STUDIES, "shakespeare", 64, 10)]
+    r2.decide(cells)
+    assert cells[0]["contrasts"]["hj-band4"]["verdict"] == "hj better"
+    assert r2.thesis(cells)[0] == "pending"
+    # a main seed missing: that arm's contrast is pending
+    import shutil
+
+    shutil.rmtree(tmp_path / "shakespeare_T64" / "runs" / "hj-band8_T64_lr0.003_s9")
+    cells = [r2.cell_table(tmp_path, plan.STUDIES, "shakespeare", 64, 10)]
+    r2.decide(cells)
+    assert cells[0]["contrasts"]["hj-band8"]["verdict"] == "pending (9 seeds)"
+
+
+def test_an_accuracy_task_with_its_baseline_at_the_ceiling_is_untestable(tmp_path):
+    means = {"softmax": 99.9, "softmax-2L": 99.95, "bias": 99.0, "hj-band4": 99.9, "hj-band8": 99.9, "hj-full": 99.9}
+    plant(tmp_path, "mqar", 64, means, sd=0.01)
+    cells = [r2.cell_table(tmp_path, plan.STUDIES, "mqar", 64, 10)]
+    r2.decide(cells)
+    assert cells[0]["base"] == "softmax-2L"
+    assert all(x["verdict"].startswith("untestable") for x in cells[0]["contrasts"].values())
+
+
+def test_welch_interval_matches_scipy():
+    from scipy import stats
+
+    a, b = [1.0, 2.0, 3.5, 2.2], [0.5, 0.7, 0.2, 0.9, 1.1]
+    d, lo, hi = r2.welch(a, b)
+    res = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    assert d == pytest.approx(np.mean(a) - np.mean(b)) and (lo, hi) == pytest.approx((res.low, res.high))
