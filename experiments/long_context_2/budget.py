@@ -72,12 +72,17 @@ def configurations() -> list[tuple[str, str, int]]:
     return out
 
 
-def measure(short: int, long: int, only: str | None = None) -> None:
-    """Time every configuration (resumable: measured ones are kept in :data:`STEPS_FILE`)."""
+def measure(short: int, long: int, only: str | None = None, exclude: str | None = None) -> None:
+    """Time every configuration (resumable: measured ones are kept in :data:`STEPS_FILE`); ``only`` / ``exclude``:
+    the configurations naming (or not naming) this task or arm."""
     from tqdm.auto import tqdm
 
     done = json.loads(STEPS_FILE.read_text()) if STEPS_FILE.is_file() else {}
-    todo = [c for c in configurations() if "|".join(map(str, c)) not in done and (only is None or only in c)]
+    todo = [
+        c
+        for c in configurations()
+        if "|".join(map(str, c)) not in done and (only is None or only in c) and (exclude is None or exclude not in c)
+    ]
     ctx = multiprocessing.get_context("spawn")
     for task, arm, T in tqdm(todo, desc="step times", unit="config"):
         ts = {}
@@ -169,11 +174,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--measure", action="store_true", help="time the configurations not measured yet")
     p.add_argument("--short", type=int, default=5)
     p.add_argument("--long", type=int, default=25)
-    p.add_argument("--only", default=None, help="measure only configurations naming this task, arm or T")
+    p.add_argument("--only", default=None, help="measure only the configurations naming this task or arm")
+    p.add_argument("--exclude", default=None, help="measure none of the configurations naming this task or arm")
     p.add_argument("--steps", type=int, default=plan.MAX_STEPS, help="step budget per run for the totals")
     args = p.parse_args(argv)
     if args.measure:
-        measure(args.short, args.long, args.only)
+        measure(args.short, args.long, args.only, args.exclude)
     text = report(args.steps)
     (OUT / "budget.md").write_text(text)
     print(text)
