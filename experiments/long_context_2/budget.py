@@ -19,6 +19,7 @@ import argparse
 import glob
 import json
 import multiprocessing
+import os
 import statistics
 import tempfile
 import time
@@ -86,16 +87,20 @@ def measure(short: int, long: int, only: str | None = None, exclude: str | None 
     ctx = multiprocessing.get_context("spawn")
     for task, arm, T in tqdm(todo, desc="step times", unit="config"):
         ts = {}
-        for steps in (short, long):
-            with ctx.Pool(1, maxtasksperchild=1) as pool:
-                ts[steps] = pool.apply(_time_one, ((task, arm, T, steps),))
-        ms = 1000 * (ts[long] - ts[short]) / (long - short)
-        done["|".join(map(str, (task, arm, T)))] = {
-            "ms_per_step": ms,
-            "short": [short, ts[short]],
-            "long": [long, ts[long]],
-            "measured": time.strftime("%Y-%m-%d %H:%M"),
-        }
+        try:
+            for steps in (short, long):
+                with ctx.Pool(1, maxtasksperchild=1) as pool:
+                    ts[steps] = pool.apply(_time_one, ((task, arm, T, steps),))
+        except ValueError as exc:  # refused before work (the memory budget): the configuration cannot run here
+            entry = {"refused": " ".join(str(exc).split())}
+        else:
+            entry = {
+                "ms_per_step": 1000 * (ts[long] - ts[short]) / (long - short),
+                "short": [short, ts[short]],
+                "long": [long, ts[long]],
+            }
+        load = os.getloadavg()[0]
+        done["|".join(map(str, (task, arm, T)))] = {**entry, "measured": time.strftime("%Y-%m-%d %H:%M"), "load": load}
         OUT.mkdir(parents=True, exist_ok=True)
         STEPS_FILE.write_text(json.dumps(done, indent=1, sort_keys=True) + "\n")
 
@@ -146,9 +151,13 @@ def report(steps_budget: int) -> str:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     totals: dict[str, float] = {}
+    refused = []
     for key, v in sorted(steps.items(), key=lambda kv: (int(kv[0].split("|")[2]), kv[0])):
         task, arm, T = key.split("|")
         T = int(T)
+        if "refused" in v:
+            refused.append(f"- {task}, {arm}, T = {T}: {v['refused']}")
+            continue
         ms = v["ms_per_step"] * (g_max if arm in MEANFIELD_ARMS else 1.0)
         if T == plan.PILOT_T:
             name = "pilot256"
@@ -166,6 +175,11 @@ def report(steps_budget: int) -> str:
     lines += ["| plan, T | CPU h |", "| --- | --- |"]
     lines += [f"| {k} | {v:.1f} |" for k, v in sorted(totals.items())]
     lines.append(f"| all | {sum(totals.values()):.1f} |")
+    loads = [v["load"] for v in steps.values() if "load" in v]
+    if loads:
+        lines += ["", f"Load average (1 min) during the measurements: {min(loads):.1f} to {max(loads):.1f} (2 cores)."]
+    if refused:
+        lines += ["", "Configurations that cannot run on this machine (refused before work):", "", *refused]
     return "\n".join(lines) + "\n"
 
 
