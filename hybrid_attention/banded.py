@@ -50,7 +50,8 @@ __all__ = [
 ]
 
 # bytes per (row, query, position, window state): A and B kept for the marginals, plus autograd's saved sums
-# (measured peak / (rows * T**2 / 2 * 2**W * itemsize): about 8 with autograd, B = 16, T = 128, W = 6, float32)
+# (measured peak / (rows * T**2 / 2 * 2**W * itemsize) with autograd, B = 16, T = 128, W = 6, float32: about 7 for
+# the probability-domain sweep, 9 for the log-space one)
 _BYTES_FACTOR = 12
 
 
