@@ -427,17 +427,17 @@ class _BlockSweepFn(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, C: torch.Tensor, Phi: torch.Tensor, first: tuple, limit: float, fast: float):
-        nb, P, G, Q, R, k2 = Phi.shape
-        k = k2 // 2
-        S = 1 << k
+    def forward(ctx, C: torch.Tensor, X: torch.Tensor, first: tuple, limit: float, fast: float):
+        nb, P, G, Q, R, k = X.shape
+        k2, S = 2 * k, 1 << k
+        ctx.first, ctx.shape = first, X.shape
         M = _block_energies(C)  # (P, G, nb, S, S)
         lo, top = torch.aminmax(M.view(P, G, nb, -1), dim=-1)
         span = float((top - lo).max())
         status = torch.tensor(0 if span <= min(limit, fast / 2) else 1 if span > limit else 2)
         ctx.mark_non_differentiable(status)
         if int(status):
-            return Phi.new_empty(0), status
+            return X.new_empty(0), status
         M.sub_(top[..., None, None]).exp_()  # exp(beta E - max) per block
         onehot = torch.nn.functional.one_hot(2 * torch.arange(k, device=M.device) + _state_bits(k, M.device), k2)
         onehot = onehot.sum(1).to(M.dtype)  # (2^k, 2k): the field entries of each window state
@@ -456,13 +456,18 @@ class _BlockSweepFn(torch.autograd.Function):
         def scratch(buf: torch.Tensor, N: int) -> torch.Tensor:
             return buf[: size * N].view(P, G, N, S)
 
-        ohT = onehot.T.contiguous()
+        # log F(w) = sum_t x_t s_t(w) - |x_t| (at most 0, 0 for the favoured spins): [x, -sum |x|] @ [spins, 1]^T
+        SpT = torch.cat([1 - 2 * _state_bits(k, M.device), torch.ones(S, 1, dtype=torch.long, device=M.device)], 1)
+        SpT = SpT.to(M.dtype).T.contiguous()  # (k + 1, 2^k)
+        Xs = []
         As, Fs, Ds = [], [], []
         A = M.new_ones(P, G, Ns[0], S)
         for b in range(nb):
             Ain = A[:, :, A.shape[2] - Ns[b] :]  # the slots still running
             Fw = seg(bufF, b)
-            torch.matmul(Phi[b, :, :, first[b] :].flatten(2, 3), ohT, out=Fw).exp_()  # the window's field factors
+            x = X[b, :, :, first[b] :].flatten(2, 3)  # (P, G, N, k)
+            Xs.append(x)
+            torch.matmul(torch.cat([x, -x.abs().sum(-1, keepdim=True)], -1), SpT, out=Fw).exp_()  # the window's fields
             At = scratch(sc1, Ns[b])
             torch.matmul(Ain, M[:, :, b].transpose(-1, -2), out=At)
             A = torch.mul(At, Fw, out=seg(bufA, b))
@@ -480,8 +485,8 @@ class _BlockSweepFn(torch.autograd.Function):
             if b == nb - 1:
                 B.fill_(1.0)
             else:
-                X = torch.mul(Bs[b + 1], Fs[b + 1], out=scratch(sc1, Ns[b + 1]))
-                Bn = torch.matmul(X, M[:, :, b + 1], out=scratch(sc2, Ns[b + 1]))
+                Xb = torch.mul(Bs[b + 1], Fs[b + 1], out=scratch(sc1, Ns[b + 1]))
+                Bn = torch.matmul(Xb, M[:, :, b + 1], out=scratch(sc2, Ns[b + 1]))
                 Es[b] = Bn.amax(-1, keepdim=True).reciprocal_()
                 B[:, :, : es[b]].fill_(1.0)
                 torch.mul(Bn, Es[b], out=B[:, :, es[b] :])
@@ -490,15 +495,15 @@ class _BlockSweepFn(torch.autograd.Function):
             Ss[b] = Sb
             S0, S1 = Sb.view(P, G, Ns[b], k, 2).unbind(-1)
             outs[b] = S0.log() - (S0 + S1).log()
-        ctx.first, ctx.shape = first, Phi.shape
-        ctx.save_for_backward(C, M, onehot, *As, *Fs, *Bs, *Ds, *Es[:-1], *Ss)
+        ctx.save_for_backward(C, M, onehot, SpT, *Xs, *As, *Fs, *Bs, *Ds, *Es[:-1], *Ss)
         return torch.cat(outs, dim=2), status  # (P, G, sum_b N_b, k)
 
     @staticmethod
     def backward(ctx, gout: torch.Tensor, _gstatus: Any):
         first = ctx.first
-        nb, P, G, Q, R, k2 = ctx.shape
-        C, M, onehot, *saved = ctx.saved_tensors
+        nb, P, G, Q, R, k = ctx.shape
+        C, M, onehot, SpT, *saved = ctx.saved_tensors
+        Xs, saved = saved[:nb], saved[nb:]
         As, Fs, Bs, Ds = (saved[i * nb : (i + 1) * nb] for i in range(4))
         Es = saved[4 * nb : 5 * nb - 1]
         Ss = saved[5 * nb - 1 :]
@@ -518,8 +523,9 @@ class _BlockSweepFn(torch.autograd.Function):
             gZ = g / (S0 + S1)
             gS.append(torch.stack([gZ * S1 / S0, -gZ], dim=-1).flatten(-2))  # (P, G, N, 2k)
         gM = torch.zeros_like(M)
-        gPhi = M.new_zeros(ctx.shape)
-        gL = [torch.zeros_like(s) for s in gS]  # g log F_b summed over each bit: (P, G, N, 2k)
+        gXall = M.new_zeros(ctx.shape)
+        Sp = SpT.T.contiguous()  # (2^k, k + 1)
+        gL = [M.new_zeros(*s.shape[:-1], k + 1) for s in gS]  # g log F_b @ [spins, 1]: (P, G, N, k + 1)
         gB = None
         for b in range(nb):  # upward: the adjoint of the backward messages
             gpost = torch.matmul(gS[b], ohT, out=scratch(0, Ns[b]))
@@ -529,7 +535,7 @@ class _BlockSweepFn(torch.autograd.Function):
                 X = torch.mul(Bs[b], Fs[b], out=scratch(3, Ns[b]))
                 gX = torch.matmul(V, M[:, :, b].transpose(-1, -2), out=scratch(4, Ns[b]))
                 gM[:, :, b] += X.transpose(-1, -2) @ V
-                gL[b] += X.mul_(gX) @ onehot
+                gL[b] += X.mul_(gX) @ Sp
                 gBb.addcmul_(gX, Fs[b])
             gB = gBb
         gY = None
@@ -538,20 +544,21 @@ class _BlockSweepFn(torch.autograd.Function):
             gA = torch.mul(gpost, Bs[b], out=scratch(1 + b % 2, Ns[b]))
             if b < nb - 1:
                 gA[:, :, es[b] :] += torch.matmul(gY, M[:, :, b + 1], out=scratch(4, Ns[b + 1]))
-            gL[b] += torch.mul(As[b], gA, out=scratch(3, Ns[b])) @ onehot
+            gL[b] += torch.mul(As[b], gA, out=scratch(3, Ns[b])) @ Sp
             gY = gA.mul_(Fs[b]).mul_(Ds[b])
             Ain = As[b - 1][:, :, es[b - 1] :] if b else None
             if Ain is not None:
                 gM[:, :, b] += gY.transpose(-1, -2) @ Ain
             else:  # the first block's input is all ones
                 gM[:, :, b] += gY.sum(2).unsqueeze(-1).expand(P, G, S, S)
-            gPhi[b, :, :, first[b] :] = gL[b].unflatten(2, (-1, R))
+            gx = gL[b][..., :k] - Xs[b].sign() * gL[b][..., k:]  # d/dx of x s - |x|
+            gXall[b, :, :, first[b] :] = gx.unflatten(2, (-1, R))
         gE = gM.mul_(M)  # d/d(beta E): E = (S C_in) S^T + quad, quad = rows of (S C_out) S
         k = C.shape[-2]
         Sp = (1 - 2 * _state_bits(k, C.device)).to(C.dtype)
         gin = Sp.T @ gE @ Sp  # (P, G, nb, k, k)
         gout_ = (Sp.T * gE.sum(-1).unsqueeze(-2)) @ Sp
-        return torch.cat([gout_, gin], dim=-1), gPhi, None, None, None
+        return torch.cat([gout_, gin], dim=-1), gXall, None, None, None
 
 
 def _block_plan(n: int, W: int, Q: int, causal: bool, device: Any):
@@ -579,57 +586,60 @@ def _block_plan(n: int, W: int, Q: int, causal: bool, device: Any):
     return ends, keys, queries, first
 
 
-def _block_fields(F: torch.Tensor, keys: torch.Tensor, queries: torch.Tensor, causal: bool) -> torch.Tensor:
-    """The sweep's field tables ``(nb, P, G, Q', R, 2k)`` from ``F (n, P, 2, Q, R)`` (:func:`_field_tables`); ghosts,
+def _block_fields(x: torch.Tensor, keys: torch.Tensor, queries: torch.Tensor, causal: bool) -> torch.Tensor:
+    """The sweep's fields ``beta h`` as ``(nb, P, G, Q', R, k)`` from ``x (n, P, Q, R)`` (any strides); ghosts,
     padding slots and (causal) keys after a slot's query, which no sweep reads, get 0 (a free spin)."""
-    n, P, _, Q, R = F.shape
-    nb, G, k = keys.shape
-    flat = torch.cat([F.permute(0, 3, 1, 2, 4).reshape(n * Q, P, 2, R), F.new_zeros(1, P, 2, R)])
-    idx = keys[:, :, :, None] * Q + queries[None, :, None, :]  # (nb, G, k, Q')
-    ok = (keys[:, :, :, None] >= 0) & (queries[None, :, None, :] >= 0)
+    n, P, Q, R = x.shape
+    kk = keys[:, :, None, None, :]  # (nb, G, 1, 1, k)
+    qq = queries[None, :, :, None, None]  # (1, G, Q', 1, 1)
+    ok = (kk >= 0) & (qq >= 0)
     if causal:
-        ok &= keys[:, :, :, None] <= queries[None, :, None, :]
-    idx = torch.where(ok, idx, torch.full_like(idx, n * Q))
-    Phi = flat.index_select(0, idx.flatten()).view(nb, G, k, -1, P, 2, R)  # (nb, G, k, Q', P, 2, R)
-    return Phi.permute(0, 4, 1, 3, 6, 2, 5).reshape(nb, P, G, -1, R, 2 * k)
+        ok = ok & (kk <= qq)
+    rr = torch.arange(R, device=x.device)[None, None, None, :, None]
+    g = x[kk.clamp(min=0), :, qq.clamp(min=0), rr]  # (nb, G, Q', R, k, P)
+    return torch.where(ok[..., None], g, 0.0).permute(0, 5, 1, 2, 3, 4)
 
 
-def _block_run(F: torch.Tensor, c: torch.Tensor, beta: torch.Tensor, causal: bool) -> torch.Tensor | None:
-    """``log P(s_j = +1)`` as ``(P, Q, n, R)`` by the block engine, or ``None`` when it does not apply (band too wide,
-    couplings too strong for its range, a non-finite result)."""
-    n, P, _, Q, R = F.shape
+def _block_run(x: torch.Tensor, c: torch.Tensor, beta: torch.Tensor, causal: bool) -> torch.Tensor | None:
+    """``log P(s_j = +1)`` as ``(R, P, Q, n)`` (``-inf`` for the keys a causal query does not see) by the block engine
+    for fields ``x = beta h`` as ``(n, P, Q, R)`` (``P`` coupling groups, ``Q`` queries, ``R`` rows sharing a table),
+    or ``None`` when it does not apply (band too wide, couplings too strong for its range, a non-finite result)."""
+    n, P, Q, R = x.shape
     W = c.shape[-2]
-    limit = _SCALED_LIMIT.get(F.dtype)
+    limit = _SCALED_LIMIT.get(x.dtype)
     if not _USE_BLOCK or limit is None or W > _BLOCK_MAX_W:
         return None
-    ends, keys, queries, first = _block_plan(n, W, Q, causal, F.device)
+    ends, keys, queries, first = _block_plan(n, W, Q, causal, x.device)
     C = _block_couplings(c, beta, ends)  # (P, G, nb, k, 2k)
-    Phi = _block_fields(F, keys, queries, causal)  # (nb, P, G, Q', R, 2k)
+    X = _block_fields(x, keys, queries, causal)  # (nb, P, G, Q', R, k)
     nb, G, k = keys.shape
     # the posterior A_b * B_b of a window is at least exp(-(2 |beta h| + 2 span + 2 W log 2)) where it matters
-    fast = _FAST_LIMIT[F.dtype] - float(-Phi.detach().min()) - 2 * W * math.log(2)
-    out, status = _BlockSweepFn.apply(C, Phi, tuple(first), limit, fast)  # (P, G, sum_b q_b R, k)
+    fast = _FAST_LIMIT[x.dtype] - 2 * float(X.detach().abs().max()) - 2 * W * math.log(2)
+    out, status = _BlockSweepFn.apply(C, X, tuple(first), limit, fast)  # (P, G, sum_b q_b R, k)
     if int(status) == 1:  # couplings too strong for the probability domain over a whole block
         return None
     if int(status) == 2:  # fields too large to read the marginals with every field included
         E = _block_energies(C)
         M = (E - E.detach().amax((-2, -1), keepdim=True)).exp()
+        a = X.abs()
+        Phi = torch.stack([X - a, -X - a], dim=-1).flatten(-2)  # (nb, P, G, Q', R, 2k)
         outs = _block_sweep(M, Phi.permute(0, 1, 2, 5, 3, 4), first)  # (P, G, k, q_b, R) each
         out = torch.cat([o.permute(0, 1, 3, 4, 2).flatten(2, 3) for o in outs], dim=2)
     if not bool(torch.isfinite(out.detach()).all()):
         return None
-    # assemble: group g, bit t, block b, slot m -> (query, key)
+    # out[p, g, (b, slot, r), t] -> la[r, p, query, key]; the rest (ghosts, padding) to a spare last entry
     Qs = queries.shape[1]
+    p = torch.arange(P, device=x.device)[:, None, None, None, None]
+    r = torch.arange(R, device=x.device)[None, None, None, :, None]
     targets = []
     for b in range(nb):
-        tq = queries[:, None, first[b] :]  # (G, 1, q)
-        tk = keys[b][:, :, None]  # (G, k, 1)
-        targets.append(torch.where((tq >= 0) & (tk >= 0), tq * n + tk, -1).expand(G, k, Qs - first[b]))
-    idx = torch.cat(targets, dim=-1).reshape(-1)
-    flat = out.unflatten(2, (-1, R)).permute(0, 1, 4, 2, 3).reshape(P, -1, R)
-    ok = idx >= 0
-    la = F.new_full((P, Q * n, R), float("-inf")).index_copy(1, idx[ok], flat[:, ok])
-    return la.view(P, Q, n, R)
+        tq = queries[None, :, first[b] :, None, None]  # (1, G, q, 1, 1)
+        tk = keys[b][None, :, None, None, :]  # (1, G, 1, 1, k)
+        i = ((r * P + p) * Q + tq) * n + tk
+        targets.append(torch.where((tq >= 0) & (tk >= 0), i, R * P * Q * n).expand(P, G, -1, R, k))
+    idx = torch.cat(targets, dim=2).reshape(-1)
+    la = x.new_full((R * P * Q * n + 1,), float("-inf")).index_copy(0, idx, out.reshape(-1))
+    return la[:-1].view(R, P, Q, n)
 
 
 def log_marginals(h: torch.Tensor, c: torch.Tensor, beta: Any = 1.0) -> torch.Tensor:
@@ -651,15 +661,13 @@ def log_marginals(h: torch.Tensor, c: torch.Tensor, beta: Any = 1.0) -> torch.Te
         return h * 0.0
     c = c.to(h.dtype)
     bh = (beta[:, None] * h).T  # (n, R)
-    if c.ndim == 2 and bool((beta == beta[0]).all()):  # one table for every row: rows innermost
-        F = _field_tables(bh[:, None, None, :])  # (n, 1, 2, 1, R)
-        G = _coupling_tables(c[None], beta[:1])
-    else:  # a table per row
-        F = _field_tables(bh[:, :, None, None])  # (n, R, 2, 1, 1)
-        G = _coupling_tables(c.expand(R, W, n), beta)
-    la = _block_run(F, c.expand(F.shape[1], W, n), beta[: F.shape[1]], False)
-    if la is not None:  # (P, 1, n, rows): one table for all rows, or a table per row
-        return la.permute(0, 3, 1, 2).reshape(R, n)
+    shared = c.ndim == 2 and bool((beta == beta[0]).all())  # one table for every row: rows innermost
+    x = bh[:, None, None, :] if shared else bh[:, :, None, None]  # (n, P, 1, rows)
+    la = _block_run(x, c.expand(x.shape[1], W, n), beta[: x.shape[1]], False)
+    if la is not None:  # (rows, P, 1, n)
+        return la.reshape(R, n)
+    F = _field_tables(x)
+    G = _coupling_tables(c[None], beta[:1]) if shared else _coupling_tables(c.expand(R, W, n), beta)
     out = _run(F, G, [0] * n, c.reshape(-1, W, n).expand(R, W, n), beta)
     return torch.stack([o.reshape(o.shape[0], -1) for o in out], dim=-1).reshape(R, n)
 
@@ -689,10 +697,11 @@ def layer_log_alpha(h: torch.Tensor, c: torch.Tensor, beta_h: torch.Tensor, *, c
     if B == 0:
         return h * 0.0
     beta_h = beta_h.to(h.dtype)
-    F = _field_tables((beta_h[:, None, None] * h).permute(3, 1, 2, 0))  # (T keys, H, 2, Tq queries, B)
-    la = _block_run(F, c[..., :T].to(h.dtype), beta_h, causal)
+    bh = (beta_h[:, None, None] * h).permute(3, 1, 2, 0)  # (T keys, H, Tq queries, B)
+    la = _block_run(bh, c[..., :T].to(h.dtype), beta_h, causal)
     if la is not None:
-        return la.permute(3, 0, 1, 2)
+        return la
+    F = _field_tables(bh)  # (T keys, H, 2, Tq queries, B)
     G = _coupling_tables(c[..., :T].to(h.dtype), beta_h)  # (H, T, 2, half, 2, 1, 1)
     out = _run(F, G, list(range(T)) if causal else [0] * T, c[..., :T], beta_h)  # out[j]: (H, q, B)
     if not causal:
