@@ -91,8 +91,22 @@ def estimate_bytes(rows: int, n: int, W: int, queries: int | None, itemsize: int
     return float(rows) * per * float(2**W) * itemsize * _BYTES_FACTOR
 
 
-def _check_memory(rows: int, n: int, W: int, causal: bool, dtype: torch.dtype) -> None:
+def _check_memory(rows: int, n: int, W: int, causal: bool, dtype: torch.dtype, tables: int | None = None) -> None:
+    """Refuse a request above the memory budget: the block engine's estimate when ``tables`` (the number of coupling
+    tables) is given and that engine applies, else the per-position sweeps' (:func:`estimate_bytes`)."""
     item = torch.empty(0, dtype=dtype).element_size()
+    if tables is not None and _block_applies(W, dtype):
+        # A, B and the window fields F of every (slot, row) per block of W positions, twice that in scratch and
+        # gradients; three 2**W x 2**W tables per block (transfer matrix, its energy, its gradient)
+        per = n * n / 2 if causal else n
+        need = float(rows) * (per / W + n) * float(2**W) * item * 6 + 3.0 * tables * (n + W) * float(4**W) * item
+        checks.check_memory(
+            need,
+            f"the banded block engine for {rows} row(s) x n = {n} keys at band W = {W} (about 6 * rows * "
+            f"{'n^2/2' if causal else 'n'} / W * 2**W * {item} bytes + 3 * tables * n * 4**W * {item} bytes)",
+            hint="use a narrower band, a shorter block or a smaller batch",
+        )
+        return
     need = estimate_bytes(rows, n, W, n if causal else None, item)
     checks.check_memory(
         need,
@@ -292,6 +306,11 @@ _BLOCK_MAX_W = 10
 # left out (:func:`_block_sweep`, slower)
 _FAST_LIMIT = {torch.float32: 85.0, torch.float64: 700.0}
 _USE_BLOCK = True  # tests switch the block engine off to exercise the per-position sweeps
+
+
+def _block_applies(W: int, dtype: torch.dtype) -> bool:
+    """Whether the block engine is tried at all (it may still hand over to the per-position sweeps at run time)."""
+    return _USE_BLOCK and dtype in _SCALED_LIMIT and W <= _BLOCK_MAX_W
 
 
 def _state_bits(k: int, device: Any) -> torch.Tensor:
@@ -606,9 +625,9 @@ def _block_run(x: torch.Tensor, c: torch.Tensor, beta: torch.Tensor, causal: boo
     or ``None`` when it does not apply (band too wide, couplings too strong for its range, a non-finite result)."""
     n, P, Q, R = x.shape
     W = c.shape[-2]
-    limit = _SCALED_LIMIT.get(x.dtype)
-    if not _USE_BLOCK or limit is None or W > _BLOCK_MAX_W:
+    if not _block_applies(W, x.dtype):
         return None
+    limit = _SCALED_LIMIT[x.dtype]
     ends, keys, queries, first = _block_plan(n, W, Q, causal, x.device)
     C = _block_couplings(c, beta, ends)  # (P, G, nb, k, 2k)
     X = _block_fields(x, keys, queries, causal)  # (nb, P, G, Q', R, k)
@@ -655,7 +674,7 @@ def log_marginals(h: torch.Tensor, c: torch.Tensor, beta: Any = 1.0) -> torch.Te
     """
     R, n = h.shape
     W = c.shape[-2]
-    _check_memory(R, n, W, False, h.dtype)
+    _check_memory(R, n, W, False, h.dtype, tables=R if c.ndim == 3 else 1)
     beta = torch.as_tensor(beta, dtype=h.dtype, device=h.device).expand(R)
     if R == 0:
         return h * 0.0
@@ -666,6 +685,7 @@ def log_marginals(h: torch.Tensor, c: torch.Tensor, beta: Any = 1.0) -> torch.Te
     la = _block_run(x, c.expand(x.shape[1], W, n), beta[: x.shape[1]], False)
     if la is not None:  # (rows, P, 1, n)
         return la.reshape(R, n)
+    _check_memory(R, n, W, False, h.dtype)  # the per-position sweeps
     F = _field_tables(x)
     G = _coupling_tables(c[None], beta[:1]) if shared else _coupling_tables(c.expand(R, W, n), beta)
     out = _run(F, G, [0] * n, c.reshape(-1, W, n).expand(R, W, n), beta)
@@ -693,7 +713,8 @@ def layer_log_alpha(h: torch.Tensor, c: torch.Tensor, beta_h: torch.Tensor, *, c
     """
     B, H, Tq, T = h.shape
     W = c.shape[-2]
-    _check_memory(B * H * (1 if causal else 2 * Tq / T), T, W, True, h.dtype)
+    rows = B * H * (1 if causal else 2 * Tq / T)
+    _check_memory(rows, T, W, True, h.dtype, tables=H)
     if B == 0:
         return h * 0.0
     beta_h = beta_h.to(h.dtype)
@@ -701,6 +722,7 @@ def layer_log_alpha(h: torch.Tensor, c: torch.Tensor, beta_h: torch.Tensor, *, c
     la = _block_run(bh, c[..., :T].to(h.dtype), beta_h, causal)
     if la is not None:
         return la
+    _check_memory(rows, T, W, True, h.dtype)  # the per-position sweeps
     F = _field_tables(bh)  # (T keys, H, 2, Tq queries, B)
     G = _coupling_tables(c[..., :T].to(h.dtype), beta_h)  # (H, T, 2, half, 2, 1, 1)
     out = _run(F, G, list(range(T)) if causal else [0] * T, c[..., :T], beta_h)  # out[j]: (H, q, B)
