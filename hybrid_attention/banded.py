@@ -451,8 +451,11 @@ class _BlockSweepFn(torch.autograd.Function):
         k2, S = 2 * k, 1 << k
         ctx.first, ctx.shape = first, X.shape
         M = _block_energies(C)  # (P, G, nb, S, S)
-        lo, top = torch.aminmax(M.view(P, G, nb, -1), dim=-1)
-        span = float((top - lo).max())
+        top = C.abs().sum((-2, -1))  # >= max beta E: the span is at most twice it
+        span = 2 * float(top.max())
+        if span > min(limit, fast / 2):  # the bound does not settle it: the exact span
+            lo, top = torch.aminmax(M.view(P, G, nb, -1), dim=-1)
+            span = float((top - lo).max())
         status = torch.tensor(0 if span <= min(limit, fast / 2) else 1 if span > limit else 2)
         ctx.mark_non_differentiable(status)
         if int(status):
