@@ -21,6 +21,15 @@ Positions before 0 are free ghost spins with no coupling (they change no margina
 together: a tensor ``(B, H, queries, 2**W)`` per position, and a query whose last key has passed leaves the tensor.
 Cost about ``2 T 2**W`` log-add-exps per row each way; plain torch ops, so autograd gives exact gradients.
 
+The block engine (tried first, float32/float64, ``W <= 10``): ``W`` positions at a time, so a block's spins replace
+the whole window and one block is a dense ``2**W x 2**W`` transfer matrix ``exp(beta E(w_out, w_in) - max)`` shared by
+every query and row, applied to all of them as one matrix product; causal queries are grouped by ``i mod W`` so every
+chain ends on a block boundary, and each spin's marginal is read from the posterior of the block window that holds it.
+The backward pass is the explicit adjoint of the two sweeps (:class:`_BlockSweepFn`). Messages are rescaled per
+block, exact while the block energies span at most ``_SCALED_LIMIT``; fields too large for the posterior's range take
+a read-out with each spin's own field left out (:func:`_block_sweep`, autograd); stronger couplings go to the
+per-position sweeps above.
+
 Example:
     >>> import torch
     >>> from hybrid_attention import banded
@@ -540,7 +549,9 @@ class _BlockSweepFn(torch.autograd.Function):
 
         ohT = onehot.T.contiguous()
         gS = []
-        for b, g in enumerate(gout.split(Ns, dim=2)):  # (P, G, N, k): d/dS0 = g S1 / (S0 (S0 + S1)), d/dS1 = -g / (S0 + S1)
+        for b, g in enumerate(
+            gout.split(Ns, dim=2)
+        ):  # (P, G, N, k): d/dS0 = g S1 / (S0 (S0 + S1)), d/dS1 = -g / (S0 + S1)
             S0, S1 = Ss[b].unflatten(-1, (-1, 2)).unbind(-1)
             gZ = g / (S0 + S1)
             gS.append(torch.stack([gZ * S1 / S0, -gZ], dim=-1).flatten(-2))  # (P, G, N, 2k)
@@ -591,14 +602,12 @@ def _block_plan(n: int, W: int, Q: int, causal: bool, device: Any):
     k = W
     if causal:
         nb = -(-n // k)
-        G, Qs = k, nb
         ends = torch.arange(k, device=device)[:, None] + k * torch.arange(nb, device=device)[None, :]
         queries = ends.clone()
         first = list(range(nb))
     else:
         g0 = (n - 1) % k
         nb = (n - 1 - g0) // k + 1
-        G, Qs = 1, Q
         ends = g0 + k * torch.arange(nb, device=device)[None, :]
         queries = torch.arange(Q, device=device)[None, :]
         first = [0] * nb
@@ -650,7 +659,6 @@ def _block_run(x: torch.Tensor, c: torch.Tensor, beta: torch.Tensor, causal: boo
     if not bool(torch.isfinite(out.detach()).all()):
         return None
     # out[p, g, (b, slot, r), t] -> la[r, p, query, key]; the rest (ghosts, padding) to a spare last entry
-    Qs = queries.shape[1]
     p = torch.arange(P, device=x.device)[:, None, None, None, None]
     r = torch.arange(R, device=x.device)[None, None, None, :, None]
     targets = []
