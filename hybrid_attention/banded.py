@@ -21,6 +21,15 @@ Positions before 0 are free ghost spins with no coupling (they change no margina
 together: a tensor ``(B, H, queries, 2**W)`` per position, and a query whose last key has passed leaves the tensor.
 Cost about ``2 T 2**W`` log-add-exps per row each way; plain torch ops, so autograd gives exact gradients.
 
+The block engine (tried first, float32/float64, ``W <= 10``): ``W`` positions at a time, so a block's spins replace
+the whole window and one block is a dense ``2**W x 2**W`` transfer matrix ``exp(beta E(w_out, w_in) - max)`` shared by
+every query and row, applied to all of them as one matrix product; causal queries are grouped by ``i mod W`` so every
+chain ends on a block boundary, and each spin's marginal is read from the posterior of the block window that holds it.
+The backward pass is the explicit adjoint of the two sweeps (:class:`_BlockSweepFn`). Messages are rescaled per
+block, exact while the block energies span at most ``_SCALED_LIMIT``; fields too large for the posterior's range take
+a read-out with each spin's own field left out (:func:`_block_sweep`, autograd); stronger couplings go to the
+per-position sweeps above.
+
 Example:
     >>> import torch
     >>> from hybrid_attention import banded
@@ -33,6 +42,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -90,8 +100,22 @@ def estimate_bytes(rows: int, n: int, W: int, queries: int | None, itemsize: int
     return float(rows) * per * float(2**W) * itemsize * _BYTES_FACTOR
 
 
-def _check_memory(rows: int, n: int, W: int, causal: bool, dtype: torch.dtype) -> None:
+def _check_memory(rows: int, n: int, W: int, causal: bool, dtype: torch.dtype, tables: int | None = None) -> None:
+    """Refuse a request above the memory budget: the block engine's estimate when ``tables`` (the number of coupling
+    tables) is given and that engine applies, else the per-position sweeps' (:func:`estimate_bytes`)."""
     item = torch.empty(0, dtype=dtype).element_size()
+    if tables is not None and _block_applies(W, dtype):
+        # A, B and the window fields F of every (slot, row) per block of W positions, twice that in scratch and
+        # gradients; three 2**W x 2**W tables per block (transfer matrix, its energy, its gradient)
+        per = n * n / 2 if causal else n
+        need = float(rows) * (per / W + n) * float(2**W) * item * 6 + 3.0 * tables * (n + W) * float(4**W) * item
+        checks.check_memory(
+            need,
+            f"the banded block engine for {rows} row(s) x n = {n} keys at band W = {W} (about 6 * rows * "
+            f"{'n^2/2' if causal else 'n'} / W * 2**W * {item} bytes + 3 * tables * n * 4**W * {item} bytes)",
+            hint="use a narrower band, a shorter block or a smaller batch",
+        )
+        return
     need = estimate_bytes(rows, n, W, n if causal else None, item)
     checks.check_memory(
         need,
@@ -282,6 +306,372 @@ def _run(F: torch.Tensor, G: torch.Tensor, starts: list[int], c: torch.Tensor, b
     return _sweep(F, G, starts)
 
 
+# ---------------------------------------------------------------------- the block engine
+# the widest band the block engine takes: its transfer matrices are 2**W x 2**W per block and head (W = 10: 4 MiB in
+# float32 each), its matrix products 2**W multiply-adds per window state and block of W positions
+_BLOCK_MAX_W = 10
+# beta |h| + coupling span (natural-log units) up to which the block sweep's posteriors stay in the normal range, so
+# the marginals can be read with every field included (:class:`_BlockSweepFn`); above it, each spin's own field is
+# left out (:func:`_block_sweep`, slower)
+_FAST_LIMIT = {torch.float32: 85.0, torch.float64: 700.0}
+_USE_BLOCK = True  # tests switch the block engine off to exercise the per-position sweeps
+
+
+def _block_applies(W: int, dtype: torch.dtype) -> bool:
+    """Whether the block engine is tried at all (it may still hand over to the per-position sweeps at run time)."""
+    return _USE_BLOCK and dtype in _SCALED_LIMIT and W <= _BLOCK_MAX_W
+
+
+def _state_bits(k: int, device: Any) -> torch.Tensor:
+    """``(2**k, k)`` bits of the window states: column ``t`` is bit ``t`` of the state index (spin ``p - t``)."""
+    w = torch.arange(1 << k, device=device)
+    return (w[:, None] >> torch.arange(k, device=device)) & 1
+
+
+def _block_couplings(c: torch.Tensor, beta: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+    """The couplings of the blocks of ``k = W`` positions ending at ``ends (G, nb)`` (positions ``p - k + 1 .. p``;
+    outside ``0..n-1`` free ghosts) for diagonals ``c (P, W, n)``: ``C (P, G, nb, k, 2k)`` with ``C[..., t, u] = beta
+    c[u - t - 1, p - t]``, the coupling of spin ``p - t`` to its partner ``p - u`` (``u < k``: in the block, bit ``u``
+    of the window ``w_out`` at ``p``; else bit ``u - k`` of the window ``w_in`` at ``p - k``); 0 where ``p - u < 0``."""
+    P, W, n = c.shape
+    k = W
+    dev = c.device
+    d = torch.arange(1, W + 1, device=dev)
+    real = (d[:, None] <= torch.arange(n, device=dev)[None, :]).to(c.dtype)  # (W, n): j - d >= 0
+    cz = torch.nn.functional.pad(c * real, (0, 1))  # (P, W, n + 1): column n is a ghost (zero)
+    t = torch.arange(k, device=dev)
+    j = ends[..., None] - t  # (G, nb, k): the block's spins
+    j = torch.where((j >= 0) & (j < n), j, torch.full_like(j, n))
+    u = torch.arange(2 * k, device=dev)
+    sel = (u[None, None, :] == (t[:, None, None] + d[None, :, None])).to(c.dtype)  # (k, W, 2k)
+    return torch.einsum("pdgbt,tdu->pgbtu", cz[:, :, j], sel) * beta.view(P, 1, 1, 1, 1)
+
+
+def _block_energies(C: torch.Tensor) -> torch.Tensor:
+    """``beta E(w_out, w_in) = sum_{t,u} C[t, u] s_t s_u`` of the block tables ``C (..., k, 2k)``
+    (:func:`_block_couplings`): ``(..., 2**k out, 2**k in)``, the couplings inside the block (a function of
+    ``w_out``) plus those into the previous window (a bilinear form)."""
+    k = C.shape[-2]
+    S = (1 - 2 * _state_bits(k, C.device)).to(C.dtype)  # (2^k, k) spins
+    quad = ((S @ C[..., :k]) * S).sum(-1)  # (..., 2^k)
+    return (S @ C[..., k:]) @ S.T + quad[..., None]
+
+
+def _leave_one_out(X: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    """``out[..., t, b, :] = sum over the states w with bit t = b of X[..., w, :] prod_{t' != t} f[..., t', bit t'
+    of w, :]`` for ``X (..., 2**k, N)``, ``f (..., k, 2, N)``: every spin's weights with its own field factor left out
+    (divide and conquer over the bits: about four passes over ``X``). Returns ``(..., k, 2, N)``."""
+    k = f.shape[-3]
+    if k == 1:
+        return X.unsqueeze(-3)
+    lo = k // 2  # bits 0..lo-1 are the low part of the state index
+    Xv = X.unflatten(-2, (1 << (k - lo), 1 << lo))  # (..., high, low, N)
+    out_lo = _leave_one_out((Xv * _window(f[..., lo:, :, :]).unsqueeze(-2)).sum(-3), f[..., :lo, :, :])
+    out_hi = _leave_one_out((Xv * _window(f[..., :lo, :, :]).unsqueeze(-3)).sum(-2), f[..., lo:, :, :])
+    return torch.cat([out_lo, out_hi], dim=-3)
+
+
+def _window(f: torch.Tensor) -> torch.Tensor:
+    """``prod_t f[..., t, bit t of w, :]`` over the states ``w`` of ``m`` bits: ``f (..., m, 2, N)`` -> ``(..., 2**m,
+    N)``."""
+    fs = f.unbind(-3)
+    X = fs[-1]
+    for t in range(len(fs) - 2, -1, -1):
+        X = (X.unsqueeze(-2) * fs[t].unsqueeze(-3)).flatten(-3, -2)
+    return X
+
+
+def _block_sweep(M: torch.Tensor, Phi: torch.Tensor, first: list[int]) -> list[torch.Tensor]:
+    """Forward-backward over blocks of ``k`` positions in the probability domain: per block step ``b`` a
+    ``(P, G, k, q, R)`` tensor of ``log P(s_{p-t} = +1)`` for the slots ``first[b]..Q-1`` (``q`` of them).
+
+    Args:
+        M: block transfer matrices ``(P, G, nb, 2**k, 2**k)``, ``exp(beta E - max)`` (:func:`_block_energies`):
+            ``G`` groups of chains, each with its own block boundaries, ``nb`` blocks each.
+        Phi: field tables ``(nb, P, G, 2k, Q, R)`` in log space, ``Phi[b, ..., 2t + bit, q, r] = beta h s - |beta h|``
+            of spin ``p - t`` (bit 0: ``s = +1``) for slot ``q`` (a chain; ``R`` rows share a table).
+        first: per block, the first slot whose chain reaches it (non-decreasing; slot ``q``'s chain ends at the last
+            block ``b`` with ``first[b] <= q``).
+
+    The forward message of a slot is ``A_b = F_b * (M_b A_{b-1})`` (``F_b`` the product of the block's field factors,
+    the matrix product carrying every coupling of the block), the backward one ``B_{b-1} = M_b^T (F_b B_b)``; both are
+    rescaled to a maximum of 1 per block (a detached constant that cancels). The marginals of the block's spins come
+    from ``A~_b B_b`` (``A~`` before the field) with every spin's own field factor left out and added back in log
+    space (:func:`_leave_one_out`), so fields of any size stay exact and finite.
+    """
+    nb, P, G, k2, Q, R = Phi.shape
+    k, S = k2 // 2, M.shape[-1]
+    onehot = torch.nn.functional.one_hot(2 * torch.arange(k, device=M.device) + _state_bits(k, M.device), k2)
+    onehot = onehot.sum(1).to(M.dtype)  # (2^k, 2k): the field entries of each window state
+    # unbind once: selecting M[:, :, b] or Phi[b] per block would cost a full-size zero tensor each in the backward
+    Ms, Phis = M.unbind(2), Phi.unbind(0)
+    A = M.new_ones(P, G, S, Q * R)
+    pre, win, prev = [], [], 0
+    for b in range(nb):
+        s = first[b]
+        q = Q - s
+        A = A.unflatten(-1, (-1, R))[:, :, :, s - prev :].flatten(-2)  # the slots still running
+        At = Ms[b] @ A  # (P, G, S, q R)
+        Fw = (onehot @ Phis[b][..., s:, :].flatten(-2)).exp()  # (P, G, S, q R)
+        A = At * Fw
+        A = A / A.detach().amax(2, keepdim=True)
+        pre.append(At)
+        win.append(Fw)
+        prev = s
+    out: list[torch.Tensor] = [Phi] * nb
+    B = M.new_ones(P, G, S, 0)
+    for b in range(nb - 1, -1, -1):
+        s = first[b]
+        q = Q - s
+        if b < nb - 1:
+            B = Ms[b + 1].transpose(-1, -2) @ (B * win[b + 1])
+            B = B / B.detach().amax(2, keepdim=True)
+        if q * R > B.shape[-1]:  # slots whose chain ends at this block start here
+            B = torch.cat([M.new_ones(P, G, S, q * R - B.shape[-1]), B], dim=-1)
+        phi = Phis[b][..., s:, :].unflatten(2, (k, 2)).flatten(-2)  # (P, G, k, 2, q R)
+        lp = phi + _leave_one_out(pre[b] * B, phi.exp()).log()
+        up, down = lp.unbind(3)
+        out[b] = (up - torch.logaddexp(up, down)).unflatten(-1, (q, R))  # (P, G, k, q, R)
+    return out
+
+
+class _BlockSweepFn(torch.autograd.Function):
+    """The block sweep with moderate fields (:func:`_block_run`), with its adjoint as the backward pass.
+
+    Messages are kept transposed, ``(P, G, columns, 2**k)`` (a column is a slot and a row of ``R``), so the slots
+    still running are a contiguous run of rows and the window state is the contiguous dimension. Forward, per block
+    ``b`` (``D_b``, ``E_b`` per-column rescaling constants, detached: the marginals do not depend on them):
+    ``A_b = D_b F_b * (M_b A_{b-1})``, ``B_{b-1} = E_{b-1} M_b^T X_b`` with ``X_b = F_b * B_b`` (``B = 1`` on the slots
+    whose chain ends at ``b``; ``F_b`` the window's field factors), the posterior ``A_b * B_b`` of the block's window
+    (every field included) and its sums ``S[t, bit]`` over the states with that bit (a matrix product with the
+    state/bit incidence), so ``log P(s_{p-t} = +1) = log S[t, 0] - log(S[t, 0] + S[t, 1])``.
+
+    Backward, the adjoint of those recursions, with ``g post = incidence @ gS``: upward, ``gB_b = g post_b * A_b +
+    F_b * (M_b V_b)`` with ``V_b = E_{b-1} gB_{b-1}`` (``gM_b += X_b V_b^T``, ``g log F_b += X_b * (M_b V_b)``);
+    downward, ``gA_b = g post_b * B_b + M_{b+1}^T Y_{b+1}`` with ``Y_b = D_b F_b * gA_b`` (``gM_b += Y_b
+    A_{b-1}^T``, ``g log F_b += A_b * gA_b``); ``g Phi_b = incidence^T g log F_b``. Only ``A``, ``B`` and ``F`` are
+    kept; every other full-size tensor lives in a few scratch buffers reused from block to block (a fresh large
+    allocation costs more in page faults than the arithmetic it holds).
+    """
+
+    @staticmethod
+    def forward(ctx, C: torch.Tensor, X: torch.Tensor, first: tuple, limit: float, fast: float):
+        nb, P, G, Q, R, k = X.shape
+        k2, S = 2 * k, 1 << k
+        ctx.first, ctx.shape = first, X.shape
+        M = _block_energies(C)  # (P, G, nb, S, S)
+        top = C.abs().sum((-2, -1))  # >= max beta E: the span is at most twice it
+        span = 2 * float(top.max())
+        if span > min(limit, fast / 2):  # the bound does not settle it: the exact span
+            lo, top = torch.aminmax(M.view(P, G, nb, -1), dim=-1)
+            span = float((top - lo).max())
+        status = torch.tensor(0 if span <= min(limit, fast / 2) else 1 if span > limit else 2)
+        ctx.mark_non_differentiable(status)
+        if int(status):
+            return X.new_empty(0), status
+        M.sub_(top[..., None, None]).exp_()  # exp(beta E - max) per block
+        onehot = torch.nn.functional.one_hot(2 * torch.arange(k, device=M.device) + _state_bits(k, M.device), k2)
+        onehot = onehot.sum(1).to(M.dtype)  # (2^k, 2k): the field entries of each window state
+        Ns = [(Q - first[b]) * R for b in range(nb)]
+        es = [((first[b + 1] if b + 1 < nb else Q) - first[b]) * R for b in range(nb)]  # columns ending at b
+        size = P * G * S
+        bufA, bufF, bufB = (M.new_empty(size * sum(Ns)) for _ in range(3))
+        sc1, sc2 = M.new_empty(size * Ns[0]), M.new_empty(size * Ns[0])
+        offs = [0]
+        for N in Ns:
+            offs.append(offs[-1] + size * N)
+
+        def seg(buf: torch.Tensor, b: int) -> torch.Tensor:
+            return buf[offs[b] : offs[b + 1]].view(P, G, Ns[b], S)
+
+        def scratch(buf: torch.Tensor, N: int) -> torch.Tensor:
+            return buf[: size * N].view(P, G, N, S)
+
+        # log F(w) = sum_t x_t s_t(w) - |x_t| (at most 0, 0 for the favoured spins): [x, -sum |x|] @ [spins, 1]^T
+        SpT = torch.cat([1 - 2 * _state_bits(k, M.device), torch.ones(S, 1, dtype=torch.long, device=M.device)], 1)
+        SpT = SpT.to(M.dtype).T.contiguous()  # (k + 1, 2^k)
+        Xs = []
+        As, Fs, Ds = [], [], []
+        A = M.new_ones(P, G, Ns[0], S)
+        for b in range(nb):
+            Ain = A[:, :, A.shape[2] - Ns[b] :]  # the slots still running
+            Fw = seg(bufF, b)
+            x = X[b, :, :, first[b] :].flatten(2, 3)  # (P, G, N, k)
+            Xs.append(x)
+            torch.matmul(torch.cat([x, -x.abs().sum(-1, keepdim=True)], -1), SpT, out=Fw).exp_()  # the window's fields
+            At = scratch(sc1, Ns[b])
+            torch.matmul(Ain, M[:, :, b].transpose(-1, -2), out=At)
+            A = torch.mul(At, Fw, out=seg(bufA, b))
+            D = A.amax(-1, keepdim=True).reciprocal_()
+            A.mul_(D)
+            As.append(A)
+            Fs.append(Fw)
+            Ds.append(D)
+        Bs: list[torch.Tensor] = [M] * nb
+        Es: list[torch.Tensor] = [M] * nb
+        Ss: list[torch.Tensor] = [M] * nb
+        outs: list[torch.Tensor] = [M] * nb
+        for b in range(nb - 1, -1, -1):
+            B = seg(bufB, b)
+            if b == nb - 1:
+                B.fill_(1.0)
+            else:
+                Xb = torch.mul(Bs[b + 1], Fs[b + 1], out=scratch(sc1, Ns[b + 1]))
+                Bn = torch.matmul(Xb, M[:, :, b + 1], out=scratch(sc2, Ns[b + 1]))
+                Es[b] = Bn.amax(-1, keepdim=True).reciprocal_()
+                B[:, :, : es[b]].fill_(1.0)
+                torch.mul(Bn, Es[b], out=B[:, :, es[b] :])
+            Bs[b] = B
+            Sb = torch.mul(As[b], B, out=scratch(sc1, Ns[b])) @ onehot  # (P, G, N, 2k)
+            Ss[b] = Sb
+            S0, S1 = Sb.view(P, G, Ns[b], k, 2).unbind(-1)
+            outs[b] = S0.log() - (S0 + S1).log()
+        ctx.save_for_backward(C, M, onehot, SpT, *Xs, *As, *Fs, *Bs, *Ds, *Es[:-1], *Ss)
+        return torch.cat(outs, dim=2), status  # (P, G, sum_b N_b, k)
+
+    @staticmethod
+    def backward(ctx, gout: torch.Tensor, _gstatus: Any):
+        first = ctx.first
+        nb, P, G, Q, R, k = ctx.shape
+        C, M, onehot, SpT, *saved = ctx.saved_tensors
+        Xs, saved = saved[:nb], saved[nb:]
+        As, Fs, Bs, Ds = (saved[i * nb : (i + 1) * nb] for i in range(4))
+        Es = saved[4 * nb : 5 * nb - 1]
+        Ss = saved[5 * nb - 1 :]
+        S = M.shape[-1]
+        Ns = [(Q - first[b]) * R for b in range(nb)]
+        es = [((first[b + 1] if b + 1 < nb else Q) - first[b]) * R for b in range(nb)]
+        size = P * G * S
+        bufs = [M.new_empty(size * Ns[0]) for _ in range(5)]
+
+        def scratch(i: int, N: int) -> torch.Tensor:
+            return bufs[i][: size * N].view(P, G, N, S)
+
+        ohT = onehot.T.contiguous()
+        gS = []
+        for b, g in enumerate(
+            gout.split(Ns, dim=2)
+        ):  # (P, G, N, k): d/dS0 = g S1 / (S0 (S0 + S1)), d/dS1 = -g / (S0 + S1)
+            S0, S1 = Ss[b].unflatten(-1, (-1, 2)).unbind(-1)
+            gZ = g / (S0 + S1)
+            gS.append(torch.stack([gZ * S1 / S0, -gZ], dim=-1).flatten(-2))  # (P, G, N, 2k)
+        gM = torch.zeros_like(M)
+        gXall = M.new_zeros(ctx.shape)
+        Sp = SpT.T.contiguous()  # (2^k, k + 1)
+        gL = [M.new_zeros(*s.shape[:-1], k + 1) for s in gS]  # g log F_b @ [spins, 1]: (P, G, N, k + 1)
+        gB = None
+        for b in range(nb):  # upward: the adjoint of the backward messages
+            gpost = torch.matmul(gS[b], ohT, out=scratch(0, Ns[b]))
+            gBb = torch.mul(gpost, As[b], out=scratch(1 + b % 2, Ns[b]))
+            if b:
+                V = gB[:, :, es[b - 1] :].mul_(Es[b - 1])
+                X = torch.mul(Bs[b], Fs[b], out=scratch(3, Ns[b]))
+                gX = torch.matmul(V, M[:, :, b].transpose(-1, -2), out=scratch(4, Ns[b]))
+                gM[:, :, b] += X.transpose(-1, -2) @ V
+                gL[b] += X.mul_(gX) @ Sp
+                gBb.addcmul_(gX, Fs[b])
+            gB = gBb
+        gY = None
+        for b in range(nb - 1, -1, -1):  # downward: the adjoint of the forward messages
+            gpost = torch.matmul(gS[b], ohT, out=scratch(0, Ns[b]))
+            gA = torch.mul(gpost, Bs[b], out=scratch(1 + b % 2, Ns[b]))
+            if b < nb - 1:
+                gA[:, :, es[b] :] += torch.matmul(gY, M[:, :, b + 1], out=scratch(4, Ns[b + 1]))
+            gL[b] += torch.mul(As[b], gA, out=scratch(3, Ns[b])) @ Sp
+            gY = gA.mul_(Fs[b]).mul_(Ds[b])
+            Ain = As[b - 1][:, :, es[b - 1] :] if b else None
+            if Ain is not None:
+                gM[:, :, b] += gY.transpose(-1, -2) @ Ain
+            else:  # the first block's input is all ones
+                gM[:, :, b] += gY.sum(2).unsqueeze(-1).expand(P, G, S, S)
+            gx = gL[b][..., :k] - Xs[b].sign() * gL[b][..., k:]  # d/dx of x s - |x|
+            gXall[b, :, :, first[b] :] = gx.unflatten(2, (-1, R))
+        gE = gM.mul_(M)  # d/d(beta E): E = (S C_in) S^T + quad, quad = rows of (S C_out) S
+        k = C.shape[-2]
+        Sp = (1 - 2 * _state_bits(k, C.device)).to(C.dtype)
+        gin = Sp.T @ gE @ Sp  # (P, G, nb, k, k)
+        gout_ = (Sp.T * gE.sum(-1).unsqueeze(-2)) @ Sp
+        return torch.cat([gout_, gin], dim=-1), gXall, None, None, None
+
+
+def _block_plan(n: int, W: int, Q: int, causal: bool, device: Any):
+    """Block boundaries and slots: ``ends (G, nb)`` (the last position of each block), ``keys (nb, G, k)`` (spin
+    ``p - t``, or ``-1`` for a ghost), ``queries (G, Q')`` (the query of each slot, or ``-1`` for padding) and
+    ``first`` (:func:`_block_sweep`). Causal: query ``i``'s chain ends at key ``i``, so query ``i = g + k m`` is slot ``m``
+    of group ``g``, whose blocks end at ``g, g + k, ...``; else one group, blocks ending at ``n - 1``."""
+    k = W
+    if causal:
+        nb = -(-n // k)
+        ends = torch.arange(k, device=device)[:, None] + k * torch.arange(nb, device=device)[None, :]
+        queries = ends.clone()
+        first = list(range(nb))
+    else:
+        g0 = (n - 1) % k
+        nb = (n - 1 - g0) // k + 1
+        ends = g0 + k * torch.arange(nb, device=device)[None, :]
+        queries = torch.arange(Q, device=device)[None, :]
+        first = [0] * nb
+    queries = torch.where(queries < Q, queries, torch.full_like(queries, -1))
+    keys = ends.T[:, :, None] - torch.arange(k, device=device)  # (nb, G, k)
+    keys = torch.where((keys >= 0) & (keys < n), keys, torch.full_like(keys, -1))
+    return ends, keys, queries, first
+
+
+def _block_fields(x: torch.Tensor, keys: torch.Tensor, queries: torch.Tensor, causal: bool) -> torch.Tensor:
+    """The sweep's fields ``beta h`` as ``(nb, P, G, Q', R, k)`` from ``x (n, P, Q, R)`` (any strides); ghosts,
+    padding slots and (causal) keys after a slot's query, which no sweep reads, get 0 (a free spin)."""
+    n, P, Q, R = x.shape
+    kk = keys[:, :, None, None, :]  # (nb, G, 1, 1, k)
+    qq = queries[None, :, :, None, None]  # (1, G, Q', 1, 1)
+    ok = (kk >= 0) & (qq >= 0)
+    if causal:
+        ok = ok & (kk <= qq)
+    rr = torch.arange(R, device=x.device)[None, None, None, :, None]
+    g = x[kk.clamp(min=0), :, qq.clamp(min=0), rr]  # (nb, G, Q', R, k, P)
+    return torch.where(ok[..., None], g, 0.0).permute(0, 5, 1, 2, 3, 4)
+
+
+def _block_run(x: torch.Tensor, c: torch.Tensor, beta: torch.Tensor, causal: bool) -> torch.Tensor | None:
+    """``log P(s_j = +1)`` as ``(R, P, Q, n)`` (``-inf`` for the keys a causal query does not see) by the block engine
+    for fields ``x = beta h`` as ``(n, P, Q, R)`` (``P`` coupling groups, ``Q`` queries, ``R`` rows sharing a table),
+    or ``None`` when it does not apply (band too wide, couplings too strong for its range, a non-finite result)."""
+    n, P, Q, R = x.shape
+    W = c.shape[-2]
+    if not _block_applies(W, x.dtype):
+        return None
+    limit = _SCALED_LIMIT[x.dtype]
+    ends, keys, queries, first = _block_plan(n, W, Q, causal, x.device)
+    C = _block_couplings(c, beta, ends)  # (P, G, nb, k, 2k)
+    X = _block_fields(x, keys, queries, causal)  # (nb, P, G, Q', R, k)
+    nb, G, k = keys.shape
+    # the posterior A_b * B_b of a window is at least exp(-(2 |beta h| + 2 span + 2 W log 2)) where it matters
+    fast = _FAST_LIMIT[x.dtype] - 2 * float(X.detach().abs().max()) - 2 * W * math.log(2)
+    out, status = _BlockSweepFn.apply(C, X, tuple(first), limit, fast)  # (P, G, sum_b q_b R, k)
+    if int(status) == 1:  # couplings too strong for the probability domain over a whole block
+        return None
+    if int(status) == 2:  # fields too large to read the marginals with every field included
+        E = _block_energies(C)
+        M = (E - E.detach().amax((-2, -1), keepdim=True)).exp()
+        a = X.abs()
+        Phi = torch.stack([X - a, -X - a], dim=-1).flatten(-2)  # (nb, P, G, Q', R, 2k)
+        outs = _block_sweep(M, Phi.permute(0, 1, 2, 5, 3, 4), first)  # (P, G, k, q_b, R) each
+        out = torch.cat([o.permute(0, 1, 3, 4, 2).flatten(2, 3) for o in outs], dim=2)
+    if not bool(torch.isfinite(out.detach()).all()):
+        return None
+    # out[p, g, (b, slot, r), t] -> la[r, p, query, key]; the rest (ghosts, padding) to a spare last entry
+    p = torch.arange(P, device=x.device)[:, None, None, None, None]
+    r = torch.arange(R, device=x.device)[None, None, None, :, None]
+    targets = []
+    for b in range(nb):
+        tq = queries[None, :, first[b] :, None, None]  # (1, G, q, 1, 1)
+        tk = keys[b][None, :, None, None, :]  # (1, G, 1, 1, k)
+        i = ((r * P + p) * Q + tq) * n + tk
+        targets.append(torch.where((tq >= 0) & (tk >= 0), i, R * P * Q * n).expand(P, G, -1, R, k))
+    idx = torch.cat(targets, dim=2).reshape(-1)
+    la = x.new_full((R * P * Q * n + 1,), float("-inf")).index_copy(0, idx, out.reshape(-1))
+    return la[:-1].view(R, P, Q, n)
+
+
 def log_marginals(h: torch.Tensor, c: torch.Tensor, beta: Any = 1.0) -> torch.Tensor:
     """``log P(s_j = +1)`` of independent chains (unvalidated beyond shapes and memory).
 
@@ -295,18 +685,20 @@ def log_marginals(h: torch.Tensor, c: torch.Tensor, beta: Any = 1.0) -> torch.Te
     """
     R, n = h.shape
     W = c.shape[-2]
-    _check_memory(R, n, W, False, h.dtype)
+    _check_memory(R, n, W, False, h.dtype, tables=R if c.ndim == 3 else 1)
     beta = torch.as_tensor(beta, dtype=h.dtype, device=h.device).expand(R)
     if R == 0:
         return h * 0.0
     c = c.to(h.dtype)
     bh = (beta[:, None] * h).T  # (n, R)
-    if c.ndim == 2 and bool((beta == beta[0]).all()):  # one table for every row: rows innermost
-        F = _field_tables(bh[:, None, None, :])  # (n, 1, 2, 1, R)
-        G = _coupling_tables(c[None], beta[:1])
-    else:  # a table per row
-        F = _field_tables(bh[:, :, None, None])  # (n, R, 2, 1, 1)
-        G = _coupling_tables(c.expand(R, W, n), beta)
+    shared = c.ndim == 2 and bool((beta == beta[0]).all())  # one table for every row: rows innermost
+    x = bh[:, None, None, :] if shared else bh[:, :, None, None]  # (n, P, 1, rows)
+    la = _block_run(x, c.expand(x.shape[1], W, n), beta[: x.shape[1]], False)
+    if la is not None:  # (rows, P, 1, n)
+        return la.reshape(R, n)
+    _check_memory(R, n, W, False, h.dtype)  # the per-position sweeps
+    F = _field_tables(x)
+    G = _coupling_tables(c[None], beta[:1]) if shared else _coupling_tables(c.expand(R, W, n), beta)
     out = _run(F, G, [0] * n, c.reshape(-1, W, n).expand(R, W, n), beta)
     return torch.stack([o.reshape(o.shape[0], -1) for o in out], dim=-1).reshape(R, n)
 
@@ -332,12 +724,18 @@ def layer_log_alpha(h: torch.Tensor, c: torch.Tensor, beta_h: torch.Tensor, *, c
     """
     B, H, Tq, T = h.shape
     W = c.shape[-2]
-    _check_memory(B * H * (1 if causal else 2 * Tq / T), T, W, True, h.dtype)
+    rows = B * H * (1 if causal else 2 * Tq / T)
+    _check_memory(rows, T, W, True, h.dtype, tables=H)
     if B == 0:
         return h * 0.0
     beta_h = beta_h.to(h.dtype)
+    bh = (beta_h[:, None, None] * h).permute(3, 1, 2, 0)  # (T keys, H, Tq queries, B)
+    la = _block_run(bh, c[..., :T].to(h.dtype), beta_h, causal)
+    if la is not None:
+        return la
+    _check_memory(rows, T, W, True, h.dtype)  # the per-position sweeps
+    F = _field_tables(bh)  # (T keys, H, 2, Tq queries, B)
     G = _coupling_tables(c[..., :T].to(h.dtype), beta_h)  # (H, T, 2, half, 2, 1, 1)
-    F = _field_tables((beta_h[:, None, None] * h).permute(3, 1, 2, 0))  # (T keys, H, 2, Tq queries, B)
     out = _run(F, G, list(range(T)) if causal else [0] * T, c[..., :T], beta_h)  # out[j]: (H, q, B)
     if not causal:
         return torch.stack(out, dim=-1).permute(2, 0, 1, 3)

@@ -17,12 +17,31 @@ from hybrid_attention.model import Transformer, TransformerConfig
 F64 = torch.float64
 
 
-@pytest.fixture(params=["scaled", "log"])
+@pytest.fixture(params=["block", "scaled", "log"])
 def engine(request, monkeypatch):
-    """Run a test through each sweep: the probability-domain one (forced, every 8 positions) or the log-space one."""
-    limit = {torch.float32: 1e9, torch.float64: 1e9} if request.param == "scaled" else {}
-    monkeypatch.setattr(banded, "_SCALED_LIMIT", limit)
+    """Run a test through each engine: the block engine (the default dispatch), or with it switched off the
+    per-position probability-domain sweep (forced, every 8 positions) or the log-space one."""
+    if request.param != "block":
+        limit = {torch.float32: 1e9, torch.float64: 1e9} if request.param == "scaled" else {}
+        monkeypatch.setattr(banded, "_SCALED_LIMIT", limit)
+        monkeypatch.setattr(banded, "_USE_BLOCK", False)
     return request.param
+
+
+@pytest.fixture
+def block_paths(monkeypatch):
+    """Count which path the block engine took: ``fast`` (every field in the posterior, explicit backward) or
+    ``own-field`` (each spin's own field left out, autograd), ``fallback`` (handed to the per-position sweeps)."""
+    seen = {"fast": 0, "own-field": 0, "fallback": 0}
+    apply = banded._BlockSweepFn.apply
+
+    def spy(*args):
+        out, status = apply(*args)
+        seen[("fast", "fallback", "own-field")[int(status)]] += 1
+        return out, status
+
+    monkeypatch.setattr(banded._BlockSweepFn, "apply", spy)
+    return seen
 
 
 def band_J(n: int, W: int, gen: torch.Generator, *, batch: tuple[int, ...] = (), scale: float = 1.0) -> torch.Tensor:
@@ -202,6 +221,59 @@ def test_gradcheck(engine):
     hr = torch.randn(3, 7, generator=gen, dtype=F64, requires_grad=True)
     cr = torch.randn(3, 3, 7, generator=gen, dtype=F64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda h, c: banded.log_marginals(h, c, 0.8), (hr, cr))
+
+
+@pytest.mark.parametrize("W", [1, 2, 3, 5])
+@pytest.mark.parametrize("causal", [True, False])
+def test_block_backward_gradcheck(W, causal, block_paths):
+    gen = torch.Generator().manual_seed(20 + W)
+    T = 2 * W + 3  # not a multiple of W: padded slots and ghost positions
+    h = torch.randn(1, 2, T if causal else 3, T, generator=gen, dtype=F64, requires_grad=True)
+    c = torch.randn(2, W, T, generator=gen, dtype=F64, requires_grad=True)
+    beta = torch.tensor([0.9, 1.3], dtype=F64, requires_grad=True)
+    vis = torch.ones(T, T, dtype=torch.bool).tril() if causal else torch.ones(3, T, dtype=torch.bool)
+    f = lambda h, c, b: banded.layer_log_alpha(h, c, b, causal=causal)[..., vis]  # noqa: E731
+    assert torch.autograd.gradcheck(f, (h, c, beta), fast_mode=W > 2)  # fast mode: random projections
+    assert block_paths["fast"] > 0 and block_paths["own-field"] == block_paths["fallback"] == 0
+
+
+@pytest.mark.parametrize("W", range(1, 7))
+@pytest.mark.parametrize("path", ["fast", "own-field"])
+def test_block_backward_equals_autograd_through_the_reference(W, path, block_paths, monkeypatch):
+    gen = torch.Generator().manual_seed(30 + W)
+    B, H, T = 2, 2, 3 * W + 2
+    h = torch.randn(B, H, T, T, generator=gen, dtype=F64, requires_grad=True)
+    c = (torch.randn(H, W, T, generator=gen, dtype=F64) * 0.7).requires_grad_(True)
+    beta = torch.tensor([1.1, 0.7], dtype=F64, requires_grad=True)
+    g = torch.randn(B, H, T, T, generator=gen, dtype=F64).tril()
+    if path == "own-field":  # as if the fields were too large to read the marginals with every field included
+        monkeypatch.setattr(banded, "_FAST_LIMIT", {F64: -1.0})
+
+    def grads():
+        la = banded.layer_log_alpha(h, c, beta)
+        return la, torch.autograd.grad((la.masked_fill(g == 0, 0.0) * g).sum(), (h, c, beta))
+
+    la, got = grads()
+    assert block_paths[path] == 1 and block_paths["fallback"] == 0
+    monkeypatch.setattr(banded, "_USE_BLOCK", False)  # autograd through the per-position sweep
+    la_ref, ref = grads()
+    vis = torch.ones(T, T, dtype=torch.bool).tril()
+    assert (la - la_ref)[..., vis].abs().max() < 1e-12
+    for a, b in zip(got, ref):
+        assert (a - b).abs().max() < 1e-10 * max(1.0, float(b.abs().max()))
+
+
+def test_block_engine_hands_strong_couplings_to_the_sweeps(block_paths):
+    gen = torch.Generator().manual_seed(13)
+    T, W = 24, 4
+    h = torch.randn(1, 1, T, T, generator=gen)
+    c = banded.diagonals(band_J(T, W, gen, batch=(1,), scale=6.0), W).float()  # a block span far above 40
+    la = banded.layer_log_alpha(h, c, torch.ones(1))
+    assert block_paths["fallback"] == 1
+    la64 = banded.layer_log_alpha(h.double(), c.double(), torch.ones(1, dtype=F64))  # float64: the block engine
+    assert block_paths["fast"] == 1
+    vis = torch.ones(T, T, dtype=torch.bool).tril()
+    assert (la.double() - la64)[..., vis].abs().max() < 1e-4 * float(la64[..., vis].abs().max())
 
 
 def test_autograd_equals_enumeration_gradient():
