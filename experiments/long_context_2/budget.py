@@ -6,11 +6,13 @@ the plan, and the CPU hours each plan needs at a step budget.
 
 How: each configuration trains from initialisation through the plan's own path (``hybrid_attention.apps.train.train``
 with the run's ``TrainConfig``, one torch thread, a fresh process, no evaluation inside the timed steps) for
-``--short`` and ``--long`` steps; the training seconds of the two runs are differenced, so start-up costs cancel:
-``ms per step = 1000 (t_long - t_short) / (long - short)``. Naive mean field costs more as J grows during training
-(its fixed-point iterations rise); round 1's finished Tiny Shakespeare runs measured that cost over whole runs, and
-the ratio of round 1's whole-run cost to this pilot's cost at initialisation (same engine, same T) scales the
-mean-field arms here. Results: ``results/long_context_2/budget_steps.json`` (measurements) and ``budget.md``.
+``--short`` and ``--long`` steps, and the training seconds of the two are differenced so start-up costs cancel:
+``ms per step = 1000 (t_long - t_short) / (long - short)``. The machine is shared, so each configuration is timed
+interleaved with a fixed reference (:data:`REFERENCE`, Tiny Shakespeare softmax at T = 64) and costed by its ratio to
+it times the reference's whole-run cost in round 1 (its finished runs, the same runner with two workers). Naive mean
+field costs more as J grows during training (its fixed-point iterations rise): round 1's finished hj runs measured
+that over whole runs, and the ratio of that to this pilot's costed time at initialisation (same engine, same T)
+scales the mean-field arms here. Results: ``results/long_context_2/budget_steps.json`` (measurements) and ``budget.md``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ from . import plan
 OUT = REPO / "results" / "long_context_2"
 STEPS_FILE = OUT / "budget_steps.json"
 ROUND1 = REPO / "results" / "long_context"
+#: the reference timed beside every configuration: Tiny Shakespeare softmax at T = 64 (its whole-run cost in round 1,
+#: measured by the same runner with two workers, converts the ratios into milliseconds)
+REFERENCE = ("shakespeare", "softmax", 64)
+REF_LONG = 65
 #: arms trained with naive mean field (their cost grows as J grows)
 MEANFIELD_ARMS = ("hj-full", "hj-band4-mf")
 
@@ -86,16 +92,22 @@ def measure(short: int, long: int, only: str | None = None, exclude: str | None 
     ]
     ctx = multiprocessing.get_context("spawn")
     for task, arm, T in tqdm(todo, desc="step times", unit="config"):
-        ts = {}
+        ts, ref = {}, {}
         try:
-            for steps in (short, long):
+            for steps, ref_steps in ((short, short), (long, REF_LONG)):  # reference and configuration interleaved
+                with ctx.Pool(1, maxtasksperchild=1) as pool:
+                    ref[ref_steps] = pool.apply(_time_one, ((*REFERENCE, ref_steps),))
                 with ctx.Pool(1, maxtasksperchild=1) as pool:
                     ts[steps] = pool.apply(_time_one, ((task, arm, T, steps),))
         except ValueError as exc:  # refused before work (the memory budget): the configuration cannot run here
             entry = {"refused": " ".join(str(exc).split())}
         else:
+            ms = 1000 * (ts[long] - ts[short]) / (long - short)
+            ref_ms = 1000 * (ref[REF_LONG] - ref[short]) / (REF_LONG - short)
             entry = {
-                "ms_per_step": 1000 * (ts[long] - ts[short]) / (long - short),
+                "ms_per_step": ms,
+                "reference_ms_per_step": ref_ms,
+                "ratio": ms / ref_ms,
                 "short": [short, ts[short]],
                 "long": [long, ts[long]],
             }
@@ -105,12 +117,12 @@ def measure(short: int, long: int, only: str | None = None, exclude: str | None 
         STEPS_FILE.write_text(json.dumps(done, indent=1, sort_keys=True) + "\n")
 
 
-def round1_growth() -> dict[int, float]:
-    """Round 1's whole-run mean-field cost (median ms per step of its finished Tiny Shakespeare hj runs) per T."""
+def round1_cost(mode: str = "hj") -> dict[int, float]:
+    """Round 1's whole-run cost (median ms per step of its finished Tiny Shakespeare runs of ``mode``) per T."""
     out = {}
     for T in (64, 128):
         v = []
-        for f in glob.glob(str(ROUND1 / "shakespeare*" / "runs" / f"hj_T{T}_*" / "metrics.json")):
+        for f in glob.glob(str(ROUND1 / "shakespeare*" / "runs" / f"{mode}_T{T}_*" / "metrics.json")):
             m = json.loads(Path(f).read_text())
             if m.get("step"):
                 v.append(1000 * m["elapsed_s"] / m["step"])
@@ -130,16 +142,26 @@ def runs_per_cell(name: str) -> int:
 
 def report(steps_budget: int) -> str:
     steps = json.loads(STEPS_FILE.read_text())
-    r1 = round1_growth()
-    init_mf = {T: steps.get(f"shakespeare|hj-full|{T}", {}).get("ms_per_step") for T in r1}
-    growth = {T: r1[T] / init_mf[T] for T in r1 if init_mf.get(T)}
+    ref_ms = round1_cost("softmax")[REFERENCE[2]]
+
+    def costed(v: dict) -> float:  # ms per step under the plan's conditions: the measured ratio x round 1's reference
+        return v["ratio"] * ref_ms
+
+    r1 = round1_cost("hj")
+    init_mf = {
+        T: costed(steps[f"shakespeare|hj-full|{T}"]) for T in r1 if "ratio" in steps.get(f"shakespeare|hj-full|{T}", {})
+    }
+    growth = {T: r1[T] / init_mf[T] for T in init_mf}
     g_max = max(growth.values()) if growth else 1.0
     lines = [
         "# Round 2 budget: measured step times and CPU hours",
         "",
         "Regenerate: `python -m experiments.long_context_2.budget --measure` (timings, resumable), then",
         "`python -m experiments.long_context_2.budget` (this page). One torch thread per run, as the plan runs them;",
-        "ms per step from differencing two run lengths from initialisation (module docstring).",
+        "ms per step from differencing two run lengths from initialisation (module docstring), each configuration",
+        "timed interleaved with the reference (Tiny Shakespeare softmax, T = 64) so that the machine's load cancels in",
+        f"their ratio; the ratio times the reference's whole-run cost in round 1 ({ref_ms:.1f} ms per step, the same",
+        "runner with two workers) gives the costed time.",
         "",
         "Naive mean field grows slower as J grows. Round 1's finished Tiny Shakespeare hj runs (whole runs, same engine)",
         "against this pilot at initialisation: "
@@ -147,7 +169,7 @@ def report(steps_budget: int) -> str:
         + f". The mean-field arms are costed at their initial step times x {g_max:.2f} (the largest factor; also at",
         "T = 256).",
         "",
-        "| task | arm | T | ms/step at init | ms/step costed | runs per cell | CPU h per cell |",
+        "| task | arm | T | / reference (at init) | ms/step costed | runs per cell | CPU h per cell |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     totals: dict[str, float] = {}
@@ -158,7 +180,7 @@ def report(steps_budget: int) -> str:
         if "refused" in v:
             refused.append(f"- {task}, {arm}, T = {T}: {v['refused']}")
             continue
-        ms = v["ms_per_step"] * (g_max if arm in MEANFIELD_ARMS else 1.0)
+        ms = costed(v) * (g_max if arm in MEANFIELD_ARMS else 1.0)
         if T == plan.PILOT_T:
             name = "pilot256"
         elif task in ("runs", "brackets"):
@@ -170,7 +192,7 @@ def report(steps_budget: int) -> str:
         n = runs_per_cell(name)
         hours = n * steps_budget * ms / 1000 / 3600
         totals[f"{name} T{T}"] = totals.get(f"{name} T{T}", 0.0) + hours
-        lines.append(f"| {task} | {arm} | {T} | {v['ms_per_step']:.0f} | {ms:.0f} | {n} | {hours:.2f} |")
+        lines.append(f"| {task} | {arm} | {T} | {v['ratio']:.2f} | {ms:.0f} | {n} | {hours:.2f} |")
     lines += ["", f"Totals at {steps_budget} steps per run (CPU hours; two workers halve the wall time):", ""]
     lines += ["| plan, T | CPU h |", "| --- | --- |"]
     lines += [f"| {k} | {v:.1f} |" for k, v in sorted(totals.items())]
