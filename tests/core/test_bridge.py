@@ -274,13 +274,14 @@ def test_num_reads_validated(num_reads, exc):
 # ---------------------------------------------------------------------- persistent chains (qemcmc)
 def _qemcmc(overhead=None, pad=False, **kw):
     """A qemcmc sampler whose declared call grouping is chosen by the test (one call per prefix, groups, padded)."""
+    from hybrid_attention.backends.mcmc.chain import ChainSchedule
     from hybrid_attention.backends.mcmc.qemcmc import QEMCMCSampler
     from hybrid_attention.circuits.proposal import ProposalParams
 
     class Q(QEMCMCSampler):
         capabilities = dataclasses.replace(QEMCMCSampler.capabilities, per_call_overhead=overhead, pad_with_mask=pad)
 
-    return Q(params=ProposalParams(steps=3), **kw)
+    return Q(params=ProposalParams(steps=3), chain=ChainSchedule(**kw))
 
 
 @pytest.mark.parametrize("overhead, pad", [(None, False), (1e9, False), (None, True)], ids=["single", "grouped", "pad"])
