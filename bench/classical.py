@@ -44,6 +44,7 @@ import torch
 from hybrid_attention import IsingProblem, exact, kernels
 from hybrid_attention.backends.mcmc.gibbs import GibbsSampler
 from hybrid_attention.bridge import attention_marginals
+from hybrid_attention.sampling import Sampling
 
 INSTALL = (
     "bench.classical compares against dwave-samplers, which is not installed: "
@@ -181,8 +182,12 @@ def bench_bridge(args: argparse.Namespace, sa: Any) -> tuple[list[str], list[str
         probs = prefix_problems(h[:, 0], J[0])
         sw, rd = args.bridge_sweeps, args.reads
         fns = {
-            "ours": lambda g=g, ht=ht, Jt=Jt: attention_marginals(ht, Jt, args.beta, sampler=g, num_reads=rd, seed=1),
-            "torch": lambda ht=ht, Jt=Jt: attention_marginals(ht, Jt, args.beta, sampler=gt, num_reads=rd, seed=1),
+            "ours": lambda g=g, ht=ht, Jt=Jt: attention_marginals(
+                ht, Jt, args.beta, sampling=Sampling(g, num_reads=rd, seed=1)
+            ),
+            "torch": lambda ht=ht, Jt=Jt: attention_marginals(
+                ht, Jt, args.beta, sampling=Sampling(gt, num_reads=rd, seed=1)
+            ),
             "Metropolis": lambda p=probs: dwave_marginals(sa, p, args.beta, sw, rd, 1, "Metropolis"),
             "Gibbs": lambda p=probs: dwave_marginals(sa, p, args.beta, sw, rd, 1, "Gibbs"),
             "union": lambda p=probs: dwave_union_marginals(sa, p, args.beta, sw, rd, 1, "Metropolis"),

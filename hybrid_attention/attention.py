@@ -50,7 +50,7 @@ from torch.nn import functional as F
 from . import banded, checks, exact, kernels
 from .ising import IsingProblem
 from .mta import DEFAULT_KERNEL, identity_kernel, mta_weights
-from .sampling import Sampling, as_sampling
+from .sampling import Sampling, check_sampling
 
 __all__ = [
     "MODES",
@@ -115,12 +115,10 @@ def attention_weights(
     causal: bool = True,
     beta: Any = 1.0,
     sampling: Sampling | None = None,
-    sampler: Any = None,
-    num_reads: int | None = None,
-    seed: Any = None,
     j_field: float = 0.0,
     band: int = 0,
     kernel: torch.Tensor | None = None,
+    **removed: Any,
 ) -> torch.Tensor:
     """Normalised attention weights from scores.
 
@@ -133,10 +131,7 @@ def attention_weights(
         beta: inverse temperature, scalar or ``(H,)``, float or (learnable) tensor.
         sampling: ``None`` for exact marginals, else a :class:`~hybrid_attention.sampling.Sampling` value that
             :func:`hybrid_attention.bridge.attention_marginals` runs (DQA samples give a Boltzmann surrogate at the
-            sampler's effective beta; see the bridge).
-        sampler, num_reads, seed: instead of ``sampling``: a sampler object, reads per problem (a positive int or
-            ``None``) and ``int | numpy.random.Generator | numpy.random.SeedSequence | None``, from which the value
-            is built here (floats and bools raise ``TypeError``; both are checked even without a sampler).
+            sampler's effective beta; see the bridge, which validates ``h``, ``J`` and ``beta`` on that route).
         j_field: mode ``j`` only: the constant symmetry-breaking field that replaces the scores (0: the paper's
             ``h = 0``, exactly uniform attention).
         band: 0 (a full ``J``, exact by enumeration up to ``exact.MAX_SPINS`` keys) or ``W >= 1``: ``J`` is zero beyond
@@ -146,13 +141,17 @@ def attention_weights(
 
     Returns:
         ``(B, H, Tq, T)`` weights, zero on masked keys, rows summing to 1.
+
+    Raises:
+        TypeError: a removed keyword (``sampler=``, ``num_reads=``, ``seed=``: the message names the
+            :class:`~hybrid_attention.sampling.Sampling` field that replaces it); ``sampling`` not a ``Sampling``.
     """
+    sampling = check_sampling(sampling, "attention_weights", removed)
     mode = _check_mode(mode)
     band = _check_band(band)
     j_field = _check_field(j_field)
     if j_field != 0.0 and mode != "j":
         raise ValueError(f"j_field applies to mode 'j' only, got j_field = {j_field} with mode {mode!r}")
-    sampling = as_sampling(sampling, sampler=sampler, num_reads=num_reads, seed=seed)
     if not isinstance(h, torch.Tensor) or h.ndim != 4:
         raise ValueError(
             f"scores h must be a tensor of shape (B, H, Tq, T), got {getattr(h, 'shape', type(h).__name__)}"
@@ -171,37 +170,52 @@ def attention_weights(
         if kernel is None:
             raise ValueError("mode 'mta' needs a key-query convolution kernel of shape (H, c_q, c_k), got None")
         return mta_weights(h, kernel, causal=causal)
+    if mode in COUPLED_MODES and J is None:
+        raise ValueError(f"mode {mode!r} needs couplings J of shape (H, T', T'), got None")
+    if mode == "bias" and sampling is not None:
+        raise ValueError("mode 'bias' (softmax with a positional bias) does not use a sampler; pass sampling=None")
+    if sampling is not None:  # the bridge validates J, beta and the scores it is given (once, on its entry)
+        return _sampled_weights(h, J, beta, mode, causal, sampling, j_field, vis)
     if mode in COUPLED_MODES:
-        if J is None:
-            raise ValueError(f"mode {mode!r} needs couplings J of shape (H, T', T'), got None")
         J = checks.check_head_couplings(J, H, T).to(h.dtype)
     if mode == "bias":
-        if sampling is not None:
-            raise ValueError("mode 'bias' (softmax with a positional bias) does not use a sampler; pass sampling=None")
         return torch.softmax((h + J[None, :, :Tq, :T]).masked_fill(~vis, float("-inf")), dim=-1)
     b = checks.beta_per_head(beta, H, h)
     if mode == "j" and j_field != 0.0:
         h = torch.full_like(h, j_field)  # a constant field breaks the spin-flip symmetry; the scores stay unused
-        if sampling is None:
-            return _exact_weights(h, J, b, causal, band)
-    if sampling is None:
-        if mode == "h":
-            # independent spins: (1 + tanh(beta h)) / 2 = sigmoid(2 beta h); normalise in log space so the
-            # weights stay exact and finite for any |h| (softmax of log-sigmoid is alpha / sum alpha).
-            logit = F.logsigmoid(2.0 * b[None, :, None, None] * h).masked_fill(~vis, float("-inf"))
-            return torch.softmax(logit, dim=-1)
-        if mode == "j":
-            # h = 0: spin-flip symmetry gives m = 0 exactly, alpha = 1/2 on every visible key.
-            w = vis.to(h.dtype).expand(B, H, Tq, T)
-            return w / w.sum(-1, keepdim=True)
         return _exact_weights(h, J, b, causal, band)
+    if mode == "h":
+        # independent spins: (1 + tanh(beta h)) / 2 = sigmoid(2 beta h); normalise in log space so the
+        # weights stay exact and finite for any |h| (softmax of log-sigmoid is alpha / sum alpha).
+        logit = F.logsigmoid(2.0 * b[None, :, None, None] * h).masked_fill(~vis, float("-inf"))
+        return torch.softmax(logit, dim=-1)
+    if mode == "j":
+        # h = 0: spin-flip symmetry gives m = 0 exactly, alpha = 1/2 on every visible key.
+        w = vis.to(h.dtype).expand(B, H, Tq, T)
+        return w / w.sum(-1, keepdim=True)
+    return _exact_weights(h, J, b, causal, band)
+
+
+def _sampled_weights(
+    h: torch.Tensor,
+    J: Any,
+    beta: Any,
+    mode: str,
+    causal: bool,
+    sampling: Sampling,
+    j_field: float,
+    vis: torch.Tensor,
+) -> torch.Tensor:
+    """:func:`attention_weights` through a sampler (modes ``hj``, ``h``, ``j``): the bridge's marginals, normalised
+    over the visible keys. ``J`` and ``beta`` as given: the bridge validates them."""
     from .bridge import attention_marginals  # the sampler route, imported on use
 
+    H, T = h.shape[1], h.shape[-1]
     if mode == "h":
         J = torch.zeros(H, T, T, dtype=h.dtype, device=h.device)
-    elif mode == "j" and j_field == 0.0:
-        h = torch.zeros_like(h)
-    m = attention_marginals(h, J, b, sampling=sampling, causal=causal)
+    elif mode == "j":  # h = 0, or the constant symmetry-breaking field (the scores stay unused)
+        h = torch.zeros_like(h) if j_field == 0.0 else torch.full_like(h, j_field)
+    m = attention_marginals(h, J, beta, sampling=sampling, causal=causal)
     return kernels.normalised_weights(m, vis)
 
 
@@ -227,12 +241,10 @@ def boltzmann_attention(
     causal: bool = True,
     beta: Any = 1.0,
     sampling: Sampling | None = None,
-    sampler: Any = None,
-    num_reads: int | None = None,
-    seed: Any = None,
     j_field: float = 0.0,
     band: int = 0,
     kernel: torch.Tensor | None = None,
+    **removed: Any,
 ) -> torch.Tensor:
     """Boltzmann attention (docs/theory.md section 3): ``o_i = sum_j a_ij v_j``.
 
@@ -246,8 +258,6 @@ def boltzmann_attention(
         causal: query ``i`` sees keys ``j <= i`` only (masked keys are dropped from its Ising system).
         beta: inverse temperature: a float, or a tensor of shape ``()`` or ``(H,)`` (may require grad).
         sampling: ``None`` (exact marginals) or a :class:`~hybrid_attention.sampling.Sampling` value.
-        sampler, num_reads, seed: instead of ``sampling``: a sampler object from :mod:`hybrid_attention.backends`,
-            reads per problem and a seed (the value is built from them).
         j_field: mode ``j``: constant symmetry-breaking field (:func:`attention_weights`).
         band: 0 (full ``J``) or the band ``W`` of a banded ``J`` (:func:`attention_weights`).
         kernel: mode ``mta``: the key-query convolution kernel ``(H, c_q, c_k)``.
@@ -255,7 +265,12 @@ def boltzmann_attention(
     Returns:
         ``(B, H, Tq, dv)``, differentiable w.r.t. ``q``, ``k``, ``v``, ``J`` and a tensor ``beta``. Works in
         float32 and float64.
+
+    Raises:
+        TypeError: a removed keyword (``sampler=``, ``num_reads=``, ``seed=``: the message names the
+            :class:`~hybrid_attention.sampling.Sampling` field that replaces it).
     """
+    sampling = check_sampling(sampling, "boltzmann_attention", removed)
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or t.ndim != 4:
             raise ValueError(
@@ -264,13 +279,8 @@ def boltzmann_attention(
     if q.shape[:2] != k.shape[:2] or k.shape[:3] != v.shape[:3] or q.shape[-1] != k.shape[-1]:
         raise ValueError(f"incompatible shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
     h = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    sampling = as_sampling(sampling, sampler=sampler, num_reads=num_reads, seed=seed)
     a = attention_weights(h, J, mode=mode, causal=causal, beta=beta, sampling=sampling, j_field=j_field, band=band)
     return a @ v
-    weights = attention_weights(
-        h, J, mode=mode, causal=causal, beta=beta, sampling=sampling, j_field=j_field, kernel=kernel
-    )
-    return weights @ v
 
 
 def symmetric_couplings(raw: torch.Tensor) -> torch.Tensor:

@@ -10,8 +10,8 @@ What the bridge does with a sampler is decided by its declared
 (how causal prefixes are batched into calls).
 
 How to sample is one :class:`~hybrid_attention.sampling.Sampling` value (sampler, reads, readout, estimator,
-persistent chains, seed), built and validated by the caller; the public functions here also take a bare
-``sampler=`` (with ``num_reads=``, ``seed=``) and build the value themselves.
+persistent chains, seed), built and validated by the caller. The public functions validate their tensors once, on
+entry; what runs below them (the sampler calls, :class:`SampledMarginals`) takes them as validated.
 
 Gradients:
 
@@ -40,14 +40,17 @@ Gradients:
 
 Persistent chains (``Sampling(..., chains=PersistentChains(...))``, :class:`~hybrid_attention.sampling.PersistentChains`):
 each (layer, head, prefix) problem's chains start where the previous call's chains stopped (the layer's key is
-``sampling.chain_key``), so a training step needs only a few moves.
+``sampling.chain_key``), so a training step needs only a few moves. The chains' states are a value in and out of
+each sampler call: :func:`attention_marginals` reads the start states from the store, every call (inside autograd)
+takes its slice of them and returns where its chains stopped, and :func:`attention_marginals` stores the end states
+after the last call has returned.
 
 Example:
     >>> import torch
     >>> from hybrid_attention.backends import get_sampler
     >>> h = torch.randn(1, 1, 3, 3, dtype=torch.float64, requires_grad=True)
     >>> J = torch.zeros(1, 3, 3, dtype=torch.float64, requires_grad=True)
-    >>> m = attention_marginals(h, J, 1.0, sampler=get_sampler("exact"))
+    >>> m = attention_marginals(h, J, 1.0, sampling=Sampling(get_sampler("exact")))
     >>> m.shape, bool(m[0, 0, 0, 1] == 0)
     (torch.Size([1, 1, 3, 3]), True)
 """
@@ -64,7 +67,7 @@ from . import checks
 from .grouping import Grouped
 from .ising import IsingProblem
 from .kernels import plan_groups
-from .sampling import Sampling, as_sampling
+from .sampling import Sampling, check_sampling
 
 __all__ = ["attention_marginals", "differentiable_marginals", "SampledMarginals"]
 
@@ -84,10 +87,12 @@ class SampledMarginals(torch.autograd.Function):
     """Marginals from a sampler's reads; backward by the covariance identities (module docstring).
 
     Works on problems grouped by coupling matrix (:class:`~hybrid_attention.grouping.Grouped`): ``forward(h (G, R,
-    n), J (G, n, n), beta (G, R), problem, grouping, sampling, seed, chain)`` with ``problem`` the detached problem
+    n), J (G, n, n), beta (G, R), problem, grouping, sampling, seed, start)`` with ``problem`` the detached problem
     the sampler sees, ``grouping`` its :class:`~hybrid_attention.grouping.Grouped` layout (masked spins held at 0),
-    and ``chain`` the ``(states, index)`` of persistent chains (the reads start from ``states[index]``, ``(*batch,
-    chains, n)``, and their final states are written back) or ``None``. Returns ``(G, R, n)``.
+    and ``start`` the persistent chains' start states ``(*batch, chains, n)`` int8 (the reads start there) or
+    ``None``. Returns ``(m (G, R, n), end)``: the marginals and, with ``start``, the chains' end states (int8, the
+    shape of ``start``; not differentiable), else an empty tensor. Nothing is written anywhere: the caller stores
+    ``end``.
 
     Every product with a shared ``J`` is one matrix product over all of its problems and reads, and no per-problem
     ``(n, n)`` covariance is formed: the field gradient is a covariance times a vector, computed as sums over reads,
@@ -111,9 +116,10 @@ class SampledMarginals(torch.autograd.Function):
         grouping: Grouped,
         sampling: Sampling,
         seed: Any,
-        chain: Any,
-    ) -> torch.Tensor:
-        ss = _draw(sampling, problem, seed, chain)
+        start: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        ss, end = _draw(sampling, problem, seed, start)
+        ctx.mark_non_differentiable(end)
         G, R, n = h.shape
         s = grouping.group(torch.from_numpy(ss.spins)).to(h.dtype)  # (G, R, reads, n)
         mask = grouping.mask
@@ -137,10 +143,10 @@ class SampledMarginals(torch.autograd.Function):
             m = torch.einsum("grk,grkj->grj", w, s)
             ctx.save_for_backward(s, w, m, h, J, beta)
         ctx.mask = mask
-        return m
+        return m, end
 
     @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
+    def backward(ctx: Any, g: torch.Tensor, _: Any) -> tuple[Any, ...]:
         s, w, m, h, J, beta = ctx.saved_tensors[:6]
         bh, bJ = ctx.betas
         G, R, K, n = s.shape
@@ -236,55 +242,56 @@ def _conditional_field_gradient(
     return bessel * (0.5 * (Xg + XTg) - Xdiag * g) + var * g
 
 
-def _draw(sampling: Sampling, problem: IsingProblem, seed: Any, chain: Any) -> Any:
-    """``sampling.sampler.sample`` on a validated problem; with ``chain = (states, index)`` the reads start from the
-    persistent chains ``states[index]`` and their final states are written back."""
-    if chain is None:
-        return sampling.sampler.sample(problem, num_reads=sampling.num_reads, seed=seed)
-    states, index = chain
-    view = states[index]
-    init = view.reshape(-1, *view.shape[-2:]) if problem.h.ndim == 2 else view
+def _draw(sampling: Sampling, problem: IsingProblem, seed: Any, start: torch.Tensor | None) -> tuple[Any, torch.Tensor]:
+    """``sampling.sampler.sample`` on a validated problem, and the chains' end states: with ``start`` (persistent
+    chains' start states) the reads start there and ``end`` is where they stopped (``start``'s shape), else ``end``
+    is empty."""
+    if start is None:
+        return sampling.sampler.sample(problem, num_reads=sampling.num_reads, seed=seed), torch.empty(
+            0, dtype=torch.int8
+        )
+    init = start.reshape(-1, *start.shape[-2:]) if problem.h.ndim == 2 else start
     ss = sampling.sampler.sample(problem, num_reads=sampling.num_reads, seed=seed, initial_state=init.numpy())
-    states[index] = torch.from_numpy(np.ascontiguousarray(ss.info["final_state"])).reshape(view.shape)
-    return ss
+    end = torch.from_numpy(np.ascontiguousarray(ss.info["final_state"])).reshape(start.shape)
+    return ss, end
 
 
-def differentiable_marginals(
-    problem: IsingProblem,
-    sampling: Sampling | None = None,
-    *,
-    sampler: Any = None,
-    num_reads: int | None = None,
-    seed: Any = None,
-) -> torch.Tensor:
+def differentiable_marginals(problem: IsingProblem, sampling: Sampling | None = None, **removed: Any) -> torch.Tensor:
     """``<s_j>`` of a (batched) problem through a sampler, differentiable w.r.t. the problem's tensors.
 
     Args:
         problem: :class:`IsingProblem` whose ``h``, ``J`` (and tensor ``beta``) may carry autograd history.
-        sampling: a :class:`~hybrid_attention.sampling.Sampling` value; or give ``sampler`` (with ``num_reads``,
-            ``seed``) and the value is built here (``Sampling(sampler, num_reads=..., seed=...)``).
+        sampling: a :class:`~hybrid_attention.sampling.Sampling` value (``Sampling(sampler, num_reads=...,
+            seed=...)``); its persistent chains, if any, are not used here (:func:`attention_marginals` uses them).
 
     Returns:
         ``(*batch, n)`` marginals (0 on masked spins) in the problem's dtype; an empty batch gives an empty result
         without calling the sampler.
+
+    Raises:
+        TypeError: no ``sampling``; a removed keyword (``sampler=``, ``num_reads=``, ``seed=``: the message names the
+            :class:`~hybrid_attention.sampling.Sampling` field that replaces it).
     """
+    sampling = check_sampling(sampling, "differentiable_marginals", removed)
     if not isinstance(problem, IsingProblem):
         raise TypeError(f"expected an IsingProblem, got {type(problem).__name__}")
-    sampling = as_sampling(sampling, sampler=sampler, num_reads=num_reads, seed=seed)
     if sampling is None:
-        raise TypeError("differentiable_marginals needs a sampler: pass sampling=Sampling(...) or sampler=")
-    return _marginals(problem, sampling, sampling.seed, None)
+        raise TypeError("differentiable_marginals needs a sampler: pass sampling=Sampling(sampler, ...)")
+    return _marginals(problem, sampling, sampling.seed, None)[0]
 
 
-def _marginals(problem: IsingProblem, sampling: Sampling, seed: Any, chain: Any) -> torch.Tensor:
-    """:func:`differentiable_marginals` of a validated problem and value; ``chain``: as :class:`SampledMarginals`."""
+def _marginals(
+    problem: IsingProblem, sampling: Sampling, seed: Any, start: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`differentiable_marginals` of a validated problem and value, and the persistent chains' end states
+    (``start``, ``end``: as :class:`SampledMarginals`; ``None`` without ``start``)."""
     if problem.h.numel() == 0:  # an empty batch: no sampler call (samplers need not handle it)
-        return _zeros_on_graph((*problem.batch_shape, problem.n), problem.h, problem.J, problem.beta)
+        return _zeros_on_graph((*problem.batch_shape, problem.n), problem.h, problem.J, problem.beta), start
     if sampling.readout == "exact":
-        return sampling.sampler.differentiable_marginals(problem).to(problem.dtype)
+        return sampling.sampler.differentiable_marginals(problem).to(problem.dtype), start
     gp = Grouped(problem)  # differentiable views: h (G, R, n) with masked spins at 0, J (G, n, n), beta (G, R)
-    m = SampledMarginals.apply(gp.h, gp.J, gp.beta, problem.detach(), gp, sampling, seed, chain)
-    return gp.ungroup(m)
+    m, end = SampledMarginals.apply(gp.h, gp.J, gp.beta, problem.detach(), gp, sampling, seed, start)
+    return gp.ungroup(m), (None if start is None else end)
 
 
 def _zeros_on_graph(shape: tuple[int, ...], *tensors: Any) -> torch.Tensor:
@@ -309,11 +316,9 @@ def attention_marginals(
     beta: Any = 1.0,
     *,
     sampling: Sampling | None = None,
-    sampler: Any = None,
-    num_reads: int | None = None,
-    seed: Any = None,
     causal: bool = True,
     pad_with_mask: bool | None = None,
+    **removed: Any,
 ) -> torch.Tensor:
     """Attention marginals ``m[b, hd, i, j] = <s_j>`` of query ``i``'s Ising system, through a sampler.
 
@@ -321,10 +326,10 @@ def attention_marginals(
         h: scores ``(B, H, Tq, T)``; causal needs ``Tq == T`` (query ``i`` sees keys ``0..i``).
         J: couplings ``(H, T', T')``, ``T' >= T`` (leading block used), symmetric, zero diagonal.
         beta: scalar or ``(H,)`` (float or tensor; a tensor gets a gradient).
-        sampling: how to sample (:class:`~hybrid_attention.sampling.Sampling`); or give ``sampler`` (with
-            ``num_reads``, ``seed``) and the value is built here. Its ``seed`` spawns one child seed per call.
-            With ``sampling.chains`` every problem's chains start from the stored states of its (head, query) under
-            ``sampling.chain_key`` (``"attention"`` when unset) and the final states are stored back.
+        sampling: how to sample (:class:`~hybrid_attention.sampling.Sampling`, required). Its ``seed`` spawns one
+            child seed per call. With ``sampling.chains`` every problem's chains start from the stored states of
+            its (head, query) under ``sampling.chain_key`` (``"attention"`` when unset); the end states are stored
+            back once every sampler call has returned.
         causal: drop future keys (one sampler call per prefix length, or per group of lengths, all ``B * H`` rows
             at once).
         pad_with_mask: one call with ``n = T`` and a causal mask instead of one call per prefix length (default:
@@ -337,30 +342,36 @@ def attention_marginals(
         ``(B, H, Tq, T)`` marginals, differentiable w.r.t. ``h``, ``J`` (and ``beta``); zeros above the
         diagonal when causal. Exact gradients with the exact sampler; a Boltzmann surrogate at the sampler's
         effective beta for DQA samplers (module docstring).
+
+    Raises:
+        TypeError: no ``sampling``; a removed keyword (``sampler=``, ``num_reads=``, ``seed=``: the message names
+            the :class:`~hybrid_attention.sampling.Sampling` field that replaces it).
+        ValueError: bad shapes, a ``J`` that is not finite, symmetric and zero on the diagonal
+            (:func:`hybrid_attention.checks.check_head_couplings`), a bad ``beta``, non-finite visible scores.
     """
+    sampling = check_sampling(sampling, "attention_marginals", removed)
+    if sampling is None:
+        raise TypeError("attention_marginals needs a sampler: pass sampling=Sampling(sampler, ...)")
     if not isinstance(h, torch.Tensor) or h.ndim != 4:
         raise ValueError(f"h must be a tensor of shape (B, H, Tq, T), got {getattr(h, 'shape', type(h).__name__)}")
     B, H, Tq, T = h.shape
-    if not isinstance(J, torch.Tensor) or J.ndim != 3 or J.shape[0] != H or J.shape[1] < T or J.shape[1] != J.shape[2]:
-        raise ValueError(
-            f"J must be a tensor of shape (H, T', T') with H = {H}, T' >= T = {T}, got {getattr(J, 'shape', None)}"
-        )
     if causal and Tq != T:
         raise ValueError(f"causal attention needs Tq == T, got Tq = {Tq}, T = {T}")
-    sampling = as_sampling(sampling, sampler=sampler, num_reads=num_reads, seed=seed)
-    if sampling is None:
-        raise TypeError("attention_marginals needs a sampler: pass sampling=Sampling(...) or sampler=")
-    J = J[:, :T, :T].to(h.dtype)
+    # validated here, once (the attention layer hands its inputs to this function unchecked): J finite, symmetric,
+    # zero diagonal; beta real and > 0; the visible scores finite. The problems below are views of these tensors.
+    J = checks.check_head_couplings(J, H, T).to(h.dtype)
     b = checks.beta_per_head(beta, H, h)
-    # validate once (J symmetric with zero diagonal and finite, beta valid, visible h finite); the problems below
-    # are views of these tensors
-    IsingProblem(torch.zeros(H, T, dtype=h.dtype, device=h.device), J.detach(), beta=b.detach())
     tril = torch.ones(T, T, dtype=torch.bool, device=h.device).tril()
     if not bool(torch.isfinite(h.detach().masked_fill(~tril, 0.0) if causal else h.detach()).all()):
         raise ValueError("h (attention scores) must be finite on the keys each query sees")
     if B == 0:  # an empty batch: empty marginals, no sampler call
         return _zeros_on_graph((B, H, Tq, T), h, J, b)
-    return _causal_marginals(h, J, b, sampling, causal, pad_with_mask, tril)
+    key = sampling.chain_key or "attention"
+    start = None if sampling.chains is None else sampling.chains.start(key, B=B, H=H, Tq=Tq, T=T)
+    m, end = _causal_marginals(h, J, b, sampling, causal, pad_with_mask, tril, start)
+    if sampling.chains is not None:  # after every sampler call has returned, outside autograd
+        sampling.chains.store(key, end)
+    return m
 
 
 def _causal_marginals(
@@ -371,25 +382,29 @@ def _causal_marginals(
     causal: bool,
     pad_with_mask: bool | None,
     tril: torch.Tensor,
-) -> torch.Tensor:
-    """:func:`attention_marginals` on validated inputs: the sampler calls, per prefix length or group of lengths."""
+    start: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`attention_marginals` on validated inputs: the sampler calls, per prefix length or group of lengths.
+    With persistent chains' start states ``start`` ``(B, H, Tq, chains, T)`` each call starts from its slice of them;
+    returns the marginals and the end states (a new tensor; ``None`` without ``start``)."""
     B, H, Tq, T = h.shape
     caps = sampling.sampler.capabilities
     if pad_with_mask is None:
         pad_with_mask = caps.pad_with_mask
-    states = None
-    if sampling.chains is not None:  # persistent chains: states (B, H, Tq, chains, T) of this layer
-        states = sampling.chains.states(sampling.chain_key or "attention", B=B, H=H, Tq=Tq, T=T)
+    end = None if start is None else start.clone()
 
-    def chain(index: tuple) -> Any:  # the call's chains: states[index], or none
-        return None if states is None else (states, index)
+    def run(prob: IsingProblem, seed: Any, index: tuple) -> torch.Tensor:  # one sampler call, from start[index]
+        m, stop = _marginals(prob, sampling, seed, None if start is None else start[index])
+        if end is not None:
+            end[index] = stop
+        return m
 
     every = slice(None)
     if not causal or pad_with_mask:
         mask = tril.expand(B, H, T, T) if causal else None
         # J broadcasts over the batch and the queries (not expanded: its gradient is never materialised per query)
         prob = IsingProblem.derived(h, J[None, :, None], _scalar_if_single(b[None, :, None].expand(B, H, Tq)), mask)
-        return _marginals(prob, sampling, checks.spawn_seeds(sampling.seed, 1, keep_none=True)[0], chain(()))
+        return run(prob, checks.spawn_seeds(sampling.seed, 1, keep_none=True)[0], (every,)), end
     overhead = caps.per_call_overhead
     groups = [(n, n) for n in range(1, T + 1)] if overhead is None else plan_groups(T, B * H, float(overhead))
     seeds = checks.spawn_seeds(sampling.seed, len(groups), keep_none=True)
@@ -403,7 +418,7 @@ def _causal_marginals(
                 _scalar_if_single(b[None, :].expand(B, H)),
                 None,
             )
-            m = _marginals(prob, sampling, sd, chain((every, every, hi - 1, every, slice(0, hi))))
+            m = run(prob, sd, (every, every, hi - 1, every, slice(0, hi)))
             m = m[:, :, None]  # (B, H, 1, hi)
         else:  # queries lo-1..hi-1 padded to hi keys, future keys masked (free, decoupled spins)
             mask = tril[lo - 1 : hi, :hi].expand(B, H, g, hi)
@@ -414,6 +429,6 @@ def _causal_marginals(
                 mask,
             )
             index = (every, every, slice(lo - 1, hi), every, slice(0, hi))
-            m = _marginals(prob, sampling, sd, chain(index))  # (B, H, g, hi), 0 on masked keys
+            m = run(prob, sd, index)  # (B, H, g, hi), 0 on masked keys
         parts.append(torch.nn.functional.pad(m, (0, T - hi)))
-    return torch.cat(parts, dim=2)
+    return torch.cat(parts, dim=2), end

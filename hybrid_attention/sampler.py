@@ -121,6 +121,10 @@ class Sampler(abc.ABC):
     max_spins: int | None = None
     #: per-call options accepted by :meth:`sample` (beyond ``num_reads`` and ``seed``), with descriptions
     parameters: dict[str, str] = {}
+    #: flat constructor options the registry folds into a grouped one: ``{flat: (parameter, field)}``, the
+    #: parameter's value a frozen dataclass (``get_sampler("qemcmc", burn_in=8)`` builds
+    #: ``chain=dataclasses.replace(<default chain>, burn_in=8)``)
+    option_groups: ClassVar[dict[str, tuple[str, str]]] = {}
     #: reads per problem when ``num_reads=None`` (``None``: the exact output distribution over all ``2**n`` states)
     default_num_reads: int | None = 1024
 

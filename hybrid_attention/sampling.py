@@ -41,7 +41,15 @@ from . import checks
 from .checks import SeedLike
 from .sampler import Sampler, capabilities_of
 
-__all__ = ["Sampling", "PersistentChains", "ReadNoiseWarning", "as_sampling", "READOUTS", "ESTIMATORS"]
+__all__ = [
+    "Sampling",
+    "PersistentChains",
+    "ReadNoiseWarning",
+    "check_sampling",
+    "REMOVED_KEYWORDS",
+    "READOUTS",
+    "ESTIMATORS",
+]
 
 #: ``exact``: differentiate through the sampler's exact output; ``shots``: train on reads
 READOUTS = ("exact", "shots")
@@ -63,8 +71,9 @@ class PersistentChains:
     A training step's problems differ from the previous step's only by a small parameter update, so chains that
     start where the last step's chains stopped need only a few moves instead of a full burn-in. Give the store to a
     :class:`Sampling` value (``Sampling(sampler, chains=PersistentChains(8))``); the bridge then starts every
-    problem's chains from the stored states of its key (``layer<i>``, from :meth:`Sampling.layer`) and stores where
-    they stopped.
+    problem's chains from the stored states of its key (``layer<i>``, from :meth:`Sampling.layer`; :meth:`start`) and,
+    once the call has returned, stores where they stopped (:meth:`store`). The states are values: a sampler call
+    takes its start states and returns its end states, and nothing inside autograd writes to the store.
 
     Storage, per key: an int8 ±1 tensor ``(B, H, Tq, num_chains, T)``: for batch row ``b``, head ``hd``, query
     ``i`` (causal: the prefix of ``i + 1`` keys) the states of its chains over the keys (columns beyond the prefix
@@ -83,8 +92,12 @@ class PersistentChains:
 
     Example:
         >>> chains = PersistentChains(num_chains=4, seed=0)
-        >>> tuple(chains.states("layer0", B=2, H=1, Tq=3, T=3).shape), chains.keys()
-        ((2, 1, 3, 4, 3), ['layer0'])
+        >>> start = chains.start("layer0", B=2, H=1, Tq=3, T=3)
+        >>> tuple(start.shape), chains.keys()
+        ((2, 1, 3, 4, 3), [])
+        >>> chains.store("layer0", start)
+        >>> chains.keys()
+        ['layer0']
     """
 
     def __init__(self, num_chains: int = 8, *, seed: int = 0) -> None:
@@ -99,25 +112,35 @@ class PersistentChains:
         """The stored states of ``key``, ``(B, H, Tq, num_chains, T)`` int8 (a ``KeyError`` for an unknown key)."""
         return self._states[key]
 
-    def states(self, key: str, *, B: int, H: int, Tq: int, T: int) -> torch.Tensor:
-        """The states of ``key`` for a call of shape ``(B, H, Tq, T)``: created, or resized along the batch; the
-        bridge writes the chains' final states into the returned tensor (a view of the store)."""
+    def start(self, key: str, *, B: int, H: int, Tq: int, T: int) -> torch.Tensor:
+        """Where the chains of ``key`` start for a call of shape ``(B, H, Tq, T)``: a new tensor (a value; the store
+        is not changed), random from ``seed`` for a new key, else the stored states resized along the batch (the
+        first ``B`` rows of a larger store, the stored rows reused cyclically for a larger batch).
+
+        Raises:
+            ValueError: the key holds states of another ``(H, Tq, num_chains, T)``.
+        """
         C = self.num_chains
         st = self._states.get(key)
         if st is None:
             rng = np.random.default_rng([self.seed, zlib.crc32(key.encode())])
-            st = torch.from_numpy(rng.choice(np.array([-1, 1], dtype=np.int8), size=(B, H, Tq, C, T)))
-        elif tuple(st.shape[1:]) != (H, Tq, C, T):
+            return torch.from_numpy(rng.choice(np.array([-1, 1], dtype=np.int8), size=(B, H, Tq, C, T)))
+        if tuple(st.shape[1:]) != (H, Tq, C, T):
             raise ValueError(
                 f"persistent chains {key!r} hold states of shape (B, H, Tq, chains, T) = {tuple(st.shape)}, "
                 f"a call needs (B, {H}, {Tq}, {C}, {T}); use another key for another layer"
             )
-        elif st.shape[0] > B:  # a smaller batch continues the first B rows; the others are kept as they are
-            return st[:B]
-        elif st.shape[0] < B:
-            st = st[torch.arange(B) % st.shape[0]].clone()
-        self._states[key] = st
-        return st
+        if st.shape[0] >= B:
+            return st[:B].clone()
+        return st[torch.arange(B) % st.shape[0]].clone()
+
+    def store(self, key: str, states: torch.Tensor) -> None:
+        """Keep ``states`` ``(B, H, Tq, num_chains, T)`` (where a call's chains stopped) under ``key``: a smaller batch
+        than the stored one replaces the first ``B`` rows and keeps the others, a larger one replaces them all."""
+        st = self._states.get(key)
+        if st is not None and st.shape[0] > states.shape[0]:
+            states = torch.cat([states, st[states.shape[0] :]])
+        self._states[key] = states
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """``{key: states}`` (copies, int8 ``(B, H, Tq, num_chains, T)``), for a checkpoint."""
@@ -270,25 +293,27 @@ class Sampling:
         )
 
 
-def as_sampling(
-    sampling: Sampling | None = None, *, sampler: Any = None, num_reads: Any = None, seed: Any = None
-) -> Sampling | None:
-    """The :class:`Sampling` a public entry point runs: ``sampling`` as given, or one built from ``sampler``
-    (with ``num_reads`` and ``seed``); ``None`` (exact enumeration) when neither is given, after checking that
-    ``num_reads`` and ``seed`` are well-formed.
+#: the keywords the public entry points took before the :class:`Sampling` value, and what replaces each
+REMOVED_KEYWORDS = {
+    "sampler": "pass sampling=Sampling(sampler, num_reads=..., seed=...)",
+    "num_reads": "pass sampling=Sampling(sampler, num_reads=...) (the field Sampling.num_reads)",
+    "seed": "pass sampling=Sampling(sampler, seed=...) (the field Sampling.seed)",
+}
+
+
+def check_sampling(sampling: Any, where: str, removed: dict[str, Any] | None = None) -> Sampling | None:
+    """``sampling`` (a :class:`Sampling` or ``None``: exact enumeration) as a public entry point ``where`` receives
+    it, checked before any work; ``removed`` holds the entry point's other keyword arguments (its ``**removed``).
 
     Raises:
-        TypeError: ``sampling`` is not a :class:`Sampling`; ``sampling`` given together with ``sampler``,
-            ``num_reads`` or ``seed`` (they belong inside the value).
+        TypeError: ``sampling`` is not a :class:`Sampling` or ``None``; a keyword of ``removed``: one the value
+            replaced (``sampler=``, ``num_reads=``, ``seed=``: the message names the :class:`Sampling` field to use)
+            or one ``where`` never took.
     """
-    if sampling is not None:
-        if not isinstance(sampling, Sampling):
-            raise TypeError(f"sampling must be a Sampling or None, got {type(sampling).__name__}")
-        if sampler is not None or num_reads is not None or seed is not None:
-            raise TypeError("pass either sampling=Sampling(...) or sampler= (with num_reads=, seed=), not both")
-        return sampling
-    if sampler is None:
-        checks.check_num_reads(num_reads)
-        checks.check_seed(seed)
-        return None
-    return Sampling(sampler, num_reads=num_reads, seed=seed)
+    for key in removed or {}:
+        if key in REMOVED_KEYWORDS:
+            raise TypeError(f"{where}: {key}= was removed: {REMOVED_KEYWORDS[key]}")
+        raise TypeError(f"{where}() got an unexpected keyword argument {key!r}")
+    if sampling is not None and not isinstance(sampling, Sampling):
+        raise TypeError(f"sampling must be a Sampling or None, got {type(sampling).__name__}")
+    return sampling

@@ -36,6 +36,7 @@ from hybrid_attention import kernels
 from hybrid_attention.backends.mcmc.gibbs import GibbsSampler
 from hybrid_attention.backends.mcmc.meanfield import MeanFieldSampler
 from hybrid_attention.bridge import attention_marginals
+from hybrid_attention.sampling import Sampling
 
 B = 8  # held-out windows captured per run (--windows uses the first ones)
 
@@ -79,7 +80,7 @@ def errors(m: torch.Tensor, ref: torch.Tensor) -> list[float]:
 
 def gibbs(h, J, beta, *, shots, burn_in, chains, thinning, seed):
     s = GibbsSampler(burn_in=burn_in, num_chains=chains, thinning=thinning)
-    return attention_marginals(h, J, beta, sampler=s, num_reads=shots, seed=seed).detach().double()
+    return attention_marginals(h, J, beta, sampling=Sampling(s, num_reads=shots, seed=seed)).detach().double()
 
 
 def _config(text: str) -> dict[str, int]:
@@ -119,7 +120,7 @@ def measure(run: Path, a: argparse.Namespace) -> list[str]:
             reps = torch.stack([gibbs(hh, JJ, beta, **c, seed=a.seed + 1 + k) for k in range(8)]).mean(0)
             row(n, label(c) + ", mean of 8 calls (bias + noise / sqrt 8)", refname, reps, ref, float("nan"))
         t = time.perf_counter()
-        mf = attention_marginals(hh, JJ, beta, sampler=MeanFieldSampler()).detach().double()
+        mf = attention_marginals(hh, JJ, beta, sampling=Sampling(MeanFieldSampler())).detach().double()
         row(n, "mean field (naive)", refname, mf, ref, time.perf_counter() - t)
 
     # n = 16: exact reference

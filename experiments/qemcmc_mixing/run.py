@@ -37,6 +37,7 @@ from tqdm.auto import tqdm
 
 from hybrid_attention import IsingProblem, exact
 from hybrid_attention.backends.mcmc import analysis as mcmc
+from hybrid_attention.backends.mcmc.chain import ChainSchedule
 from hybrid_attention.backends.mcmc.qemcmc import QEMCMCSampler, transition_matrix
 from hybrid_attention.circuits.proposal import ProposalParams
 from hybrid_attention.exact import enumerate_states
@@ -94,7 +95,7 @@ def marginals(args: argparse.Namespace) -> list[dict]:
     for n in tqdm((4, 8, 12, 16), desc="sampled marginals"):
         p = problem("sk", n, rng)
         chains, records = 32, 40
-        s = QEMCMCSampler(params=ProposalParams(steps=4), burn_in=200)
+        s = QEMCMCSampler(params=ProposalParams(steps=4), chain=ChainSchedule(burn_in=200))
         t0 = time.perf_counter()
         ss = s.sample(p, num_reads=chains * records, num_chains=chains, thinning=3, seed=n)
         secs = time.perf_counter() - t0

@@ -5,7 +5,9 @@ import with an install hint for a missing extra, the names of the options each
 constructor accepts, and the two factories every caller goes through:
 
 * :func:`get_sampler` (``name, **options``): the options are checked against the constructor's before it is
-  called, so a misspelt option is a ``TypeError`` naming the accepted ones;
+  called, so a misspelt option is a ``TypeError`` naming the accepted ones; flat spellings of a grouped option
+  (``burn_in=`` for a chain sampler's ``chain=ChainSchedule(...)``, the class's ``option_groups``) are folded into
+  that option's frozen value (:func:`fold_options`), so command lines and older code keep working;
 * :func:`make_sampler` (``name, tau=, trotter_steps=, **options``): the same, with the anneal given as numbers: DQA
   samplers (:func:`is_dqa`) get ``schedule=DQASchedule(tau, trotter_steps)``, the others ignore both.
 
@@ -25,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 from typing import Any, NamedTuple
@@ -40,6 +43,7 @@ __all__ = [
     "sampler_class",
     "sampler_options",
     "check_sampler_options",
+    "fold_options",
     "get_sampler",
     "make_sampler",
     "available_samplers",
@@ -150,12 +154,45 @@ def sampler_options(name: str) -> set[str] | None:
         if klass is object:
             return names
         params = list(inspect.signature(vars(klass)["__init__"]).parameters.values())
-        names |= _accepted(params)
+        names |= _accepted(params) | set(_groups(klass))
         if not any(p.kind is p.VAR_KEYWORD for p in params):
             return names
         if klass.__module__ == "abc" or klass.__name__ == "Sampler":
             return None
     return names
+
+
+def _groups(factory: Any) -> dict[str, tuple[str, str]]:
+    """The flat options a sampler class folds into grouped ones (``option_groups``; none for a factory)."""
+    return factory.option_groups if isinstance(factory, type) and issubclass(factory, Sampler) else {}
+
+
+def fold_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with every flat spelling of a grouped constructor option (the class's ``option_groups``, e.g.
+    ``burn_in`` of ``chain``) folded into that option's frozen value: ``dataclasses.replace`` of the value given, or
+    of the constructor's default, with the flat fields (a list becomes a tuple: command lines give ranges as lists).
+
+    Raises:
+        ValueError: a grouped option given both as a value and by its fields (``chain=`` and ``burn_in=``).
+        ValueError, TypeError: a field value the dataclass refuses.
+    """
+    factory = sampler_class(name)
+    groups = _groups(factory)
+    flat = {k: options[k] for k in options if k in groups}
+    if not flat:
+        return dict(options)
+    out = {k: v for k, v in options.items() if k not in flat}
+    fields: dict[str, dict[str, Any]] = {}
+    for key, value in flat.items():
+        param, field = groups[key]
+        fields.setdefault(param, {})[field] = tuple(value) if isinstance(value, list) else value
+    defaults = inspect.signature(factory).parameters
+    for param, values in fields.items():
+        if out.get(param) is not None:
+            given = sorted(k for k in flat if groups[k][0] == param)
+            raise ValueError(f"{name}: give either {param}= or {'=/'.join(given)}=, not both")
+        out[param] = dataclasses.replace(defaults[param].default, **values)
+    return out
 
 
 def check_sampler_options(name: str, options: dict[str, Any]) -> None:
@@ -177,7 +214,7 @@ def get_sampler(name: str, **options: Any) -> Sampler:
             constructor does not take (:func:`check_sampler_options`). ImportError: a missing extra.
     """
     check_sampler_options(name, options)
-    return sampler_class(name)(**options)
+    return sampler_class(name)(**fold_options(name, options))
 
 
 def make_sampler(name: str, *, tau: float | None = None, trotter_steps: int | None = None, **options: Any) -> Sampler:

@@ -11,6 +11,7 @@ from hybrid_attention import IsingProblem, exact, kernels
 from hybrid_attention.backends import get_sampler
 from hybrid_attention.backends.mcmc.gibbs import AnnealingSampler, GibbsSampler
 from hybrid_attention.backends.mcmc.meanfield import MeanFieldSampler
+from hybrid_attention.sampling import Sampling
 
 Z = 5.0
 
@@ -245,7 +246,11 @@ def test_bridge_padded_problem_matches_causal_exact(name):
     beta = torch.tensor([0.7, 1.3], dtype=torch.float64)
     ref = kernels.causal_marginals(h, J, beta).numpy()
     N = 3000
-    m = bridge.attention_marginals(h, J, beta, sampler=get_sampler(name), num_reads=N, seed=3).detach().numpy()
+    m = (
+        bridge.attention_marginals(h, J, beta, sampling=Sampling(get_sampler(name), num_reads=N, seed=3))
+        .detach()
+        .numpy()
+    )
     assert np.all(np.triu(m, 1) == 0)
     if name == "meanfield":  # weak couplings: naive mean field is close (O(J^2))
         assert np.abs(m - ref).max() < 0.01

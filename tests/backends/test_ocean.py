@@ -30,6 +30,7 @@ from hybrid_attention.backends.ocean.sampler import (  # noqa: E402
     sampleset_to_dimod,
     to_bqm,
 )
+from hybrid_attention.sampling import Sampling  # noqa: E402
 
 Z = 5.0
 
@@ -325,9 +326,11 @@ def test_attention_bridge_through_the_dimod_sampler():
     h = torch.randn(2, 1, 5, 5, generator=g, dtype=torch.float64, requires_grad=True)
     U = torch.triu(torch.randn(1, 5, 5, generator=g, dtype=torch.float64) * 0.5, 1)
     J = U + U.transpose(-1, -2)
-    m_ref = attention_marginals(h, J, sampler=get_sampler("exact")).detach().numpy()
+    m_ref = attention_marginals(h, J, sampling=Sampling(get_sampler("exact"))).detach().numpy()
     reads = 4000
-    m = attention_marginals(h, J, sampler=get_sampler("dimod", sampler="tree_decomposition"), num_reads=reads, seed=0)
+    m = attention_marginals(
+        h, J, sampling=Sampling(get_sampler("dimod", sampler="tree_decomposition"), num_reads=reads, seed=0)
+    )
     assert np.all(np.abs(m.detach().numpy() - m_ref) <= shot_tol(m_ref, reads))
     m.sum().backward()
     assert torch.isfinite(h.grad).all() and h.grad.abs().sum() > 0

@@ -10,7 +10,10 @@ import torch
 
 from hybrid_attention import IsingProblem, exact
 from hybrid_attention.backends.mcmc import analysis as mcmc
+from hybrid_attention.backends.mcmc.chain import ChainSchedule
+from hybrid_attention.backends.mcmc.metropolis import UniformMetropolisSampler
 from hybrid_attention.backends.mcmc.qemcmc import QEMCMCSampler, proposal_rows, transition_matrix
+from hybrid_attention.backends.registry import get_sampler, sampler_options
 from hybrid_attention.backends.testing import assert_sampler_conforms
 from hybrid_attention.circuits.proposal import ProposalParams, alpha_of, proposal_matrix
 from hybrid_attention.exact import enumerate_states
@@ -126,7 +129,7 @@ def test_long_chains_with_records_use_their_effective_sample_size():
 @pytest.mark.parametrize("n", [8, 10])
 def test_marginals_match_exact_at_larger_n(n):
     p = random_problem(n, seed=20 + n)
-    s = QEMCMCSampler(params=ProposalParams(steps=4), burn_in=160)
+    s = QEMCMCSampler(params=ProposalParams(steps=4), chain=ChainSchedule(burn_in=160))
     ss = s.sample(p, num_reads=600, num_chains=60, thinning=4, seed=3)
     check_marginals(ss, p)
 
@@ -135,7 +138,7 @@ def test_marginals_match_exact_at_larger_n(n):
 @pytest.mark.parametrize("n", [12, 14, 16])
 def test_marginals_match_exact_up_to_16_spins(n):
     p = random_problem(n, seed=30 + n)
-    s = QEMCMCSampler(params=ProposalParams(steps=4), burn_in=200)
+    s = QEMCMCSampler(params=ProposalParams(steps=4), chain=ChainSchedule(burn_in=200))
     ss = s.sample(p, num_reads=32 * 40, num_chains=32, thinning=3, seed=4)
     assert ss.info["mode"] == "columns"
     check_marginals(ss, p)
@@ -225,12 +228,12 @@ def test_fields_start_draws_the_exact_fields_only_distribution():
     p = IsingProblem(
         torch.randn(3, 5, generator=g, dtype=torch.float64), torch.zeros(5, 5, dtype=torch.float64), beta=0.8
     )
-    ss = QEMCMCSampler(start="fields", burn_in=0).sample(p, num_reads=3000, seed=2)
+    ss = QEMCMCSampler(chain=ChainSchedule(burn_in=0, start="fields")).sample(p, num_reads=3000, seed=2)
     assert ss.info["start"] == "fields" and ss.info["moves"] == 0
     check_marginals(ss, p, ess=3000)
     # per call, and masked (dropped) spins start free: uniform, <s> = 0
     pm = IsingProblem(p.h, p.J, beta=0.8, mask=torch.tensor([True, True, False, True, True]))
-    ssm = QEMCMCSampler(burn_in=0).sample(pm, num_reads=3000, seed=3, start="fields")
+    ssm = QEMCMCSampler(chain=ChainSchedule(burn_in=0)).sample(pm, num_reads=3000, seed=3, start="fields")
     assert abs(ssm.spins[..., 2].mean()) <= Z * np.sqrt(1 / (3 * 3000))
 
 
@@ -243,12 +246,20 @@ def test_meanfield_start_is_closer_than_the_fields_start_and_keeps_the_stationar
     R = 4000
     err = {
         st: np.sqrt(
-            ((QEMCMCSampler(start=st, burn_in=0).sample(p, num_reads=R, seed=5).marginals() - m_ref) ** 2).mean()
+            (
+                (
+                    QEMCMCSampler(chain=ChainSchedule(burn_in=0, start=st)).sample(p, num_reads=R, seed=5).marginals()
+                    - m_ref
+                )
+                ** 2
+            ).mean()
         )
         for st in ("fields", "meanfield")
     }
     assert err["meanfield"] + Z / np.sqrt(R) < err["fields"], err
-    ss = QEMCMCSampler(start="meanfield", burn_in=64, params=ProposalParams(steps=6)).sample(p, num_reads=1200, seed=6)
+    ss = QEMCMCSampler(chain=ChainSchedule(burn_in=64, start="meanfield"), params=ProposalParams(steps=6)).sample(
+        p, num_reads=1200, seed=6
+    )
     assert ss.info["start"] == "meanfield"
     check_marginals(ss, p, ess=1200)
 
@@ -256,10 +267,12 @@ def test_meanfield_start_is_closer_than_the_fields_start_and_keeps_the_stationar
 def test_fields_start_keeps_the_boltzmann_stationary_distribution():
     """Coupled problem: after the burn-in the chains sample exact Boltzmann marginals from either start."""
     p = random_problem(5, seed=22, batch=(2,), beta=1.1)
-    ss = QEMCMCSampler(start="fields", burn_in=64, params=ProposalParams(steps=6)).sample(p, num_reads=1200, seed=4)
+    ss = QEMCMCSampler(chain=ChainSchedule(burn_in=64, start="fields"), params=ProposalParams(steps=6)).sample(
+        p, num_reads=1200, seed=4
+    )
     check_marginals(ss, p, ess=1200)
     with pytest.raises(ValueError, match="start must be one of"):
-        QEMCMCSampler(start="zero")
+        QEMCMCSampler(chain=ChainSchedule(start="zero"))
     with pytest.raises(ValueError, match="start must be one of"):
         QEMCMCSampler().sample(p, num_reads=4, start="mean-field")
 
@@ -295,17 +308,38 @@ def test_constructor_and_option_validation():
         QEMCMCSampler().sample(random_problem(2, 0), num_reads=4, burn_in=-1)
     with pytest.raises(ValueError, match="above this backend's limit"):
         QEMCMCSampler(max_spins=4).sample(random_problem(5, 0), num_reads=4)
-    s = QEMCMCSampler(gamma=0.3, time=[1.0, 4.0], trotter_steps=5)  # number spellings (command lines)
+    s = get_sampler("qemcmc", gamma=0.3, time=[1.0, 4.0], trotter_steps=5)  # number spellings (command lines)
     assert s.params == ProposalParams(gamma=0.3, time=(1.0, 4.0), steps=5)
     with pytest.raises(ValueError, match="not both"):
-        QEMCMCSampler(params=FIXED, gamma=0.3)
+        get_sampler("qemcmc", params=FIXED, gamma=0.3)
     with pytest.raises(ValueError, match="gamma must lie in"):
-        QEMCMCSampler(gamma=2.0)
+        get_sampler("qemcmc", gamma=2.0)
+    with pytest.raises(ValueError, match="start must be one of"):
+        get_sampler("qemcmc", start="zero")
+    with pytest.raises(TypeError, match="chain must be a ChainSchedule"):
+        QEMCMCSampler(chain={"burn_in": 3})
+
+
+def test_registry_folds_flat_options_into_the_grouped_values():
+    """The registry's flat options (command lines, older code) build the frozen values the constructors take, on top
+    of each class's defaults; the sampler is the one built from the values."""
+    s = get_sampler("qemcmc", burn_in=5, thinning=2, start="fields", num_chains=3, trotter_steps=4)
+    assert s.chain == ChainSchedule(burn_in=5, thinning=2, start="fields", num_chains=3)
+    assert s.params == ProposalParams(steps=4) and (s.burn_in, s.thinning, s.start, s.num_chains) == (5, 2, "fields", 3)
+    assert get_sampler("qemcmc").chain == ChainSchedule(burn_in=128)
+    assert get_sampler("mh-local", thinning=3).chain == ChainSchedule(burn_in=512, thinning=3)
+    p = random_problem(3, 0)
+    a = get_sampler("mh-uniform", burn_in=7, start="meanfield").sample(p, num_reads=8, seed=1)
+    b = UniformMetropolisSampler(chain=ChainSchedule(burn_in=7, start="meanfield")).sample(p, num_reads=8, seed=1)
+    assert np.array_equal(a.spins, b.spins)
+    assert {"burn_in", "thinning", "start", "num_chains", "gamma", "time", "trotter_steps"} <= sampler_options("qemcmc")
+    with pytest.raises(TypeError, match="does not accept option"):
+        get_sampler("qemcmc", burnin=3)
 
 
 def test_seeds_reproduce():
     p = random_problem(4, seed=16, batch=(3,))
-    s = QEMCMCSampler(burn_in=8)
+    s = QEMCMCSampler(chain=ChainSchedule(burn_in=8))
     a, b = s.sample(p, num_reads=32, num_chains=8, seed=3), s.sample(p, num_reads=32, num_chains=8, seed=3)
     np.testing.assert_array_equal(a.spins, b.spins)
     assert not np.array_equal(a.spins, s.sample(p, num_reads=32, num_chains=8, seed=4).spins)
@@ -319,7 +353,7 @@ def test_conforms():
 def test_aer_engine_samples_boltzmann():
     pytest.importorskip("qiskit_aer")
     p = random_problem(3, seed=17, beta=1.2)
-    s = QEMCMCSampler(engine="aer", params=ProposalParams(steps=3), burn_in=30)
+    s = QEMCMCSampler(engine="aer", params=ProposalParams(steps=3), chain=ChainSchedule(burn_in=30))
     ss = s.sample(p, num_reads=300, seed=8)
     assert ss.info["engine"] == "aer" and ss.info["mode"] == "shots"
     check_marginals(ss, p, ess=400)
@@ -331,7 +365,9 @@ def test_ibm_engine_on_an_ideal_local_backend_samples_boltzmann():
     from qiskit_aer import AerSimulator
 
     p = random_problem(3, seed=18, beta=1.2)
-    with QEMCMCSampler(engine="ibm", backend=AerSimulator(), params=ProposalParams(steps=3), burn_in=30) as s:
+    with QEMCMCSampler(
+        engine="ibm", backend=AerSimulator(), params=ProposalParams(steps=3), chain=ChainSchedule(burn_in=30)
+    ) as s:
         ss = s.sample(p, num_reads=300, seed=9)
     assert ss.info["engine"] == "ibm" and len(ss.info["job_ids"]) == 30  # one job per chain step
     check_marginals(ss, p, ess=300)
@@ -341,7 +377,9 @@ def test_ibm_engine_runs_a_fake_device_by_name():
     """A fake device (noise model, ISA transpilation) runs offline; noise makes the proposal only approximately
     symmetric, so only the structure is checked here."""
     pytest.importorskip("qiskit_ibm_runtime")
-    s = QEMCMCSampler(engine="ibm", backend="fake_manila", params=ProposalParams(steps=2), burn_in=3)
+    s = QEMCMCSampler(
+        engine="ibm", backend="fake_manila", params=ProposalParams(steps=2), chain=ChainSchedule(burn_in=3)
+    )
     assert s.max_spins == 5 and s.properties["max_spins"] == 5
     ss = s.sample(random_problem(3, seed=19, batch=(2,)), num_reads=8, num_chains=4, seed=0)
     assert ss.spins.shape == (2, 8, 3) and ss.info["backend_name"] == "fake_manila"

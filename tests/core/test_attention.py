@@ -155,8 +155,9 @@ def test_gradcheck_hj(rng):
         (dict(mode="hj", J=torch.triu(torch.ones(1, 5, 5, dtype=torch.float64), 1)), ValueError, ["symmetric"]),
         (dict(mode="hj", beta=0.0), ValueError, ["beta must be finite and > 0"]),
         (dict(mode="hj", beta=torch.ones(3)), ValueError, ["shape (H,)"]),
-        (dict(mode="softmax", sampler=get_sampler("exact")), ValueError, ["does not use a sampler"]),
-        (dict(mode="hj", sampler=object()), TypeError, ["Sampler declaring SamplerCapabilities"]),
+        (dict(mode="softmax", sampling=Sampling(get_sampler("exact"))), ValueError, ["does not use a sampler"]),
+        (dict(mode="hj", sampling=object()), TypeError, ["sampling must be a Sampling"]),
+        (dict(mode="hj", sampler=get_sampler("exact")), TypeError, ["sampler= was removed", "sampling=Sampling("]),
     ],
 )
 def test_bad_arguments(kwargs, exc, words):
@@ -215,7 +216,7 @@ def test_sampler_path_matches_exact(rng):
     q, k, v = (torch.tensor(rng.normal(size=(1, 1, 4, 3))) for _ in range(3))
     J = torch.tensor(random_couplings(rng, 4, scale=0.5, batch=(1,)))
     ref = boltzmann_attention(q, k, v, J, mode="hj")
-    got = boltzmann_attention(q, k, v, J, mode="hj", sampler=get_sampler("exact"))
+    got = boltzmann_attention(q, k, v, J, mode="hj", sampling=Sampling(get_sampler("exact")))
     torch.testing.assert_close(got, ref, rtol=1e-8, atol=1e-10)
     assert bridge is not None
 
@@ -238,7 +239,7 @@ def test_empty_batch_with_sampler(mode):
     q = torch.zeros(0, 1, 4, 2, requires_grad=True)
     J = torch.zeros(1, 4, 4, requires_grad=True)
     for name in ("exact", "gibbs"):
-        out = boltzmann_attention(q, q, q, J, mode=mode, sampler=get_sampler(name), num_reads=8, seed=0)
+        out = boltzmann_attention(q, q, q, J, mode=mode, sampling=Sampling(get_sampler(name), num_reads=8, seed=0))
         assert out.shape == (0, 1, 4, 2)
 
 
@@ -278,19 +279,16 @@ def test_seed_must_be_int_generator_seedsequence_or_none(seed):
         match=r"seed must be an int, a numpy.random.Generator, a numpy.random.SeedSequence "
         r"or None, got",
     ):
-        boltzmann_attention(q, q, q, J, sampler=get_sampler("gibbs"), num_reads=4, seed=seed)
-    with pytest.raises(TypeError, match="seed must be"):
-        boltzmann_attention(q, q, q, J, seed=seed)  # checked even on the exact path
-    out = boltzmann_attention(q, q, q, J, sampler=get_sampler("gibbs"), num_reads=4, seed=np.random.SeedSequence(1))
+        boltzmann_attention(q, q, q, J, sampling=Sampling(get_sampler("gibbs"), num_reads=4, seed=seed))
+    out = boltzmann_attention(
+        q, q, q, J, sampling=Sampling(get_sampler("gibbs"), num_reads=4, seed=np.random.SeedSequence(1))
+    )
     assert out.shape == (1, 1, 3, 2)
 
 
 @pytest.mark.parametrize("num_reads, exc", [(True, TypeError), (1.5, TypeError), (0, ValueError)])
 def test_num_reads_validated(num_reads, exc):
-    q = torch.randn(1, 1, 3, 2)
     with pytest.raises(exc, match="num_reads must be an integer >= 1"):
-        boltzmann_attention(q, q, q, torch.zeros(1, 3, 3), num_reads=num_reads)
-    with pytest.raises(exc, match="num_reads"):
         Sampling(get_sampler("gibbs"), num_reads=num_reads)
 
 

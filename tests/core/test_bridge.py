@@ -105,7 +105,7 @@ def test_dqa_sampler_through_bridge_is_surrogate_at_effective_beta():
     h = torch.randn(1, 1, 3, 3, generator=g, dtype=torch.float64, requires_grad=True)
     J = sym(torch.randn(1, 3, 3, generator=g, dtype=torch.float64)).requires_grad_()
     N = 4000
-    m = attention_marginals(h, J, 1.0, sampler=aer, num_reads=N, seed=5)
+    m = attention_marginals(h, J, 1.0, sampling=Sampling(aer, num_reads=N, seed=5))
     # forward: the circuit's marginals per prefix (the reference output of query i's problem)
     for i in range(3):
         p = dqa_probabilities(h.detach()[0, 0, i, : i + 1].numpy(), J.detach()[0, : i + 1, : i + 1].numpy(), sched)
@@ -135,7 +135,7 @@ def test_boltzmann_attention_with_exact_sampler_matches_exact_path():
     h = torch.randn(2, 1, 4, 4, generator=g, dtype=torch.float64)
     J = sym(torch.randn(1, 4, 4, generator=g, dtype=torch.float64))
     a = attention_weights(h, J, mode="hj")
-    b = attention_weights(h, J, mode="hj", sampler=get_sampler("exact"))
+    b = attention_weights(h, J, mode="hj", sampling=Sampling(get_sampler("exact")))
     assert torch.allclose(a, b, atol=1e-12)
 
 
@@ -144,34 +144,34 @@ def test_bridge_bad_input():
     h = torch.zeros(1, 1, 3, 3)
     J = torch.zeros(1, 3, 3)
     with pytest.raises(ValueError, match=r"\(B, H, Tq, T\)"):
-        attention_marginals(torch.zeros(3, 3), J, sampler=ex)
+        attention_marginals(torch.zeros(3, 3), J, sampling=Sampling(ex))
     with pytest.raises(ValueError, match="T' >= T"):
-        attention_marginals(h, torch.zeros(1, 2, 2), sampler=ex)
+        attention_marginals(h, torch.zeros(1, 2, 2), sampling=Sampling(ex))
     with pytest.raises(ValueError, match="Tq == T"):
-        attention_marginals(torch.zeros(1, 1, 2, 3), J, sampler=ex)
+        attention_marginals(torch.zeros(1, 1, 2, 3), J, sampling=Sampling(ex))
     with pytest.raises(TypeError, match="needs a sampler"):
-        attention_marginals(h, J, sampler=None)
-    with pytest.raises(TypeError, match="Sampler"):
-        attention_marginals(h, J, sampler="exact")
-    with pytest.raises(TypeError, match="not both"):
-        attention_marginals(h, J, sampling=Sampling(ex), num_reads=4)
+        attention_marginals(h, J)
+    with pytest.raises(TypeError, match="sampling must be a Sampling"):
+        attention_marginals(h, J, sampling=ex)
     with pytest.raises(ValueError, match="beta"):
-        attention_marginals(h, J, torch.ones(2), sampler=ex)
+        attention_marginals(h, J, torch.ones(2), sampling=Sampling(ex))
     with pytest.raises(ValueError, match="readout"):
         differentiable_marginals(IsingProblem(torch.zeros(2)), Sampling(ex, readout="magic"))
     with pytest.raises(TypeError, match="sampling must be a Sampling"):
         differentiable_marginals(IsingProblem(torch.zeros(2)), ex)
     with pytest.raises(ValueError, match="symmetric"):
-        attention_marginals(h, torch.tensor([[[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]]), sampler=ex)
+        attention_marginals(
+            h, torch.tensor([[[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]]), sampling=Sampling(ex)
+        )
     bad = h.clone()
     bad[0, 0, 2, 1] = float("nan")
     with pytest.raises(ValueError, match="finite on the keys each query sees"):
-        attention_marginals(bad, J, sampler=ex)
+        attention_marginals(bad, J, sampling=Sampling(ex))
     future = h.clone()
     future[0, 0, 0, 2] = float("-inf")  # a key query 0 never sees: ignored when causal
-    assert torch.isfinite(attention_marginals(future, J, sampler=ex)).all()
+    assert torch.isfinite(attention_marginals(future, J, sampling=Sampling(ex))).all()
     with pytest.raises(ValueError, match="finite"):
-        attention_marginals(future, J, sampler=ex, causal=False)
+        attention_marginals(future, J, sampling=Sampling(ex), causal=False)
 
 
 def _grouping(overhead, **kw):
@@ -197,7 +197,7 @@ def test_grouped_prefixes_equal_one_call_per_prefix(layer, overhead):
     assert len(plan_groups(5, 4, overhead)) < 5  # the test really groups
     grads = []
     for s in (_grouping(None, **kw), _grouping(overhead, **kw)):
-        m = attention_marginals(h, sym(raw), beta, sampler=s)
+        m = attention_marginals(h, sym(raw), beta, sampling=Sampling(s))
         grads.append((m.detach(), *torch.autograd.grad((m * G).sum(), (h, raw, beta))))
     for a, b in zip(*grads):
         assert torch.allclose(a, b, atol=1e-12, rtol=0)
@@ -214,7 +214,7 @@ def test_grouped_prefixes_with_reads_match_the_circuit_output(layer):
     N = 4000
     s = Sampling(_grouping(1e9, **kw), num_reads=N, readout="shots", seed=3)  # one call for all prefixes
     m = attention_marginals(h, sym(raw), beta, sampling=s)
-    ref = attention_marginals(h, sym(raw), beta, sampler=_grouping(None, **kw)).detach()
+    ref = attention_marginals(h, sym(raw), beta, sampling=Sampling(_grouping(None, **kw))).detach()
     assert torch.all(m.detach().triu(1) == 0)
     assert torch.all((m.detach() - ref).abs() <= 5 * torch.sqrt((1 - ref**2).clamp_min(0) / N) + 1e-12)
     gh = torch.autograd.grad(m.sum(), h)[0]
@@ -237,7 +237,7 @@ def test_empty_batch(name, causal):
         m.sum().backward()
         assert J.grad is not None and torch.all(J.grad == 0)
     p = IsingProblem(torch.zeros(0, 3, dtype=torch.float64))
-    assert differentiable_marginals(p, sampler=s, num_reads=4).shape == (0, 3)
+    assert differentiable_marginals(p, sampling=Sampling(s, num_reads=4)).shape == (0, 3)
 
 
 @pytest.mark.parametrize("seed", [1.9, True])
@@ -245,19 +245,21 @@ def test_float_and_bool_seeds_rejected(seed):
     h = torch.zeros(1, 1, 3, 3)
     J = torch.zeros(1, 3, 3)
     with pytest.raises(TypeError, match=r"seed must be .* got (float 1.9|bool True)"):
-        attention_marginals(h, J, sampler=get_sampler("gibbs"), num_reads=8, seed=seed)
+        attention_marginals(h, J, sampling=Sampling(get_sampler("gibbs"), num_reads=8, seed=seed))
     with pytest.raises(TypeError, match="seed must be"):
-        differentiable_marginals(IsingProblem(torch.zeros(2)), sampler=get_sampler("gibbs"), num_reads=8, seed=seed)
+        differentiable_marginals(
+            IsingProblem(torch.zeros(2)), sampling=Sampling(get_sampler("gibbs"), num_reads=8, seed=seed)
+        )
 
 
 def test_seedsequence_seed_is_reproducible():
     h = torch.randn(2, 1, 4, 4, generator=torch.Generator().manual_seed(0))
     J = torch.zeros(1, 4, 4)
     g = get_sampler("gibbs", burn_in=4)
-    a = attention_marginals(h, J, sampler=g, num_reads=8, seed=np.random.SeedSequence(11))
-    b = attention_marginals(h, J, sampler=g, num_reads=8, seed=np.random.SeedSequence(11))
+    a = attention_marginals(h, J, sampling=Sampling(g, num_reads=8, seed=np.random.SeedSequence(11)))
+    b = attention_marginals(h, J, sampling=Sampling(g, num_reads=8, seed=np.random.SeedSequence(11)))
     assert torch.equal(a, b)
-    c = attention_marginals(h, J, sampler=g, num_reads=8, seed=11)
+    c = attention_marginals(h, J, sampling=Sampling(g, num_reads=8, seed=11))
     assert torch.equal(a, c)  # an int seeds the same SeedSequence
 
 
@@ -265,20 +267,21 @@ def test_seedsequence_seed_is_reproducible():
 def test_num_reads_validated(num_reads, exc):
     with pytest.raises(exc, match="num_reads must be an integer >= 1"):
         attention_marginals(
-            torch.zeros(1, 1, 3, 3), torch.zeros(1, 3, 3), sampler=get_sampler("exact"), num_reads=num_reads
+            torch.zeros(1, 1, 3, 3), torch.zeros(1, 3, 3), sampling=Sampling(get_sampler("exact"), num_reads=num_reads)
         )
 
 
 # ---------------------------------------------------------------------- persistent chains (qemcmc)
 def _qemcmc(overhead=None, pad=False, **kw):
     """A qemcmc sampler whose declared call grouping is chosen by the test (one call per prefix, groups, padded)."""
+    from hybrid_attention.backends.mcmc.chain import ChainSchedule
     from hybrid_attention.backends.mcmc.qemcmc import QEMCMCSampler
     from hybrid_attention.circuits.proposal import ProposalParams
 
     class Q(QEMCMCSampler):
         capabilities = dataclasses.replace(QEMCMCSampler.capabilities, per_call_overhead=overhead, pad_with_mask=pad)
 
-    return Q(params=ProposalParams(steps=3), **kw)
+    return Q(params=ProposalParams(steps=3), chain=ChainSchedule(**kw))
 
 
 @pytest.mark.parametrize("overhead, pad", [(None, False), (1e9, False), (None, True)], ids=["single", "grouped", "pad"])
@@ -369,3 +372,68 @@ def test_persistent_chains_bad_input(layer):
         chains.load_state_dict([1])
     with pytest.raises(ValueError, match="num_chains must be"):
         PersistentChains(num_chains=0)
+
+
+def test_chain_states_are_a_value_stored_after_the_sampler_calls(layer, monkeypatch):
+    """Inside autograd nothing writes to the store: every sampler call gets its start states as a value and returns
+    its end states; the bridge stores them once, after the last call, and a call that fails stores nothing."""
+    h, raw, beta, _ = layer
+    chains = PersistentChains(num_chains=3, seed=4)
+    s = Sampling(_qemcmc(burn_in=2), num_reads=3, chains=chains, seed=0).layer(0)
+    attention_marginals(h, sym(raw), beta, sampling=s)
+    before = chains.state("layer0").clone()
+    stored = []
+    store = chains.store
+    monkeypatch.setattr(chains, "store", lambda key, states: stored.append(key) or store(key, states))
+    forward = type(s.sampler).sample
+
+    def sample(self, problem, **kw):  # the store is untouched while the sampler calls run
+        assert torch.equal(chains.state("layer0"), before)
+        return forward(self, problem, **kw)
+
+    monkeypatch.setattr(type(s.sampler), "sample", sample)
+    attention_marginals(h, sym(raw), beta, sampling=s.with_seed(1))
+    assert stored == ["layer0"] and not torch.equal(chains.state("layer0"), before)
+    moved = chains.state("layer0").clone()
+    calls = []
+
+    def failing(self, problem, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("the third call fails")
+        return forward(self, problem, **kw)
+
+    monkeypatch.setattr(type(s.sampler), "sample", failing)
+    with pytest.raises(RuntimeError, match="third call"):
+        attention_marginals(h, sym(raw), beta, sampling=s.with_seed(2))
+    assert torch.equal(chains.state("layer0"), moved)  # the two calls that ran stored nothing
+
+
+@pytest.mark.parametrize(
+    "kw, field",
+    [
+        (
+            {"sampler": "exact"},
+            r"sampler= was removed: pass sampling=Sampling\(sampler, num_reads=\.\.\., seed=\.\.\.\)",
+        ),
+        ({"num_reads": 4}, r"num_reads= was removed: .*Sampling\.num_reads"),
+        ({"seed": 0}, r"seed= was removed: .*Sampling\.seed"),
+    ],
+)
+def test_removed_keywords_name_their_sampling_field(kw, field):
+    """The keywords the Sampling value replaced raise TypeError naming its field, before any work (even beside a
+    valid value, even on the exact path, even with bad tensors)."""
+    from hybrid_attention.attention import attention_weights, boltzmann_attention
+
+    ex = Sampling(get_sampler("exact"))
+    bad = torch.zeros(3)  # not a layer's scores: the keyword is refused first
+    with pytest.raises(TypeError, match=field):
+        attention_marginals(bad, bad, sampling=ex, **kw)
+    with pytest.raises(TypeError, match=field):
+        differentiable_marginals(bad, ex, **kw)
+    with pytest.raises(TypeError, match=field):
+        attention_weights(bad, **kw)
+    with pytest.raises(TypeError, match=field):
+        boltzmann_attention(bad, bad, bad, **kw)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'samplr'"):
+        attention_marginals(bad, bad, sampling=ex, samplr=1)

@@ -16,6 +16,7 @@ from hybrid_attention.mta import (
     key_query_convolution,
     mta_weights,
 )
+from hybrid_attention.sampling import Sampling
 
 
 def _brute(h, kernel, causal):
@@ -132,7 +133,7 @@ def test_settings_and_errors():
     with pytest.raises(ValueError, match=r"shape \(H, c_q, c_k\) with H = 2"):
         key_query_convolution(h, torch.zeros(3, 1, 1), torch.ones(4, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match="does not use a sampler"):
-        attention_weights(h, mode="mta", kernel=identity_kernel(2), sampler=get_sampler("exact"))
+        attention_weights(h, mode="mta", kernel=identity_kernel(2), sampling=Sampling(get_sampler("exact")))
     model = Transformer(TransformerConfig(vocab_size=4, block_size=4, attention="mta"))
     with pytest.raises(ValueError, match="needs a model with couplings"):
         with model.couplings_zeroed():

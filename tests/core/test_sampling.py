@@ -156,8 +156,7 @@ def test_plain_spin_averages_of_reads_warn():
     with pytest.warns(ReadNoiseWarning, match="plain spin averages of 8 reads"):
         Sampling(get_sampler("gibbs"), 8)
     with pytest.warns(ReadNoiseWarning, match="estimator='conditional'"):
-        attention_marginals(torch.randn(1, 1, 4, 4), torch.zeros(1, 4, 4), torch.ones(1), sampler=get_sampler("gibbs"),
-                            num_reads=8, seed=0)  # fmt: skip
+        attention_marginals(torch.randn(1, 1, 4, 4), torch.zeros(1, 4, 4), torch.ones(1), sampling=Sampling(get_sampler("gibbs"), num_reads=8, seed=0))  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("error", ReadNoiseWarning)
         Sampling(get_sampler("gibbs"), 8, estimator="conditional")

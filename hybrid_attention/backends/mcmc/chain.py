@@ -5,15 +5,18 @@ classical rules of :mod:`.metropolis` (one spin flipped, a uniformly random conf
 :mod:`.qemcmc` (a DQA-style proposal circuit). The chain owns what they share: acceptance
 ``min(1, exp(-beta (E(s') - E(s))))`` from a table of the ``2**n`` energies, chains, burn-in, thinning, starts
 (random, fields, mean field) and persistent ``initial_state``, chunking, seeds and the diagnostics in
-``SampleSet.info`` (documented in :mod:`.qemcmc`). Each move draws the proposal parameters
+``SampleSet.info`` (documented in :mod:`.qemcmc`). How a chain runs (burn-in, thinning, start, chains per problem)
+is one frozen :class:`ChainSchedule` value; the registry also takes its fields as flat options
+(``get_sampler("qemcmc", burn_in=32)``, ``--sampler-option burn_in=32``). Each move draws the proposal parameters
 (:class:`~hybrid_attention.circuits.proposal.ProposalParams`) from the chain's stream, whether the rule uses them
 or not, so a chain's random stream is the same for every rule.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -29,9 +32,45 @@ from ..dqa.statevector import configuration_energies
 from .analysis import effective_sample_size, integrated_time
 from .qemcmc_engines import REAL
 
-__all__ = ["MetropolisChain", "start_magnetisations"]
+__all__ = ["ChainSchedule", "MetropolisChain", "start_magnetisations", "STARTS"]
 
-_STARTS = ("random", "fields", "meanfield")
+#: where chains without ``initial_state`` start
+STARTS = ("random", "fields", "meanfield")
+
+
+@dataclasses.dataclass(frozen=True)
+class ChainSchedule:
+    """How a sampler's Markov chains run: the settings that travel together, validated when built.
+
+    Attributes:
+        burn_in: moves before the first record (an int >= 0).
+        thinning: moves between records of one chain (an int >= 1).
+        start: where chains without ``initial_state`` start: ``"random"`` (uniform), ``"fields"`` (the fields-only
+            distribution) or ``"meanfield"`` (independent spins at the mean-field magnetisations; :mod:`.qemcmc`).
+        num_chains: chains per problem (``None``: one per read, every read an independent chain's state).
+
+    Each is also a per-call option of ``sample`` (``burn_in=``, ...), which overrides the schedule for that call.
+
+    Example:
+        >>> ChainSchedule(burn_in=16, start="fields")
+        ChainSchedule(burn_in=16, thinning=1, start='fields', num_chains=None)
+    """
+
+    burn_in: int = 128
+    thinning: int = 1
+    start: str = "random"
+    num_chains: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "burn_in", check_positive_int(self.burn_in, "burn_in", minimum=0))
+        object.__setattr__(self, "thinning", check_positive_int(self.thinning, "thinning"))
+        if self.start not in STARTS:
+            raise ValueError(f"qemcmc: start must be one of {STARTS}, got {self.start!r}")
+        object.__setattr__(self, "num_chains", check_positive_int(self.num_chains, "num_chains", allow_none=True))
+
+
+#: the registry's flat spellings of a :class:`ChainSchedule` constructor option ``chain``
+CHAIN_OPTIONS = {f.name: ("chain", f.name) for f in dataclasses.fields(ChainSchedule)}
 
 
 def start_magnetisations(h: torch.Tensor, J: torch.Tensor, beta: np.ndarray, mask: Any, start: str) -> np.ndarray:
@@ -83,10 +122,7 @@ class MetropolisChain(Sampler):
     """A Metropolis chain whose proposal rule a subclass gives (:meth:`_proposal_engine`); module docstring.
 
     Args:
-        burn_in: moves before the first record.
-        start: ``"random"``, ``"fields"`` or ``"meanfield"``: where chains without ``initial_state`` start.
-        thinning: moves between records of one chain.
-        num_chains: chains per problem (``None``: one per read).
+        chain: the :class:`ChainSchedule` (burn-in, thinning, start, chains per problem).
         num_reads: reads per problem when ``sample(num_reads=None)``.
         memory_limit: bytes of proposal state per chunk of problems.
         max_spins: largest ``n``.
@@ -94,6 +130,7 @@ class MetropolisChain(Sampler):
     """
 
     capabilities = SamplerCapabilities(markov_chain=True)
+    option_groups: ClassVar[dict[str, tuple[str, str]]] = CHAIN_OPTIONS
     parameters = {
         "burn_in": "moves before the first record",
         "thinning": "moves between records of one chain",
@@ -113,24 +150,36 @@ class MetropolisChain(Sampler):
     def __init__(
         self,
         *,
-        burn_in: int,
-        start: str = "random",
-        thinning: int = 1,
-        num_chains: int | None = None,
+        chain: ChainSchedule,
         num_reads: int = 256,
         memory_limit: int = 64 << 20,
         max_spins: int = 16,
         params: ProposalParams | None = None,
     ) -> None:
         super().__init__()
+        if not isinstance(chain, ChainSchedule):
+            raise TypeError(f"{self.name}: chain must be a ChainSchedule, got {type(chain).__name__}")
         self.params = ProposalParams() if params is None else params
-        self.burn_in = check_positive_int(burn_in, "burn_in", minimum=0)
-        self.start = self._check_start(start)
-        self.thinning = check_positive_int(thinning, "thinning")
-        self.num_chains = check_positive_int(num_chains, "num_chains", allow_none=True)
+        self.chain = chain
         self.default_num_reads = check_positive_int(num_reads, "num_reads")
         self.memory_limit = check_positive_int(memory_limit, "memory_limit")
         self.max_spins = check_positive_int(max_spins, "max_spins")
+
+    @property
+    def burn_in(self) -> int:
+        return self.chain.burn_in
+
+    @property
+    def thinning(self) -> int:
+        return self.chain.thinning
+
+    @property
+    def start(self) -> str:
+        return self.chain.start
+
+    @property
+    def num_chains(self) -> int | None:
+        return self.chain.num_chains
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -144,8 +193,8 @@ class MetropolisChain(Sampler):
 
     @staticmethod
     def _check_start(start: Any) -> str:
-        if start not in _STARTS:
-            raise ValueError(f"qemcmc: start must be one of {_STARTS}, got {start!r}")
+        if start not in STARTS:
+            raise ValueError(f"qemcmc: start must be one of {STARTS}, got {start!r}")
         return start
 
     def _resolve(self, problem: IsingProblem, num_reads: int | None, options: dict[str, Any]) -> dict[str, Any]:

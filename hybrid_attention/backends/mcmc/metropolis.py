@@ -30,12 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from .chain import MetropolisChain
+from .chain import ChainSchedule, MetropolisChain
 
 __all__ = ["MetropolisSampler", "LocalMetropolisSampler", "UniformMetropolisSampler", "PROPOSALS"]
 
 #: the classical proposal kinds
 PROPOSALS = ("local", "uniform")
+#: the classical chains' default schedule: 512 moves of burn-in (a move flips at most one spin)
+_DEFAULT_CHAIN = ChainSchedule(burn_in=512)
 
 
 class _ClassicalProposals:
@@ -55,11 +57,10 @@ class MetropolisSampler(MetropolisChain):
 
     Args:
         proposal: ``"local"`` (one uniformly chosen spin flipped) or ``"uniform"`` (a uniformly random configuration).
-        burn_in: moves before the first record (default 512; one move is one proposal, so for ``"local"`` a sweep
-            of ``n`` spins is ``n`` moves).
-        start: ``"random"`` (default), ``"fields"`` or ``"meanfield"`` (as :class:`~.chain.MetropolisChain`).
-        thinning, num_chains, num_reads, memory_limit, max_spins: as :class:`~.chain.MetropolisChain` (max_spins
-            default 16).
+        chain: the :class:`~.chain.ChainSchedule` (default: burn-in 512 moves, thinning 1, random start, one chain
+            per read; one move is one proposal, so for ``"local"`` a sweep of ``n`` spins is ``n`` moves). The
+            registry also takes its fields as flat options (``get_sampler("mh-local", burn_in=64)``).
+        num_reads, memory_limit, max_spins: as :class:`~.chain.MetropolisChain` (max_spins default 16).
 
     Per-call options: ``burn_in``, ``thinning``, ``num_chains``, ``start``, ``initial_state``.
     """
@@ -70,10 +71,7 @@ class MetropolisSampler(MetropolisChain):
         self,
         *,
         proposal: str = "local",
-        burn_in: int = 512,
-        start: str = "random",
-        thinning: int = 1,
-        num_chains: int | None = None,
+        chain: ChainSchedule = _DEFAULT_CHAIN,
         num_reads: int = 256,
         memory_limit: int = 64 << 20,
         max_spins: int | None = None,
@@ -81,10 +79,7 @@ class MetropolisSampler(MetropolisChain):
         if proposal not in PROPOSALS:
             raise ValueError(f"metropolis: proposal must be one of {PROPOSALS}, got {proposal!r}")
         super().__init__(
-            burn_in=burn_in,
-            start=start,
-            thinning=thinning,
-            num_chains=num_chains,
+            chain=chain,
             num_reads=num_reads,
             memory_limit=memory_limit,
             max_spins=16 if max_spins is None else max_spins,
@@ -111,20 +106,14 @@ class _FixedProposalSampler(MetropolisSampler):
     def __init__(
         self,
         *,
-        burn_in: int = 512,
-        start: str = "random",
-        thinning: int = 1,
-        num_chains: int | None = None,
+        chain: ChainSchedule = _DEFAULT_CHAIN,
         num_reads: int = 256,
         memory_limit: int = 64 << 20,
         max_spins: int | None = None,
     ) -> None:
         super().__init__(
             proposal=self.PROPOSAL,
-            burn_in=burn_in,
-            start=start,
-            thinning=thinning,
-            num_chains=num_chains,
+            chain=chain,
             num_reads=num_reads,
             memory_limit=memory_limit,
             max_spins=max_spins,

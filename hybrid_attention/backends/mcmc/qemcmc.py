@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -66,7 +66,7 @@ from hybrid_attention.ising import IsingProblem
 from hybrid_attention.sampler import SamplerCapabilities
 
 from .analysis import transition_matrix
-from .chain import MetropolisChain
+from .chain import CHAIN_OPTIONS, ChainSchedule, MetropolisChain
 from .qemcmc_engines import (
     REAL,
     CircuitEngine,
@@ -83,7 +83,9 @@ logger = logging.getLogger(__name__)
 
 _ENGINES = ("statevector", "aer", "ibm")
 _MODES = ("auto", "unitary", "columns")
-_STARTS = ("random", "fields", "meanfield")
+#: the defaults of the grouped options (frozen values; the registry's flat options replace their fields)
+_DEFAULT_PARAMS = ProposalParams()
+_DEFAULT_CHAIN = ChainSchedule(burn_in=128)
 REAL = REAL
 
 
@@ -96,20 +98,15 @@ class QEMCMCSampler(MetropolisChain):
         params: :class:`~hybrid_attention.circuits.proposal.ProposalParams` (gamma, time, Trotter steps, alpha;
             default: Layden's random ``gamma in [0.25, 0.6]``, ``t in [2, 20]``, 12 steps).
         engine: ``"statevector"`` (default), ``"aer"`` or ``"ibm"`` (module docstring).
-        burn_in: moves before the first record (default 128).
-        start: where chains without ``initial_state`` start: ``"random"`` (uniform, default), ``"fields"`` (the
-            fields-only distribution) or ``"meanfield"`` (independent spins at the mean-field magnetisations; module
-            docstring).
-        thinning: moves between records of one chain (default 1).
-        num_chains: chains per problem (default ``None``: one per read, every read an independent chain's state).
+        chain: the :class:`~.chain.ChainSchedule`: ``burn_in`` (default 128 moves), ``thinning`` (default 1),
+            ``start`` (``"random"``, the default, ``"fields"`` or ``"meanfield"``; module docstring) and
+            ``num_chains`` (default ``None``: one per read, every read an independent chain's state).
         num_reads: reads per problem when ``sample(num_reads=None)`` (default 256).
         mode: statevector engine: ``"auto"`` (default), ``"unitary"`` or ``"columns"`` (module docstring).
         dtype: statevector engine: ``torch.complex64`` (default) or ``torch.complex128``.
         group: statevector engine: qubits per Kronecker block.
         memory_limit: bytes of simulator state per chunk of problems (default 64 MiB).
         max_spins: largest ``n`` (default 16 for the statevector engine, 20 for aer, the device's qubits for ibm).
-        gamma, time, trotter_steps: the fields of ``params`` given as numbers (or ``(low, high)`` pairs) instead,
-            e.g. from a command line; not together with ``params``.
         noise_backend, options, backend_options: aer engine: a (fake) IBM backend for noise and ISA transpilation,
             :class:`~hybrid_attention.circuits.program.CircuitOptions`, extra ``AerSimulator`` options.
         backend, ibm_options: ibm engine: the backend (a fake-backend name such as ``"fake_torino"``, a BackendV2,
@@ -120,12 +117,23 @@ class QEMCMCSampler(MetropolisChain):
             :class:`~hybrid_attention.backends.ibm.ledger.JobLedger`): every step's PUB is recorded before it is awaited,
             and a rerun with the same seed submits none twice (:mod:`.ledger`); same as ``ibm_options["ledger"]``.
 
+    The registry (:func:`~hybrid_attention.backends.get_sampler`, ``--sampler-option``) also takes the fields as
+    flat options: ``burn_in``, ``thinning``, ``start``, ``num_chains`` (of ``chain``) and ``gamma``, ``time``,
+    ``trotter_steps`` (of ``params``: numbers or ``(low, high)`` pairs), e.g. ``get_sampler("qemcmc", burn_in=32,
+    gamma=0.4)``.
+
     Per-call options (``sample(..., **options)``): ``burn_in``, ``thinning``, ``num_chains``, ``params``, ``start``,
     ``initial_state`` (``(*batch, chains, n)`` ±1 spins, or ``None``).
     """
 
     name = "qemcmc"
     capabilities = SamplerCapabilities(markov_chain=True, needs_circuit=True)
+    option_groups: ClassVar[dict[str, tuple[str, str]]] = {
+        **CHAIN_OPTIONS,
+        "gamma": ("params", "gamma"),
+        "time": ("params", "time"),
+        "trotter_steps": ("params", "steps"),
+    }
     parameters = {
         "burn_in": "moves before the first record",
         "thinning": "moves between records of one chain",
@@ -138,12 +146,9 @@ class QEMCMCSampler(MetropolisChain):
     def __init__(
         self,
         *,
-        params: ProposalParams | None = None,
+        params: ProposalParams | None = _DEFAULT_PARAMS,
         engine: str = "statevector",
-        burn_in: int = 128,
-        start: str = "random",
-        thinning: int = 1,
-        num_chains: int | None = None,
+        chain: ChainSchedule = _DEFAULT_CHAIN,
         num_reads: int = 256,
         mode: str = "auto",
         dtype: torch.dtype = torch.complex64,
@@ -155,9 +160,6 @@ class QEMCMCSampler(MetropolisChain):
         backend_options: dict[str, Any] | None = None,
         backend: Any = None,
         ibm_options: dict[str, Any] | None = None,
-        gamma: Any = None,
-        time: Any = None,
-        trotter_steps: int | None = None,
         ledger: Any = None,
     ) -> None:
         if engine not in _ENGINES:
@@ -167,18 +169,9 @@ class QEMCMCSampler(MetropolisChain):
         if dtype not in REAL:
             raise ValueError(f"qemcmc: dtype must be torch.complex64 or torch.complex128, got {dtype}")
         self.params = self._check_params(ProposalParams() if params is None else params)
-        given = {k: v for k, v in (("gamma", gamma), ("time", time), ("steps", trotter_steps)) if v is not None}
-        if given:  # number-valued spellings of params (for command lines: --sampler-option gamma=0.4)
-            if params is not None:
-                raise ValueError("qemcmc: give either params= or gamma=/time=/trotter_steps=, not both")
-            given = {k: tuple(v) if isinstance(v, (list, tuple)) else v for k, v in given.items()}
-            self.params = dataclasses.replace(self.params, **given)
         self.engine, self.mode, self.dtype = engine, mode, dtype
         super().__init__(
-            burn_in=burn_in,
-            start=start,
-            thinning=thinning,
-            num_chains=num_chains,
+            chain=chain,
             num_reads=num_reads,
             memory_limit=memory_limit,
             params=self.params,
