@@ -6,7 +6,7 @@ batch of Shakespeare-sized tokens (vocabulary 65) is timed for each setting in i
 band 4, band 8, softmax, ...``) so machine load hits all alike; the table gives medians and the ratio to softmax.
 Targets (issue #41): ``--band 4`` within 3x and ``--band 8`` within 12x of softmax at T = 128.
 
-Flop floor (SPEC 3b): a query's chain of ``i + 1`` keys costs ``2 (i + 1) 2**W`` multiply-adds each way (two
+Flop floor (docs/banded.md): a query's chain of ``i + 1`` keys costs ``2 (i + 1) 2**W`` multiply-adds each way (two
 predecessors per window state), so a causal layer's forward and backward sweeps are ``sum_i 4 (i + 1) 2**W ~
 2 T**2 2**W`` multiply-adds per (batch, head) row, against softmax attention's ``QK^T`` and ``AV``, ``2 T**2 d``
 (``d`` the head size); training differentiates through the sweeps, about 3x the forward arithmetic (as for any

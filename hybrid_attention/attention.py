@@ -136,7 +136,7 @@ def attention_weights(
             ``h = 0``, exactly uniform attention).
         band: 0 (a full ``J``, exact by enumeration up to ``exact.MAX_SPINS`` keys) or ``W >= 1``: ``J`` is zero beyond
             key distance ``W`` and the exact weights come from the transfer matrix of :mod:`hybrid_attention.banded`
-            at any ``T`` (softmax over ``log alpha``; SPEC 3b). A ``J`` with couplings outside the band is refused.
+            at any ``T`` (softmax over ``log alpha``; docs/banded.md). A ``J`` with couplings outside the band is refused.
         kernel: mode ``mta`` only: the key-query convolution kernel ``(H, c_q, c_k)`` (:mod:`hybrid_attention.mta`).
 
     Returns:
@@ -279,7 +279,9 @@ def boltzmann_attention(
     if q.shape[:2] != k.shape[:2] or k.shape[:3] != v.shape[:3] or q.shape[-1] != k.shape[-1]:
         raise ValueError(f"incompatible shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
     h = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    a = attention_weights(h, J, mode=mode, causal=causal, beta=beta, sampling=sampling, j_field=j_field, band=band)
+    a = attention_weights(
+        h, J, mode=mode, causal=causal, beta=beta, sampling=sampling, j_field=j_field, band=band, kernel=kernel
+    )
     return a @ v
 
 
@@ -303,10 +305,13 @@ class BoltzmannAttention(nn.Module):
         causal: causal masking.
         dropout: dropout on the output projection.
         j_field: mode ``j`` only: constant symmetry-breaking field (0 = the paper's ``h = 0``).
-    weights = attention_weights(
-        h, J, mode=mode, causal=causal, beta=beta, sampling=sampling, j_field=j_field, band=band, kernel=kernel
-    )
-    return weights @ v
+        band: 0 (a full ``J``) or ``W`` with ``1 <= W < block_size``: couplings only between keys at distance ``<= W``,
+            exact at any ``block_size`` by the transfer matrix (:mod:`hybrid_attention.banded`, docs/banded.md).
+        band_shape: how a band is stored (:data:`BAND_SHAPES`): ``free`` (``J_raw (H, W, block_size)``,
+            ``J_raw[:, d-1, j] = J_{j-d, j}``) or ``toeplitz`` (``J_raw (H, W)``, one value per distance: loads into a
+            layer of any ``block_size``).
+        kernel_size: mode ``mta`` only: ``(c_q, c_k)`` of the key-query convolution (``c_k`` odd; default the
+            paper's ``(6, 11)``); its kernel ``mta_kernel (n_head, c_q, c_k)`` starts as the identity.
 
     ``J`` is stored as a raw parameter ``J_raw`` (initialised to zero); :attr:`J` mirrors its strict upper
     triangle (or, with a band, places its diagonals), so it is symmetric with a zero diagonal by construction, after

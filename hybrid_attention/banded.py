@@ -1,4 +1,4 @@
-"""Banded couplings: exact marginals at any length by a transfer matrix in log space (SPEC section 3b).
+"""Banded couplings: exact marginals at any length by a transfer matrix in log space (docs/banded.md).
 
 Owns the band representation and its engine:
 
@@ -714,7 +714,7 @@ def layer_log_alpha(h: torch.Tensor, c: torch.Tensor, beta_h: torch.Tensor, *, c
 
     Returns:
         ``(B, H, Tq, T)`` in ``h``'s dtype, ``-inf`` on masked keys: the layer's weights are its softmax over the
-        last dimension (SPEC 3b: never through ``(1 + m) / 2``). Differentiable.
+        last dimension (docs/banded.md: never through ``(1 + m) / 2``). Differentiable.
 
     Example:
         >>> import torch

@@ -67,7 +67,7 @@ class TransformerConfig:
             exact path (``exact=True``).
         exact: whether marginals are computed exactly (``False`` when a sampler is attached).
         band: 0 (a full ``J``, today's model) or ``W`` with ``1 <= W < block_size``: couplings only between keys at
-            distance ``<= W``, exact at any ``block_size`` by the transfer matrix (SPEC 3b; no ``exact_max_spins``
+            distance ``<= W``, exact at any ``block_size`` by the transfer matrix (docs/banded.md; no ``exact_max_spins``
             limit then).
         band_shape: ``free`` (one coupling per position and distance) or ``toeplitz`` (one per distance).
         mta_query_kernel, mta_key_kernel: attention ``mta``: the convolution kernel's size ``(c_q, c_k)`` (``c_k``

@@ -165,3 +165,21 @@ def test_a_training_run_records_the_learned_kernel(tmp_path):
     saved = json.loads((out / "couplings.json").read_text())
     assert saved["J"] == [None] and torch.tensor(saved["mta_kernel"]).shape == (1, 1, 2, 3)
     assert json.loads((out / "config.json").read_text())["model"]["mta_key_kernel"] == 3
+
+
+def test_boltzmann_attention_passes_the_kernel_to_mode_mta():
+    """The functional form with mode mta uses the kernel it is given: at the identity kernel it is softmax attention
+    (float32 rounding of the same logits, relative ~1e-6), and without a kernel it is refused."""
+    import pytest
+    import torch
+
+    from hybrid_attention.attention import boltzmann_attention
+    from hybrid_attention.mta import identity_kernel
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 1, 6, 4, generator=g) for _ in range(3))
+    got = boltzmann_attention(q, k, v, None, mode="mta", kernel=identity_kernel(1, 6, 11))
+    want = boltzmann_attention(q, k, v, None, mode="softmax")
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="kernel"):
+        boltzmann_attention(q, k, v, None, mode="mta")
