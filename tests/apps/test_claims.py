@@ -953,3 +953,11 @@ def test_breakdown_by_distance_and_depth_on_planted_counts(tmp_path):
     assert rp.breakdown(rows, "by_depth") == []
     md = render.breakdown_markdown(rows)
     assert "by match distance" in md and "| 16 | hj - softmax | 0.0 [" in md and "by nesting depth" not in md
+
+
+def test_report_modes_keep_their_order_when_a_mode_is_added():
+    """Rows and plot colours follow REPORT_MODES: the committed reports (results/claims) regenerate identically only
+    if the modes they show keep their places; a mode added later (mta) goes at the end."""
+    from hybrid_attention.apps.claims.report.tables import REPORT_MODES
+
+    assert REPORT_MODES[:6] == ("softmax", "hj", "h", "j", "bias", "j+field") and REPORT_MODES[-1] == "mta"

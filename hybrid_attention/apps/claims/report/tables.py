@@ -36,7 +36,9 @@ __all__ = [
 ]
 
 #: the modes of the report, in table order: the attention modes and J-only with a field
-REPORT_MODES = (*ALL_MODES, FIELD_MODE)
+#: modes in report order (rows, plot colours C0, C1, ...); a mode added later goes at the end, so that every earlier
+#: report regenerates with the same rows and colours
+REPORT_MODES = (*(m for m in ALL_MODES if m != "mta"), FIELD_MODE, "mta")
 #: the comparisons of a study's table: (mode, reference)
 COMPARISONS = (
     ("hj", "softmax"),
