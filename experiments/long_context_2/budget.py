@@ -88,7 +88,9 @@ def measure(short: int, long: int, only: str | None = None, exclude: str | None 
     todo = [
         c
         for c in configurations()
-        if "|".join(map(str, c)) not in done and (only is None or only in c) and (exclude is None or exclude not in c)
+        if "|".join(map(str, c)) not in done
+        and (only is None or only in map(str, c))
+        and (exclude is None or exclude not in map(str, c))
     ]
     ctx = multiprocessing.get_context("spawn")
     for task, arm, T in tqdm(todo, desc="step times", unit="config"):
@@ -114,7 +116,12 @@ def measure(short: int, long: int, only: str | None = None, exclude: str | None 
         load = os.getloadavg()[0]
         done["|".join(map(str, (task, arm, T)))] = {**entry, "measured": time.strftime("%Y-%m-%d %H:%M"), "load": load}
         OUT.mkdir(parents=True, exist_ok=True)
-        STEPS_FILE.write_text(json.dumps(done, indent=1, sort_keys=True) + "\n")
+        current = json.loads(STEPS_FILE.read_text()) if STEPS_FILE.is_file() else {}  # another measurer's entries too
+        current.update(done)
+        done = current
+        tmp = STEPS_FILE.with_suffix(".tmp")
+        tmp.write_text(json.dumps(done, indent=1, sort_keys=True) + "\n")
+        tmp.replace(STEPS_FILE)
 
 
 def round1_cost(mode: str = "hj") -> dict[int, float]:
@@ -206,14 +213,31 @@ def report(steps_budget: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global STEPS_FILE
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--measure", action="store_true", help="time the configurations not measured yet")
     p.add_argument("--short", type=int, default=5)
     p.add_argument("--long", type=int, default=25)
-    p.add_argument("--only", default=None, help="measure only the configurations naming this task or arm")
-    p.add_argument("--exclude", default=None, help="measure none of the configurations naming this task or arm")
+    p.add_argument("--only", default=None, help="measure only the configurations naming this task, arm or T")
+    p.add_argument("--exclude", default=None, help="measure none of the configurations naming this task, arm or T")
     p.add_argument("--steps", type=int, default=plan.MAX_STEPS, help="step budget per run for the totals")
+    p.add_argument(
+        "--merge", type=Path, nargs="*", default=[], help="measurement files of other measurers to merge in first"
+    )
+    p.add_argument(
+        "--steps-file",
+        type=Path,
+        default=None,
+        help="measurements file (default: results/long_context_2/budget_steps.json)",
+    )
     args = p.parse_args(argv)
+    if args.steps_file is not None:
+        STEPS_FILE = args.steps_file
+    if args.merge:
+        merged = json.loads(STEPS_FILE.read_text()) if STEPS_FILE.is_file() else {}
+        for f in args.merge:
+            merged.update({k: v for k, v in json.loads(f.read_text()).items() if k not in merged})
+        STEPS_FILE.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
     if args.measure:
         measure(args.short, args.long, args.only, args.exclude)
     text = report(args.steps)
