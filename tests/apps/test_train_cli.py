@@ -375,7 +375,12 @@ def test_resume_of_a_checkpoint_written_before_sampler_options(tmp_path):
     blob = torch.load(out / "checkpoint.pt", weights_only=False)
     del blob["config"]["sampler_options"]  # a checkpoint whose config records no sampler_options
     torch.save(blob, out / "checkpoint.pt")
+    saved = read(out, "config.json")
+    del saved["run"]["sampler_options"]  # nor its config.json (both written by the same old version)
+    (out / "config.json").write_text(json.dumps(saved))
     assert cli.main([*GIBBS, "--steps", "3", "--out", str(out), "--resume"]) == 0
+    # no options recorded: the sampler's own burn-in, not today's default for persistent chains
+    assert torch.load(out / "checkpoint.pt", weights_only=False)["config"]["sampler_options"] == {"burn_in": 256}
 
 
 @pytest.mark.parametrize(

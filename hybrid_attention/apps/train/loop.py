@@ -162,7 +162,8 @@ def build_sampling(cfg: TrainConfig) -> Sampling | None:
     if sampler is None:
         return None
     readout = cfg.resolved_readout()
-    chains = PersistentChains(cfg.persistent_chains, seed=cfg.seed) if cfg.persistent_chains else None
+    C = cfg.resolved_persistent_chains()
+    chains = PersistentChains(C, seed=cfg.seed) if C else None
     try:
         return Sampling(
             sampler,
