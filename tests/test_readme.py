@@ -117,3 +117,38 @@ def test_the_output_comparison_can_fail():
     assert mismatches("[[0.361 0.266]]", "[[0.361 0.264]]")
     assert mismatches("step 101, loss 0.5", "step 100, loss 0.5")  # integers match exactly
     assert mismatches("gibbs attention", "exact attention")
+
+
+def _inline_sampling_values() -> list[str]:
+    """Every ``Sampling(...)`` expression in the README's inline code (balanced parentheses, across line breaks)."""
+    text = (REPO / "README.md").read_text()
+    spans = [m.group(1).replace("\n", " ") for m in re.finditer(r"`([^`]+)`", FENCE.sub("", text))]
+    found = []
+    for span in spans:
+        start = span.find("Sampling(")
+        if start < 0:
+            continue
+        depth = 0
+        for i in range(start + len("Sampling"), len(span)):
+            depth += {"(": 1, ")": -1}.get(span[i], 0)
+            if depth == 0:
+                found.append(span[start : i + 1])
+                break
+    return found
+
+
+def test_readme_inline_sampling_shows_settings_the_library_does_not_warn_about():
+    """The README's one-line way to train through a sampler builds without a warning (no plain spin averages of a
+    few reads, which raise ``ReadNoiseWarning``)."""
+    import warnings
+
+    from hybrid_attention import PersistentChains, Sampling
+    from hybrid_attention.backends import get_sampler
+
+    values = _inline_sampling_values()
+    assert values, "README.md shows no inline Sampling(...) value any more: update this test"
+    for code in values:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            value = eval(code, {"Sampling": Sampling, "get_sampler": get_sampler, "PersistentChains": PersistentChains})
+        assert isinstance(value, Sampling) and value.estimator == "conditional", code

@@ -122,7 +122,14 @@ def variant_settings(variant: str, args: argparse.Namespace) -> dict:
         return {**_qemcmc(args, args.qemcmc_shots, args.persistent_burn_in), "persistent_chains": args.chains}
     if variant in ("gibbs", "gibbs-chain"):
         reads = args.chain_reads if variant == "gibbs-chain" else args.qemcmc_shots
-        return {"sampler": "gibbs", "shots": reads, "estimator": "conditional", "eval_exact": True}
+        # fresh chains with Gibbs' full burn-in, as the committed rows ran (not train's persistent-chain default)
+        return {
+            "sampler": "gibbs",
+            "shots": reads,
+            "estimator": "conditional",
+            "persistent_chains": 0,
+            "eval_exact": True,
+        }
     if variant == "dqa-shots":
         return {
             "sampler": "statevector",

@@ -158,15 +158,42 @@ def bridge_calls(capabilities: Any, rows: int, block_size: int) -> list[tuple[in
 
 
 def _sampler(name: str, backend: str, options: dict[str, Any], tau: float, steps: int) -> Any:
+    """The sampler whose ``estimate`` counts the work; a device it cannot reach (no credentials, a service that
+    refuses) is a ``ValueError`` that says how to estimate offline on a fake backend or set up an account."""
     from hybrid_attention.backends.ibm.sampler import is_fake_backend_name
     from hybrid_attention.backends.registry import make_sampler
 
     opts = dict(options)
     real = not is_fake_backend_name(backend)
-    if name == "ibm":
-        return make_sampler("ibm", tau=tau, trotter_steps=steps, backend=backend, allow_hardware=real, **opts)
-    ibm_options = {**opts.pop("ibm_options", {}), "allow_hardware": real} if real else opts.pop("ibm_options", None)
-    return make_sampler("qemcmc", engine="ibm", backend=backend, ibm_options=ibm_options, **opts)
+    try:
+        if name == "ibm":
+            return make_sampler("ibm", tau=tau, trotter_steps=steps, backend=backend, allow_hardware=real, **opts)
+        ibm_options = {**opts.pop("ibm_options", {}), "allow_hardware": real} if real else opts.pop("ibm_options", None)
+        return make_sampler("qemcmc", engine="ibm", backend=backend, ibm_options=ibm_options, **opts)
+    except Exception as exc:
+        ibm = any(c.__module__.startswith("qiskit_ibm_runtime") for c in type(exc).__mro__)
+        if not real or not (isinstance(exc, RuntimeError) or ibm):
+            raise
+        fake = _fake_twin(backend)
+        raise ValueError(
+            f"cannot read the target of device {backend!r} ({' '.join(str(exc).split())}). An estimate needs no "
+            f"account on a fake backend of the same family: --backend {fake} gives the same counts offline. For the "
+            "device itself, save an IBM Quantum account once with QiskitRuntimeService.save_account(token=..., "
+            "instance=...) (qiskit_ibm_runtime) or set QISKIT_IBM_TOKEN and QISKIT_IBM_INSTANCE"
+        ) from exc
+
+
+def _fake_twin(device: str) -> str:
+    """The fake backend named after ``device`` (``ibm_torino`` -> ``fake_torino``) when there is one, else
+    ``fake_torino`` (a Heron device)."""
+    from hybrid_attention.backends.ibm.sampler import fake_backend
+
+    twin = f"fake_{device.removeprefix('ibm_')}"
+    try:
+        fake_backend(twin)
+    except (ValueError, ImportError):
+        return "fake_torino"
+    return twin
 
 
 def _scale(est: dict[str, Any], times: int) -> dict[str, Any]:

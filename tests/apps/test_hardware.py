@@ -58,6 +58,29 @@ def test_the_budget_value_is_checked_in_the_library_too():
         TrainConfig(task="brackets", out="o", max_qpu_seconds=float("nan")).validate()
 
 
+@pytest.mark.parametrize(
+    "argv, fake",
+    [
+        (["estimate", "sample", "--sampler", "ibm", "--backend", "ibm_torino", "--n", "3"], "fake_torino"),
+        (
+            ["estimate", "train", "--sampler", "qemcmc", "--backend", "ibm_sherbrooke", "--block-size", "4"],
+            "fake_sherbrooke",
+        ),
+        (["estimate", "sample", "--sampler", "ibm", "--backend", "ibm_nowhere", "--n", "3"], "fake_torino"),
+    ],
+)
+def test_estimate_on_a_device_without_credentials_says_how_to_go_on(argv, fake, monkeypatch, capsys):
+    """No traceback: exit code 2 and a message naming the fake backend of the same family and how to save an
+    account (nothing is contacted: the credentials are checked first)."""
+    from hybrid_attention.backends.ibm import devices as ibm_devices
+
+    monkeypatch.setattr(ibm_devices, "has_credentials", lambda: False)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.startswith("hybrid-attention estimate: error:")
+    assert f"--backend {fake}" in err and "QiskitRuntimeService.save_account" in err
+
+
 def test_estimate_command_counts_a_sample_call(capsys):
     argv = ["estimate", "sample", "--backend", "fake_manila", "--n", "3", "--problems", "5", "--shots", "100"]
     assert main([*argv, "--sampler-option", "chunk_size=2", "--json"]) == 0

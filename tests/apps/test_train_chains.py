@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import logging
 import shutil
+import warnings
 from pathlib import Path
 
 import pytest
@@ -169,7 +173,7 @@ def test_plain_sampler_qemcmc_trains_with_the_validated_settings_and_records_the
         want["estimator"],
         want["sampler_options"],
     )
-    assert build_sampling(TrainConfig(sampler="gibbs")).num_reads == 256  # no training default: 256 reads
+    assert build_sampling(TrainConfig(sampler="mh-local")).num_reads == 256  # no training default: 256 reads
 
 
 def test_conditional_estimator_is_built_recorded_and_carried_by_the_chains(tmp_path):
@@ -221,7 +225,9 @@ def test_a_sampler_run_says_its_work_and_projected_time_before_its_first_step(tm
     chains = TrainConfig(sampler="gibbs", task="brackets", block_size=6, batch_size=5, persistent_chains=4, shots=4)
     chains = chains.resolved()
     w = step_work(chains, build_sampling(chains))
-    assert (w.count, w.unit) == (5 * 6 * 4 * 256, "chain sweeps")  # gibbs' generic burn-in: 256 sweeps
+    assert (w.count, w.unit) == (5 * 6 * 4 * 2, "chain sweeps")  # persistent chains continue by 2 sweeps
+    fresh = dataclasses.replace(chains, persistent_chains=0, sampler_options={}).resolved()
+    assert step_work(fresh, build_sampling(fresh)).count == 5 * 6 * 4 * 256  # fresh chains: gibbs' 256 sweeps
     dqa = TrainConfig(sampler="statevector", readout="shots", shots=32, task="brackets", block_size=6, batch_size=5)
     assert step_work(dqa, build_sampling(dqa)).count == 5 * 6 * 32
     assert step_work(TrainConfig(), None) is None
@@ -230,3 +236,82 @@ def test_a_sampler_run_says_its_work_and_projected_time_before_its_first_step(tm
     line = next(r.message for r in caplog.records if r.name == "hybrid_attention.apps.train.cost")
     # 3 rows x 4 queries x 2 chains x (1 burn-in move + 1 move to the second of 4 / 2 records per chain)
     assert f"{3 * 4 * 2 * 2:,} proposal circuits per step" in line and "projected" in line
+
+
+# ---------------------------------------------------------------- persistent chains and gibbs' training defaults
+GIBBS = [
+    "train", "--task", "brackets", "--block-size", "4", "--steps", "1", "--eval-interval", "1", "--n-embd", "8",
+    "--batch-size", "2", "--eval-size", "4", "--warmup", "1", "--no-progress", "--sampler", "gibbs",
+]  # fmt: skip
+
+
+def test_persistent_chains_alone_continue_by_a_few_sweeps_and_an_explicit_burn_in_wins(tmp_path):
+    """``--persistent-chains C`` without ``burn_in`` continues the chains by 2 sweeps per call (the setting the
+    long-context candidate and its bench used), not gibbs' 256-sweep burn-in from scratch; the run records it; a given
+    ``--sampler-option burn_in=N`` wins, and without persistent chains the sampler keeps its own burn-in."""
+    from hybrid_attention.apps.train import PERSISTENT_BURN_IN, build_sampling
+
+    assert PERSISTENT_BURN_IN == 2
+    base = {"sampler": "gibbs", "shots": 8, "estimator": "conditional"}
+    assert build_sampling(TrainConfig(**base, persistent_chains=8)).sampler.burn_in == 2
+    assert build_sampling(TrainConfig(**base, persistent_chains=8, sampler_options={"burn_in": 7})).sampler.burn_in == 7
+    assert build_sampling(TrainConfig(**base, persistent_chains=0)).sampler.burn_in == 256
+    q = build_sampling(TrainConfig(sampler="mh-local", shots=4, estimator="conditional", persistent_chains=4))
+    assert q.sampler.burn_in == 2  # any Markov-chain sampler with a burn-in
+    assert cli.main([*GIBBS, "--persistent-chains", "2", "--shots", "2", "--out", str(tmp_path / "g")]) == 0
+    run = json.loads((tmp_path / "g" / "config.json").read_text())["run"]
+    assert (run["persistent_chains"], run["sampler_options"]) == (2, {"burn_in": 2})
+
+
+def test_plain_sampler_gibbs_trains_with_few_reads_persistent_chains_and_no_warning(tmp_path, caplog):
+    """``train --sampler gibbs`` alone: 8 reads from 8 persistent chains continued by 2 sweeps, Rao-Blackwellised;
+    no warning on that path (neither ``warnings`` nor a logged one); the run records the settings; flags win."""
+    from hybrid_attention.apps.train import build_sampling
+
+    s = build_sampling(TrainConfig(sampler="gibbs"))
+    assert (s.num_reads, s.estimator, s.readout, s.chains.num_chains, s.sampler.burn_in) == (
+        8, "conditional", "shots", 8, 2,
+    )  # fmt: skip
+    with warnings.catch_warnings(), caplog.at_level(logging.INFO):
+        warnings.simplefilter("error")
+        assert cli.main([*GIBBS, "--out", str(tmp_path / "g")]) == 0
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    run = json.loads((tmp_path / "g" / "config.json").read_text())["run"]
+    assert (run["shots"], run["estimator"], run["persistent_chains"], run["sampler_options"]) == (
+        8, "conditional", 8, {"burn_in": 2},
+    )  # fmt: skip
+    fresh = build_sampling(TrainConfig(sampler="gibbs", persistent_chains=0))
+    assert (fresh.chains, fresh.num_reads, fresh.sampler.burn_in) == (None, 8, 256)  # the quantum_training row
+    assert build_sampling(TrainConfig(sampler="gibbs", shots=4)).chains.num_chains == 4  # at most one per read
+    mine = TrainConfig(sampler="gibbs", shots=32, persistent_chains=2, sampler_options={"burn_in": 5})
+    with pytest.warns(UserWarning, match="plain spin averages"):
+        m = build_sampling(dataclasses.replace(mine, estimator="reads"))
+    assert (m.num_reads, m.chains.num_chains, m.sampler.burn_in) == (32, 2, 5)
+
+
+def test_a_gibbs_run_written_with_the_old_defaults_resumes_with_its_recorded_settings(tmp_path, caplog):
+    """A run recorded before gibbs had training defaults (256 reads, spin averages, persistent chains continued by
+    the sampler's 256-sweep burn-in: ``sampler_options`` empty) resumes with exactly those, not today's defaults."""
+    out = tmp_path / "old"
+    old = ["--shots", "2", "--estimator", "reads", "--persistent-chains", "2", "--out", str(out)]
+    with pytest.warns(UserWarning, match="plain spin averages"):
+        assert cli.main([*GIBBS, *old]) == 0
+    for path in (out / "config.json", out / "checkpoint.pt"):  # as the old version recorded it
+        if path.suffix == ".json":
+            blob = json.loads(path.read_text())
+            blob["run"]["sampler_options"] = {}
+            path.write_text(json.dumps(blob))
+        else:
+            ckpt = torch.load(path, weights_only=True)
+            ckpt["config"]["sampler_options"] = {}
+            torch.save(ckpt, path)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="hybrid_attention.apps.train.cost"), pytest.warns(UserWarning):
+        assert cli.main(["train", "--resume", "--out", str(out), "--steps", "2", "--no-progress"]) == 0
+    line = next(r.message for r in caplog.records if r.name == "hybrid_attention.apps.train.cost")
+    assert "2 chain(s) x 256 sweep(s)" in line  # the sampler's burn-in, as the run had
+    cfg = load_checkpoint(out / "checkpoint.pt")["config"]
+    assert (cfg["shots"], cfg["estimator"], cfg["persistent_chains"]) == (2, "reads", 2)
+    assert cfg["sampler_options"] == {"burn_in": 256}  # recorded explicitly from now on
+    with pytest.warns(UserWarning):
+        assert cli.main(["train", "--resume", "--out", str(out), "--steps", "3", "--no-progress"]) == 0

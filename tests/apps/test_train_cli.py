@@ -375,7 +375,12 @@ def test_resume_of_a_checkpoint_written_before_sampler_options(tmp_path):
     blob = torch.load(out / "checkpoint.pt", weights_only=False)
     del blob["config"]["sampler_options"]  # a checkpoint whose config records no sampler_options
     torch.save(blob, out / "checkpoint.pt")
+    saved = read(out, "config.json")
+    del saved["run"]["sampler_options"]  # nor its config.json (both written by the same old version)
+    (out / "config.json").write_text(json.dumps(saved))
     assert cli.main([*GIBBS, "--steps", "3", "--out", str(out), "--resume"]) == 0
+    # no options recorded: the sampler's own burn-in, not today's default for persistent chains
+    assert torch.load(out / "checkpoint.pt", weights_only=False)["config"]["sampler_options"] == {"burn_in": 256}
 
 
 @pytest.mark.parametrize(
@@ -482,3 +487,22 @@ def test_mqar_task_trains_and_records_its_settings(tmp_path, capsys):
         TrainConfig(task="mqar", attention="softmax", block_size=32, mqar_vocab=8, out="x").validate()
     with pytest.raises(ValueError, match="--pointer to brackets and runs"):
         TrainConfig(task="mqar", pointer="attention", out="x").validate()
+
+
+def test_evaluation_shows_a_progress_bar_unless_no_progress(tmp_path, capsys):
+    """A sampled evaluation can take minutes: it shows a bar over the validation windows (stderr), which
+    ``--no-progress`` turns off with the training bar."""
+    from hybrid_attention.apps.train.data import evaluate
+
+    base = ["train", "--task", "brackets", "--block-size", "4", "--steps", "1", "--n-embd", "8", "--batch-size", "2"]
+    assert cli.main([*base, "--out", str(tmp_path / "bar")]) == 0
+    assert "evaluating" in capsys.readouterr().err
+    assert cli.main([*base, "--no-progress", "--out", str(tmp_path / "quiet")]) == 0
+    assert "evaluating" not in capsys.readouterr().err
+    from hybrid_attention.model import Transformer, TransformerConfig
+
+    model = Transformer(TransformerConfig(vocab_size=65, block_size=4, n_embd=8))
+    x = torch.randint(0, 65, (10, 4))
+    quiet = evaluate(model, x, x, "shakespeare", chunk=4)
+    assert evaluate(model, x, x, "shakespeare", chunk=4, progress=True) == quiet  # the bar changes no number
+    assert "evaluating" in capsys.readouterr().err

@@ -46,7 +46,7 @@ Example (Python):
 
 from __future__ import annotations
 
-from .config import DEFAULT_SHOTS, TASKS, TRAINING_DEFAULTS, TrainConfig, upgrade_saved
+from .config import DEFAULT_SHOTS, PERSISTENT_BURN_IN, TASKS, TRAINING_DEFAULTS, TrainConfig, upgrade_saved
 from .data import eval_set, evaluate, load_task
 from .flags import parse_sampler_option
 from .loop import TrainingDiverged, TrainingInterrupted, build_sampler, build_sampling, train
@@ -54,6 +54,7 @@ from .loop import TrainingDiverged, TrainingInterrupted, build_sampler, build_sa
 __all__ = [
     "TASKS",
     "TRAINING_DEFAULTS",
+    "PERSISTENT_BURN_IN",
     "DEFAULT_SHOTS",
     "TrainConfig",
     "upgrade_saved",

@@ -8,6 +8,7 @@ check runs before any data is loaded or a model is built. The command-line flags
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +45,8 @@ __all__ = [
     "upgrade_saved",
     "TRAINING_DEFAULTS",
     "DEFAULT_SHOTS",
+    "PERSISTENT_BURN_IN",
+    "complete_saved",
     "default_readout",
 ]
 
@@ -93,19 +96,48 @@ RECORDED_SINCE_FORMAT_1 = (
 
 #: reads per sampler call when a run leaves ``shots`` unset and its sampler has no training default
 DEFAULT_SHOTS = 256
-#: what a sampler trains with when a run leaves ``shots``, ``estimator`` or one of these constructor options unset:
-#: the settings the project validated for training. ``qemcmc``: fresh chains from the mean-field magnetisations, two
-#: moves of a 2-Trotter-step proposal, one read per chain and 8 chains, Rao-Blackwellised; in
-#: ``results/quantum_training/`` it matches exact training on both tasks at T = 8 and 12 (Shakespeare T = 12:
-#: +0.32 % perplexity, 3 seeds), at 8-9x the exact step (``results/bench/qemcmc.md``), where the sampler's
-#: generic defaults (random start, 128 moves, 256 reads) cost about 25 million proposal circuits per step at T = 12.
+#: sweeps (or moves) by which persistent chains continue at every call when a run sets ``--persistent-chains`` and
+#: leaves ``burn_in`` unset: chains that start where the last step's stopped need only a few, not a full burn-in from
+#: scratch (Gibbs' generic 256 sweeps). 2 is the setting the project measured persistent chains with: the long-context
+#: protocol's candidate engine (``experiments/long_context/plan.py``, ``CANDIDATE_CONFIGS["gibbs-persistent"]``;
+#: ``results/long_context/PROTOCOL.md``, "The engine") and its step-time bench (``results/bench/long_context.md``:
+#: 6.8-7.2x softmax at T = 64), as qemcmc's training default continues its chains by 2 moves.
+PERSISTENT_BURN_IN = 2
+#: what a sampler trains with when a run leaves ``shots``, ``estimator``, ``persistent_chains`` or one of these
+#: constructor options unset. ``qemcmc``: the settings the project validated for training: fresh chains from the
+#: mean-field magnetisations, two moves of a 2-Trotter-step proposal, one read per chain and 8 chains,
+#: Rao-Blackwellised; in ``results/quantum_training/`` it matches exact training on both tasks at T = 8 and 12
+#: (Shakespeare T = 12: +0.32 % perplexity, 3 seeds), at 8-9x the exact step (``results/bench/qemcmc.md``), where the
+#: sampler's generic defaults (random start, 128 moves, 256 reads) cost about 25 million proposal circuits per step at
+#: T = 12. ``gibbs``: 8 reads, Rao-Blackwellised, from 8 persistent chains continued by :data:`PERSISTENT_BURN_IN`
+#: sweeps per step: the long-context protocol's candidate (2), 6.8-7.2x the softmax step at T = 64, where the generic
+#: defaults (256 fresh chains of 256 sweeps, spin averages) took minutes per step. Its evidence is thinner than
+#: qemcmc's: the training comparison (``results/quantum_training/``, row ``gibbs``: within 0.19 % perplexity and
+#: 0.47 points of exact training at T = 8 and 12) used the same reads and estimator on fresh chains of 256 sweeps
+#: (``--persistent-chains 0`` gives that); the engine validation (``results/long_context/engine_validation.md``)
+#: found the persistent setting's one-step coupling gradient far from the exact one (cosine 0.1-0.9), as no engine
+#: passed everywhere.
 TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
     "qemcmc": {
         "shots": 8,
         "estimator": "conditional",
         "sampler_options": {"burn_in": 2, "start": "meanfield", "trotter_steps": 2},
     },
+    "gibbs": {"shots": 8, "estimator": "conditional", "persistent_chains": 8},
 }
+
+
+def complete_saved(saved: dict[str, Any]) -> dict[str, Any]:
+    """A run's saved settings (renamed ones under today's names, :func:`upgrade_saved`) completed with what the run
+    had for settings added after it was written: the :class:`TrainConfig` default, the readout training used before
+    ``readout`` existed (:func:`default_readout`) and no persistent chains before ``persistent_chains`` existed
+    (never today's training defaults: a run resumes with what it ran with)."""
+    out = {**dataclasses.asdict(TrainConfig()), **upgrade_saved(saved)}
+    if out.get("readout") is None:
+        out["readout"] = default_readout(out["sampler"])
+    if out.get("persistent_chains") is None:
+        out["persistent_chains"] = 0
+    return out
 
 
 def upgrade_saved(saved: dict[str, Any]) -> dict[str, Any]:
@@ -178,7 +210,7 @@ class TrainConfig:
     trotter_steps: int = 20
     sampler_options: dict[str, Any] = field(default_factory=dict)
     readout: str | None = None
-    persistent_chains: int = 0
+    persistent_chains: int | None = None
     estimator: str | None = None
     backend: str | None = None
     max_qpu_seconds: float = DEFAULT_MAX_QPU_SECONDS
@@ -341,9 +373,10 @@ class TrainConfig:
             )
 
     def _check_persistent_chains(self) -> None:
-        C = self.persistent_chains
-        if isinstance(C, bool) or not isinstance(C, int) or C < 0:
-            raise ValueError(f"persistent_chains must be a non-negative integer (0: off), got {C!r}")
+        given = self.persistent_chains
+        if given is not None and (isinstance(given, bool) or not isinstance(given, int) or given < 0):
+            raise ValueError(f"persistent_chains must be a non-negative integer (0: off), got {given!r}")
+        C = self.resolved_persistent_chains()
         if C == 0:
             return
         from hybrid_attention.backends.registry import sampler_class
@@ -376,6 +409,18 @@ class TrainConfig:
         :data:`DEFAULT_SHOTS`."""
         return self.shots if self.shots is not None else self._training_default("shots", DEFAULT_SHOTS)
 
+    def resolved_persistent_chains(self) -> int:
+        """``persistent_chains``, or for ``None`` the sampler's training default (:data:`TRAINING_DEFAULTS`: 8 for
+        gibbs; as many as a given ``num_chains`` option) capped at the reads per call (one read per chain at least),
+        else 0 (off)."""
+        if self.persistent_chains is not None:
+            return self.persistent_chains
+        default = self._training_default("persistent_chains", 0)
+        chains = self.sampler_options.get("num_chains")
+        if default and isinstance(chains, int) and not isinstance(chains, bool) and chains > 0:
+            default = chains
+        return min(default, self.resolved_shots())
+
     def resolved_estimator(self) -> str:
         """``estimator``, or for ``None`` the sampler's training default, else ``"reads"``."""
         if self.estimator is not None:
@@ -384,8 +429,42 @@ class TrainConfig:
 
     def resolved_sampler_options(self) -> dict[str, Any]:
         """The sampler's training-default constructor options (:data:`TRAINING_DEFAULTS`) updated by
-        ``sampler_options``."""
-        return {**self._training_default("sampler_options", {}), **self.sampler_options}
+        ``sampler_options``; with persistent chains and ``burn_in`` still unset, ``burn_in`` =
+        :data:`PERSISTENT_BURN_IN` (chains continued by a few sweeps, not a burn-in from scratch), for samplers that
+        take it."""
+        options = {**self._training_default("sampler_options", {}), **self.sampler_options}
+        if self.resolved_persistent_chains() and "burn_in" not in options and self._takes("burn_in"):
+            options["burn_in"] = PERSISTENT_BURN_IN
+        return options
+
+    def _takes(self, option: str) -> bool:
+        """Whether the sampler's constructor takes ``option`` (a missing optional dependency: assumed not)."""
+        return option in self._constructor_defaults()
+
+    def _constructor_defaults(self) -> dict[str, Any]:
+        """The sampler class's constructor keywords and their defaults (``{}`` for exact or an unavailable class)."""
+        if self.sampler == "exact":
+            return {}
+        from hybrid_attention.backends.registry import sampler_class
+
+        try:
+            cls = sampler_class(self.sampler)
+        except (ImportError, ValueError):
+            return {}
+        params = inspect.signature(cls.__init__).parameters.values()
+        return {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY}
+
+    def pinned_options(self) -> TrainConfig:
+        """This configuration with its sampler options complete as a resumed run recorded them: every option that
+        today's resolution (:meth:`resolved_sampler_options`: training defaults, the persistent chains' burn-in) would
+        add to ``sampler_options`` is set to the sampler's constructor default, the value the run had when it
+        recorded none. A run written before a training default existed keeps what it ran with."""
+        added = {k for k in self.resolved_sampler_options() if k not in self.sampler_options}
+        defaults = self._constructor_defaults()
+        pinned = {
+            k: defaults[k] for k in added if defaults.get(k, inspect.Parameter.empty) is not inspect.Parameter.empty
+        }
+        return dataclasses.replace(self, sampler_options={**pinned, **self.sampler_options})
 
     def resolved(self) -> TrainConfig:
         """This configuration with every setting left to the sampler made explicit (readout, shots, estimator,
@@ -399,6 +478,7 @@ class TrainConfig:
             readout=self.resolved_readout(),
             shots=self.resolved_shots(),
             estimator=self.resolved_estimator(),
+            persistent_chains=self.resolved_persistent_chains(),
             sampler_options=self.resolved_sampler_options(),
         )
 
@@ -411,6 +491,9 @@ class TrainConfig:
             readout=self.readout or saved.get("readout") or self.resolved_readout(),
             shots=self.shots if self.shots is not None else saved.get("shots") or self.resolved_shots(),
             estimator=self.estimator or saved.get("estimator") or "reads",
+            persistent_chains=(
+                self.persistent_chains if self.persistent_chains is not None else saved.get("persistent_chains") or 0
+            ),
             sampler_options=self.saved_or_given_options(saved.get("sampler_options") or {}),
         )
 

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 import torch
+from tqdm.auto import tqdm
 
 from hybrid_attention.model import Transformer
 from hybrid_attention.sampling import Sampling
@@ -93,15 +94,18 @@ def evaluate(
     chunk: int = EVAL_CHUNK,
     depth: torch.Tensor | None = None,
     sampling: Sampling | None = None,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Validation metrics on a fixed set ``x, y (N, T)``: ``val_loss`` and ``val_perplexity`` or
     ``val_accuracy``/``val_string_accuracy`` (accuracy tasks: per labelled position, and whole sequences). For
     brackets with ``depth (N, T)`` (the variants' nesting depths) also ``val_accuracy_by_distance`` and
     ``val_accuracy_by_depth``: ``{str(value): [right, count]}``.
-    ``sampling``: how the model samples its attention (``None``: exact marginals)."""
+    ``sampling``: how the model samples its attention (``None``: exact marginals). ``progress``: a progress bar over
+    the validation windows (on stderr; a sampled evaluation can take minutes)."""
     model.eval()
     chunk = fitting_chunk(model, x.shape[-1], chunk)
     total, count, logits_all = 0.0, 0, []
+    bar = tqdm(total=len(x), disable=not progress, desc="evaluating", unit="window", leave=False, dynamic_ncols=True)
     for s in range(0, len(x), chunk):
         logits, _ = model(x[s : s + chunk], sampling=sampling)
         yy = y[s : s + chunk]
@@ -112,6 +116,8 @@ def evaluate(
         count += int((yy != -100).sum())
         if task_name in ACCURACY_TASKS:
             logits_all.append(logits)
+        bar.update(len(yy))
+    bar.close()
     model.train()
     out = {"val_loss": total / count}
     if task_name in ACCURACY_TASKS:

@@ -18,7 +18,7 @@ from hybrid_attention.attention import ALL_MODES, BAND_SHAPES
 
 from ..cli_types import non_negative_int, positive_float, positive_int
 from ..hardware import budget_seconds
-from .config import ESTIMATORS, POINTERS, READOUTS, TASKS, TrainConfig, default_readout
+from .config import ESTIMATORS, POINTERS, READOUTS, TASKS, TrainConfig, complete_saved
 from .resume import refuse_changes, saved_settings
 
 __all__ = ["Flag", "FLAGS", "MODEL_FLAGS", "add_train_flags", "parse_sampler_option", "config_from_args"]
@@ -215,8 +215,8 @@ FLAGS: dict[str, Flag] = {
     "sampler": Flag("--sampler", "'exact' (enumeration) or a registry name: statevector, aer, gibbs, ..."),
     "shots": Flag(
         "--shots",
-        "reads per sampler call (non-exact samplers; default: the sampler's validated training setting, 8 for "
-        "qemcmc, else 256)",
+        "reads per sampler call (non-exact samplers; default: the sampler's training setting, 8 for qemcmc and "
+        "gibbs, else 256)",
         {"type": positive_int},
     ),
     "tau": Flag("--tau", "DQA anneal time (DQA samplers)", {"type": positive_float}),
@@ -237,15 +237,16 @@ FLAGS: dict[str, Flag] = {
         "--estimator",
         "readout shots: marginals from the spin average of the reads, or from the average of each spin's conditional "
         "mean tanh(beta (h_j + sum_k J_jk s_k)) over the reads (Rao-Blackwellised: unbiased for Boltzmann reads, "
-        "lower variance; exact at J = 0) (default: the sampler's validated training setting, conditional for "
-        "qemcmc, else reads)",
+        "lower variance; exact at J = 0) (default: the sampler's training setting, conditional for qemcmc and "
+        "gibbs, else reads)",
         {"choices": ESTIMATORS},
     ),
     "persistent_chains": Flag(
         "--persistent-chains",
         "C Markov chains per (layer, head, query) kept between optimiser steps and in checkpoints (as in persistent "
-        "contrastive divergence): each step continues them for the sampler's burn_in moves (set it small, e.g. "
-        "--sampler-option burn_in=2) before recording --shots reads; samplers with initial_state (qemcmc); 0: off",
+        "contrastive divergence): each step continues them for 2 moves (or --sampler-option burn_in=N) before "
+        "recording --shots reads; Markov-chain samplers (qemcmc, gibbs, mh-local, mh-uniform); 0: off (default: "
+        "the sampler's training setting, 8 for gibbs, else 0)",
         {"type": non_negative_int, "metavar": "C"},
     ),
     "backend": Flag(
@@ -318,12 +319,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         return _check_shots(TrainConfig(**given), given)
     saved = saved_settings(Path(given["out"]))
     # a setting added after the run was written (absent from its config) had its default then
-    base = {
-        **dataclasses.asdict(TrainConfig()),
-        **{k: v for k, v in saved.items() if k in names and k not in ("out", "resume", "progress")},
-    }
-    if base.get("readout") is None:  # a run written before --readout: the readout it had
-        base["readout"] = default_readout(base["sampler"])
+    base = {k: v for k, v in complete_saved(saved).items() if k in names and k not in ("out", "resume", "progress")}
+    base = {**dataclasses.asdict(TrainConfig()), **base}
     refuse_changes(base, given, given["out"], hint=" (omit a flag to keep the run's setting)")
     if "sampler_options" in given:  # the same options, given as today's or as the run's version recorded them
         given["sampler_options"] = TrainConfig(

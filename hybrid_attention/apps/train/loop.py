@@ -162,7 +162,8 @@ def build_sampling(cfg: TrainConfig) -> Sampling | None:
     if sampler is None:
         return None
     readout = cfg.resolved_readout()
-    chains = PersistentChains(cfg.persistent_chains, seed=cfg.seed) if cfg.persistent_chains else None
+    C = cfg.resolved_persistent_chains()
+    chains = PersistentChains(C, seed=cfg.seed) if C else None
     try:
         return Sampling(
             sampler,
@@ -276,7 +277,7 @@ class _Run:
         evaluated with ``J = 0`` (``j0_val_*``)."""
         cfg, model = self.cfg, self.model
         sampling = self.eval_sampling()  # one value for the evaluation and the J = 0 one (its chains continue)
-        ev = evaluate(model, self.xv, self.yv, cfg.task, depth=self.val_depth, sampling=sampling)
+        ev = evaluate(model, self.xv, self.yv, cfg.task, depth=self.val_depth, sampling=sampling, progress=cfg.progress)
         if not math.isfinite(ev["val_loss"]):
             raise self.diverged(self.step, f"validation loss {ev['val_loss']} after the step")
         groups = {k: ev.pop(k) for k in list(ev) if k.startswith("val_accuracy_by_")}
@@ -288,7 +289,7 @@ class _Run:
         extra: dict[str, Any] = {}
         if final and model.config.attention in COUPLED_MODES:
             with model.couplings_zeroed():
-                ev0 = evaluate(model, self.xv, self.yv, cfg.task, sampling=sampling)
+                ev0 = evaluate(model, self.xv, self.yv, cfg.task, sampling=sampling, progress=cfg.progress)
             extra = {f"j0_{k}": v for k, v in ev0.items() if k.startswith("val_")}
         best = min(self.history["evals"], key=lambda e: e["val_loss"])
         metrics = {

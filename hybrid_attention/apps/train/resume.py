@@ -23,7 +23,7 @@ from .config import (
     RECORDED_SINCE_FORMAT_1,
     RESUME_FREE,
     TrainConfig,
-    default_readout,
+    complete_saved,
     upgrade_saved,
 )
 
@@ -80,7 +80,7 @@ def load_resume_state(cfg: TrainConfig, out: Path) -> tuple[dict[str, Any] | Non
         ledger = run_ledger(out)
         if ledger is not None:
             old = _saved_config(out)
-            cfg = _checked(cfg.resolved_from(old), old, out)
+            cfg = _checked(cfg.resolved_from(old), old, out).pinned_options()
             logger.warning(
                 "--resume: %s stopped before its first checkpoint: the run starts again from step 0 with its settings, "
                 "and the jobs its ledger %s holds are read or collected from it, not submitted again",
@@ -102,10 +102,9 @@ def load_resume_state(cfg: TrainConfig, out: Path) -> tuple[dict[str, Any] | Non
         raise ValueError(f"--resume: checkpoint {str(ckpt)!r} is damaged (no settings under 'config')")
     check_version(upgrade_saved(state["config"]), state.get("format", 1), f"checkpoint {str(ckpt)!r}")
     # a setting added after the checkpoint was written (absent from its config) had its default then
-    old = {**dataclasses.asdict(TrainConfig()), **upgrade_saved(state["config"])}
-    if old.get("readout") is None:  # written before --readout: the readout it had
-        old["readout"] = default_readout(old["sampler"])
-    cfg = _checked(cfg.resolved_from(old), old, out)
+    old = complete_saved(state["config"])
+    # checked as given, then run with the sampler options it recorded (not today's training defaults)
+    cfg = _checked(cfg.resolved_from(old), old, out).pinned_options()
     if state["step"] > cfg.max_steps:
         raise ValueError(
             f"--resume: the run in {str(out)!r} has already done {state['step']} steps, more than --max-steps "
@@ -122,11 +121,8 @@ def _checked(cfg: TrainConfig, old: dict[str, Any], out: Path) -> TrainConfig:
 
 
 def _saved_config(out: Path) -> dict[str, Any]:
-    """The run's settings from ``config.json``, completed with the defaults of settings added since."""
-    old = {**dataclasses.asdict(TrainConfig()), **saved_settings(out)}
-    if old.get("readout") is None:
-        old["readout"] = default_readout(old["sampler"])
-    return old
+    """The run's settings from ``config.json``, completed with what it had for settings added since."""
+    return complete_saved(saved_settings(out))
 
 
 def run_ledger(out: Path) -> Path | None:
