@@ -442,7 +442,9 @@ class TrainConfig:
         return option in self._constructor_defaults()
 
     def _constructor_defaults(self) -> dict[str, Any]:
-        """The sampler class's constructor keywords and their defaults (``{}`` for exact or an unavailable class)."""
+        """The sampler class's constructor keywords and their defaults, with the flat spellings of its grouped options
+        (``burn_in`` of ``chain``, the class's ``option_groups``) at the group default's values (``{}`` for exact or an
+        unavailable class)."""
         if self.sampler == "exact":
             return {}
         from hybrid_attention.backends.registry import sampler_class
@@ -452,7 +454,12 @@ class TrainConfig:
         except (ImportError, ValueError):
             return {}
         params = inspect.signature(cls.__init__).parameters.values()
-        return {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY}
+        out = {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY}
+        for flat, (param, name) in getattr(cls, "option_groups", {}).items():  # e.g. burn_in of chain=ChainSchedule
+            value = out.get(param)
+            if value is not None and hasattr(value, name):
+                out[flat] = getattr(value, name)
+        return out
 
     def pinned_options(self) -> TrainConfig:
         """This configuration with its sampler options complete as a resumed run recorded them: every option that
