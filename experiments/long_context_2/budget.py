@@ -79,7 +79,7 @@ def configurations() -> list[tuple[str, str, int]]:
     return out
 
 
-def measure(short: int, long: int, only: str | None = None, exclude: str | None = None) -> None:
+def measure(short: int, long: int, only: str | None = None, exclude: list[str] | None = None) -> None:
     """Time every configuration (resumable: measured ones are kept in :data:`STEPS_FILE`); ``only`` / ``exclude``:
     the configurations naming (or not naming) this task or arm."""
     from tqdm.auto import tqdm
@@ -90,7 +90,7 @@ def measure(short: int, long: int, only: str | None = None, exclude: str | None 
         for c in configurations()
         if "|".join(map(str, c)) not in done
         and (only is None or only in map(str, c))
-        and (exclude is None or exclude not in map(str, c))
+        and not set(exclude or ()) & set(map(str, c))
     ]
     ctx = multiprocessing.get_context("spawn")
     for task, arm, T in tqdm(todo, desc="step times", unit="config"):
@@ -173,8 +173,8 @@ def report(steps_budget: int) -> str:
         "Naive mean field grows slower as J grows. Round 1's finished Tiny Shakespeare hj runs (whole runs, same engine)",
         "against this pilot at initialisation: "
         + ", ".join(f"T = {T}: {r1[T]:.0f} vs {init_mf[T]:.0f} ms, x{growth[T]:.2f}" for T in sorted(growth))
-        + f". The mean-field arms are costed at their initial step times x {g_max:.2f} (the largest factor; also at",
-        "T = 256).",
+        + ". The mean-field arms are costed at their initial step times times the factor of their T (at T = 256",
+        f"the largest, x {g_max:.2f}).",
         "",
         "| task | arm | T | / reference (at init) | ms/step costed | runs per cell | CPU h per cell |",
         "| --- | --- | --- | --- | --- | --- | --- |",
@@ -187,7 +187,7 @@ def report(steps_budget: int) -> str:
         if "refused" in v:
             refused.append(f"- {task}, {arm}, T = {T}: {v['refused']}")
             continue
-        ms = costed(v) * (g_max if arm in MEANFIELD_ARMS else 1.0)
+        ms = costed(v) * (growth.get(T, g_max) if arm in MEANFIELD_ARMS else 1.0)
         if T == plan.PILOT_T:
             name = "pilot256"
         elif task in ("runs", "brackets"):
@@ -219,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--short", type=int, default=5)
     p.add_argument("--long", type=int, default=25)
     p.add_argument("--only", default=None, help="measure only the configurations naming this task, arm or T")
-    p.add_argument("--exclude", default=None, help="measure none of the configurations naming this task, arm or T")
+    p.add_argument(
+        "--exclude", nargs="*", default=[], help="measure none of the configurations naming these tasks, arms or T"
+    )
     p.add_argument("--steps", type=int, default=plan.MAX_STEPS, help="step budget per run for the totals")
     p.add_argument(
         "--merge", type=Path, nargs="*", default=[], help="measurement files of other measurers to merge in first"
