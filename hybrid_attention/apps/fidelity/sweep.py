@@ -58,6 +58,7 @@ __all__ = [
     "build_sampler",
     "measure_point",
     "OPT_IN_SAMPLERS",
+    "BAND_SAMPLERS",
     "expected_shot_tv",
     "measure_task",
     "measure_points",
@@ -86,6 +87,9 @@ SWEEP_SAMPLERS: dict[str, str] = {
     "qemcmc-aer-noisy": "qemcmc",
     "mh-local": "mh-local",
     "mh-uniform": "mh-uniform",
+    "aer-mps": "aer-mps",
+    "aer-mps-noisy": "aer-mps",
+    "meanfield-tap": "meanfield",
 }
 #: constructor options of sweep samplers that are a registered sampler with other settings: the Markov chains start
 #: at the naive mean-field product distribution (as training uses them); ``qemcmc-k0`` is ``qemcmc`` with zero
@@ -99,6 +103,7 @@ SWEEP_OPTIONS: dict[str, dict[str, Any]] = {
     "qemcmc-aer-noisy": {"start": "meanfield", "engine": "aer"},
     "mh-local": {"start": "meanfield"},
     "mh-uniform": {"start": "meanfield"},
+    "meanfield-tap": {"method": "tap"},
 }
 #: the per-call option a point's ``budget`` sets (work per chain: moves for qemcmc / mh, sweeps for gibbs / anneal)
 BUDGET_OPTION: dict[str, str] = {
@@ -126,7 +131,10 @@ ESTIMATOR: dict[str, str] = {
     )
 }
 #: sweep samplers measured only when asked for (``--samplers ...,ibm``): slow, and they need a backend
-OPT_IN_SAMPLERS = ("ibm", "qemcmc-aer", "qemcmc-aer-noisy")
+#: (``aer-mps-noisy``: one MPS trajectory per shot, about a second each at 16 spins)
+OPT_IN_SAMPLERS = ("ibm", "qemcmc-aer", "qemcmc-aer-noisy", "aer-mps-noisy")
+#: sweep samplers measured by default only in a banded (device-scale) sweep (``fidelity --band W``)
+BAND_SAMPLERS = ("aer-mps", "meanfield-tap")
 #: DQA samplers that return the exact output distribution of their circuit (no shots axis)
 EXACT_OUTPUT = ("statevector",)
 
@@ -145,6 +153,8 @@ SAMPLER_KINDS: dict[str, tuple[str, str]] = {name: (reg, _kind(reg)) for name, r
 
 #: fake backend whose noise model ``aer-noisy`` uses (offline, from qiskit-ibm-runtime; 16 qubits, heavy-hex)
 NOISY_BACKEND = "FakeGuadalupeV2"
+#: fake backend of ``aer-mps-noisy`` (133 qubits, heavy-hex; a band-1 chain on a line of it needs no SWAP)
+MPS_NOISE_BACKEND = "FakeTorino"
 #: the backend of the ``ibm`` sweep sampler when none is named (``--backend``): the same fake device, offline
 IBM_BACKEND = "fake_guadalupe"
 #: how DQA schedules are set up (see :func:`make_schedule`)
@@ -175,10 +185,10 @@ class SweepPoint:
         return key if self.budget is None else f"{key}|budget={self.budget}"
 
 
-def _noise_backend() -> Any:
+def _noise_backend(name: str = NOISY_BACKEND) -> Any:
     from qiskit_ibm_runtime import fake_provider
 
-    return getattr(fake_provider, NOISY_BACKEND)()
+    return getattr(fake_provider, name)()
 
 
 def make_schedule(
@@ -231,7 +241,8 @@ def build_sampler(
 ) -> Any:
     """Instantiate sweep sampler ``name`` (a key of :data:`SAMPLER_KINDS`).
 
-    DQA samplers receive ``schedule=``; ``aer-noisy`` is the Aer sampler with ``noise_backend=`` the fake
+    DQA samplers receive ``schedule=``; ``aer-mps-noisy`` is ``aer-mps`` with the noise model of the fake
+    :data:`MPS_NOISE_BACKEND`; ``meanfield-tap`` is ``meanfield`` with ``method="tap"``; ``aer-noisy`` is the Aer sampler with ``noise_backend=`` the fake
     :data:`NOISY_BACKEND` (its noise model, gates and layout) simulated with ``method="density_matrix"`` (exact
     noisy output, all shots at once: fast for the few qubits of a sweep); ``ibm`` runs on ``backend`` (a fake
     backend name, default :data:`IBM_BACKEND`; local mode). ``kw`` go to the constructor.
@@ -254,6 +265,8 @@ def build_sampler(
         args.setdefault(k, v)
     if name in ("aer-noisy", "qemcmc-aer-noisy"):
         args.setdefault("noise_backend", _noise_backend())
+    if name == "aer-mps-noisy":
+        args.setdefault("noise_backend", _noise_backend(MPS_NOISE_BACKEND))
     if name == "aer-noisy":
         args.setdefault("method", "density_matrix")
     if name == "ibm":
