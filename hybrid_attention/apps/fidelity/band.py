@@ -213,6 +213,9 @@ def project(
         f"fidelity: {reachable} points to measure, projected {_fmt(total)} (probe: one problem per sampler and "
         f"size, {_fmt(probe_s)}); {len(skipped)} out of reach"
     )
+    by_sampler: dict[tuple[str, int], list[str]] = {}
     for key, why in skipped.items():
-        PROJECTION.info(f"  skipped {key}: {why}")
+        by_sampler.setdefault((key.split("|")[0], int(key.split("|")[1][2:])), []).append(why)
+    for (name, n), whys in by_sampler.items():
+        PROJECTION.info(f"  skipped {name} at n = {n} ({len(whys)} points): {whys[0]}")
     return skipped, total
