@@ -69,7 +69,7 @@ def shot_noise_floor(m: np.ndarray, shots: int, *, draws: int = 512) -> dict[str
 
 def _errors(m: np.ndarray, m_ref: np.ndarray) -> dict[str, Any]:
     err = np.abs(m - m_ref)
-    return {"marginal_max": sweep._summ(err.max(-1)), "marginal_mean": sweep._summ(err.mean(-1))}
+    return {"marginal_max": sweep.summarize(err.max(-1)), "marginal_mean": sweep.summarize(err.mean(-1))}
 
 
 def fit_band_beta(m: np.ndarray, problems: Any) -> dict[str, float]:
@@ -100,7 +100,7 @@ def _sampler(point: SweepPoint, n: int, calibration: str) -> tuple[Any, Any]:
         from hybrid_attention.backends.ibm.line_layout import line_layout
         from hybrid_attention.circuits.program import CircuitOptions
 
-        backend = sweep._noise_backend(sweep.MPS_NOISE_BACKEND)
+        backend = sweep.noise_backend(sweep.MPS_NOISE_BACKEND)
         try:
             line = line_layout(backend, n)
         except ValueError as exc:
@@ -150,7 +150,7 @@ def measure_band_point(
         "problems": int(m.shape[0]),
         "band": _band(prob),
         "seconds": elapsed,
-        "sampler_info": {k: v for k, v in ss.info.items() if sweep._jsonable(v)},
+        "sampler_info": {k: v for k, v in ss.info.items() if sweep.jsonable(v)},
         "target": _errors(m, m_ref),
         "estimator": sweep.ESTIMATOR.get(point.sampler, "reads"),
     }
