@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import shlex
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,11 @@ from hybrid_attention.apps.cli_types import (
 from hybrid_attention.apps.distributed import add_cluster_arguments
 from hybrid_attention.backends.registry import available_samplers
 
+from .band import PROJECTION
 from .config import AXES, READOUTS, FidelityConfig
-from .plots import summary_table
+from .plots import band_table, summary_table
 from .report import REPORT, run_sweep
-from .sweep import OPT_IN_SAMPLERS, SAMPLER_KINDS
+from .sweep import BAND_SAMPLERS, OPT_IN_SAMPLERS, SAMPLER_KINDS
 
 __all__ = ["add_arguments", "run", "command_line"]
 
@@ -55,6 +57,8 @@ def command_line(cfg: FidelityConfig, out: str | Path) -> str:
         f"--scale {cfg.scale:g}",
         f"--beta {cfg.beta:g}",
     ]
+    if cfg.band:
+        parts.append(f"--band {cfg.band}")
     if cfg.ensemble in ("sk", "layden", "coupling"):
         parts.append(f"--ensemble {cfg.ensemble}")
     if cfg.ensemble == "coupling":
@@ -81,9 +85,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--samplers",
         default=None,
         help="comma-separated samplers (default: every available one of exact,statevector,aer,aer-noisy,pennylane,"
-        "gibbs,anneal,meanfield,qemcmc,qemcmc-k0,mh-local,mh-uniform; ibm, qemcmc-aer, qemcmc-aer-noisy only when named)",
+        "gibbs,anneal,meanfield,qemcmc,qemcmc-k0,mh-local,mh-uniform, and with --band also aer-mps,meanfield-tap; "
+        "ibm, qemcmc-aer, qemcmc-aer-noisy, aer-mps-noisy only when named)",
     )
     p.add_argument("--n", type=positive_ints, default=[3, 4, 5], help="problem sizes (default: 3,4,5)")
+    p.add_argument(
+        "--band",
+        type=non_negative_int,
+        default=0,
+        metavar="W",
+        help="device scale: chain problems with couplings in a band of width W (1 <= W < n), compared by their "
+        "marginals with the exact transfer-matrix marginals at any n up to aer-mps's 100 qubits; samplers that "
+        "cannot reach n are skipped with the reason (default 0: all-to-all problems, n <= 12)",
+    )
     p.add_argument(
         "--shots", type=positive_ints, default=[256, 1024, 4096], help="shots / reads (default: 256,1024,4096)"
     )
@@ -165,13 +179,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_cluster_arguments(p)
 
 
-def _default_samplers() -> list[str]:
+def _default_samplers(band: int = 0) -> list[str]:
     avail = available_samplers()
-    return [s for s, (reg, _) in SAMPLER_KINDS.items() if avail.get(reg) and s not in OPT_IN_SAMPLERS]
+    skip = OPT_IN_SAMPLERS if band else (*OPT_IN_SAMPLERS, *BAND_SAMPLERS)
+    return [s for s, (reg, _) in SAMPLER_KINDS.items() if avail.get(reg) and s not in skip]
 
 
 def run(args: argparse.Namespace) -> int:
-    samplers = [s.strip() for s in args.samplers.split(",") if s.strip()] if args.samplers else _default_samplers()
+    samplers = (
+        [s.strip() for s in args.samplers.split(",") if s.strip()] if args.samplers else _default_samplers(args.band)
+    )
+    if PROJECTION.getEffectiveLevel() > logging.INFO:  # the projected time is said before the first point
+        PROJECTION.setLevel(logging.INFO)
     cfg = FidelityConfig(
         samplers=samplers,
         n=args.n,
@@ -193,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
         mitigation=[m.strip() for m in args.mitigation.split(",") if m.strip()],
         budget=args.budget,
         coupling=args.coupling,
+        band=args.band,
     )
     command = command_line(cfg, args.out)
     report = run_sweep(
@@ -205,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
         scheduler=args.scheduler,
         workers=args.workers,
     )
-    print(summary_table(report))
+    print(band_table(report) if cfg.band else summary_table(report))
     for k, why in report.get("skipped", {}).items():
         print(f"skipped {k}: {why}")
     print(f"\nreport: {Path(args.out) / REPORT}")

@@ -6,8 +6,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .problems import ENSEMBLES
+from .problems import BAND_ENSEMBLES, ENSEMBLES
 from .sweep import BUDGET_OPTION, CALIBRATIONS, MITIGATIONS, SAMPLER_KINDS, SweepPoint
+
+#: the largest ``n`` of a sweep without a band (exact references enumerate ``2**n`` configurations)
+MAX_N = 12
 
 __all__ = ["FidelityConfig", "sweep_points", "AXES", "BUDGET", "ENSEMBLE_KEYS", "GRID_KEYS", "READOUTS"]
 
@@ -26,6 +29,7 @@ ENSEMBLE_KEYS = (
     "backend",
     "mitigation",
     "coupling",
+    "band",
 )
 #: how exact-output DQA samplers (statevector) are measured: their exact output, or shots drawn from it
 READOUTS = ("exact", "shots")
@@ -61,6 +65,12 @@ class FidelityConfig:
             :data:`~hybrid_attention.apps.fidelity.sweep.BUDGET_OPTION` (Markov-chain moves for ``qemcmc``/``mh-*``,
             sweeps for ``gibbs``/``anneal``); empty (default): their default settings, no budget axis.
         coupling: rms J / rms h of the ``coupling`` ensemble.
+        band: ``0`` (default): all-to-all problems, ``n <= 12``, compared by their whole distribution; ``W >= 1``: a
+            device-scale sweep of chain problems with couplings in a band of width ``W``
+            (:func:`~hybrid_attention.apps.fidelity.problems.banded_problems`; ensembles ``random`` and
+            ``coupling``), compared by their marginals with the exact transfer-matrix marginals at any ``n``
+            (:mod:`~hybrid_attention.apps.fidelity.band`); ``W < n`` for every ``n``, and ``n`` at most ``aer-mps``'s
+            ``max_qubits`` when an ``aer-mps`` sampler is swept.
     """
 
     samplers: list[str]
@@ -83,6 +93,7 @@ class FidelityConfig:
     mitigation: list[str] = field(default_factory=list)
     budget: list[int] = field(default_factory=list)
     coupling: float = 1.0
+    band: int = 0
 
     def __post_init__(self) -> None:
         bad = [m for m in self.mitigation if m not in MITIGATIONS]
@@ -124,8 +135,7 @@ class FidelityConfig:
         if not self.tau or any(not (float(t) > 0) for t in self.tau):
             raise ValueError(f"tau must be a non-empty list of positive numbers, got {self.tau}")
         self.tau = sorted({float(t) for t in self.tau})
-        if max(self.n) > 12:
-            raise ValueError(f"n above 12 is too large for exact references in a sweep, got {max(self.n)}")
+        self._check_band()
         if self.problems < 1:
             raise ValueError(f"problems must be >= 1, got {self.problems}")
         if self.ensemble not in ("model", *ENSEMBLES):
@@ -145,6 +155,44 @@ class FidelityConfig:
                 raise ValueError(f"base {k} = {v} is not one of the swept values {getattr(self, k)}")
             base[k] = v
         self.base = base
+
+    def _check_band(self) -> None:
+        """The band and the sizes it allows (before any work; messages name the expected and the received value)."""
+        if isinstance(self.band, bool) or not isinstance(self.band, int):
+            raise TypeError(f"band must be an int (the coupling band width W), got {self.band!r}")
+        if self.band < 0:
+            raise ValueError(
+                f"band must be >= 0 (0: all-to-all problems; W >= 1: couplings in a band), got {self.band}"
+            )
+        if self.band == 0:
+            if max(self.n) > MAX_N:
+                raise ValueError(
+                    f"n above {MAX_N} is too large for exact references in a sweep, got {max(self.n)}; "
+                    "a banded sweep (--band W) has exact marginals at any n"
+                )
+            return
+        if min(self.n) <= self.band:
+            raise ValueError(
+                f"band = {self.band} must be below every n (a band of width >= n - 1 is a full J), got n = {self.n}"
+            )
+        if self.ensemble not in BAND_ENSEMBLES:
+            raise ValueError(f"a banded sweep takes ensemble in {BAND_ENSEMBLES}, got {self.ensemble!r}")
+        if self.calibration == "fitted":
+            raise ValueError(
+                "calibration 'fitted' needs exact DQA output at n (2**n amplitudes); a banded sweep takes none, "
+                "leading or compensated"
+            )
+        mps = [s for s in self.samplers if SAMPLER_KINDS[s][0] == "aer-mps"]
+        if mps:
+            try:
+                from hybrid_attention.backends.dqa.aer_mps import MAX_QUBITS
+            except ImportError:  # no qiskit-aer: the sweep skips aer-mps with the install hint
+                return
+            if max(self.n) > MAX_QUBITS:
+                raise ValueError(
+                    f"n = {max(self.n)} is above aer-mps's max_qubits = {MAX_QUBITS} ({', '.join(mps)} swept); "
+                    f"use n <= {MAX_QUBITS} or leave {', '.join(mps)} out"
+                )
 
 
 def _lower_median(vals: list) -> Any:

@@ -9,7 +9,18 @@ import logging
 from pathlib import Path
 from typing import Any
 
-__all__ = ["series", "path_getter", "write_plots", "summary_table", "base_rows", "frontier_series", "plot_frontier"]
+__all__ = [
+    "series",
+    "path_getter",
+    "write_plots",
+    "summary_table",
+    "base_rows",
+    "frontier_series",
+    "plot_frontier",
+    "band_rows",
+    "band_table",
+    "write_band_plots",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -266,3 +277,116 @@ def summary_table(report: dict[str, Any]) -> str:
             + f" | {r['seconds']:.2f} |"
         )
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- banded (device-scale) sweeps
+def band_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per point of a banded report whose axes other than ``n`` are at the base point, by ``n`` then
+    sampler: marginal errors (mean over problems) against the exact banded marginals, next to the shot-noise floor."""
+    base = report["config"]["base"]
+    order = {s: i for i, s in enumerate(report["config"]["samplers"])}
+    rows = []
+    for r in report["points"].values():
+        pt = r["point"]
+        if not _on_base(pt, base, "n"):
+            continue
+        est = r.get("target_conditional") if r.get("estimator") == "conditional" else None
+        rows.append(
+            {
+                "sampler": pt["sampler"],
+                "n": pt["n"],
+                "band": r.get("band"),
+                "shots": pt["shots"],
+                "tau": pt["tau"],
+                "steps": pt["steps"],
+                "max_err": r["target"]["marginal_max"]["mean"],
+                "max_floor": path_getter("shot_noise", "max")(r),
+                "mean_err": r["target"]["marginal_mean"]["mean"],
+                "mean_floor": path_getter("shot_noise", "mean")(r),
+                "within": r.get("within_tolerance"),
+                "est_max": None if est is None else est["marginal_max"]["mean"],
+                "est_mean": None if est is None else est["marginal_mean"]["mean"],
+                "beta_h": path_getter("fit", "beta_h")(r),
+                "beta_J": path_getter("fit", "beta_J")(r),
+                "fit_rmse": path_getter("fit", "rmse")(r),
+                "seconds": r["seconds"],
+            }
+        )
+    rows.sort(key=lambda x: (x["n"], order.get(x["sampler"], len(order))))
+    return rows
+
+
+def band_table(report: dict[str, Any]) -> str:
+    """Markdown table of :func:`band_rows`: ``error (floor)`` pairs, the floor being what exact samples give."""
+    f = lambda v, d=3: "-" if v is None else (f"{v:.{d}g}" if isinstance(v, float) else str(v))  # noqa: E731
+    pair = lambda e, fl: f(e) if fl is None else f"{f(e)} ({f(fl, 2)})"  # noqa: E731
+    head = (
+        "| sampler | n | W | shots | tau | K | max abs(m - m_exact) (floor) | mean abs(m - m_exact) (floor) "
+        "| within 5 sigma | estimator max / mean | beta_h / beta_J (fit) | fit rmse | s |"
+    )
+    lines = [head, "|" + " --- |" * (head.count("|") - 1)]
+    for r in band_rows(report):
+        est = "-" if r["est_max"] is None else f"{f(r['est_max'])} / {f(r['est_mean'])}"
+        fit = "-" if r["beta_h"] is None else f"{f(r['beta_h'])} / {f(r['beta_J'])}"
+        cells = [
+            r["sampler"],
+            f(r["n"]),
+            f(r["band"]),
+            f(r["shots"]),
+            f(r["tau"]),
+            f(r["steps"]),
+            pair(r["max_err"], r["max_floor"]),
+            pair(r["mean_err"], r["mean_floor"]),
+            f(r["within"], 2),
+            est,
+            fit,
+            f(r["fit_rmse"]),
+            f"{r['seconds']:.2f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_band_plots(report: dict[str, Any], out: str | Path) -> list[str]:
+    """``fidelity_vs_n.png`` (and ``fidelity_vs_shots.png`` when shots are swept) of a banded report: the largest and
+    the mean marginal error against the exact banded marginals per sampler, the shot-noise floor dotted."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cfg = report["config"]
+    samplers = list(dict.fromkeys(r["point"]["sampler"] for r in report["points"].values()))
+    files = []
+    for axis in ("n", "shots"):
+        if len(cfg[axis]) < 2:
+            continue
+        fig, axs = plt.subplots(1, 2, figsize=(9.2, 4.4))
+        for i, name in enumerate(samplers):
+            for a, key in zip(axs, ("marginal_max", "marginal_mean")):
+                x, y = series(report, axis, name, path_getter("target", key, "mean"))
+                if len(x) > 1:
+                    a.plot(x, y, "o-", color=f"C{i % 10}", label=name)
+        for a, key in zip(axs, ("max", "mean")):
+            x, y = [], []
+            for name in samplers:
+                x, y = series(report, axis, name, path_getter("shot_noise", key))
+                if len(x) > 1:
+                    break
+            if len(x) > 1:
+                a.plot(x, y, "k:", label="shot-noise floor (exact samples)")
+            a.set_xlabel(AXIS_LABEL[axis])
+            a.set_yscale("log")
+            a.grid(alpha=0.3)
+            if axis == "shots":
+                a.set_xscale("log")
+        axs[0].set_ylabel("max_j |m_j - m_exact,j| (mean over problems)")
+        axs[1].set_ylabel("mean_j |m_j - m_exact,j| (mean over problems)")
+        axs[1].legend(fontsize=7)
+        fig.suptitle(f"marginals vs exact transfer matrix, band {cfg['band']} ({cfg['problems']} problems)", fontsize=9)
+        fig.tight_layout()
+        name = f"fidelity_vs_{axis}.png"
+        fig.savefig(Path(out) / name, dpi=110)
+        plt.close(fig)
+        files.append(name)
+    return files

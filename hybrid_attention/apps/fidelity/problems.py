@@ -7,10 +7,20 @@ import torch
 
 from hybrid_attention.ising import IsingProblem
 
-__all__ = ["random_problems", "problems_from_model", "ensemble_problems", "ENSEMBLES", "ATTENTION_COUPLING_RATIOS"]
+__all__ = [
+    "random_problems",
+    "problems_from_model",
+    "ensemble_problems",
+    "banded_problems",
+    "ENSEMBLES",
+    "BAND_ENSEMBLES",
+    "ATTENTION_COUPLING_RATIOS",
+]
 
 #: the synthetic ensembles (:func:`ensemble_problems`)
 ENSEMBLES = ("random", "sk", "layden", "coupling")
+#: the ensembles that have a banded form (:func:`banded_problems`)
+BAND_ENSEMBLES = ("random", "coupling")
 #: rms |J| / rms |h| of trained attention layers, measured on exact-trained brackets models (T = 8: 0.103 / 1.136;
 #: T = 12: 0.091 / 0.641; ``results/quantum_training/burn_in.md``): where attention problems sit on the coupling axis
 ATTENTION_COUPLING_RATIOS = {8: 0.103 / 1.136, 12: 0.091 / 0.641}
@@ -70,6 +80,33 @@ def ensemble_problems(
     h = scale * rng.standard_normal((count, n))
     U = np.triu(rng.standard_normal((count, n, n)), 1) * j_scale
     return IsingProblem(torch.from_numpy(h), torch.from_numpy(U + U.transpose(0, 2, 1)), beta=beta)
+
+
+def banded_problems(
+    n: int, band: int, count: int, *, seed: int = 0, scale: float = 1.0, beta: float = 1.0, coupling: float = 1.0
+) -> IsingProblem:
+    """``count`` random chain problems on ``n`` spins with couplings in a band of width ``band`` (SPEC section 3b).
+
+    ``h_j ~ N(0, scale**2)``, ``J_{j,j+d} ~ N(0, (coupling * scale)**2)`` i.i.d. for ``d = 1..band``, ``J_jk = 0``
+    for ``|j - k| > band``; symmetric, zero diagonal. ``coupling = 1`` is the ``random`` ensemble restricted to the
+    band, other values its ``coupling`` ensemble. The stream depends only on ``(seed, n, band)``.
+
+    Returns:
+        float64 :class:`IsingProblem` with ``h (count, n)`` and ``J (count, n, n)``.
+    """
+    from hybrid_attention import banded
+
+    if n < 1 or count < 1:
+        raise ValueError(f"n and count must be >= 1, got n = {n}, count = {count}")
+    banded.check_band(band, n)
+    if not (coupling >= 0 and np.isfinite(coupling)):
+        raise ValueError(f"coupling must be a finite number >= 0, got {coupling}")
+    rng = np.random.default_rng([int(seed), int(n), 100 + int(band)])
+    h = scale * rng.standard_normal((count, n))
+    c = coupling * scale * rng.standard_normal((count, band, n))
+    c[:, np.arange(band)[:, None] >= np.arange(n)[None, :]] = 0.0  # c[d-1, j] = J_{j-d, j} needs j >= d
+    J = banded.dense_couplings(torch.from_numpy(c), n)
+    return IsingProblem(torch.from_numpy(h), J, beta=beta)
 
 
 @torch.no_grad()

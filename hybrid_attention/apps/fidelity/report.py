@@ -18,12 +18,12 @@ from tqdm.auto import tqdm
 from hybrid_attention.apps.hardware import LEDGER_NAME
 from hybrid_attention.apps.run_files import LOCK_NAME, lock_directory, write_json
 
-from . import sweep
+from . import band, sweep
 from .config import ENSEMBLE_KEYS, GRID_KEYS, FidelityConfig, sweep_points
 from .cost import mark_pareto
 from .model import model_inputs
-from .plots import write_plots
-from .problems import ensemble_problems, problems_from_model
+from .plots import write_band_plots, write_plots
+from .problems import banded_problems, ensemble_problems, problems_from_model
 
 __all__ = ["REPORT", "REPORT_VERSION", "load_report", "run_sweep"]
 
@@ -132,7 +132,11 @@ def check_budgets(points: list[Any], problems_for: Any) -> None:
 
 def _ensemble(cfg: FidelityConfig, n: int, cache: dict) -> Any:
     if n not in cache:
-        if cfg.ensemble != "model":
+        if cfg.band:
+            cache[n] = banded_problems(
+                n, cfg.band, cfg.problems, seed=cfg.seed, scale=cfg.scale, beta=cfg.beta, coupling=cfg.coupling
+            )
+        elif cfg.ensemble != "model":
             cache[n] = ensemble_problems(
                 cfg.ensemble, n, cfg.problems, seed=cfg.seed, scale=cfg.scale, beta=cfg.beta, coupling=cfg.coupling
             )
@@ -172,6 +176,8 @@ def run_sweep(
     from hybrid_attention.apps.distributed import check_cluster
 
     check_cluster(scheduler, workers)
+    if cfg.band and (scheduler is not None or workers is not None):
+        raise ValueError("a banded sweep (--band) runs in this process; drop --scheduler / --workers")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} exists and is not a directory")
@@ -192,6 +198,8 @@ def _sweep(
     cfg: FidelityConfig, out: Path, report: dict[str, Any], *, plots: bool, progress: bool, cluster: dict | None = None
 ) -> dict[str, Any]:
     todo = [p for p in sweep_points(cfg) if p.key not in report["points"]]
+    if cfg.band:
+        return _band_sweep(cfg, out, report, todo, plots=plots, progress=progress)
     logger.info("fidelity: %d points to measure, %d already in %s", len(todo), len(report["points"]), out)
     cache: dict = {}
     check_budgets(todo, lambda n: _ensemble(cfg, n, cache))  # before any point is measured
@@ -239,5 +247,31 @@ def _sweep(
     _save(out, report)
     if plots:
         report["plots"] = write_plots(report, out)
+        _save(out, report)
+    return report
+
+
+def _band_sweep(
+    cfg: FidelityConfig, out: Path, report: dict[str, Any], todo: list[Any], *, plots: bool, progress: bool
+) -> dict[str, Any]:
+    """The banded (device-scale) sweep: reach and projection first (:func:`band.project`), then each point."""
+    cache: dict = {}
+    skipped: dict[str, str] = report.setdefault("skipped", {})
+    out_of_reach, _ = band.project(todo, lambda n: _ensemble(cfg, n, cache), seed=cfg.seed, calibration=cfg.calibration)
+    skipped.update(out_of_reach)
+    todo = [p for p in todo if p.key not in out_of_reach]
+    for pt in tqdm(todo, desc="fidelity", disable=not progress, unit="pt"):
+        try:
+            res = band.measure_band_point(pt, _ensemble(cfg, pt.n, cache), seed=cfg.seed, calibration=cfg.calibration)
+        except (ImportError, band.OutOfReach) as exc:
+            logger.warning("skipping %s: %s", pt.key, exc)
+            skipped[pt.key] = str(exc)
+            continue
+        skipped.pop(pt.key, None)
+        report["points"][pt.key] = res
+        _save(out, report)
+    _save(out, report)
+    if plots:
+        report["plots"] = write_band_plots(report, out)
         _save(out, report)
     return report

@@ -58,6 +58,10 @@ __all__ = [
     "build_sampler",
     "measure_point",
     "OPT_IN_SAMPLERS",
+    "BAND_SAMPLERS",
+    "summarize",
+    "jsonable",
+    "noise_backend",
     "expected_shot_tv",
     "measure_task",
     "measure_points",
@@ -86,6 +90,9 @@ SWEEP_SAMPLERS: dict[str, str] = {
     "qemcmc-aer-noisy": "qemcmc",
     "mh-local": "mh-local",
     "mh-uniform": "mh-uniform",
+    "aer-mps": "aer-mps",
+    "aer-mps-noisy": "aer-mps",
+    "meanfield-tap": "meanfield",
 }
 #: constructor options of sweep samplers that are a registered sampler with other settings: the Markov chains start
 #: at the naive mean-field product distribution (as training uses them); ``qemcmc-k0`` is ``qemcmc`` with zero
@@ -99,6 +106,7 @@ SWEEP_OPTIONS: dict[str, dict[str, Any]] = {
     "qemcmc-aer-noisy": {"start": "meanfield", "engine": "aer"},
     "mh-local": {"start": "meanfield"},
     "mh-uniform": {"start": "meanfield"},
+    "meanfield-tap": {"method": "tap"},
 }
 #: the per-call option a point's ``budget`` sets (work per chain: moves for qemcmc / mh, sweeps for gibbs / anneal)
 BUDGET_OPTION: dict[str, str] = {
@@ -126,7 +134,10 @@ ESTIMATOR: dict[str, str] = {
     )
 }
 #: sweep samplers measured only when asked for (``--samplers ...,ibm``): slow, and they need a backend
-OPT_IN_SAMPLERS = ("ibm", "qemcmc-aer", "qemcmc-aer-noisy")
+#: (``aer-mps-noisy``: one MPS trajectory per shot, about a second each at 16 spins)
+OPT_IN_SAMPLERS = ("ibm", "qemcmc-aer", "qemcmc-aer-noisy", "aer-mps-noisy")
+#: sweep samplers measured by default only in a banded (device-scale) sweep (``fidelity --band W``)
+BAND_SAMPLERS = ("aer-mps", "meanfield-tap")
 #: DQA samplers that return the exact output distribution of their circuit (no shots axis)
 EXACT_OUTPUT = ("statevector",)
 
@@ -145,6 +156,8 @@ SAMPLER_KINDS: dict[str, tuple[str, str]] = {name: (reg, _kind(reg)) for name, r
 
 #: fake backend whose noise model ``aer-noisy`` uses (offline, from qiskit-ibm-runtime; 16 qubits, heavy-hex)
 NOISY_BACKEND = "FakeGuadalupeV2"
+#: fake backend of ``aer-mps-noisy`` (133 qubits, heavy-hex; a band-1 chain on a line of it needs no SWAP)
+MPS_NOISE_BACKEND = "FakeTorino"
 #: the backend of the ``ibm`` sweep sampler when none is named (``--backend``): the same fake device, offline
 IBM_BACKEND = "fake_guadalupe"
 #: how DQA schedules are set up (see :func:`make_schedule`)
@@ -175,10 +188,11 @@ class SweepPoint:
         return key if self.budget is None else f"{key}|budget={self.budget}"
 
 
-def _noise_backend() -> Any:
+def noise_backend(name: str = NOISY_BACKEND) -> Any:
+    """The fake backend ``name`` of ``qiskit_ibm_runtime.fake_provider`` (offline)."""
     from qiskit_ibm_runtime import fake_provider
 
-    return getattr(fake_provider, NOISY_BACKEND)()
+    return getattr(fake_provider, name)()
 
 
 def make_schedule(
@@ -231,7 +245,8 @@ def build_sampler(
 ) -> Any:
     """Instantiate sweep sampler ``name`` (a key of :data:`SAMPLER_KINDS`).
 
-    DQA samplers receive ``schedule=``; ``aer-noisy`` is the Aer sampler with ``noise_backend=`` the fake
+    DQA samplers receive ``schedule=``; ``aer-mps-noisy`` is ``aer-mps`` with the noise model of the fake
+    :data:`MPS_NOISE_BACKEND`; ``meanfield-tap`` is ``meanfield`` with ``method="tap"``; ``aer-noisy`` is the Aer sampler with ``noise_backend=`` the fake
     :data:`NOISY_BACKEND` (its noise model, gates and layout) simulated with ``method="density_matrix"`` (exact
     noisy output, all shots at once: fast for the few qubits of a sweep); ``ibm`` runs on ``backend`` (a fake
     backend name, default :data:`IBM_BACKEND`; local mode). ``kw`` go to the constructor.
@@ -253,7 +268,9 @@ def build_sampler(
     for k, v in SWEEP_OPTIONS.get(name, {}).items():
         args.setdefault(k, v)
     if name in ("aer-noisy", "qemcmc-aer-noisy"):
-        args.setdefault("noise_backend", _noise_backend())
+        args.setdefault("noise_backend", noise_backend())
+    if name == "aer-mps-noisy":
+        args.setdefault("noise_backend", noise_backend(MPS_NOISE_BACKEND))
     if name == "aer-noisy":
         args.setdefault("method", "density_matrix")
     if name == "ibm":
@@ -298,7 +315,8 @@ def expected_shot_tv(p: np.ndarray, shots: int) -> np.ndarray:
     return 0.5 * np.sqrt(2 * p * (1 - p) / (math.pi * shots)).sum(-1)
 
 
-def _summ(x: Any) -> dict[str, float]:
+def summarize(x: Any) -> dict[str, float]:
+    """``mean``, ``median``, ``std``, ``max`` and ``n_inf`` of the values of ``x`` (JSON-ready floats)."""
     a = np.asarray(x, dtype=np.float64).reshape(-1)
     fin = a[np.isfinite(a)]
     return {
@@ -314,18 +332,18 @@ def _compare(
     p: np.ndarray, ref: np.ndarray, m: np.ndarray, m_ref: np.ndarray, c: np.ndarray, c_ref: np.ndarray
 ) -> dict[str, Any]:
     d = metrics.compare_distributions(p, ref)
-    out = {k: _summ(v) for k, v in d.items()}
+    out = {k: summarize(v) for k, v in d.items()}
     me = metrics.marginal_error(m, m_ref)
     ce = metrics.correlation_error(c, c_ref)
     ae = metrics.attention_weight_error(m, m_ref)
     out.update(
         {
-            "marginal_max": _summ(me.max),
-            "marginal_mean": _summ(me.mean),
-            "correlation_max": _summ(ce.max),
-            "correlation_mean": _summ(ce.mean),
-            "attention_max": _summ(ae["max"]),
-            "attention_tv": _summ(ae["tv"]),
+            "marginal_max": summarize(me.max),
+            "marginal_mean": summarize(me.mean),
+            "correlation_max": summarize(ce.max),
+            "correlation_mean": summarize(ce.mean),
+            "attention_max": summarize(ae["max"]),
+            "attention_tv": summarize(ae["tv"]),
         }
     )
     return out
@@ -387,7 +405,7 @@ def measure_point(
         "point": point.__dict__,
         "problems": int(p.shape[0]),
         "seconds": elapsed,
-        "sampler_info": {k: v for k, v in ss.info.items() if _jsonable(v)},
+        "sampler_info": {k: v for k, v in ss.info.items() if jsonable(v)},
     }
     res["target"] = _compare(p, p_target, m, mt, c, ct)
     res["estimator"] = ESTIMATOR.get(point.sampler, "reads")
@@ -419,12 +437,12 @@ def measure_point(
         fit = metrics.fit_effective_beta(p_circ, h.numpy(), J.numpy())
         p_fit = _fitted_boltzmann(h.numpy(), J.numpy(), fit)
         res["fit"] = {
-            "beta_h": _summ(fit.beta_h),
-            "beta_J": _summ(fit.beta_J),
-            "r": _summ(fit.r),
-            "r2": _summ(fit.r2),
-            "rmse": _summ(fit.rmse),
-            "tv_to_fit": _summ(metrics.total_variation(p_circ, p_fit)),
+            "beta_h": summarize(fit.beta_h),
+            "beta_J": summarize(fit.beta_J),
+            "r": summarize(fit.r),
+            "r2": summarize(fit.r2),
+            "rmse": summarize(fit.rmse),
+            "tv_to_fit": summarize(metrics.total_variation(p_circ, p_fit)),
         }
     return res
 
@@ -510,10 +528,10 @@ def _marginal_errors(m: np.ndarray, m_ref: np.ndarray) -> dict[str, Any]:
     me = metrics.marginal_error(m, m_ref)
     ae = metrics.attention_weight_error(m, m_ref)
     return {
-        "marginal_max": _summ(me.max),
-        "marginal_mean": _summ(me.mean),
-        "attention_max": _summ(ae["max"]),
-        "attention_tv": _summ(ae["tv"]),
+        "marginal_max": summarize(me.max),
+        "marginal_mean": summarize(me.mean),
+        "attention_max": summarize(ae["max"]),
+        "attention_tv": summarize(ae["tv"]),
     }
 
 
@@ -535,7 +553,8 @@ def _fitted_boltzmann(h: np.ndarray, J: np.ndarray, fit: metrics.EffectiveBeta) 
     return w / w.sum(-1, keepdims=True)
 
 
-def _jsonable(v: Any) -> bool:
+def jsonable(v: Any) -> bool:
+    """Whether ``v`` goes into a report as it is (a scalar, or a list of scalars)."""
     return isinstance(v, (str, int, float, bool, type(None))) or (
         isinstance(v, (list, tuple)) and all(isinstance(x, (str, int, float, bool)) for x in v)
     )
