@@ -16,6 +16,15 @@ a circuit execution. With several sizes the report fits ``gap ~ 2**(-k n)`` per 
 squares of ``log2`` of the per-size median gap against ``n``, error bar from a bootstrap over instances), the form
 Layden et al. (Nature 619, 282 (2023)) report their scaling in.
 
+With ``--noise BACKEND`` (a fake IBM backend, ``n <= 6``) each problem also gets ``qemcmc-noisy``: the chain whose
+proposal is the circuit run under the backend's Aer noise model (density matrix of the ISA circuit for every
+basis-state input, read-out errors applied, ``--readout-asymmetry`` to make them asymmetric), accepted with
+``min(1, exp(-beta dE))`` as the sampler runs it; its gap ``1 - |lambda_2|`` (general eigendecomposition: the chain is
+not reversible), the TV of its stationary law to Boltzmann (the bias), and their errors from a bootstrap over the
+``--noise-draws`` parameter draws (:func:`hybrid_attention.backends.mcmc.noisy.noisy_kernel`). The summary then holds
+the advantage over the uniform proposal (per-instance gap ratio, median and a 95 % bootstrap interval over
+instances), noiseless and noisy side by side.
+
 Writes ``mixing.json`` (every problem's numbers, the summary per size and chain, the fits, the command) and prints a
 table. Python API: :func:`mixing_report`.
 
@@ -37,7 +46,16 @@ import numpy as np
 
 from .cli_types import non_negative_int, positive_float, positive_int, positive_ints
 
-__all__ = ["add_arguments", "run", "mixing_report", "check_sizes", "fit_exponent", "problems_for", "REPORT"]
+__all__ = [
+    "add_arguments",
+    "run",
+    "mixing_report",
+    "check_sizes",
+    "fit_exponent",
+    "problems_for",
+    "advantage",
+    "REPORT",
+]
 
 REPORT = "mixing.json"
 #: largest size (spins) the command takes
@@ -47,6 +65,8 @@ MAX_SIZE = 16
 MIN_MOVES = 15
 #: chains estimated by sampling above the exact limit: kernel name -> registry sampler
 SAMPLED = {"qemcmc": "qemcmc", "local": "mh-local", "uniform": "mh-uniform"}
+#: the row name of the noisy quantum chain (``--noise``)
+NOISY = "qemcmc-noisy"
 
 
 #: per-size statistics of the instances' gaps a fit may use
@@ -138,7 +158,7 @@ def problems_for(args: argparse.Namespace, n: int) -> Any:
     )
 
 
-def _exact_rows(problem: Any, proposals: tuple[str, ...], nodes: int) -> list[dict[str, Any]]:
+def _exact_rows(problem: Any, proposals: tuple[str, ...], nodes: Any, noise: Any = None) -> list[dict[str, Any]]:
     from hybrid_attention.backends.mcmc import analysis as mcmc
 
     rows = []
@@ -148,8 +168,27 @@ def _exact_rows(problem: Any, proposals: tuple[str, ...], nodes: int) -> list[di
         row: dict[str, Any] = {"problem": b, "method": "exact"}
         for name, P in Ps.items():
             row[name] = {"gap": mcmc.spectral_gap(P, pi), "iat_energy": mcmc.exact_integrated_time(P, pi, E)}
+        if noise is not None:
+            from hybrid_attention.backends.mcmc.noisy import noisy_kernel
+
+            k = noisy_kernel(flat[b : b + 1], noise, nodes=nodes)
+            pn = mcmc.stationary_distribution(k["P"])
+            row[NOISY] = {
+                **{key: k[key] for key in ("gap", "gap_err", "tv_bias", "tv_bias_err", "asymmetry", "acceptance")},
+                "iat_energy": mcmc.exact_integrated_time(k["P"], pn, E),
+            }
         rows.append(row)
     return rows
+
+
+def advantage(rows: list[dict[str, Any]], chain: str, *, boots: int = 2000, seed: int = 0) -> dict[str, float]:
+    """``chain``'s gap over the ``uniform`` chain's on the same instances: the median of the per-instance ratios, and
+    a 95 % percentile interval from a bootstrap over instances."""
+    r = np.array([x[chain]["gap"] / x["uniform"]["gap"] for x in rows])
+    rng = np.random.default_rng(seed)
+    meds = np.median(r[rng.integers(0, len(r), (boots, len(r)))], axis=1)
+    lo, hi = np.percentile(meds, [2.5, 97.5])
+    return {"median": float(np.median(r)), "ci_low": float(lo), "ci_high": float(hi), "instances": len(r)}
 
 
 def _sampled_rows(problem: Any, proposals: tuple[str, ...], chains: int, moves: int, seed: int) -> list[dict]:
@@ -172,10 +211,10 @@ def check_sizes(problems: dict[int, Any], *, proposals: tuple[str, ...], nodes: 
     size, the estimate and the budget): the quadrature ``nodes`` of the exact ``qemcmc`` kernels, and above the exact
     limit each sampled chain's ``chains x moves`` (its sampler's own checks, on the problems it will sample)."""
     from hybrid_attention.backends import get_sampler
-    from hybrid_attention.backends.mcmc.analysis import MAX_EXACT_SPINS, check_nodes
+    from hybrid_attention.backends.mcmc.analysis import DEFAULT_NODES, MAX_EXACT_SPINS, check_nodes
 
     if "qemcmc" in proposals and any(n <= MAX_EXACT_SPINS for n in problems):
-        check_nodes(nodes)
+        check_nodes(DEFAULT_NODES if nodes is None else nodes)
     for n, prob in problems.items():
         if n <= MAX_EXACT_SPINS:
             continue
@@ -189,13 +228,18 @@ def mixing_report(
     problems: dict[int, Any],
     *,
     proposals: tuple[str, ...] = ("qemcmc", "local", "uniform", "heat-bath"),
-    nodes: int = 4,
+    nodes: Any = None,
     chains: int = 32,
     moves: int = 2000,
     seed: int = 0,
     progress: bool = True,
+    noise: Any = None,
 ) -> dict[str, Any]:
     """Gaps and autocorrelation times of each chain on ``{n: problems}`` (module docstring).
+
+    ``nodes``: the quadrature of the random ``qemcmc`` parameters (default
+    :data:`~hybrid_attention.backends.mcmc.analysis.DEFAULT_NODES`); ``noise``: a
+    :class:`~hybrid_attention.backends.mcmc.noisy.ProposalNoise` adds the ``qemcmc-noisy`` chain (``n <= 6``).
 
     Returns:
         ``{"rows": {n: [per-problem dicts]}, "summary": {n: {chain: {...}}}, "fits": {chain: {...}}}``.
@@ -205,17 +249,25 @@ def mixing_report(
     from hybrid_attention.backends.mcmc.analysis import MAX_EXACT_SPINS
 
     check_sizes(problems, proposals=proposals, nodes=nodes, chains=chains, moves=moves)
+    if noise is not None:
+        from hybrid_attention.backends.mcmc.noisy import MAX_NOISY_SPINS
+
+        if max(problems) > MAX_NOISY_SPINS or not {"qemcmc", "uniform"} <= set(proposals):
+            raise ValueError(
+                f"the noisy chain needs n <= {MAX_NOISY_SPINS} and the qemcmc and uniform chains, got sizes "
+                f"{sorted(problems)} and chains {list(proposals)}"
+            )
     rows: dict[str, list] = {}
     summary: dict[str, dict] = {}
     for n, prob in tqdm(sorted(problems.items()), desc="mixing", disable=not progress, unit="size"):
         t0 = time.perf_counter()
         if n <= MAX_EXACT_SPINS:
-            r = _exact_rows(prob, proposals, nodes)
+            r = _exact_rows(prob, proposals, nodes, noise)
         else:
             r = _sampled_rows(prob, proposals, chains, moves, seed)
         rows[str(n)] = r
         summary[str(n)] = {"seconds": time.perf_counter() - t0, "problems": len(r)}
-        for name in proposals:
+        for name in proposals + ((NOISY,) if noise is not None else ()):
             vals = [x[name] for x in r if name in x]
             if not vals:
                 continue
@@ -227,6 +279,16 @@ def mixing_report(
                 "iat_median": float(np.median(iats)),
                 "iat_max": float(iats.max()),
             }
+            if name == NOISY:
+                tv = np.array([v["tv_bias"] for v in vals])
+                summary[str(n)][name].update(
+                    tv_bias_median=float(np.median(tv)),
+                    tv_bias_max=float(tv.max()),
+                    gap_err_max=float(max(v["gap_err"] for v in vals)),
+                    gap_ratio_median=float(np.median([x[NOISY]["gap"] / x["qemcmc"]["gap"] for x in r])),
+                )
+        if noise is not None and n <= MAX_EXACT_SPINS:
+            summary[str(n)]["advantage"] = {c: advantage(r, c, seed=seed) for c in ("qemcmc", NOISY)}
     fits = {}
     exact_ns = [int(n) for n in rows if int(n) <= MAX_EXACT_SPINS]
     if len(exact_ns) >= 2:
@@ -259,7 +321,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--coupling", type=float, default=1.0, help="rms J / rms h of --ensemble coupling")
     p.add_argument("--beta", type=positive_float, default=1.0, help="inverse temperature (ensembles and BQMs)")
     p.add_argument("--proposals", default="qemcmc,local,uniform,heat-bath", help="chains to analyse (comma-separated)")
-    p.add_argument("--nodes", type=positive_int, default=4, help="quadrature nodes per random qemcmc parameter")
+    p.add_argument(
+        "--nodes",
+        type=positive_ints,
+        default=None,
+        help="Gauss-Legendre nodes for the random qemcmc parameters: one number for both, or gamma,time "
+        "(default 8,32: converged, results/qemcmc_noise/README.md)",
+    )
+    p.add_argument(
+        "--noise",
+        default=None,
+        metavar="BACKEND",
+        help="add the noisy qemcmc chain under this fake backend's noise model (e.g. fake_torino; n <= 6)",
+    )
+    p.add_argument(
+        "--readout-asymmetry",
+        type=float,
+        default=0.0,
+        help="with --noise: split each qubit's mean read-out error e into p(0|1) = e(1+a), p(1|0) = e(1-a), "
+        "a in [-1, 1] (0: the model's symmetric read-out)",
+    )
+    p.add_argument("--noise-draws", type=positive_int, default=16, help="with --noise: proposal-parameter draws (>= 2)")
     p.add_argument("--chains", type=positive_int, default=32, help="n > 12: chains per problem for the estimated times")
     p.add_argument(
         "--moves",
@@ -296,6 +378,16 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else None
     if out is not None and (out / REPORT).exists():
         raise FileExistsError(f"{out / REPORT} exists; choose another --out (a report is never overwritten)")
+    noise = None
+    if args.noise is not None:
+        from hybrid_attention.backends.mcmc.noisy import ProposalNoise
+
+        noise = ProposalNoise(
+            backend=args.noise, readout_asymmetry=args.readout_asymmetry, draws=args.noise_draws, seed=args.seed
+        )
+    elif args.readout_asymmetry:
+        raise ValueError("--readout-asymmetry needs --noise BACKEND")
+    nodes = None if args.nodes is None else (args.nodes[0] if len(args.nodes) == 1 else tuple(args.nodes))
     problems = {}
     for n in ns:
         prob = problems_for(args, n)
@@ -303,11 +395,12 @@ def run(args: argparse.Namespace) -> int:
     report = mixing_report(
         problems,
         proposals=proposals,
-        nodes=args.nodes,
+        nodes=nodes,
         chains=args.chains,
         moves=args.moves,
         seed=args.seed,
         progress=not args.no_progress,
+        noise=noise,
     )
     report["command"] = "hybrid-attention mixing " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     print(summary_table(report))
@@ -328,11 +421,26 @@ def summary_table(report: dict[str, Any]) -> str:
     ]
     for n, s in report["summary"].items():
         for name, v in s.items():
-            if isinstance(v, dict):
+            if isinstance(v, dict) and name != "advantage":
                 lines.append(
                     f"| {n} | {name} | {f(v['gap_median'])} | {f(v['gap_min'])} | {f(v['iat_median'])} | "
                     f"{f(v['iat_max'])} |"
                 )
+    adv = {n: s["advantage"] for n, s in report["summary"].items() if "advantage" in s}
+    if adv:
+        lines += [
+            "",
+            "| n | qemcmc gap / uniform gap, noiseless (95 % CI) | noisy (95 % CI) | noisy / noiseless qemcmc gap "
+            "(median) | stationary TV bias, median (max) |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for n, a in adv.items():
+            q, z, s = a["qemcmc"], a[NOISY], report["summary"][n][NOISY]
+            lines.append(
+                f"| {n} | {q['median']:.3g} ({q['ci_low']:.3g}-{q['ci_high']:.3g}) | {z['median']:.3g} "
+                f"({z['ci_low']:.3g}-{z['ci_high']:.3g}) | {s['gap_ratio_median']:.3g} | "
+                f"{s['tv_bias_median']:.2g} ({s['tv_bias_max']:.2g}) |"
+            )
     if report["fits"]:
         lines += [
             "",

@@ -110,3 +110,23 @@ def test_gaps_are_exact_for_a_free_spin():
     a = np.exp(-2 * h)  # Metropolis from +1 (lower energy) to -1
     P = np.array([[1 - a, a], [1.0, 0.0]])
     assert rep["rows"]["1"][0]["local"]["gap"] == pytest.approx(1 - sorted(np.abs(np.linalg.eigvals(P)))[-2])
+
+
+def test_noisy_rows_and_advantage(tmp_path, capsys):
+    """``--noise``: a ``qemcmc-noisy`` row per problem with its gap, bias and errors, the advantage over uniform
+    noiseless and noisy; refusals above the noisy limit and for an asymmetry without a backend."""
+    pytest.importorskip("qiskit_aer")
+    out = tmp_path / "noisy"
+    args = ["mixing", "--ensemble", "layden", "--n", "3", "--problems", "2", "--nodes", "2,4", "--no-progress"]
+    assert main(args + ["--noise", "fake_manila", "--noise-draws", "2", "--out", str(out)]) == 0
+    rep = json.loads((out / "mixing.json").read_text())
+    for row in rep["rows"]["3"]:
+        v = row["qemcmc-noisy"]
+        assert 0 < v["gap"] <= 1 and v["tv_bias"] >= 0 and v["gap_err"] >= 0 and v["acceptance"] == "symmetric"
+    adv = rep["summary"]["3"]["advantage"]
+    assert set(adv) == {"qemcmc", "qemcmc-noisy"} and adv["qemcmc"]["ci_low"] <= adv["qemcmc"]["ci_high"]
+    bad = ["mixing", "--ensemble", "layden", "--n", "7", "--problems", "1", "--noise", "fake_manila", "--no-progress"]
+    assert main(bad) == 2
+    assert "n <= 6" in capsys.readouterr().err
+    assert main(["mixing", "--n", "3", "--problems", "1", "--readout-asymmetry", "0.5", "--no-progress"]) == 2
+    assert "needs --noise" in capsys.readouterr().err

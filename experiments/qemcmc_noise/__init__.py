@@ -1,0 +1,1 @@
+"""The qemcmc chain's mixing under device noise (results/qemcmc_noise/)."""
