@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments import REPO
+from experiments.long_context.analysis import welch_interval as welch
 from hybrid_attention.apps.claims.report.load import Damaged, read_run, warn
 from hybrid_attention.apps.claims.report.tables import gain
 from hybrid_attention.apps.claims.runner import Study, chosen_lr, sweep_grid, sweep_losses
@@ -91,20 +92,6 @@ def _gains(a: list[dict], b: list[dict], task: str, key: str = "metric", seeds: 
     y = {r["seed"]: r[key] for r in b if not math.isnan(r[key])}
     common = sorted(set(x) & set(y) & (set(seeds) if seeds is not None else set(x)))
     return {s: gain(x[s], y[s], task == "shakespeare") for s in common}
-
-
-def welch(a: list[float], b: list[float], level: float = 0.95) -> tuple[float, float, float]:
-    """``mean(a) - mean(b)`` with its Welch ``level`` interval."""
-    from scipy import stats
-
-    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
-    d = statistics.fmean(a) - statistics.fmean(b)
-    se = math.sqrt(va + vb)
-    if se == 0:
-        return d, d, d
-    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    half = float(stats.t.ppf(0.5 + level / 2, df)) * se
-    return d, d - half, d + half
 
 
 def cell_table(root: Path, studies: dict[str, Study], task: str, T: int, full: int) -> dict[str, Any]:
