@@ -238,7 +238,7 @@ class RuntimeJobs:
                 raise IBMJobError(
                     f"ibm: {exc}; job {pub.job_id} was submitted and may still run: a rerun with this ledger "
                     "collects it by its id instead of submitting it again",
-                    job_id=pub.job_id, status=status, completed={}, job_ids=[pub.job_id],
+                    job_id=pub.job_id, status="NOT_COLLECTED", completed={}, job_ids=[pub.job_id],
                 ) from exc.__cause__  # fmt: skip
             raise
         status = job_status(pub.job)
@@ -353,8 +353,8 @@ class RuntimeJobs:
             st, pub = pending.pop(0)
             try:
                 done[st] = self._collect(pub)
-            except IBMJobError as e:
-                failure = failure or (pub.job_id, e.status, None)
+            except IBMJobError as e:  # its message says what happened (a timeout, a wait given up)
+                failure = failure or (pub.job_id, e.status, e)
             except Exception as e:
                 failure = failure or (pub.job_id, job_status(pub.job), e)
         if failure is not None:
