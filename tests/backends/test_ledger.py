@@ -68,7 +68,9 @@ def test_each_event_is_one_fsynced_json_line_with_the_issue_fields(tmp_path, mon
     assert [b.shape[:2] for b in stored] == [(2, 16), (1, 16)]  # (problems of the chunk, shots, qubits)
     # local mode bills nothing: the job reports 0 s, beside the model's estimate for it
     assert [(r["usage_seconds"], r["circuits"]) for r in rows[2::3]] == [(0.0, 2), (0.0, 1)]
-    assert all(r["estimate_seconds"] > 2.0 and r["metrics"]["usage"]["qpu_charge_time_seconds"] == 0 for r in rows[2::3])
+    assert all(
+        r["estimate_seconds"] > 2.0 and r["metrics"]["usage"]["qpu_charge_time_seconds"] == 0 for r in rows[2::3]
+    )
     np.testing.assert_array_equal(1 - 2 * np.concatenate(stored)[..., :2].astype(np.int8), ss.spins)
     led = JobLedger(path)
     assert {e.event for e in led.entries()} == {"completed"} and len(led.entries()) == 2
