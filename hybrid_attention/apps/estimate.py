@@ -1,6 +1,6 @@
 """``hybrid-attention estimate``: what a run on the IBM route would submit and cost, without submitting anything.
 
-Three workloads (the positional ``WHAT``):
+Three workloads (the positional ``WHAT``), and the model's calibration:
 
 * ``sample``: one sampler call on ``--problems`` problems of ``--n`` spins with ``--shots`` reads;
 * ``train``: a training run, ``--max-steps`` forward passes (plus the evaluation passes unless ``--eval-exact``),
@@ -36,9 +36,12 @@ __all__ = [
     "bridge_calls",
     "stub_problem",
     "check_problem_memory",
+    "actual_usage",
+    "actual_lines",
+    "calibrate",
 ]
 
-_KEYS = ("jobs", "pubs", "circuits", "shots", "qpu_seconds")
+_KEYS = ("jobs", "pubs", "circuits", "shots", "qpu_seconds", "overhead_seconds")
 
 
 def add_budget_flag(parser: argparse.ArgumentParser) -> None:
@@ -65,7 +68,12 @@ def _option(item: str) -> tuple[str, Any]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("what", choices=("sample", "train", "fidelity"), help="the workload to estimate")
+    p.add_argument(
+        "what",
+        choices=("sample", "train", "fidelity", "calibrate"),
+        help="the workload to estimate, or calibrate: fit the cost model's per-job and per-circuit seconds to the "
+        "usage reported for the jobs of the ledger in --out",
+    )
     p.add_argument("--sampler", choices=("ibm", "qemcmc"), default="ibm", help="ibm (DQA) or qemcmc (engine ibm)")
     p.add_argument("--backend", default="fake_torino", metavar="NAME", help="fake backend or device name")
     p.add_argument(
@@ -197,14 +205,16 @@ def _fake_twin(device: str) -> str:
 
 
 def _scale(est: dict[str, Any], times: int) -> dict[str, Any]:
-    return {**est, **{k: est[k] * times for k in _KEYS}}
+    return {**est, **{k: est[k] * times for k in _KEYS if k in est}}
 
 
 def _add(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
     if a is None:
         return dict(b)
-    out = {**a, **{k: a[k] + b[k] for k in _KEYS}}
-    out["depth"], out["two_qubit_gates"] = max(a["depth"], b["depth"]), max(a["two_qubit_gates"], b["two_qubit_gates"])
+    out = {**a, **{k: a[k] + b[k] for k in _KEYS if k in a and k in b}}
+    for k in ("depth", "two_qubit_gates", "largest_job_seconds"):
+        if k in a and k in b:
+            out[k] = max(a[k], b[k])
     return out
 
 
@@ -268,6 +278,8 @@ def run(args: argparse.Namespace) -> int:
     from .hardware import estimate_line
     from .train.config import TrainConfig
 
+    if args.what == "calibrate":
+        return calibrate(args)
     options = dict(args.sampler_options or [])
     shots = args.shots or [8 if args.sampler == "qemcmc" else 1024]
     if args.what == "fidelity":
@@ -340,7 +352,81 @@ def run(args: argparse.Namespace) -> int:
                 f"; {intents} PUB(s) handed to the runtime without a job id recorded (a crash): a resumed run asks "
                 "the service for their jobs by tag first"
             )
+        if path.exists():
+            actual = actual_usage(path)
+            est["actual"] = actual
+            line += "\n" + actual_lines(actual)
     if real and est["qpu_seconds"] > args.max_qpu_seconds:
         line += f"; above --max-qpu-seconds {args.max_qpu_seconds:g}: such a run is refused unless you raise it"
     print(json.dumps(est, indent=2) if args.json else line)
+    return 0
+
+
+def _ledger_path(args: argparse.Namespace) -> Any:
+    from pathlib import Path
+
+    from .hardware import LEDGER_NAME
+
+    if args.out is None:
+        raise ValueError("estimate calibrate: give the run's directory, --out DIR (its job ledger is fitted)")
+    path = Path(args.out) / LEDGER_NAME
+    if not path.is_file():
+        raise ValueError(f"estimate calibrate: no job ledger at {str(path)!r}")
+    return path
+
+
+def actual_usage(path: Any) -> dict[str, Any]:
+    """Estimate against the usage the service reported, per job and in total, for the ledger at ``path``
+    (:func:`hybrid_attention.backends.ibm.usage.compare`)."""
+    from hybrid_attention.backends.ibm.ledger import JobLedger
+    from hybrid_attention.backends.ibm.usage import compare, usage_rows
+
+    return compare(usage_rows(JobLedger(path)))
+
+
+#: per-job lines printed before the rest is summed up
+_SHOWN_JOBS = 20
+
+
+def actual_lines(actual: dict[str, Any]) -> str:
+    """The comparison as text: one line per job (the first :data:`_SHOWN_JOBS`), then the totals."""
+    jobs = actual["jobs"]
+    if not jobs:
+        return "estimate against actual: no completed job of the ledger reported its usage yet"
+    out = ["estimate against actual usage (QPU seconds), per job:"]
+    for r in jobs[:_SHOWN_JOBS]:
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3f}"
+        out.append(
+            f"  {r['job_id']}: estimate {r['estimate']:.3f} s, actual {r['actual']:.3f} s, actual/estimate {ratio}"
+        )
+    if len(jobs) > _SHOWN_JOBS:
+        out.append(f"  ... and {len(jobs) - _SHOWN_JOBS:,} more job(s) (--json lists them all)")
+    ratio = "-" if actual["ratio"] is None else f"{actual['ratio']:.3f}"
+    out.append(
+        f"total over {len(jobs):,} job(s): estimate {actual['estimate']:,.3f} s, actual {actual['actual']:,.3f} s, "
+        f"actual/estimate {ratio}"
+    )
+    return "\n".join(out)
+
+
+def calibrate(args: argparse.Namespace) -> int:
+    """``estimate calibrate``: fit ``per_job_seconds`` and ``per_circuit_seconds`` to the ledger in ``--out``;
+    print them (JSON with ``--json``) as the ``qpu_model`` to pass to the sampler."""
+    from hybrid_attention.backends.ibm.cost import DEFAULT_MODEL
+    from hybrid_attention.backends.ibm.ledger import JobLedger
+    from hybrid_attention.backends.ibm.usage import fit_overheads, usage_rows
+
+    path = _ledger_path(args)
+    rows = [r for r in usage_rows(JobLedger(path)) if r["actual"] > 0]  # local-mode jobs bill (and report) 0 s
+    fit = fit_overheads(rows)
+    model = {k: fit[k] for k in ("per_job_seconds", "per_circuit_seconds")}
+    if args.json:
+        print(json.dumps({**fit, "qpu_model": model, "defaults": {k: DEFAULT_MODEL[k] for k in model}}, indent=2))
+        return 0
+    print(
+        f"cost model fitted to {fit['jobs']} job(s) of {path}: per_job_seconds = {fit['per_job_seconds']:.4g} "
+        f"(default {DEFAULT_MODEL['per_job_seconds']:g}, an assumption), per_circuit_seconds = "
+        f"{fit['per_circuit_seconds']:.4g} (default {DEFAULT_MODEL['per_circuit_seconds']:g}, an assumption); "
+        f"residual {fit['residual_rms_seconds']:.3g} s rms. Use it: IBMSampler(qpu_model={json.dumps(model)})"
+    )
     return 0

@@ -6,6 +6,9 @@ default, and the QPU-time budget checked before anything is submitted to a real 
 * :func:`with_default_ledger`: those options with ``ledger=OUT/ibm_jobs.jsonl`` unless one is given
   (:mod:`hybrid_attention.backends.ibm.ledger`): a rerun of the command (``train --resume``, ``fidelity`` again) submits
   no PUB twice.
+* :func:`with_session_default`: training's IBM options with ``mode="session"`` unless a mode is given (a training
+  run is an iterative multi-job workload: every step's jobs wait on the last step's result; qemcmc's ibm engine
+  defaults to a session itself);
 * :func:`check_budget`: the cost estimate's line, and a refusal (``ValueError``, before any submission) when the
   estimated QPU seconds exceed ``--max-qpu-seconds`` on a real device.
 * :func:`budget_seconds`: the ``--max-qpu-seconds`` value parser of every command that takes it (``train``,
@@ -25,6 +28,7 @@ __all__ = [
     "DEFAULT_MAX_QPU_SECONDS",
     "reaches_ibm",
     "with_default_ledger",
+    "with_session_default",
     "check_budget",
     "estimate_line",
     "budget_seconds",
@@ -94,12 +98,34 @@ def with_default_ledger(sampler: str, options: dict[str, Any], out: str | Path |
     return opts
 
 
+def with_session_default(sampler: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` of the ``ibm`` sampler with ``mode="session"`` unless a mode (or an ``execution`` value) is given;
+    other samplers' options unchanged (qemcmc's ibm engine runs in a session by default on its own).
+
+    Example:
+        >>> with_session_default("ibm", {"backend": "fake_torino"})["mode"]
+        'session'
+        >>> with_session_default("ibm", {"mode": "batch"})["mode"], "mode" in with_session_default("gibbs", {})
+        ('batch', False)
+    """
+    opts = dict(options)
+    if sampler == "ibm" and "mode" not in opts and "execution" not in opts:
+        opts["mode"] = "session"
+    return opts
+
+
 def estimate_line(est: dict[str, Any], what: str) -> str:
     """One line describing an estimate (:meth:`hybrid_attention.backends.ibm.sampler.IBMSampler.estimate` keys)."""
     return (
         f"{what}: {est['jobs']:,} job(s), {est['pubs']:,} PUB(s), {est['circuits']:,} circuit(s) (parameter bindings), "
         f"{est['shots']:,} shots; ISA depth {est['depth']}, {est['two_qubit_gates']} two-qubit gates per circuit; "
         f"estimated QPU time {est['qpu_seconds']:,.1f} s ({est['qpu_seconds'] / 3600:,.2f} h)"
+        + (
+            f", of which {est['overhead_seconds']:,.1f} s fixed overhead (per job and per circuit, assumptions of "
+            f"the cost model) in {est['mode']} mode"
+            if "overhead_seconds" in est
+            else ""
+        )
     )
 
 

@@ -210,9 +210,9 @@ class _Recorder:
     def __init__(self, sampler, fail_at=None, status="ERROR"):
         self.real, self.log, self.contexts, self.fail_at, self.status = sampler._primitive, [], [], fail_at, status
 
-    def __call__(self, seed, ctx=None):
+    def __call__(self, seed, ctx=None, **kw):  # kw: the job tags (on a device every job carries its PUB's hash)
         self.contexts.append(ctx)
-        inner, rec = self.real(seed, ctx), self
+        inner, rec = self.real(seed, ctx, **kw), self
 
         class Primitive:
             def run(self, pubs, shots):
@@ -327,12 +327,12 @@ def test_a_refused_submission_keeps_the_chunks_already_done(manila):
 
     def primitive(seed, ctx=None):
         calls.append(seed)
-        if len(calls) == 2:
-            raise ConnectionError("service unavailable")
+        if len(calls) == 2:  # not transient (a transient error is tried again: tests/backends/test_ibm_service.py)
+            raise ValueError("the service refused the PUB")
         return real(seed, ctx)
 
     s._primitive = primitive
-    with pytest.raises(ibm.IBMJobError, match="could not be submitted.*service unavailable") as exc:
+    with pytest.raises(ibm.IBMJobError, match="could not be submitted.*refused the PUB") as exc:
         s.sample(problems(n=2, batch=5), num_reads=64, seed=0)
     assert exc.value.status == "NOT_SUBMITTED" and exc.value.job_id is None and list(exc.value.completed) == [0]
     assert len(exc.value.job_ids) == 1 and len(calls) == 2

@@ -56,14 +56,21 @@ def test_each_event_is_one_fsynced_json_line_with_the_issue_fields(tmp_path, mon
     ss = s.sample(problems(batch=3), num_reads=16, seed=1)
     rows = lines(path)
     assert [r["event"] for r in rows] == ["intent", "submitted", "completed"] * 2  # two chunks, one after the other
+    usage = {"usage_seconds", "estimate_seconds", "circuits", "shot_seconds", "mode", "metrics"}
     for r in rows:
-        assert set(r) == {"event", "job_id", "backend", "pub_sha256", "shots", "time"}
+        base = {"event", "job_id", "backend", "pub_sha256", "shots", "time"}
+        assert set(r) == (base | usage if r["event"] == "completed" else base)
         assert r["backend"] == "fake_manila" and r["shots"] == 16 and len(r["pub_sha256"]) == 64
     assert [r["job_id"] for r in rows[1::3]] == ss.info["job_ids"] and ss.info["ledger"] == str(path)
     assert {r["job_id"] for r in rows[::3]} == {""}  # an intent comes before the job exists
     assert len(synced) >= len(rows)  # every line (and every stored bits file) fsync'd
     stored = [np.load(path.with_name(path.name + ".bits") / f"{r['pub_sha256']}.npz")["bits"] for r in rows[2::3]]
     assert [b.shape[:2] for b in stored] == [(2, 16), (1, 16)]  # (problems of the chunk, shots, qubits)
+    # local mode bills nothing: the job reports 0 s, beside the model's estimate for it
+    assert [(r["usage_seconds"], r["circuits"]) for r in rows[2::3]] == [(0.0, 2), (0.0, 1)]
+    assert all(
+        r["estimate_seconds"] > 2.0 and r["metrics"]["usage"]["qpu_charge_time_seconds"] == 0 for r in rows[2::3]
+    )
     np.testing.assert_array_equal(1 - 2 * np.concatenate(stored)[..., :2].astype(np.int8), ss.spins)
     led = JobLedger(path)
     assert {e.event for e in led.entries()} == {"completed"} and len(led.entries()) == 2

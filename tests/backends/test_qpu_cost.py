@@ -20,7 +20,10 @@ from hybrid_attention.backends.ibm.cost import DEFAULT_MODEL, qpu_seconds  # noq
 from hybrid_attention.backends.ibm.runtime_double import RuntimeDouble  # noqa: E402
 
 SCHED = DQASchedule(tau=1.0, steps=2)
-KEYS = {"jobs", "pubs", "circuits", "shots", "depth", "two_qubit_gates", "qpu_seconds"}
+KEYS = {
+    "jobs", "pubs", "circuits", "shots", "depth", "two_qubit_gates", "qpu_seconds", "overhead_seconds",
+    "largest_job_seconds", "mode",
+}  # fmt: skip
 
 
 def problems(n=3, batch=5, seed=0):

@@ -33,7 +33,7 @@ from hybrid_attention.backends.registry import is_dqa, make_sampler
 from hybrid_attention.model import Transformer
 from hybrid_attention.sampling import PersistentChains, Sampling
 
-from ..hardware import check_budget, reaches_ibm, with_default_ledger
+from ..hardware import check_budget, reaches_ibm, with_default_ledger, with_session_default
 from .config import CHECKPOINT_FORMAT, TrainConfig
 from .cost import check_sampler_calls, probe_seconds, projection, step_work
 from .data import eval_set, evaluate, load_task
@@ -141,6 +141,7 @@ def build_sampler(cfg: TrainConfig) -> Any:
         options["backend"] = cfg.backend
     # the IBM route records its jobs in the run's directory: --resume never submits a PUB twice
     options = with_default_ledger(cfg.sampler, options, cfg.out)
+    options = with_session_default(cfg.sampler, options)  # training's jobs are iterative: one session
     # the anneal settings reach DQA samplers only: others may take a constructor option of the same name
     # (qemcmc's trotter_steps: the proposal's Trotter steps)
     anneal = {"tau": cfg.tau, "trotter_steps": cfg.trotter_steps} if is_dqa(cfg.sampler) else {}

@@ -1,12 +1,15 @@
 """The IBM wing: DQA circuits on IBM Quantum through qiskit-ibm-runtime. Needs the ``ibm`` extra for the sampler.
 
 * ``sampler``: :class:`~hybrid_attention.backends.ibm.sampler.IBMSampler` (registry name ``ibm``): job, batch or
-  session, fractional RZZ, coupling-graph restriction, cost refusal;
+  session, fractional RZZ, coupling-graph restriction; ``options``: its grouped settings (``Execution``,
+  ``Mitigation``); ``billing``: cost and the refusals before submission (budget, job limit, sessions);
 * ``jobs``: submitting and collecting runtime jobs, one PUB per chunk, through the ``ledger`` (every PUB recorded
-  by job id before anyone waits on it, so a rerun submits nothing twice);
+  by job id before anyone waits on it, so a rerun submits nothing twice), with the ``retry`` of transient service
+  errors; ``usage``: the usage jobs report, against the estimate, and the cost model's calibration;
 * ``devices``: credentials, fake backends by name, RZZ bounds, resolving a backend;
 * ``cost``: the QPU-time model behind every estimate; ``mitigation``: readout-error mitigation (also used by aer);
-* ``runtime_double``: a test double of the runtime service that keeps jobs in a directory, for offline tests.
+* ``runtime_double``: a test double of the runtime service that keeps jobs in a directory, reports usage from a
+  documented model and fails on command, for offline tests.
 
 The public names of ``sampler`` are importable from here (``from hybrid_attention.backends.ibm import
 IBMSampler``); qiskit-ibm-runtime is imported on first use of one of them, so ``cost`` and ``ledger`` stay light.

@@ -1,30 +1,42 @@
 """The QPU-time model behind every cost estimate of the IBM route (``IBMSampler.estimate``, ``hybrid-attention
 estimate``, ``--max-qpu-seconds``).
 
-What IBM bills is *usage*: the time the QPU is locked for a workload (job and batch modes: the sum of the jobs'
-quantum time; session mode: the session's wall-clock time) [1]. The runtime's own estimate of a job's quantum time,
-``RuntimeJobV2.usage_estimation["quantum_seconds"]`` (qiskit-ibm-runtime, from the service's
-``estimated_running_time_seconds``), exists only once a job has been submitted [1, 2], and ``Sampler.run(...,
-dry_run=True)`` asks the server; neither is available before submission, offline. This module therefore estimates
-locally from the timing structure of a superconducting QPU run:
+What IBM bills is *usage*: the time the QPU is locked for a workload [1]. In job and batch mode that is the sum of
+the jobs' quantum time; in session mode it is the session's wall-clock time while it is active, idle time between
+jobs included [1]. The runtime's own estimate of a job's quantum time, ``RuntimeJobV2.usage_estimation``, exists only
+once a job has been submitted [2], so this module estimates locally from the timing structure of a superconducting
+QPU run:
 
 ``qpu_seconds = jobs * per_job_seconds + circuits * per_circuit_seconds + circuits * shots * (rep_delay +
-circuit_seconds)``
+circuit_seconds) [+ jobs * session_gap_seconds in session mode]``
 
-* ``rep_delay``: the delay between one shot's measurement and the next shot, the device's
-  ``configuration().default_rep_delay`` (250 us on IBM's Falcon, Eagle and Heron devices, and on their fake
-  backends; the runtime option ``execution.rep_delay`` [3]);
-* ``circuit_seconds``: the duration of one execution of the ISA circuit, from the device's instruction durations
-  (``QuantumCircuit.estimate_duration(target)``) when known, else ``depth * layer_seconds``;
-* ``per_circuit_seconds``: loading one set of parameter values (one circuit of a PUB's bindings) into the control
-  electronics; ``per_job_seconds``: the fixed cost of a job (initialisation, calibration loading, result transfer).
+Every constant, with where it comes from (:data:`MODEL_SOURCES`):
 
-The two overheads are **not published by IBM**; the defaults here (:data:`DEFAULT_MODEL`) are assumptions of this
-project, chosen on the high side, so that an estimate errs towards refusing. Check them against the runtime's
-``usage_estimation`` / ``job.usage()`` of one small real job before trusting a large estimate, and pass measured
-values as keywords (``qpu_seconds(..., per_circuit_seconds=...)``; ``IBMSampler(qpu_model={...})``).
+======================  ============  ===================================================================================
+constant                default       source
+======================  ============  ===================================================================================
+``rep_delay``           250 us        the device: ``configuration().default_rep_delay`` (the runtime option
+                                      ``execution.rep_delay`` [3]); 250 us on IBM's Falcon, Eagle and Heron devices
+``circuit_seconds``     per circuit   the device: ``QuantumCircuit.estimate_duration(target)`` from its instruction
+                                      durations; else ``depth * layer_seconds``
+``layer_seconds``       100 ns        assumption (two-qubit gates take 68-660 ns on IBM devices), used only when the
+                                      target has no durations
+``per_circuit_seconds`` 5 ms          **assumption**: loading one parameter binding (not published by IBM)
+``per_job_seconds``     2 s           **assumption**: a job's fixed cost (initialisation, result transfer; not
+                                      published by IBM). Charged in *every* mode: each job's quantum time counts in
+                                      job and batch mode, and a session runs its jobs one by one [1]
+``session_gap_seconds`` 1 s           **assumption**: session mode only, the client's time between one job's result
+                                      and the next submission of an iterative workload, billed because session usage
+                                      is wall-clock [1]
+======================  ============  ===================================================================================
 
-[1] IBM Quantum documentation, "Workload usage" (guides/estimate-job-run-time).
+The assumptions are chosen on the high side, so that an estimate errs towards refusing. Measure them: every
+completed job's reported usage is kept in the job ledger (:mod:`.usage`), ``hybrid-attention estimate ... --out DIR``
+sets the estimate against it per job, and ``hybrid-attention estimate calibrate --out DIR`` fits ``per_job_seconds``
+and ``per_circuit_seconds`` to it; pass the fitted values as keywords (``qpu_seconds(..., per_circuit_seconds=...)``;
+``IBMSampler(qpu_model={...})``).
+
+[1] IBM Quantum documentation, "Workload usage", https://quantum.cloud.ibm.com/docs/guides/estimate-job-run-time
 [2] qiskit-ibm-runtime, ``RuntimeJobV2.usage_estimation``.
 [3] qiskit-ibm-runtime, ``options_models.execution.ExecutionOptions.rep_delay``.
 """
@@ -34,7 +46,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["qpu_seconds", "DEFAULT_MODEL", "circuit_seconds", "rep_delay_of"]
+__all__ = ["qpu_seconds", "DEFAULT_MODEL", "MODEL_SOURCES", "circuit_seconds", "rep_delay_of", "overhead_seconds"]
 
 #: the model's constants (seconds); ``rep_delay`` and ``layer_seconds`` are replaced by a device's own values
 DEFAULT_MODEL: dict[str, float] = {
@@ -42,10 +54,20 @@ DEFAULT_MODEL: dict[str, float] = {
     "layer_seconds": 100e-9,  # one ISA layer (two-qubit gates take 68-660 ns on IBM devices; 1q ~ 30-60 ns)
     "per_circuit_seconds": 5e-3,  # assumption: loading one parameter binding
     "per_job_seconds": 2.0,  # assumption: fixed cost of a job
+    "session_gap_seconds": 1.0,  # assumption: client time between iterative jobs of a session (billed there)
+}
+
+#: where each constant of :data:`DEFAULT_MODEL` comes from (the module docstring's table)
+MODEL_SOURCES: dict[str, str] = {
+    "rep_delay": "device configuration default_rep_delay (runtime option execution.rep_delay)",
+    "layer_seconds": "assumption (used only when the target has no instruction durations)",
+    "per_circuit_seconds": "assumption (not published by IBM)",
+    "per_job_seconds": "assumption (not published by IBM); charged in every execution mode",
+    "session_gap_seconds": "assumption; session usage is wall-clock time (IBM docs, Workload usage)",
 }
 
 
-def qpu_seconds(*, circuits: int, shots: int, depth: int | None = None, **model: Any) -> float:
+def qpu_seconds(*, circuits: int, shots: int, depth: int | None = None, mode: str = "job", **model: Any) -> float:
     """Estimated QPU seconds (billed usage) of running ``circuits`` circuits (parameter bindings) ``shots`` times
     each (module docstring).
 
@@ -55,7 +77,7 @@ def qpu_seconds(*, circuits: int, shots: int, depth: int | None = None, **model:
         depth: depth of the ISA circuit (used for ``circuit_seconds`` when that is not given: ``depth *
             layer_seconds``; ``None``: circuit time neglected next to ``rep_delay``).
         model: ``jobs`` (default 1), ``rep_delay``, ``circuit_seconds``, ``layer_seconds``,
-            ``per_circuit_seconds``, ``per_job_seconds`` (defaults :data:`DEFAULT_MODEL`).
+            ``per_circuit_seconds``, ``per_job_seconds``, ``session_gap_seconds`` (defaults :data:`DEFAULT_MODEL`).
 
     Raises:
         ValueError: a negative or non-integer count, or an unknown model key.
@@ -84,10 +106,22 @@ def qpu_seconds(*, circuits: int, shots: int, depth: int | None = None, **model:
     else:
         circ = 0.0 if depth is None else float(depth) * float(m["layer_seconds"])
     per_shot = float(m["rep_delay"]) + circ
-    total = (
-        jobs * float(m["per_job_seconds"]) + circuits * float(m["per_circuit_seconds"]) + circuits * shots * per_shot
-    )
+    fixed = overhead_seconds(jobs=jobs, circuits=circuits, mode=mode, **{k: m[k] for k in DEFAULT_MODEL})
+    total = fixed + circuits * shots * per_shot
     return float(total) if math.isfinite(total) else math.inf
+
+
+def overhead_seconds(*, jobs: int, circuits: int, mode: str = "job", **model: Any) -> float:
+    """The fixed part of :func:`qpu_seconds`: ``jobs * per_job_seconds + circuits * per_circuit_seconds`` plus, in
+    session mode, ``jobs * session_gap_seconds`` (``model``: :data:`DEFAULT_MODEL` keys replacing the defaults).
+
+    Example:
+        >>> overhead_seconds(jobs=3, circuits=10), overhead_seconds(jobs=3, circuits=10, mode="session")
+        (6.05, 9.05)
+    """
+    m = {**DEFAULT_MODEL, **{k: v for k, v in model.items() if v is not None}}
+    gap = float(m["session_gap_seconds"]) if mode == "session" else 0.0
+    return int(jobs) * (float(m["per_job_seconds"]) + gap) + int(circuits) * float(m["per_circuit_seconds"])
 
 
 def rep_delay_of(backend: Any) -> float | None:

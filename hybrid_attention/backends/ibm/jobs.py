@@ -5,7 +5,14 @@ submitted again), with failures raised as :class:`IBMJobError` carrying what com
 With a ledger, each PUB's ``intent`` line is written before the PUB is handed to the runtime, and the job carries
 the PUB's hash as a job tag (``options.environment.job_tags``); an intent left without a job id by a crash is settled
 by asking the service for the jobs with that tag (``QiskitRuntimeService.jobs(job_tags=[...])``) before anything is
-submitted again."""
+submitted again. On a device every job carries that tag, ledger or not.
+
+A service that fails: a submission or a wait for a result that fails with a transient error (:mod:`.retry`) is
+tried again with exponential backoff and jitter, up to ``Execution.max_attempts`` tries; before a submission is
+tried again the service is asked for a job carrying the PUB's tag, so a job the service accepted is never submitted
+twice. A job that exceeds ``max_execution_time``, is cancelled or fails raises :class:`IBMJobError` naming it (the
+ledger records it ``failed``: a rerun submits it again). Each completed job's reported usage and metrics are written
+on its ``completed`` line with the cost model's estimate for it (:mod:`.usage`)."""
 
 from __future__ import annotations
 
@@ -22,6 +29,8 @@ from hybrid_attention.circuits.qiskit_dqa import DQATemplate
 from ..base import progress
 from .devices import check_rzz_angles, runtime_service
 from .ledger import LedgerEntry, LedgerLocked, LedgerWriteError, StoredResultError, circuit_text, pub_sha256
+from .retry import GaveUp, retrying
+from .usage import job_usage
 
 __all__ = ["IBMJobError", "RuntimeJobs", "job_status", "load_isa", "save_isa"]
 
@@ -49,7 +58,7 @@ class IBMJobError(RuntimeError):
 
 class RuntimeJobs:
     """The job half of :class:`~.ibm.IBMSampler` (a mixin): the sampler provides ``backend``, ``local``, ``mode``,
-    ``fractional``, ``ledger``, ``service``, ``instance``, ``chunk_size``, ``name``, ``_sampler_cls``,
+    ``execution``, ``fractional``, ``ledger``, ``service``, ``instance``, ``chunk_size``, ``name``, ``_sampler_cls``,
     ``sampler_options``, ``_ctx``, ``_last``, ``_texts`` and :meth:`isa_circuit`."""
 
     @property
@@ -65,9 +74,12 @@ class RuntimeJobs:
 
     def _submit(self, isa: Any, values: np.ndarray, shots: int, seed: int, ctx: Any) -> _Pub:
         """Submit one PUB, or find it in the ledger: its stored bits, or its job collected by id (device)."""
+        rows = int(np.shape(values)[0]) if np.ndim(values) > 1 else 1
+        cost = (self.job_seconds(isa, rows, shots), rows, self.shot_seconds(isa))
         if self.ledger is None:
-            job = self._primitive(seed, ctx).run([(isa, values)], shots=shots)
-            return _Pub(None, job, job.job_id(), None, shots)
+            tag = None if self.local else self._pub_hash(isa, values, shots, seed)  # a retry asks the service by tag
+            job = self._run_job(isa, values, shots, seed, ctx, tag)
+            return _Pub(tag, job, job.job_id(), None, shots, cost)
         self.ledger.hold()  # one process per ledger: refused before anything is submitted
         if not self.local and not self._settled:
             self._settle_intents()
@@ -77,16 +89,52 @@ class RuntimeJobs:
             found = self._resume(entry)
             if found is not None:
                 self._last["resumed"] = self._last.get("resumed", 0) + 1
+                found.cost = cost
                 return found
         self.persist_isa(isa)
         self.ledger.record("intent", job_id="", backend=self.backend_name, pub_sha256=pub, shots=shots)
-        job = self._primitive(seed, ctx, tags=[pub]).run([(isa, values)], shots=shots)
+        job = self._run_job(isa, values, shots, seed, ctx, pub)
         jid = job.job_id()
         try:
             self.ledger.record("submitted", job_id=jid, backend=self.backend_name, pub_sha256=pub, shots=shots)
         except LedgerWriteError as exc:  # the job runs (and is billed): its id must reach the user
             raise IBMJobError(str(exc), job_id=jid, status="NOT_RECORDED", completed={}, job_ids=[jid]) from exc
-        return _Pub(pub, job, jid, None, shots)
+        return _Pub(pub, job, jid, None, shots, cost)
+
+    def _run_job(self, isa: Any, values: np.ndarray, shots: int, seed: int, ctx: Any, tag: str | None) -> Any:
+        """Hand one PUB to the runtime (tagged ``tag``), trying again after transient errors; before each new try
+        the service is asked for a live job carrying the tag, and that job is returned instead (never a second
+        submission of a job the service accepted). :class:`IBMJobError` (``NOT_SUBMITTED``) after the last try."""
+
+        def submit() -> Any:
+            sampler = self._primitive(seed, ctx, tags=[tag]) if tag else self._primitive(seed, ctx)
+            return sampler.run([(isa, values)], shots=shots)
+
+        def accepted() -> Any:
+            return None if tag is None or self.local else self._tagged_job(tag)
+
+        try:
+            return retrying(
+                submit, self.execution, what=f"submitting a PUB to {self.backend_name}", before_retry=accepted
+            )
+        except GaveUp as exc:
+            raise IBMJobError(
+                f"ibm: {exc}; gave up (max_attempts = {self.execution.max_attempts}). Whether the service accepted "
+                "the last try is unknown: the PUB's intent stays in the ledger and a rerun asks the service for its "
+                "tag before submitting anything",
+                job_id=None,
+                status="NOT_SUBMITTED",
+                completed={},
+                job_ids=[],
+            ) from exc.__cause__
+
+    def _tagged_job(self, tag: str) -> Any:
+        """The newest live job carrying ``tag`` on this backend, or ``None`` (transient errors propagate)."""
+        jobs = self._runtime_service().jobs(job_tags=[tag], backend_name=self.backend_name, limit=10)
+        alive = [j for j in jobs if job_status(j) not in ("ERROR", "CANCELLED")]
+        if alive:
+            logger.info("ibm: PUB %s was accepted after all (job %s): not submitted again", tag[:12], alive[0].job_id())
+        return alive[0] if alive else None
 
     def _resume(self, entry: LedgerEntry) -> _Pub | None:
         """The PUB of a ledger entry without submitting it, or ``None`` when it must be submitted (again)."""
@@ -170,14 +218,28 @@ class RuntimeJobs:
         return self.service
 
     def _collect(self, pub: _Pub) -> np.ndarray:
-        """The bits ``(B, shots, Q)`` of a submitted (or resumed) PUB; the ledger records the outcome. Raises what
-        ``job.result()`` raises, or :class:`IBMJobError` for a job that ended in error or was cancelled."""
+        """The bits ``(B, shots, Q)`` of a submitted (or resumed) PUB; the ledger records the outcome, with the
+        job's reported usage. Waiting is tried again after transient errors (nothing is submitted). Raises
+        :class:`IBMJobError` for a job that exceeded ``max_execution_time``, ended in error or was cancelled, else
+        what ``job.result()`` raises."""
         if pub.bits is not None:
             return pub.bits
+        if job_status(pub.job) == "QUEUED":
+            logger.info("ibm: job %s is queued on %s; waiting for it", pub.job_id, self.backend_name)
         try:
-            result = pub.job.result()
-        except Exception:
-            self._record("failed", pub, status=job_status(pub.job))
+            result = retrying(pub.job.result, self.execution, what=f"waiting for job {pub.job_id}")
+        except Exception as exc:
+            status = job_status(pub.job)
+            if not isinstance(exc, GaveUp):  # the job ended: a rerun submits it again
+                self._record("failed", pub, status=status)
+            if type(exc).__name__ == "RuntimeJobMaxTimeoutError":
+                raise self._timed_out(pub, status, exc) from exc
+            if isinstance(exc, GaveUp):  # not recorded as failed: the job may still run, and is collected by id
+                raise IBMJobError(
+                    f"ibm: {exc}; job {pub.job_id} was submitted and may still run: a rerun with this ledger "
+                    "collects it by its id instead of submitting it again",
+                    job_id=pub.job_id, status="NOT_COLLECTED", completed={}, job_ids=[pub.job_id],
+                ) from exc.__cause__  # fmt: skip
             raise
         status = job_status(pub.job)
         if status in ("ERROR", "CANCELLED"):
@@ -192,8 +254,27 @@ class RuntimeJobs:
         bits = result[0].data.meas.to_bool_array(order="little")
         if self.ledger is not None and pub.sha is not None:
             self.ledger.store_bits(pub.sha, bits, pub.job_id)
-            self._record("completed", pub)
+            usage, metrics = job_usage(pub.job)
+            est, circuits, per_shot = pub.cost if pub.cost is not None else (None, None, None)
+            self._record(
+                "completed", pub, usage_seconds=usage, estimate_seconds=est, circuits=circuits,
+                shot_seconds=per_shot, mode=self.mode, metrics=metrics,
+            )  # fmt: skip
         return bits
+
+    def _timed_out(self, pub: _Pub, status: str, exc: Exception) -> IBMJobError:
+        est = f"{pub.cost[0]:,.1f} s" if pub.cost is not None else "unknown"
+        limit = self.execution.max_execution_time
+        return IBMJobError(
+            f"ibm: job {pub.job_id} exceeded its maximum execution time (max_execution_time = "
+            f"{'the service default' if limit is None else f'{limit} s'}; the cost model estimated it at {est}) and "
+            f"was cancelled by the service ({exc}); the time it ran is billed. Raise max_execution_time or lower "
+            "chunk_size; a rerun submits this PUB again",
+            job_id=pub.job_id,
+            status="TIMED_OUT",
+            completed={},
+            job_ids=[pub.job_id],
+        )
 
     def _record(self, event: str, pub: _Pub, **extra: Any) -> None:
         if self.ledger is not None and pub.sha is not None:
@@ -208,6 +289,7 @@ class RuntimeJobs:
         if self.mode == "auto":
             return Batch(backend=self.backend), True
         if self._ctx is None:
+            self.check_mode_available()  # a session of a simulator or an Open Plan instance: refused here
             self._ctx = (Batch if self.mode == "batch" else Session)(backend=self.backend)
         return self._ctx, False
 
@@ -271,8 +353,8 @@ class RuntimeJobs:
             st, pub = pending.pop(0)
             try:
                 done[st] = self._collect(pub)
-            except IBMJobError as e:
-                failure = failure or (pub.job_id, e.status, None)
+            except IBMJobError as e:  # its message says what happened (a timeout, a wait given up)
+                failure = failure or (pub.job_id, e.status, e)
             except Exception as e:
                 failure = failure or (pub.job_id, job_status(pub.job), e)
         if failure is not None:
@@ -290,13 +372,17 @@ class RuntimeJobs:
 
 
 class _Pub:
-    """One PUB of a call: its ledger hash (``None`` without a ledger), the job (``None`` when read from the ledger),
-    the job id and the bits when already known."""
+    """One PUB of a call: its hash (``None`` without a ledger in local mode), the job (``None`` when read from the
+    ledger), the job id, the bits when already known, and ``cost``: the model's ``(seconds, circuits, seconds per
+    shot)`` of its job."""
 
-    __slots__ = ("sha", "job", "job_id", "bits", "shots")
+    __slots__ = ("sha", "job", "job_id", "bits", "shots", "cost")
 
-    def __init__(self, sha: str | None, job: Any, job_id: str, bits: np.ndarray | None, shots: int = 0) -> None:
+    def __init__(
+        self, sha: str | None, job: Any, job_id: str, bits: np.ndarray | None, shots: int = 0, cost: Any = None
+    ) -> None:
         self.sha, self.job, self.job_id, self.bits, self.shots = sha, job, str(job_id), bits, int(shots)
+        self.cost = cost
 
 
 def job_status(job: Any) -> str:

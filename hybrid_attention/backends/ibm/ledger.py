@@ -8,7 +8,7 @@ The ledger is a JSON Lines file, append-only, one object per event, each line wr
     {"event": "intent", "job_id": "", "backend": "ibm_torino", "pub_sha256": "5e0f...", "shots": 1024, "time": ...}
     {"event": "submitted", "job_id": "d1abc...", "backend": "ibm_torino", "pub_sha256": "5e0f...", "shots": 1024,
      "time": "2026-12-04T16:40:02.113+00:00"}
-    {"event": "completed", "job_id": "d1abc...", ...}
+    {"event": "completed", "job_id": "d1abc...", ..., "usage_seconds": 3.1, "estimate_seconds": 3.3, "metrics": {...}}
 
 Events: ``intent`` (written before the PUB is handed to the runtime: the job, tagged with the PUB's hash, may or may
 not have been accepted), ``submitted`` (the runtime accepted the job), ``completed`` (its bits are stored),
@@ -57,7 +57,7 @@ import os
 import signal
 import warnings
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +146,8 @@ def pub_sha256(circuit: str | Any, values: np.ndarray, shots: int, seed: int | N
 class LedgerEntry:
     """What the ledger knows of one PUB: its last event (``intent``, ``submitted``, ``completed`` or ``failed``), the
     job id (``""`` for an intent), the backend, the shots, the 1-based line of that event (0 for an event read from a
-    rescue file), its time and, for a rescued event, the rescue file."""
+    rescue file), its time, for a rescued event the rescue file, and ``details``: the line's other fields (on a
+    ``completed`` line the usage the job reported and the model's estimate, :mod:`.usage`)."""
 
     event: str
     job_id: str
@@ -156,6 +157,7 @@ class LedgerEntry:
     line: int
     time: str = ""
     source: str = ""
+    details: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def where(self, ledger: Path) -> str:
         """``ledger 'PATH' line N`` (or the rescue file an event was read from), for messages."""
@@ -269,6 +271,7 @@ class JobLedger:
             line,
             str(obj.get("time", "")),
             source,
+            {k: v for k, v in obj.items() if k not in _FIELDS and k != "rescued_from"},
         )
         old = self._entries.get((e.pub_sha256, e.backend))
         if (source or "rescued_from" in obj) and old is not None and old.time > e.time:

@@ -33,18 +33,18 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import qiskit_ibm_runtime
 
-from hybrid_attention.checks import check_positive_int
 from hybrid_attention.circuits.program import CircuitOptions, DQAProgram, resolve_coupling_map
 from hybrid_attention.circuits.qiskit_dqa import DQATemplate
 from hybrid_attention.circuits.schedule import DQASchedule
 
 from ..dqa.circuit import CircuitSampler
-from .cost import circuit_seconds, qpu_seconds, rep_delay_of
+from .billing import Billing
+from .cost import qpu_seconds
 from .devices import (
     check_rzz_angles,
     fake_backend,
@@ -58,10 +58,13 @@ from .devices import (
 from .jobs import IBMJobError, RuntimeJobs, job_status, load_isa, save_isa
 from .ledger import JobLedger, circuit_text
 from .mitigation import calibration_circuits, measured_qubits
+from .options import IBM_OPTION_GROUPS, Execution, Mitigation
 
 __all__ = [
     "IBMSampler",
     "IBMJobError",
+    "Execution",
+    "Mitigation",
     "has_credentials",
     "runtime_sampler",
     "fake_backend",
@@ -72,11 +75,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_MODES = ("auto", "job", "batch", "session")
-_DD_SEQUENCES = ("XX", "XpXm", "XY4")
+_DEFAULT_EXECUTION = Execution()
+_DEFAULT_MITIGATION = Mitigation()
 
 
-class IBMSampler(RuntimeJobs, CircuitSampler):
+class IBMSampler(RuntimeJobs, Billing, CircuitSampler):
     """DQA circuits through qiskit-ibm-runtime's Sampler (client-side executor-based, or legacy ``SamplerV2``).
 
     Args:
@@ -84,8 +87,13 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
             backend object (``FakeTorino()``, ``AerSimulator()``: local mode), a device name (``"ibm_torino"``), or
             ``None`` for the least busy operational device (real devices need credentials and ``allow_hardware=True``).
         schedule: the :class:`DQASchedule`.
-        mode: ``"auto"`` (a ``Batch`` for calls of more than one chunk, else job mode), ``"job"`` (one job per chunk),
-            ``"batch"`` (one ``Batch`` kept until :meth:`close`) or ``"session"`` (a ``Session``, closed by :meth:`close`).
+        execution: the :class:`~.options.Execution`: ``mode`` (``"auto"``: a ``Batch`` for calls of more than one
+            chunk, else job mode; ``"job"``; ``"batch"``: one ``Batch`` kept until :meth:`close`; ``"session"``: a
+            ``Session`` closed by :meth:`close`, refused before submission on a simulator or an Open Plan instance),
+            ``max_execution_time`` (the runtime's per-job limit; a job estimated above it is refused before
+            submission), and the retries of transient service errors (``max_attempts``, ``backoff_seconds``,
+            ``max_backoff_seconds``). On a device, job mode for a call of several jobs warns with the projected
+            per-job overhead.
         allow_hardware: explicit opt-in to submit to a real device (billed QPU time).
         instance: IBM Cloud instance CRN (default ``QISKIT_IBM_INSTANCE`` or the saved account's).
         optimization_level: transpiler level for the one-time ISA transpilation.
@@ -106,18 +114,19 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
         service: what collects a ledger's jobs by id (``service.job(job_id)``): default the service the device
             came from, or a new ``QiskitRuntimeService`` when first needed.
         max_qpu_seconds: on a real device, a call whose estimated QPU time (:meth:`estimate`) exceeds this many
-            seconds is refused (``ValueError``) before anything is submitted; ``None``: no limit. Ignored offline.
+            seconds is refused (``ValueError``) before anything is submitted, and a budget below one job's overhead
+            is refused when the sampler is built; ``None``: no limit. Ignored offline.
         qpu_model: keywords of :func:`~hybrid_attention.backends.ibm.cost.qpu_seconds` replacing its defaults
-            (e.g. a measured ``per_circuit_seconds``).
-        dynamical_decoupling: ``None`` (off) or a sequence, ``"XX"``, ``"XpXm"`` or ``"XY4"``: the runtime Sampler's
-            ``dynamical_decoupling`` option (applied by the client-side Sampler, so in local mode too; the legacy
-            ``SamplerV2`` ignores it in local mode, with a warning).
-        twirling: Pauli twirling of the two-qubit gates and of the measurements through the runtime Sampler's
-            ``twirling`` option (``enable_gates``, ``enable_measure``; randomisations ``"auto"``); same scope.
-        readout_mitigation: mitigate read-out errors (:mod:`.mitigation`, mthree): the SampleSet holds every
-            configuration weighted by its mitigated probability. The calibration (2 circuits x
-            ``calibration_shots``) runs through this sampler's route (ledger, estimate) once per measured qubit set.
-        calibration_shots: shots per calibration circuit.
+            (e.g. a measured ``per_circuit_seconds``: ``hybrid-attention estimate calibrate``).
+        mitigation: the :class:`~.options.Mitigation`: ``dynamical_decoupling`` (``None``, ``"XX"``, ``"XpXm"`` or
+            ``"XY4"``) and ``twirling`` (the runtime Sampler's options, applied by the client-side Sampler in local
+            mode too; the legacy ``SamplerV2`` ignores them in local mode, with a warning), ``readout_mitigation``
+            (mthree, :mod:`.mitigation`: the SampleSet holds every configuration weighted by its mitigated
+            probability; the calibration, 2 circuits x ``calibration_shots``, runs through this sampler's route,
+            ledger and estimate, once per measured qubit set).
+
+    The registry (:func:`~hybrid_attention.backends.get_sampler`, ``--sampler-option``) also takes the fields of
+    ``execution`` and ``mitigation`` as flat options (``get_sampler("ibm", mode="batch", twirling=True)``).
 
     Example:
         >>> from hybrid_attention import IsingProblem
@@ -130,13 +139,14 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
 
     name = "ibm"
     parameters: dict[str, str] = {}
+    option_groups: ClassVar[dict[str, tuple[str, str]]] = IBM_OPTION_GROUPS
 
     def __init__(
         self,
         backend: Any = None,
         *,
         schedule: DQASchedule | None = None,
-        mode: str = "auto",
+        execution: Execution = _DEFAULT_EXECUTION,
         allow_hardware: bool = False,
         instance: str | None = None,
         optimization_level: int = 1,
@@ -150,16 +160,14 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
         service: Any = None,
         max_qpu_seconds: float | None = None,
         qpu_model: dict[str, float] | None = None,
-        dynamical_decoupling: str | None = None,
-        twirling: bool = False,
-        readout_mitigation: bool = False,
-        calibration_shots: int = 8192,
+        mitigation: Mitigation = _DEFAULT_MITIGATION,
     ) -> None:
         super().__init__(schedule=schedule, chunk_size=chunk_size, default_num_reads=default_num_reads)
         if ledger is not None and not isinstance(ledger, (str, os.PathLike, JobLedger)):
             raise TypeError(f"ibm: ledger must be a path or a JobLedger, got {type(ledger).__name__}")
-        if mode not in _MODES:
-            raise ValueError(f"ibm: mode must be one of {_MODES}, got {mode!r}")
+        for arg, kind in ((execution, Execution), (mitigation, Mitigation)):
+            if not isinstance(arg, kind):
+                raise TypeError(f"ibm: {kind.__name__.lower()} must be a {kind.__name__}, got {type(arg).__name__}")
         if restrict_couplings not in (None, "raise", "drop"):
             raise ValueError(f"ibm: restrict_couplings must be None, 'raise' or 'drop', got {restrict_couplings!r}")
         if fold_rzz not in (None, True, False):
@@ -191,15 +199,13 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
             layout=tuple(layout) if layout else None,
             on_missing=restrict_couplings or "raise",
         )
-        self.backend, self.local, self.mode, self.fractional = backend, local, mode, fractional
+        self.backend, self.local, self.mode, self.fractional = backend, local, execution.mode, fractional
+        self.execution, self.mitigation = execution, mitigation
         self.optimization_level = int(optimization_level)
         self._sampler_cls, self.primitive = runtime_sampler()
-        self.sampler_options = _suppression_options(dict(sampler_options or {}), dynamical_decoupling, twirling)
-        self.dynamical_decoupling, self.twirling = dynamical_decoupling, bool(twirling)
-        if not isinstance(readout_mitigation, bool):
-            raise TypeError(f"ibm: readout_mitigation must be True or False, got {readout_mitigation!r}")
-        self.readout_mitigation = readout_mitigation
-        self.calibration_shots = check_positive_int(calibration_shots, "ibm: calibration_shots")
+        self.sampler_options = _runtime_options(dict(sampler_options or {}), mitigation, execution)
+        self.dynamical_decoupling, self.twirling = mitigation.dynamical_decoupling, mitigation.twirling
+        self.readout_mitigation, self.calibration_shots = mitigation.readout_mitigation, mitigation.calibration_shots
         self._calibrations: dict[tuple[int, ...], dict[str, Any]] = {}
         try:  # the option schema is the primitive's: check it now, not at the first submission
             self._sampler_cls(mode=backend, options=dict(self.sampler_options))
@@ -211,6 +217,12 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
         self._texts: dict[int, tuple[Any, str]] = {}  # id(ISA circuit) -> (circuit, its QASM text) for PUB hashes
         self._isa_files: dict[int, tuple[Any, Any]] = {}  # id(ISA circuit) -> (circuit, its .qpy path): not yet written
         self._settled = False  # the ledger's intents were settled with the service (device)
+        self._stats: dict[int, tuple[Any, dict[str, Any]]] = {}  # id(ISA circuit) -> (circuit, isa_stats)
+        self._warned_job_mode = False
+        if not self.local:
+            self.check_budget_covers_a_job()
+        if self.ledger is not None:
+            check_ledger_backend(self.ledger, self.backend_name)
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -223,6 +235,7 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
                 "primitive": self.primitive,
                 "fractional_rzz": self.fractional,
                 "fold_rzz": self.circuit_options.fold_rzz,
+                "execution": self.execution,
                 "dynamical_decoupling": self.dynamical_decoupling,
                 "twirling": self.twirling,
                 "readout_mitigation": self.readout_mitigation,
@@ -294,32 +307,6 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
             ) from exc
 
     # ------------------------------------------------------------------ cost
-    def isa_stats(self, isa: Any) -> dict[str, Any]:
-        """``depth``, ``two_qubit_gates`` and ``circuit_seconds`` (duration of one execution from the device's
-        instruction durations, ``None`` when unknown) of an ISA circuit."""
-        ops = isa.count_ops()
-        return {
-            "depth": int(isa.depth()),
-            "two_qubit_gates": int(sum(v for k, v in ops.items() if k in ("cz", "cx", "ecr", "rzz"))),
-            "circuit_seconds": circuit_seconds(isa, self.backend),
-        }
-
-    def cost(self, isa: Any, *, jobs: int, circuits: int, shots: int) -> dict[str, Any]:
-        """The estimate of ``jobs`` jobs (one PUB each) running ``circuits`` bindings of ``isa`` for ``shots`` shots
-        each: the keys of :meth:`estimate`."""
-        st = self.isa_stats(isa)
-        model = {"rep_delay": rep_delay_of(self.backend), "circuit_seconds": st["circuit_seconds"], **self.qpu_model}
-        secs = qpu_seconds(circuits=int(circuits), shots=int(shots), depth=st["depth"], jobs=int(jobs), **model)
-        return {
-            "jobs": int(jobs),
-            "pubs": int(jobs),
-            "circuits": int(circuits),
-            "shots": int(circuits) * int(shots),
-            "depth": st["depth"],
-            "two_qubit_gates": st["two_qubit_gates"],
-            "qpu_seconds": secs,
-        }
-
     def estimate(self, problem: Any, num_reads: int | None = None) -> dict[str, Any]:
         """What :meth:`sample` would submit for ``problem`` with ``num_reads`` shots, without submitting anything.
 
@@ -328,10 +315,11 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
             num_reads: shots per problem (default ``default_num_reads``).
 
         Returns:
-            ``{"jobs", "pubs", "circuits", "shots", "depth", "two_qubit_gates", "qpu_seconds"}``: jobs and PUBs (one
-            PUB per chunk of ``chunk_size`` problems, one job per PUB), circuits (parameter bindings: one per
-            problem), shots in all (circuits x reads), depth and two-qubit gates of the ISA circuit, and the
-            estimated QPU seconds (:mod:`~hybrid_attention.backends.ibm.cost`).
+            ``{"jobs", "pubs", "circuits", "shots", "depth", "two_qubit_gates", "qpu_seconds", "overhead_seconds",
+            "largest_job_seconds", "mode"}``: jobs and PUBs (one PUB per chunk of ``chunk_size`` problems, one job
+            per PUB), circuits (parameter bindings: one per problem), shots in all (circuits x reads), depth and
+            two-qubit gates of the ISA circuit, the estimated QPU seconds (:mod:`~hybrid_attention.backends.ibm.cost`),
+            their fixed part (per job, per circuit, session gaps), the largest job's seconds and the execution mode.
 
         Example:
             >>> import torch
@@ -347,27 +335,21 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
         tmpl = self._template(flat)
         B = int(flat.h.shape[0])
         isa = self.isa_circuit(tmpl)
-        est = self.cost(isa, jobs=-(-B // self.chunk_size), circuits=B, shots=shots)
+        est = self.cost(
+            isa, jobs=-(-B // self.chunk_size), circuits=B, shots=shots, job_circuits=min(B, self.chunk_size)
+        )
         if self.readout_mitigation and tuple(measured_qubits(isa)) not in self._calibrations:
             zeros, _ = calibration_circuits(self.max_qubits, measured_qubits(isa))
             cal = self.cost(zeros, jobs=2, circuits=2, shots=self.calibration_shots)
-            est = {**est, **{k: est[k] + cal[k] for k in ("jobs", "pubs", "circuits", "shots", "qpu_seconds")}}
+            keys = ("jobs", "pubs", "circuits", "shots", "qpu_seconds", "overhead_seconds")
+            est = {**est, **{k: est[k] + cal[k] for k in keys}}
+            est["largest_job_seconds"] = max(est["largest_job_seconds"], cal["largest_job_seconds"])
             est["calibration"] = {k: cal[k] for k in ("jobs", "circuits", "shots", "qpu_seconds")}
         return est
 
-    def check_budget(self, est: dict[str, Any]) -> None:
-        """Refuse (``ValueError``, nothing submitted) an estimate above ``max_qpu_seconds`` on a real device."""
-        if self.local or self.max_qpu_seconds is None or est["qpu_seconds"] <= self.max_qpu_seconds:
-            return
-        raise ValueError(
-            f"ibm: the call is estimated at {est['qpu_seconds']:,.1f} QPU seconds ({est['jobs']} job(s), "
-            f"{est['circuits']:,} circuit(s), {est['shots']:,} shots) on {self.backend_name}, above max_qpu_seconds = "
-            f"{self.max_qpu_seconds:g}; nothing was submitted (raise max_qpu_seconds on purpose: QPU time is billed)"
-        )
-
     def _sample(self, problem: Any, *, num_reads: int | None, seed: Any, **options: Any) -> Any:
-        if not self.local and self.max_qpu_seconds is not None:
-            self.check_budget(self.estimate(problem, num_reads))
+        if not self.local:  # every refusal before anything is submitted (billing.Billing.check_call)
+            self.check_call(self.estimate(problem, num_reads))
         if self.ledger is not None and seed is None:
             logger.warning("ibm: a ledger is set but seed=None: this call cannot be resumed (pass a seed)")
         return super()._sample(problem, num_reads=num_reads, seed=seed, **options)
@@ -380,8 +362,9 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
         if qubits in self._calibrations:
             return {**self._calibrations[qubits], "ran": False}
         bits = []
+        ctx = self._context(2)[0] if self.mode in ("batch", "session") else None
         for k, circ in enumerate(calibration_circuits(self.max_qubits, list(qubits))):
-            pub = self._submit(circ, np.zeros((1, 0)), self.calibration_shots, 7919 + k, None)
+            pub = self._submit(circ, np.zeros((1, 0)), self.calibration_shots, 7919 + k, ctx)
             bits.append(self._collect(pub).reshape(-1, len(qubits)))
         cal = {"matrices": assignment_matrices(*bits), "qubits": qubits, "shots": self.calibration_shots}
         self._calibrations[qubits] = cal
@@ -418,18 +401,24 @@ class IBMSampler(RuntimeJobs, CircuitSampler):
         super().close()
 
 
-def _suppression_options(opts: dict[str, Any], dd: str | None, twirling: bool) -> dict[str, Any]:
-    """``sampler_options`` with the first-class error-suppression options merged in (a conflict raises)."""
-    if dd is not None:
-        if dd not in _DD_SEQUENCES:
-            raise ValueError(f"ibm: dynamical_decoupling must be None or one of {_DD_SEQUENCES}, got {dd!r}")
-        if "dynamical_decoupling" in opts:
-            raise ValueError("ibm: give dynamical decoupling once: dynamical_decoupling= or sampler_options, not both")
-        opts["dynamical_decoupling"] = {"enable": True, "sequence_type": dd}
-    if not isinstance(twirling, bool):
-        raise TypeError(f"ibm: twirling must be True or False, got {twirling!r}")
-    if twirling:
-        if "twirling" in opts:
-            raise ValueError("ibm: give twirling once: twirling=True or sampler_options['twirling'], not both")
-        opts["twirling"] = {"enable_gates": True, "enable_measure": True}
+def _runtime_options(opts: dict[str, Any], mitigation: Mitigation, execution: Execution) -> dict[str, Any]:
+    """``sampler_options`` with the suppression options of ``mitigation`` and ``execution.max_execution_time``
+    merged in (an option given twice raises ``ValueError``)."""
+    opts = mitigation.runtime_options(opts)
+    if execution.max_execution_time is not None:
+        if "max_execution_time" in opts:
+            raise ValueError("ibm: give max_execution_time once: max_execution_time= or sampler_options, not both")
+        opts["max_execution_time"] = int(execution.max_execution_time)
     return opts
+
+
+def check_ledger_backend(ledger: JobLedger, backend: str) -> None:
+    """``ValueError`` (before anything is submitted) when ``ledger`` holds jobs, none of them on ``backend``: the
+    ledger of a run on another device, whose PUBs this sampler would never find (and so pay for again)."""
+    seen = {e.backend for e in ledger.entries()}
+    if seen and backend not in seen:
+        raise ValueError(
+            f"ibm: the job ledger {str(ledger.path)!r} records jobs on {sorted(seen)}, not on {backend!r}: it "
+            "belongs to a run on another backend, and none of its PUBs would be found here; nothing was submitted. "
+            "Give this run its own ledger (another --out), or run it on the ledger's backend"
+        )

@@ -256,8 +256,8 @@ class MetropolisChain(Sampler):
 
     # ------------------------------------------------------------------ sampling
     def _sample(self, problem: IsingProblem, *, num_reads: int | None, seed: Any, **options: Any) -> SampleSet:
-        if self.ibm is not None and not self.ibm.local and self.ibm.max_qpu_seconds is not None:
-            self.ibm.check_budget(self.estimate(problem, num_reads, **options))  # before any submission
+        if self.ibm is not None and not self.ibm.local:  # budget, job limit, session, job-mode warning
+            self.ibm.check_call(self.estimate(problem, num_reads, **options))  # before any submission
         opts = self._resolve(problem, num_reads, options)
         flat = problem.flatten()
         N, n = flat.h.shape[0], flat.n

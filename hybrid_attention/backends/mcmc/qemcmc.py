@@ -111,8 +111,11 @@ class QEMCMCSampler(MetropolisChain):
             :class:`~hybrid_attention.circuits.program.CircuitOptions`, extra ``AerSimulator`` options.
         backend, ibm_options: ibm engine: the backend (a fake-backend name such as ``"fake_torino"``, a BackendV2,
             a device name) and further :class:`~hybrid_attention.backends.ibm.sampler.IBMSampler` options
-            (``allow_hardware=True`` for a real device, ``mode``, ``fold_rzz``, ``sampler_options``...): the IBM
-            sampler resolves the backend, credentials, fractional gates, transpilation and the runtime primitive.
+            (``allow_hardware=True`` for a real device, ``mode``, ``fold_rzz``, ``sampler_options``...; flat
+            spellings folded as the registry does): the IBM sampler resolves the backend, credentials, fractional
+            gates, transpilation and the runtime primitive. Every chain step is one job waiting on the last, so the
+            engine runs in a ``Session`` unless ``mode`` says otherwise (``mode="batch"`` on the Open Plan, which has
+            no sessions; ``mode="job"`` warns on a device with the projected per-job overhead).
         ledger: ibm engine: the job ledger (a ``.jsonl`` path or a
             :class:`~hybrid_attention.backends.ibm.ledger.JobLedger`): every step's PUB is recorded before it is awaited,
             and a rerun with the same seed submits none twice (:mod:`.ledger`); same as ``ibm_options["ledger"]``.
@@ -194,13 +197,20 @@ class QEMCMCSampler(MetropolisChain):
                 if self.backend_options.get("noise_model") is None:  # a model given in backend_options is kept
                     self.backend_options["noise_model"] = NoiseModel.from_backend(noise_backend)
         elif engine == "ibm":
+            from ..ibm.options import Execution
             from ..ibm.sampler import IBMSampler
+            from ..registry import fold_options
 
-            opts = dict(ibm_options or {})
+            opts = fold_options("ibm", dict(ibm_options or {}))  # flat spellings (mode=, twirling=) folded
             if ledger is not None:
                 if opts.get("ledger") not in (None, ledger):
                     raise ValueError("qemcmc: give the ledger once: ledger= or ibm_options['ledger'], not both")
                 opts["ledger"] = ledger
+            # one job per chain step, each step waiting on the last: an iterative workload, run in a session
+            execution = opts.get("execution") or Execution()
+            opts["execution"] = (
+                execution if execution.mode != "auto" else dataclasses.replace(execution, mode="session")
+            )
             self.ibm = IBMSampler(backend, **opts)
             self.circuit_options = dataclasses.replace(self.circuit_options, fold_rzz=self.ibm.circuit_options.fold_rzz)
             limit = int(self.ibm.max_qubits)
@@ -259,12 +269,16 @@ class QEMCMCSampler(MetropolisChain):
         N, n = int(flat.h.shape[0]), flat.n
         C, params = opts["chains"], opts["params"]
         moves = opts["burn_in"] + (opts["records"] - 1) * opts["thinning"]
-        chunks = -(-N // self._problems_per_chunk(n, C, self._mode(n, C, moves, params)))
+        per_chunk = self._problems_per_chunk(n, C, self._mode(n, C, moves, params))
+        chunks = -(-N // per_chunk)
         _, J = flat.dropped()
         nz = J.detach().abs().reshape(-1, n, n).amax(0) > 0
         edges = tuple((j, k) for j in range(n) for k in range(j + 1, n) if bool(nz[j, k]))
         tmpl = proposal_template(n, edges, params.steps, self.circuit_options, params.shape)
-        est = self.ibm.cost(self.ibm.isa_circuit(tmpl), jobs=chunks * moves, circuits=N * C * moves, shots=1)
+        isa = self.ibm.isa_circuit(tmpl)
+        est = self.ibm.cost(
+            isa, jobs=chunks * moves, circuits=N * C * moves, shots=1, job_circuits=min(N, per_chunk) * C
+        )
         return {**est, "moves": moves, "chains": C}
 
     def _proposal_engine(self, E, h, J, mask, alpha, params, mode):  # noqa: ANN001, ANN202 (internal)
