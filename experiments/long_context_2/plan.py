@@ -10,7 +10,9 @@ Plans (the protocol's cut order runs from the last to the first):
   over the grid (extended by rule), seeds 3-9 run at the chosen rate;
 * ``pilot256``: the same tasks and arms at T = 256, seeds 0-2, each arm at its T = 128 chosen rate (waits for it);
 * ``secondary_arms``: ``mta``, ``h`` and the engine control ``hj-band4-mf`` on the primary tasks, 5 seeds;
-* ``secondary_tasks``: the runs task (3 decoys at every T) and brackets below the ceiling, the primary arms, 5 seeds.
+* ``secondary_tasks``: the runs task (3 decoys at every T) and brackets below the ceiling, the primary arms, 5 seeds;
+* ``mf_validation``: ``hj-full`` trained exactly (enumeration) at T = 12, 16, 20, seed 0, on both primary tasks: the
+  models naive mean field is validated on (``python -m experiments.long_context_2.validate_meanfield``).
 
 Every arm: width 64 (``softmax-2L``: matched, below), one head, FFN, batch 64, AdamW, 100 warm-up steps, cosine
 decay, gradient clipping at 1, evaluation every 100 steps, early stopping after 5 evaluations without a 0.1 % drop,
@@ -163,6 +165,25 @@ for _T in BLOCK_SIZES:
         )
 
 
+#: the mean-field validation's models (PROTOCOL.md "The engines" (a), change 2): ``hj-full`` trained with exact
+#: marginals (enumeration) at these block sizes, seed 0, at round 1's rate for its exact references
+VALIDATION_BLOCK_SIZES = (12, 16, 20)
+VALIDATION_LR = 3e-3
+VALIDATION_ARM = {"attention": "hj", "sampler": "exact"}
+for _task in ("shakespeare", "mqar"):
+    for _T in VALIDATION_BLOCK_SIZES:
+        STUDIES[f"exact_{_task}_T{_T}"] = Study(
+            f"exact_{_task}_T{_T}",
+            {**COMMON, **task_settings(_task, _T), "lr": VALIDATION_LR},
+            ("hj-full-exact",),
+            (_T,),
+            (0,),
+            None,
+            label=f"round 2, {_task}, T = {_T}: hj-full trained exactly (the mean-field validation's model)",
+            mode_base={"hj-full-exact": VALIDATION_ARM},
+        )
+
+
 def pilot_study(task: str, root: str | Path = ROOT) -> Study | None:
     """The T = 256 pilot of ``task``: the primary arms on seeds 0-2, each at its chosen rate at T = 128 (``None``
     until every primary arm's T = 128 sweep has chosen)."""
@@ -195,6 +216,8 @@ PLANS = {
     # secondary cells at T = 128 cut by the protocol's budget (PROTOCOL.md "Budget"); their studies stay defined
     "secondary_arms": tuple(f"{t}_T64_secondary" for t in ("shakespeare", "mqar")),
     "secondary_tasks": tuple(f"{t}_T64" for t in ("runs", "brackets")),
+    # PROTOCOL.md "The engines" (a): the exact-trained models mean field is validated on
+    "mf_validation": tuple(f"exact_{t}_T{T}" for t in ("shakespeare", "mqar") for T in VALIDATION_BLOCK_SIZES),
 }
 
 
