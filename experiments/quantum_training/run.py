@@ -24,6 +24,9 @@ source of the attention marginals during training differs, and every run is eval
   and query: another sequence) for ``--persistent-burn-in`` moves;
 * ``gibbs``: classical Gibbs sampling with the same reads per problem and the same estimator (fresh chains each step,
   the sampler's default burn-in of 256 sweeps): the classical sample-based baseline;
+* ``gibbs-persistent``: what ``hybrid-attention train --sampler gibbs`` does with no other flag (its defaults,
+  written out): the same reads and estimator as ``gibbs``, from 8 persistent chains per problem that each step
+  continues by 2 sweeps instead of fresh chains with 256 (the decision this row makes: PROTOCOL_gibbs_persistent.md);
 * ``gibbs-chain``: ``gibbs`` with ``--chain-reads`` independent reads (the floor that ``qemcmc-chain``'s read count
   allows: with Boltzmann reads only the variance of the estimate remains);
 * ``dqa-shots``: measurement shots of the DQA circuit (``statevector`` sampler, ``--readout shots``), spin averages
@@ -80,6 +83,7 @@ VARIANTS = (
     "softmax",
     "qemcmc-k0",
     "exact-j0",
+    "gibbs-persistent",
 )
 #: the harder bracket variant of the claims study: two bracket types, 20 % filler, disjoint held-out set
 HARD = {"bracket_types": 2, "filler": 0.2, "disjoint": True}
@@ -120,6 +124,15 @@ def variant_settings(variant: str, args: argparse.Namespace) -> dict:
         return _qemcmc(args, args.chain_reads, args.burn_in, start="meanfield")
     if variant == "qemcmc-persistent":
         return {**_qemcmc(args, args.qemcmc_shots, args.persistent_burn_in), "persistent_chains": args.chains}
+    if variant == "gibbs-persistent":  # train --sampler gibbs's defaults (apps/train), written out
+        return {
+            "sampler": "gibbs",
+            "shots": 8,
+            "estimator": "conditional",
+            "persistent_chains": 8,
+            "sampler_options": {"burn_in": 2},
+            "eval_exact": True,
+        }
     if variant in ("gibbs", "gibbs-chain"):
         reads = args.chain_reads if variant == "gibbs-chain" else args.qemcmc_shots
         # fresh chains with Gibbs' full burn-in, as the committed rows ran (not train's persistent-chain default)
@@ -269,7 +282,8 @@ def targets(rows: list[dict]) -> list[str]:
         for T in sorted({r["block_size"] for r in rows if r["task"] == task}):
             sel = [r for r in rows if r["task"] == task and r["block_size"] == T]
             ref = {r["seed"]: r[metric] for r in sel if r["variant"] == "exact"}
-            for v in ("qemcmc", "qemcmc-long", "qemcmc-chain", "qemcmc-wide", "gibbs", "gibbs-chain", "dqa-rb"):
+            for v in ("qemcmc", "qemcmc-long", "qemcmc-chain", "qemcmc-wide", "gibbs", "gibbs-chain", "gibbs-persistent",
+                      "dqa-rb"):
                 rs = [r for r in sel if r["variant"] == v and r["seed"] in ref]
                 if not rs:
                     continue
