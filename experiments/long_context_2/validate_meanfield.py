@@ -192,16 +192,18 @@ def report(rows: list[dict], pending: list[str]) -> str:
     lines.append("")
     waiting = [f"(a) {n}" for n in plan.PLANS["mf_validation"] if not any(r["model"].startswith(n + "_") for r in rows)]
     waiting += [f"(b) {n}" for n in pending]
-    if waiting:
-        lines.append(f"**Verdict pending**: models still to train or check: {', '.join(waiting)}.")
-    elif all(passes(r) for r in rows):
-        lines.append("**Verdict: mean field passes** on every model; `hj-full`'s cells are read with their verdicts.")
+    failing = [r["model"] for r in rows if not passes(r)]
+    if failing:  # one failure decides (PROTOCOL.md): the models still pending cannot change it
+        lines.append(
+            "**Verdict: mean field fails** (on " + ", ".join(failing) + "): every `hj-full` cell is "
+            "**engine-limited** and the thesis verdict rests on the banded arms alone (PROTOCOL.md)."
+        )
+    elif waiting:
+        lines.append("**Verdict pending**: no model has failed so far.")
     else:
-        lines.append("**Verdict: mean field fails** on at least one model: every `hj-full` cell is **engine-limited** "
-                     "and the thesis verdict rests on the banded arms alone (PROTOCOL.md).")  # fmt: skip
-    if rows and not all(passes(r) for r in rows):
-        lines.append("")
-        lines.append("Failing so far: " + ", ".join(r["model"] for r in rows if not passes(r)) + ".")
+        lines.append("**Verdict: mean field passes** on every model; `hj-full`'s cells are read with their verdicts.")
+    if waiting:
+        lines += ["", f"Models still to train or check: {', '.join(waiting)}."]
     return "\n".join(lines) + "\n"
 
 

@@ -64,4 +64,4 @@ def test_mean_field_passes_where_it_is_exact_and_fails_under_strong_couplings(tm
     assert strong["meanfield"]["marginal_error_max"] > 0.1
     assert not vm.passes(strong)
     text = vm.report([free, strong], [])
-    assert "| free |" in text and "| strong |" in text and "**no**" in text and "Verdict pending" in text
+    assert "| free |" in text and "| strong |" in text and "**no**" in text and "mean field fails** (on strong)" in text
