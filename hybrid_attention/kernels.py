@@ -106,11 +106,17 @@ def _shared_marginals(h: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor) ->
     if R == 0:
         return h * 0.0  # empty, but on h's graph
     a = n // 2
-    # Without autograd the table is built scaled by beta into a reused buffer and exponentiated in place: beta C
-    # (one GEMM), its range (one read), exp(beta (C - Cmax)) (two in-place passes), and no page faults for a fresh
-    # multi-MiB table per call. With autograd, the functional form below (the same values).
+    # Without autograd the coupling factor is first built without any exp over the 2^n table (_factored_marginals:
+    # the cross term as an outer product of two small exponential tables, written into a reused buffer); where the
+    # couplings between the halves are too strong for that, the table is built scaled by beta into the buffer and
+    # exponentiated in place: beta C (one GEMM), its range (one read), exp(beta (C - Cmax)) (two in-place passes).
+    # Reused buffers: no page faults for a fresh multi-MiB table per call. With autograd, the functional form below
+    # (the same values up to rounding).
     fast = not (torch.is_grad_enabled() and (h.requires_grad or J.requires_grad or beta_h.requires_grad))
     if fast:
+        m = _factored_marginals(h.transpose(0, 1), J, beta_h, a)
+        if m is not None:
+            return m.transpose(0, 1)
         buf = _scratch("kernel table", (H, 1 << (n - a), 1 << a), h.dtype, h.device)
         bC = exact.coupling_table(J, a, scale=beta_h, out=buf)  # beta C: (H, 2^b, 2^a)
         bmin, bmax = _table_range(bC)
@@ -162,6 +168,52 @@ def _fast_marginals(hh: torch.Tensor, K: torch.Tensor, beta_h: torch.Tensor, a: 
     pB = torch.bmm(xA, K.transpose(1, 2)).mul_(xB)
     Z = pA.sum(-1, keepdim=True)
     return torch.cat([pA @ SA, pB @ SB], dim=-1).div_(Z)
+
+
+def _factored_marginals(hh: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor, a: int) -> torch.Tensor | None:
+    """The marginals without autograd and without exponentiating a ``2**n`` table: ``(H, R, n)``, or ``None`` when
+    the couplings between the halves are too strong for it (the caller takes the table path then).
+
+    The coupling factor splits as ``exp(beta C) = exp(beta cA) exp(beta cB) exp(beta w(cB) . sA)`` with the halves'
+    own energies ``cA``, ``cB`` and ``w = SB JBA`` ``(2**b, a)``: the first two are per-configuration factors, folded
+    into the field factors ``xA``, ``xB`` (vectors, as the fields'), and the cross factor is a product over A's spins,
+    so with A split into a low part A1 and a high part A2 it is the outer product of two small exponential tables
+    ``E1 (2**b, 2**a1)`` and ``E2 (2**b, 2**a2)``: one multiply pass writes ``K``, where the table path needs a GEMM,
+    a range pass, a shift and an ``exp`` over all ``2**n`` entries (together as long as the two products with ``K``).
+    Each row of ``E1``, ``E2`` is shifted by its largest entry ``exp(beta sum_j |w_j(cB)|)`` (the shift moves into
+    ``xB``), so ``K <= 1`` with a 1 in every row. The largest field factors (1 each) meet a ``K`` entry of at least
+    ``exp(-2 beta max_cB sum_j |w_j(cB)|)``, so ``Z`` stays above ``exp(-RANGE_LIMIT)`` of the dtype, the table path's
+    guarantee, whenever ``2 beta max |w|_1`` is within that limit; otherwise ``None``.
+
+    Args:
+        hh: ``(H, R, n)`` fields; J: ``(H, n, n)`` symmetric couplings; beta_h: ``(H,)``; a: spins in the low half.
+    """
+    H, R, n = hh.shape
+    b, a1 = n - a, a // 2
+    dt, dev = hh.dtype, hh.device
+    SA, SB = (exact.enumerate_states(k, dtype=dt, device=dev) for k in (a, b))
+    SA1, SA2 = (exact.enumerate_states(k, dtype=dt, device=dev) for k in (a1, a - a1))
+    beta = beta_h[:, None, None]
+    w = beta * (SB @ J[:, a:, :a])  # (H, 2^b, a): beta times the field of B's configuration on A's spins
+    w1, w2 = w[..., :a1], w[..., a1:]
+    n1, n2 = w1.abs().sum(-1, keepdim=True), w2.abs().sum(-1, keepdim=True)  # each row's largest exponent
+    if bool((2.0 * (n1 + n2).amax() > exact.RANGE_LIMIT.get(dt, 50.0)).item()):
+        return None
+    E1 = (w1 @ SA1.transpose(0, 1)).sub_(n1).exp_()  # (H, 2^b, 2^a1)
+    E2 = (w2 @ SA2.transpose(0, 1)).sub_(n2).exp_()  # (H, 2^b, 2^a2)
+    K = _scratch("kernel table", (H, 1 << b, 1 << (a - a1), 1 << a1), dt, dev)
+    K = torch.mul(E2[..., :, None], E1[..., None, :], out=K).view(H, 1 << b, 1 << a)  # index cA = cA1 + 2^a1 cA2
+    cA = 0.5 * ((SA @ J[:, :a, :a]) * SA).sum(-1)  # (H, 2^a): A's own coupling energy
+    cB = 0.5 * ((SB @ J[:, a:, a:]) * SB).sum(-1)  # (H, 2^b)
+    xA = torch.baddbmm((beta[..., 0] * cA)[:, None, :], hh[..., :a] * beta, SA.T.expand(H, a, 1 << a))
+    xB = torch.baddbmm(
+        (beta[..., 0] * cB + (n1 + n2)[..., 0])[:, None, :], hh[..., a:] * beta, SB.T.expand(H, b, 1 << b)
+    )
+    xA.sub_(xA.amax(-1, keepdim=True)).exp_()  # (H, R, 2^a), largest entry 1
+    xB.sub_(xB.amax(-1, keepdim=True)).exp_()  # (H, R, 2^b)
+    pA = torch.bmm(xB, K).mul_(xA)  # unnormalised marginal weights of A's configurations
+    pB = torch.bmm(xA, K.transpose(1, 2)).mul_(xB)
+    return torch.cat([pA @ SA, pB @ SB], dim=-1).div_(pA.sum(-1, keepdim=True))
 
 
 def _table_range(C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
