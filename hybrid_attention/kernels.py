@@ -178,12 +178,12 @@ def _factored_marginals(hh: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor,
     own energies ``cA``, ``cB`` and ``w = SB JBA`` ``(2**b, a)``: the first two are per-configuration factors, folded
     into the field factors ``xA``, ``xB`` (vectors, as the fields'), and the cross factor is a product over A's spins,
     so with A split into a low part A1 and a high part A2 it is the outer product of two small exponential tables
-    ``E1 (2**b, 2**a1)`` and ``E2 (2**b, 2**a2)``: one multiply pass writes ``K``, where the table path needs a GEMM,
-    a range pass, a shift and an ``exp`` over all ``2**n`` entries (together as long as the two products with ``K``).
-    Each row of ``E1``, ``E2`` is shifted by its largest entry ``exp(beta sum_j |w_j(cB)|)`` (the shift moves into
-    ``xB``), so ``K <= 1`` with a 1 in every row. The largest field factors (1 each) meet a ``K`` entry of at least
-    ``exp(-2 beta max_cB sum_j |w_j(cB)|)``, so ``Z`` stays above ``exp(-RANGE_LIMIT)`` of the dtype, the table path's
-    guarantee, whenever ``2 beta max |w|_1`` is within that limit; otherwise ``None``.
+    ``E1 (2**b, 2**a1)`` and ``E2 (2**b, 2**a2)`` (one GEMM and one ``exp`` for both): one multiply pass writes ``K``,
+    where the table path needs a GEMM, a range pass, a shift and an ``exp`` over all ``2**n`` entries (together as
+    long as the two products with ``K``). The cross exponent is bounded by ``|beta w(cB) . sA| <= beta |w(cB)|_1``;
+    where twice its largest value is within the dtype's ``RANGE_LIMIT`` (the table path's bound on its range), ``K``
+    lies in ``[exp(-RANGE_LIMIT / 2), exp(RANGE_LIMIT / 2)]`` unshifted, and the largest field factors (1 each) keep
+    ``Z`` above ``exp(-RANGE_LIMIT / 2)``; otherwise ``None``.
 
     Args:
         hh: ``(H, R, n)`` fields; J: ``(H, n, n)`` symmetric couplings; beta_h: ``(H,)``; a: spins in the low half.
@@ -192,28 +192,38 @@ def _factored_marginals(hh: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor,
     b, a1 = n - a, a // 2
     dt, dev = hh.dtype, hh.device
     SA, SB = (exact.enumerate_states(k, dtype=dt, device=dev) for k in (a, b))
-    SA1, SA2 = (exact.enumerate_states(k, dtype=dt, device=dev) for k in (a1, a - a1))
     beta = beta_h[:, None, None]
-    w = beta * (SB @ J[:, a:, :a])  # (H, 2^b, a): beta times the field of B's configuration on A's spins
-    w1, w2 = w[..., :a1], w[..., a1:]
-    n1, n2 = w1.abs().sum(-1, keepdim=True), w2.abs().sum(-1, keepdim=True)  # each row's largest exponent
-    if bool((2.0 * (n1 + n2).amax() > exact.RANGE_LIMIT.get(dt, 50.0)).item()):
+    w = (SB @ J[:, a:, :a]).mul_(beta)  # (H, 2^b, a): beta times the field of B's configuration on A's spins
+    if 2.0 * float(w.abs().sum(-1).amax()) > exact.RANGE_LIMIT.get(dt, 50.0):
         return None
-    E1 = (w1 @ SA1.transpose(0, 1)).sub_(n1).exp_()  # (H, 2^b, 2^a1)
-    E2 = (w2 @ SA2.transpose(0, 1)).sub_(n2).exp_()  # (H, 2^b, 2^a2)
+    E = (w @ _split_states(a1, a - a1, dt, dev)).exp_()  # (H, 2^b, 2^a1 + 2^a2): [E1 | E2]
     K = _scratch("kernel table", (H, 1 << b, 1 << (a - a1), 1 << a1), dt, dev)
-    K = torch.mul(E2[..., :, None], E1[..., None, :], out=K).view(H, 1 << b, 1 << a)  # index cA = cA1 + 2^a1 cA2
-    cA = 0.5 * ((SA @ J[:, :a, :a]) * SA).sum(-1)  # (H, 2^a): A's own coupling energy
-    cB = 0.5 * ((SB @ J[:, a:, a:]) * SB).sum(-1)  # (H, 2^b)
-    xA = torch.baddbmm((beta[..., 0] * cA)[:, None, :], hh[..., :a] * beta, SA.T.expand(H, a, 1 << a))
-    xB = torch.baddbmm(
-        (beta[..., 0] * cB + (n1 + n2)[..., 0])[:, None, :], hh[..., a:] * beta, SB.T.expand(H, b, 1 << b)
-    )
-    xA.sub_(xA.amax(-1, keepdim=True)).exp_()  # (H, R, 2^a), largest entry 1
-    xB.sub_(xB.amax(-1, keepdim=True)).exp_()  # (H, R, 2^b)
+    K = torch.mul(E[..., 1 << a1 :, None], E[..., None, : 1 << a1], out=K).view(H, 1 << b, 1 << a)  # cA1 + 2^a1 cA2
+    cA = ((SA @ J[:, :a, :a]) * SA).sum(-1).mul_(0.5 * beta[..., 0])  # (H, 2^a): beta times A's own coupling energy
+    cB = ((SB @ J[:, a:, a:]) * SB).sum(-1).mul_(0.5 * beta[..., 0])  # (H, 2^b)
+    hb = hh * beta
+    xA = torch.baddbmm(cA[:, None, :], hb[..., :a], SA.T.expand(H, a, 1 << a))  # log field factors (H, R, 2^a)
+    xB = torch.baddbmm(cB[:, None, :], hb[..., a:], SB.T.expand(H, b, 1 << b))  # (H, R, 2^b)
+    xA.sub_(xA.amax(-1, keepdim=True)).exp_()  # largest entry 1
+    xB.sub_(xB.amax(-1, keepdim=True)).exp_()
     pA = torch.bmm(xB, K).mul_(xA)  # unnormalised marginal weights of A's configurations
     pB = torch.bmm(xA, K.transpose(1, 2)).mul_(xB)
     return torch.cat([pA @ SA, pB @ SB], dim=-1).div_(pA.sum(-1, keepdim=True))
+
+
+_SPLIT: dict[tuple, torch.Tensor] = {}
+
+
+def _split_states(a1: int, a2: int, dtype: torch.dtype, device: Any) -> torch.Tensor:
+    """The block-diagonal ``(a1 + a2, 2**a1 + 2**a2)`` matrix ``[[SA1^T, 0], [0, SA2^T]]`` (cached): ``w @`` it gives
+    the exponents of both small tables of :func:`_factored_marginals` in one GEMM."""
+    key = (a1, a2, dtype, str(device))
+    if key not in _SPLIT:
+        out = torch.zeros(a1 + a2, (1 << a1) + (1 << a2), dtype=dtype, device=device)
+        out[:a1, : 1 << a1] = exact.enumerate_states(a1, dtype=dtype, device=device).T
+        out[a1:, 1 << a1 :] = exact.enumerate_states(a2, dtype=dtype, device=device).T
+        _SPLIT[key] = out
+    return _SPLIT[key]
 
 
 def _table_range(C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -321,6 +331,10 @@ def _causal_marginals(h: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor) ->
     parts = []
     for lo, hi in plan_groups(T, B * H):
         g = hi - lo + 1
+        if g == 1:  # one prefix: every key of the block visible, nothing to mask (multiplying by 1 changes nothing)
+            m = _shared_marginals(h[:, :, hi - 1, :hi], J[:, :hi, :hi], beta_h).reshape(B, H, 1, hi)
+            parts.append(torch.nn.functional.pad(m, (0, T - hi)))
+            continue
         pm = causal[lo - 1 : hi, :hi]  # (g, hi): key j visible to query i = m - 1
         pmf = pm.to(h.dtype)
         hg = h[:, :, lo - 1 : hi, :hi] * pmf  # (B, H, g, hi)
