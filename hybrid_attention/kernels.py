@@ -189,6 +189,9 @@ def _factored_marginals(hh: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor,
         hh: ``(H, R, n)`` fields; J: ``(H, n, n)`` symmetric couplings; beta_h: ``(H,)``; a: spins in the low half.
     """
     H, R, n = hh.shape
+    if H == 1:  # plain matrix products: a broadcast (2^b, b) @ (1, b, a) would expand and copy its left factor
+        m = _factored_one(hh[0], J[0], beta_h[0], a)
+        return None if m is None else m[None]
     b, a1 = n - a, a // 2
     dt, dev = hh.dtype, hh.device
     SA, SB = (exact.enumerate_states(k, dtype=dt, device=dev) for k in (a, b))
@@ -208,6 +211,30 @@ def _factored_marginals(hh: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor,
     xB.sub_(xB.amax(-1, keepdim=True)).exp_()
     pA = torch.bmm(xB, K).mul_(xA)  # unnormalised marginal weights of A's configurations
     pB = torch.bmm(xA, K.transpose(1, 2)).mul_(xB)
+    return torch.cat([pA @ SA, pB @ SB], dim=-1).div_(pA.sum(-1, keepdim=True))
+
+
+def _factored_one(h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor, a: int) -> torch.Tensor | None:
+    """:func:`_factored_marginals` of one head: ``h (R, n)``, ``J (n, n)``, ``beta`` 0-dim; ``(R, n)`` or ``None``."""
+    R, n = h.shape
+    b, a1 = n - a, a // 2
+    dt, dev = h.dtype, h.device
+    SA, SB = (exact.enumerate_states(k, dtype=dt, device=dev) for k in (a, b))
+    w = (SB @ J[a:, :a]).mul_(beta)  # (2^b, a)
+    if 2.0 * float(w.abs().sum(-1).amax()) > exact.RANGE_LIMIT.get(dt, 50.0):
+        return None
+    E = (w @ _split_states(a1, a - a1, dt, dev)).exp_()  # (2^b, 2^a1 + 2^a2): [E1 | E2]
+    K = _scratch("kernel table", (1 << b, 1 << (a - a1), 1 << a1), dt, dev)
+    K = torch.mul(E[:, 1 << a1 :, None], E[:, None, : 1 << a1], out=K).view(1 << b, 1 << a)
+    cA = ((SA @ J[:a, :a]) * SA).sum(-1).mul_(0.5 * beta)
+    cB = ((SB @ J[a:, a:]) * SB).sum(-1).mul_(0.5 * beta)
+    hb = h * beta
+    xA = torch.addmm(cA, hb[:, :a], SA.T)  # log field factors (R, 2^a)
+    xB = torch.addmm(cB, hb[:, a:], SB.T)
+    xA.sub_(xA.amax(-1, keepdim=True)).exp_()
+    xB.sub_(xB.amax(-1, keepdim=True)).exp_()
+    pA = (xB @ K).mul_(xA)
+    pB = (xA @ K.T).mul_(xB)
     return torch.cat([pA @ SA, pB @ SB], dim=-1).div_(pA.sum(-1, keepdim=True))
 
 

@@ -58,15 +58,16 @@ def test_coupling_table_is_the_coupling_energy(n):
     torch.testing.assert_close(scaled.reshape(3, -1), scale[:, None] * want, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("heads", [1, 2])  # one head: plain matrix products; several: batched
 @pytest.mark.parametrize("T", [1, 2, 9, 16])
 @pytest.mark.parametrize("field", [1.0, 1e4])  # usual scores; fields that saturate every spin (finite, exact)
-def test_factored_path_equals_the_float64_autograd_path(T, field):
+def test_factored_path_equals_the_float64_autograd_path(T, field, heads):
     """The no-autograd path that builds the coupling factor from two small exponential tables (``_factored_marginals``:
     no exp over the 2^n table) is taken for weak couplings, and in float32 agrees with the float64 functional path to
     2e-6 (float32 rounding, 6e-8, over the products of up to 2^8 terms and the final division, as the table path)
     plus the rounding of the field exponents: ``beta sum_j |h_j|`` in float32 is off by up to its eps times itself,
     which shifts each weight by as much relative (7e-4 at fields of 1e4: the table path's error too)."""
-    h, J, beta = inputs(4, 2, T, torch.float64, 0.3, seed=10 + T)
+    h, J, beta = inputs(4, heads, T, torch.float64, 0.3, seed=10 + T)
     h = h * field
     a = T // 2
     hh = h[:, :, -1, :].transpose(0, 1).float()  # the longest prefix's rows, (H, R, T)
