@@ -359,7 +359,11 @@ class StatevectorSampler(DQASampler):
         h, J = _scaled_by_beta(h.to(dev), J.to(dev), flat.beta)
         n, B = flat.n, h.shape[0]
         if B == 0:  # an empty batch
-            return h.new_zeros(0, 1 << n, dtype=REAL[self.dtype]) if u is None else torch.zeros(0, u.shape[-1])
+            return (
+                h.new_zeros(0, 1 << n, dtype=REAL[self.dtype])
+                if u is None
+                else torch.zeros(0, u.shape[-1], dtype=torch.int64)
+            )
         grad = torch.is_grad_enabled() and (h.requires_grad or J.requires_grad)
         step = self._chunk(n, grad)
         checkpointed = grad and step < B  # several memory chunks: keep only one chunk's graph alive at a time
