@@ -183,12 +183,15 @@ def _factored_marginals(hh: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor,
     long as the two products with ``K``). The cross exponent is bounded by ``|beta w(cB) . sA| <= beta |w(cB)|_1``;
     where twice its largest value is within the dtype's ``RANGE_LIMIT`` (the table path's bound on its range), ``K``
     lies in ``[exp(-RANGE_LIMIT / 2), exp(RANGE_LIMIT / 2)]`` unshifted, and the largest field factors (1 each) keep
-    ``Z`` above ``exp(-RANGE_LIMIT / 2)``; otherwise ``None``.
+    ``Z`` above ``exp(-RANGE_LIMIT / 2)``; otherwise ``None``. float32 and float64 only (``None`` for the half
+    precisions, whose range could not hold ``2**b exp(RANGE_LIMIT / 2)``).
 
     Args:
         hh: ``(H, R, n)`` fields; J: ``(H, n, n)`` symmetric couplings; beta_h: ``(H,)``; a: spins in the low half.
     """
     H, R, n = hh.shape
+    if hh.dtype not in (torch.float32, torch.float64):
+        return None
     if H == 1:  # plain matrix products: a broadcast (2^b, b) @ (1, b, a) would expand and copy its left factor
         m = _factored_one(hh[0], J[0], beta_h[0], a)
         return None if m is None else m[None]
