@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -279,11 +280,11 @@ def bench_statevector_vs_aer(args: argparse.Namespace) -> list[dict[str, Any]]:
     ...``; medians, and the spread of the per-repetition ratios). Thread counts are equal and fixed: ``--threads``
     torch intra-op threads for ``statevector`` and the same ``max_parallel_threads`` for Aer (its OpenMP threads;
     ``max_parallel_experiments`` too, so Aer never runs more threads than statevector); ``--threads 0`` leaves every
-    engine its defaults. The marginals of every
+    engine its defaults. With more than one torch thread, ``statevector`` is also timed at one intra-op thread in the
+    same interleaving (the ``1 thread`` columns: more threads must never be slower). The marginals of every
     engine are checked against the exact circuit output (max z-score over problems and spins)."""
-    import statistics
-
     from hybrid_attention.backends import get_sampler
+    from hybrid_attention.backends.parallel import intra_op_threads
 
     rows = []
     schedule = DQASchedule(tau=1.0, steps=args.steps)
@@ -300,18 +301,26 @@ def bench_statevector_vs_aer(args: argparse.Namespace) -> list[dict[str, Any]]:
             for r in ("probabilities", "shots"):
                 engines[f"aer {r}"] = get_sampler("aer", schedule=schedule, readout=r, backend_options=bo)
             m_exact = engines["statevector"].marginals(prob).numpy()
-            times: dict[str, list[float]] = {k: [] for k in engines}
+            calls = {k: (lambda s=s, rep=0: s.sample(prob, num_reads=args.shots, seed=rep)) for k, s in engines.items()}
+            if torch.get_num_threads() > 1:  # statevector at one thread too: more threads must never be slower
+
+                def one_thread(rep: int = 0, s: Any = engines["statevector"]) -> Any:
+                    with intra_op_threads(1):
+                        return s.sample(prob, num_reads=args.shots, seed=rep)
+
+                calls["statevector 1 thread"] = one_thread
+            times: dict[str, list[float]] = {k: [] for k in calls}
             z = {}
-            for k, s in engines.items():  # warm-up (templates, imports), and the accuracy check
-                ss = s.sample(prob, num_reads=args.shots, seed=0)
-                err = np.abs(ss.marginals() - m_exact) / np.sqrt(np.maximum(1 - m_exact**2, 1e-12) / args.shots)
+            for k, call in calls.items():  # warm-up (templates, imports), and the accuracy check
+                err = np.abs(call().marginals() - m_exact) / np.sqrt(np.maximum(1 - m_exact**2, 1e-12) / args.shots)
                 z[k] = float(err.max())
             for rep in range(args.reps):
-                for k, s in engines.items():
-                    times[k].append(_timed(lambda: s.sample(prob, num_reads=args.shots, seed=rep + 1))[1])
+                for k, call in calls.items():
+                    times[k].append(_timed(lambda: call(rep=rep + 1))[1])
             med = {k: statistics.median(v) for k, v in times.items()}
             best = min(("aer probabilities", "aer shots"), key=lambda k: med[k])
             ratios = [a / b for a, b in zip(times[best], times["statevector"])]
+            one = times.get("statevector 1 thread")
             rows.append(
                 {
                     "table": "statevector vs aer's batched paths, interleaved, equal threads",
@@ -325,6 +334,10 @@ def bench_statevector_vs_aer(args: argparse.Namespace) -> list[dict[str, Any]]:
                     "aer shots ms": round(1e3 * med["aer shots"], 1),
                     "aer best / statevector": f"{med[best] / med['statevector']:.1f}x",
                     "per-rep ratio min - max": f"{min(ratios):.1f} - {max(ratios):.1f}",
+                    "statevector 1 thread ms": "-" if one is None else round(1e3 * med["statevector 1 thread"], 1),
+                    "these threads / 1 thread (median of per-rep ratios, min - max)": "-"
+                    if one is None
+                    else _ratio_spread([a / b for a, b in zip(times["statevector"], one)]),
                     "max z (sv, aer p, aer s)": ", ".join(f"{z[k]:.1f}" for k in engines),
                 }
             )
@@ -332,6 +345,11 @@ def bench_statevector_vs_aer(args: argparse.Namespace) -> list[dict[str, Any]]:
     finally:
         torch.set_num_threads(threads)
     return rows
+
+
+def _ratio_spread(r: list[float]) -> str:
+    """``median (min - max)`` of per-repetition ratios."""
+    return f"{statistics.median(r):.2f} ({min(r):.2f} - {max(r):.2f})"
 
 
 BENCHMARKS.append(bench_statevector_vs_aer)

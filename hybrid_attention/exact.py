@@ -56,6 +56,7 @@ __all__ = [
     "probabilities",
     "sample",
     "draw_states",
+    "inverse_cdf",
     "check_size",
     "table_marginals",
     "table_correlations",
@@ -434,11 +435,25 @@ def draw_states(p: Any, shots: int, rng: np.random.Generator) -> np.ndarray:
     Returns:
         ``(B, shots)`` int64 indices ``c = sum_j b_j 2**j``.
     """
+    p = torch.as_tensor(p).detach()
+    return inverse_cdf(p, rng.random((p.shape[0], int(shots))))
+
+
+def inverse_cdf(p: Any, u: np.ndarray) -> np.ndarray:
+    """The draws of :func:`draw_states` at given uniforms: row ``r``'s draw ``k`` is the first index whose cumulative
+    probability (row renormalised, float64) reaches ``u[r, k]``.
+
+    Args:
+        p: ``(B, 2**n)`` probabilities (numpy or torch, any float dtype).
+        u: ``(B, shots)`` float64 uniforms in ``[0, 1)``.
+
+    Returns:
+        ``(B, shots)`` int64 indices. Row by row: a slice of rows gives the same draws as the whole table.
+    """
     p = torch.as_tensor(p).detach().to("cpu", torch.float64)
     cdf = torch.cumsum(p, dim=-1)
     cdf = cdf / cdf[:, -1:]
-    u = torch.from_numpy(rng.random((p.shape[0], int(shots))))
-    return torch.searchsorted(cdf, u).clamp_(max=p.shape[-1] - 1).numpy()
+    return torch.searchsorted(cdf, torch.as_tensor(u)).clamp_(max=p.shape[-1] - 1).numpy()
 
 
 def sample(

@@ -106,11 +106,17 @@ def _shared_marginals(h: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor) ->
     if R == 0:
         return h * 0.0  # empty, but on h's graph
     a = n // 2
-    # Without autograd the table is built scaled by beta into a reused buffer and exponentiated in place: beta C
-    # (one GEMM), its range (one read), exp(beta (C - Cmax)) (two in-place passes), and no page faults for a fresh
-    # multi-MiB table per call. With autograd, the functional form below (the same values).
+    # Without autograd the coupling factor is first built without any exp over the 2^n table (_factored_marginals:
+    # the cross term as an outer product of two small exponential tables, written into a reused buffer); where the
+    # couplings between the halves are too strong for that, the table is built scaled by beta into the buffer and
+    # exponentiated in place: beta C (one GEMM), its range (one read), exp(beta (C - Cmax)) (two in-place passes).
+    # Reused buffers: no page faults for a fresh multi-MiB table per call. With autograd, the functional form below
+    # (the same values up to rounding).
     fast = not (torch.is_grad_enabled() and (h.requires_grad or J.requires_grad or beta_h.requires_grad))
     if fast:
+        m = _factored_marginals(h.transpose(0, 1), J, beta_h, a)
+        if m is not None:
+            return m.transpose(0, 1)
         buf = _scratch("kernel table", (H, 1 << (n - a), 1 << a), h.dtype, h.device)
         bC = exact.coupling_table(J, a, scale=beta_h, out=buf)  # beta C: (H, 2^b, 2^a)
         bmin, bmax = _table_range(bC)
@@ -162,6 +168,92 @@ def _fast_marginals(hh: torch.Tensor, K: torch.Tensor, beta_h: torch.Tensor, a: 
     pB = torch.bmm(xA, K.transpose(1, 2)).mul_(xB)
     Z = pA.sum(-1, keepdim=True)
     return torch.cat([pA @ SA, pB @ SB], dim=-1).div_(Z)
+
+
+def _factored_marginals(hh: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor, a: int) -> torch.Tensor | None:
+    """The marginals without autograd and without exponentiating a ``2**n`` table: ``(H, R, n)``, or ``None`` when
+    the couplings between the halves are too strong for it (the caller takes the table path then).
+
+    The coupling factor splits as ``exp(beta C) = exp(beta cA) exp(beta cB) exp(beta w(cB) . sA)`` with the halves'
+    own energies ``cA``, ``cB`` and ``w = SB JBA`` ``(2**b, a)``: the first two are per-configuration factors, folded
+    into the field factors ``xA``, ``xB`` (vectors, as the fields'), and the cross factor is a product over A's spins,
+    so with A split into a low part A1 and a high part A2 it is the outer product of two small exponential tables
+    ``E1 (2**b, 2**a1)`` and ``E2 (2**b, 2**a2)`` (one GEMM and one ``exp`` for both): one multiply pass writes ``K``,
+    where the table path needs a GEMM, a range pass, a shift and an ``exp`` over all ``2**n`` entries (together as
+    long as the two products with ``K``). The cross exponent is bounded by ``|beta w(cB) . sA| <= beta |w(cB)|_1``;
+    where twice its largest value is within the dtype's ``RANGE_LIMIT`` (the table path's bound on its range), ``K``
+    lies in ``[exp(-RANGE_LIMIT / 2), exp(RANGE_LIMIT / 2)]`` unshifted, and the largest field factors (1 each) keep
+    ``Z`` above ``exp(-RANGE_LIMIT / 2)``; otherwise ``None``. float32 and float64 only (``None`` for the half
+    precisions, whose range could not hold ``2**b exp(RANGE_LIMIT / 2)``).
+
+    Args:
+        hh: ``(H, R, n)`` fields; J: ``(H, n, n)`` symmetric couplings; beta_h: ``(H,)``; a: spins in the low half.
+    """
+    H, R, n = hh.shape
+    if hh.dtype not in (torch.float32, torch.float64):
+        return None
+    if H == 1:  # plain matrix products: a broadcast (2^b, b) @ (1, b, a) would expand and copy its left factor
+        m = _factored_one(hh[0], J[0], beta_h[0], a)
+        return None if m is None else m[None]
+    b, a1 = n - a, a // 2
+    dt, dev = hh.dtype, hh.device
+    SA, SB = (exact.enumerate_states(k, dtype=dt, device=dev) for k in (a, b))
+    beta = beta_h[:, None, None]
+    w = (SB @ J[:, a:, :a]).mul_(beta)  # (H, 2^b, a): beta times the field of B's configuration on A's spins
+    if 2.0 * float(w.abs().sum(-1).amax()) > exact.RANGE_LIMIT.get(dt, 50.0):
+        return None
+    E = (w @ _split_states(a1, a - a1, dt, dev)).exp_()  # (H, 2^b, 2^a1 + 2^a2): [E1 | E2]
+    K = _scratch("kernel table", (H, 1 << b, 1 << (a - a1), 1 << a1), dt, dev)
+    K = torch.mul(E[..., 1 << a1 :, None], E[..., None, : 1 << a1], out=K).view(H, 1 << b, 1 << a)  # cA1 + 2^a1 cA2
+    cA = ((SA @ J[:, :a, :a]) * SA).sum(-1).mul_(0.5 * beta[..., 0])  # (H, 2^a): beta times A's own coupling energy
+    cB = ((SB @ J[:, a:, a:]) * SB).sum(-1).mul_(0.5 * beta[..., 0])  # (H, 2^b)
+    hb = hh * beta
+    xA = torch.baddbmm(cA[:, None, :], hb[..., :a], SA.T.expand(H, a, 1 << a))  # log field factors (H, R, 2^a)
+    xB = torch.baddbmm(cB[:, None, :], hb[..., a:], SB.T.expand(H, b, 1 << b))  # (H, R, 2^b)
+    xA.sub_(xA.amax(-1, keepdim=True)).exp_()  # largest entry 1
+    xB.sub_(xB.amax(-1, keepdim=True)).exp_()
+    pA = torch.bmm(xB, K).mul_(xA)  # unnormalised marginal weights of A's configurations
+    pB = torch.bmm(xA, K.transpose(1, 2)).mul_(xB)
+    return torch.cat([pA @ SA, pB @ SB], dim=-1).div_(pA.sum(-1, keepdim=True))
+
+
+def _factored_one(h: torch.Tensor, J: torch.Tensor, beta: torch.Tensor, a: int) -> torch.Tensor | None:
+    """:func:`_factored_marginals` of one head: ``h (R, n)``, ``J (n, n)``, ``beta`` 0-dim; ``(R, n)`` or ``None``."""
+    R, n = h.shape
+    b, a1 = n - a, a // 2
+    dt, dev = h.dtype, h.device
+    SA, SB = (exact.enumerate_states(k, dtype=dt, device=dev) for k in (a, b))
+    w = (SB @ J[a:, :a]).mul_(beta)  # (2^b, a)
+    if 2.0 * float(w.abs().sum(-1).amax()) > exact.RANGE_LIMIT.get(dt, 50.0):
+        return None
+    E = (w @ _split_states(a1, a - a1, dt, dev)).exp_()  # (2^b, 2^a1 + 2^a2): [E1 | E2]
+    K = _scratch("kernel table", (1 << b, 1 << (a - a1), 1 << a1), dt, dev)
+    K = torch.mul(E[:, 1 << a1 :, None], E[:, None, : 1 << a1], out=K).view(1 << b, 1 << a)
+    cA = ((SA @ J[:a, :a]) * SA).sum(-1).mul_(0.5 * beta)
+    cB = ((SB @ J[a:, a:]) * SB).sum(-1).mul_(0.5 * beta)
+    hb = h * beta
+    xA = torch.addmm(cA, hb[:, :a], SA.T)  # log field factors (R, 2^a)
+    xB = torch.addmm(cB, hb[:, a:], SB.T)
+    xA.sub_(xA.amax(-1, keepdim=True)).exp_()
+    xB.sub_(xB.amax(-1, keepdim=True)).exp_()
+    pA = (xB @ K).mul_(xA)
+    pB = (xA @ K.T).mul_(xB)
+    return torch.cat([pA @ SA, pB @ SB], dim=-1).div_(pA.sum(-1, keepdim=True))
+
+
+_SPLIT: dict[tuple, torch.Tensor] = {}
+
+
+def _split_states(a1: int, a2: int, dtype: torch.dtype, device: Any) -> torch.Tensor:
+    """The block-diagonal ``(a1 + a2, 2**a1 + 2**a2)`` matrix ``[[SA1^T, 0], [0, SA2^T]]`` (cached): ``w @`` it gives
+    the exponents of both small tables of :func:`_factored_marginals` in one GEMM."""
+    key = (a1, a2, dtype, str(device))
+    if key not in _SPLIT:
+        out = torch.zeros(a1 + a2, (1 << a1) + (1 << a2), dtype=dtype, device=device)
+        out[:a1, : 1 << a1] = exact.enumerate_states(a1, dtype=dtype, device=device).T
+        out[a1:, 1 << a1 :] = exact.enumerate_states(a2, dtype=dtype, device=device).T
+        _SPLIT[key] = out
+    return _SPLIT[key]
 
 
 def _table_range(C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -269,6 +361,10 @@ def _causal_marginals(h: torch.Tensor, J: torch.Tensor, beta_h: torch.Tensor) ->
     parts = []
     for lo, hi in plan_groups(T, B * H):
         g = hi - lo + 1
+        if g == 1:  # one prefix: every key of the block visible, nothing to mask (multiplying by 1 changes nothing)
+            m = _shared_marginals(h[:, :, hi - 1, :hi], J[:, :hi, :hi], beta_h).reshape(B, H, 1, hi)
+            parts.append(torch.nn.functional.pad(m, (0, T - hi)))
+            continue
         pm = causal[lo - 1 : hi, :hi]  # (g, hi): key j visible to query i = m - 1
         pmf = pm.to(h.dtype)
         hg = h[:, :, lo - 1 : hi, :hi] * pmf  # (B, H, g, hi)

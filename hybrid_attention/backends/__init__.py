@@ -12,7 +12,8 @@ At this level, what every wing shares:
 * ``sharded``: any registered sampler with its batch sharded across Dask workers, one spawned seed per problem;
 * ``testing``: :func:`~hybrid_attention.backends.testing.assert_sampler_conforms`, for any sampler, third-party ones too;
 * ``base``: what the backends share beyond the core interface (the progress bar of long calls, seeds);
-* ``workspace``: reusable scratch tensors of the simulators' hot loops.
+* ``workspace``: reusable scratch tensors of the simulators' hot loops;
+* ``parallel``: independent chunks of a batch on a few threads (one intra-op thread each), chosen per call.
 
 The wings, each a sub-package whose docstring says what lives there:
 

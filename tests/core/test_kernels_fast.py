@@ -56,3 +56,39 @@ def test_coupling_table_is_the_coupling_energy(n):
     scaled = exact.coupling_table(J, n // 2, scale=scale, out=out)
     assert scaled.data_ptr() == out.data_ptr()
     torch.testing.assert_close(scaled.reshape(3, -1), scale[:, None] * want, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("heads", [1, 2])  # one head: plain matrix products; several: batched
+@pytest.mark.parametrize("T", [1, 2, 9, 16])
+@pytest.mark.parametrize("field", [1.0, 1e4])  # usual scores; fields that saturate every spin (finite, exact)
+def test_factored_path_equals_the_float64_autograd_path(T, field, heads):
+    """The no-autograd path that builds the coupling factor from two small exponential tables (``_factored_marginals``:
+    no exp over the 2^n table) is taken for weak couplings, and in float32 agrees with the float64 functional path to
+    2e-6 (float32 rounding, 6e-8, over the products of up to 2^8 terms and the final division, as the table path)
+    plus the rounding of the field exponents: ``beta sum_j |h_j|`` in float32 is off by up to its eps times itself,
+    which shifts each weight by as much relative (7e-4 at fields of 1e4: the table path's error too)."""
+    h, J, beta = inputs(4, heads, T, torch.float64, 0.3, seed=10 + T)
+    h = h * field
+    a = T // 2
+    hh = h[:, :, -1, :].transpose(0, 1).float()  # the longest prefix's rows, (H, R, T)
+    with torch.no_grad():
+        assert kernels._factored_marginals(hh, J.float(), beta.float(), a) is not None  # the factored path runs
+        fast = kernels.causal_marginals(h.float(), J.float(), beta.float())
+    want = kernels.causal_marginals(h.clone().requires_grad_(True), J, beta).detach()
+    assert torch.isfinite(fast).all()
+    exponent = float((beta[None, :, None] * h.abs().sum(-1)).max())  # the largest field exponent
+    torch.testing.assert_close(fast.double(), want, rtol=0, atol=2e-6 + torch.finfo(torch.float32).eps * exponent)
+
+
+def test_factored_path_declines_strong_cross_couplings():
+    """Couplings between the halves beyond the dtype's range limit: the factored path returns None (the caller takes
+    the table path, with its float64 upcast or log space), and the result still matches float64."""
+    h, J, beta = inputs(2, 1, 10, torch.float32, 6.0, seed=3)
+    S = exact.enumerate_states(5)
+    w = beta[0] * (S @ J[0, 5:, :5])
+    assert 2 * float(w.abs().sum(-1).max()) > exact.RANGE_LIMIT[torch.float32]
+    with torch.no_grad():
+        assert kernels._factored_marginals(h[:, :, -1].transpose(0, 1), J, beta, 5) is None
+        got = kernels.causal_marginals(h, J, beta)
+    want = kernels.causal_marginals(h.double().requires_grad_(True), J.double(), beta.double()).detach()
+    torch.testing.assert_close(got.double(), want, rtol=0, atol=2e-6)

@@ -39,20 +39,22 @@ Example:
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from hybrid_attention.checks import check_device, check_memory, check_positive_int, describe_seed
+from hybrid_attention.checks import as_generator, check_device, check_memory, check_positive_int, describe_seed
 from hybrid_attention.circuits.program import layers as program_layers
 from hybrid_attention.circuits.schedule import DQASchedule
-from hybrid_attention.exact import enumerate_states
-from hybrid_attention.ising import IsingProblem
+from hybrid_attention.exact import enumerate_states, inverse_cdf
+from hybrid_attention.ising import IsingProblem, index_to_spins
 from hybrid_attention.sampler import SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
+from ..parallel import chunk_workers, run_chunks
 from ..workspace import scratch
 from .base import DQASampler
 from .driver import REAL, apply_driver, driver_groups, phase, phase_into, rx_block
@@ -344,27 +346,43 @@ class StatevectorSampler(DQASampler):
             return None
         return max(1, self.cache_limit // self._bytes_per_problem(n))
 
-    def _probabilities(self, problem: IsingProblem) -> torch.Tensor:
-        """Output probabilities ``(B, 2**n)`` of the flattened problem, in the real dtype (keeps autograd)."""
+    def _probabilities(self, problem: IsingProblem, u: np.ndarray | None = None) -> torch.Tensor:
+        """Output probabilities ``(B, 2**n)`` of the flattened problem, in the real dtype (keeps autograd); with
+        uniforms ``u`` ``(B, shots)`` (no autograd) the shots instead: ``(B, shots)`` int64 indices, the inverse CDF of
+        each row at its uniforms (:func:`~hybrid_attention.exact.inverse_cdf`), drawn chunk by chunk.
+
+        Without autograd, cache-sized chunks run on :func:`~hybrid_attention.backends.parallel.chunk_workers` threads
+        (one intra-op thread each; :mod:`hybrid_attention.backends.parallel`)."""
         flat = problem.flatten()
         h, J = flat.dropped()
         dev = self.device or h.device
         h, J = _scaled_by_beta(h.to(dev), J.to(dev), flat.beta)
         n, B = flat.n, h.shape[0]
         if B == 0:  # an empty batch
-            return h.new_zeros(0, 1 << n, dtype=REAL[self.dtype])
+            return (
+                h.new_zeros(0, 1 << n, dtype=REAL[self.dtype])
+                if u is None
+                else torch.zeros(0, u.shape[-1], dtype=torch.int64)
+            )
         grad = torch.is_grad_enabled() and (h.requires_grad or J.requires_grad)
         step = self._chunk(n, grad)
         checkpointed = grad and step < B  # several memory chunks: keep only one chunk's graph alive at a time
         sub = None if checkpointed else self._subchunk(n, torch.device(dev))
         if sub is not None:
             step = min(step, sub)
-        out = []
-        for s in range(0, B, step):
-            hc = h[s : s + step]
-            Jc = J if J.ndim == 2 else J[s : s + step]
-            out.append(checkpoint(self._run, hc, Jc, use_reentrant=False) if checkpointed else self._run(hc, Jc))
-        return torch.cat(out, dim=0)
+        starts = range(0, B, step)
+        items = [(h[s : s + step], J if J.ndim == 2 else J[s : s + step]) for s in starts]
+        if grad:
+            return torch.cat(
+                [checkpoint(self._run, *it, use_reentrant=False) if checkpointed else self._run(*it) for it in items],
+                dim=0,
+            )
+        work = float(B << n) * int(self.schedule.steps) * n * (1 << self.group) / self.group  # driver multiply-adds
+        workers = chunk_workers(len(items), work) if torch.device(dev).type == "cpu" else 1
+        if u is None:
+            return torch.cat(run_chunks(self._run, items, workers), dim=0)
+        draws = run_chunks(self._run_draw, [(*it, u[s : s + step]) for it, s in zip(items, starts)], workers)
+        return torch.from_numpy(np.concatenate(draws, axis=0))
 
     def _run(self, h: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
         if torch.is_grad_enabled() and (h.requires_grad or J.requires_grad):
@@ -372,6 +390,11 @@ class StatevectorSampler(DQASampler):
         else:  # the state is a scratch buffer, read at once
             psi = _dqa_inplace(h, J, self.schedule, self.dtype, self.group, reuse=True)
         return psi.real**2 + psi.imag**2  # the program is unitary: sums to 1 up to rounding
+
+    def _run_draw(self, h: torch.Tensor, J: torch.Tensor, u: np.ndarray) -> np.ndarray:
+        """Shots of one chunk (no autograd): the inverse CDF of its renormalised float64 probabilities at ``u``."""
+        p = self._run(h, J).to(torch.float64).cpu()
+        return inverse_cdf(p / p.sum(-1, keepdim=True), u)
 
     # ------------------------------------------------------------------ public API
     def probabilities(self, problem: IsingProblem) -> torch.Tensor:
@@ -409,8 +432,13 @@ class StatevectorSampler(DQASampler):
             "seed": describe_seed(seed),
         }
         with torch.no_grad():
-            p = self._probabilities(problem).to(torch.float64).cpu()
-            p = p / p.sum(-1, keepdim=True)
-        if num_reads is None:
-            return self._exact_sampleset(problem, p, info)
-        return self._shots_sampleset(problem, p, num_reads, seed, info)
+            if num_reads is None:
+                p = self._probabilities(problem).to(torch.float64).cpu()
+                return self._exact_sampleset(problem, p / p.sum(-1, keepdim=True), info)
+            # the uniforms draw_states would take, then each chunk's shots drawn where its probabilities are made
+            u = as_generator(seed).random((math.prod(problem.batch_shape), int(num_reads)))
+            idx = self._probabilities(problem, u).numpy()
+        n, bs = problem.n, tuple(problem.batch_shape)
+        info["num_reads"] = int(num_reads)
+        spins = index_to_spins(idx, n).reshape(*bs, int(num_reads), n)
+        return SampleSet(spins, np.full((*bs, int(num_reads)), 1.0 / num_reads), problem, info)

@@ -1,0 +1,91 @@
+"""Coarse-grained chunk threads (:mod:`hybrid_attention.backends.parallel`) and the statevector sampler on them: the
+same probabilities and shots as one thread, the shots the inverse CDF of those probabilities, torch's thread count
+restored."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from hybrid_attention import IsingProblem
+from hybrid_attention.backends.dqa.statevector import StatevectorSampler
+from hybrid_attention.backends.parallel import MIN_CHUNK_WORK, chunk_workers, intra_op_threads, run_chunks
+from hybrid_attention.circuits import DQASchedule
+from hybrid_attention.exact import draw_states, inverse_cdf
+from hybrid_attention.ising import bits_to_spins, index_to_bits, index_to_spins
+
+
+def _problems(n: int, batch: int, seed: int = 0) -> IsingProblem:
+    g = torch.Generator().manual_seed(seed)
+    h = torch.randn(batch, n, generator=g, dtype=torch.float64)
+    U = torch.randn(batch, n, n, generator=g, dtype=torch.float64).triu(1)
+    return IsingProblem(h, U + U.transpose(-1, -2))
+
+
+def test_chunk_workers_follow_the_work_and_the_budget():
+    big = 10 * MIN_CHUNK_WORK
+    assert chunk_workers(4, big, budget=2) == 2
+    assert chunk_workers(1, big, budget=2) == 1  # one chunk: nothing to share
+    assert chunk_workers(4, MIN_CHUNK_WORK / 2, budget=2) == 1  # too small to repay a thread
+    assert chunk_workers(4, big, budget=1) == 1
+    assert chunk_workers(3, big, budget=8) == 3
+
+
+def test_run_chunks_keeps_order_and_restores_threads():
+    before = torch.get_num_threads()
+    seen = run_chunks(lambda k: (k, torch.get_num_threads()), [(k,) for k in range(7)], 2)
+    assert [k for k, _ in seen] == list(range(7))
+    assert all(t == 1 for _, t in seen)  # one intra-op thread per chunk thread
+    assert torch.get_num_threads() == before
+    with intra_op_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+
+
+def test_inverse_cdf_rows_equal_draw_states():
+    rng = np.random.default_rng(3)
+    p = rng.random((5, 16))
+    p[1, :8] = 0.0  # empty bins are never drawn
+    u = np.random.default_rng(4).random((5, 40))
+    whole = draw_states(p, 40, np.random.default_rng(4))
+    assert np.array_equal(whole, inverse_cdf(p, u))
+    assert np.array_equal(whole[2:4], inverse_cdf(p[2:4], u[2:4]))  # row by row
+    assert (whole[1] >= 8).all()
+
+
+def test_index_to_spins_table_equals_bits():
+    c = np.random.default_rng(0).integers(0, 1 << 11, size=(3, 50))
+    s = index_to_spins(c, 11)
+    assert s.dtype == np.int8 and s.shape == (3, 50, 11)
+    assert np.array_equal(s, bits_to_spins(index_to_bits(c, 11)))
+    assert np.array_equal(index_to_spins(c, 20), bits_to_spins(index_to_bits(c, 20)))  # above the table size
+
+
+@pytest.mark.skipif(torch.get_num_threads() < 2, reason="needs a torch thread budget of 2 or more")
+def test_statevector_threads_equal_one_thread():
+    """Threads change where chunks run, not what they compute: each chunk runs the same single-threaded kernels, so
+    probabilities and shots are bitwise those of one thread (determinism within one process)."""
+    sv = StatevectorSampler(DQASchedule(tau=1.0, steps=6), cache_limit=64 << 10)  # small chunks: several per call
+    prob = _problems(10, 40)
+    work = 40 * 1024 * 6 * 10 * 16 / 4  # the sampler's estimate: problems x amplitudes x slices x driver work
+    assert chunk_workers(len(range(0, 40, sv._subchunk(10, torch.device("cpu")))), work) >= 2  # the threads run
+    p_par = sv.probabilities(prob)
+    s_par = sv.sample(prob, num_reads=300, seed=7)
+    with intra_op_threads(1):
+        p_one = sv.probabilities(prob)
+        s_one = sv.sample(prob, num_reads=300, seed=7)
+    assert torch.equal(p_par, p_one)
+    assert np.array_equal(s_par.spins, s_one.spins)
+
+
+def test_statevector_shots_are_the_inverse_cdf_of_its_probabilities():
+    """The shots drawn chunk by chunk are the inverse CDF of the exact output at the generator's uniforms, as the
+    table-then-draw path (``draw_states``) gives them."""
+    sv = StatevectorSampler(DQASchedule(tau=1.0, steps=6), cache_limit=64 << 10)
+    prob = _problems(6, 30, seed=1)
+    with torch.no_grad():
+        p = sv._probabilities(prob).to(torch.float64)
+    ref = draw_states(p / p.sum(-1, keepdim=True), 200, np.random.default_rng(11))
+    ss = sv.sample(prob, num_reads=200, seed=11)
+    assert np.array_equal(ss.spins, index_to_spins(ref, 6))
