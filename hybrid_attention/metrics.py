@@ -137,7 +137,12 @@ def expected_tv(p: Any, shots: int) -> np.ndarray:
     pi, mi = np.where(inside, pc, 0.5), np.where(inside, m, 1.0)
     lg = lambda x: torch.lgamma(torch.as_tensor(x, dtype=torch.float64)).numpy()  # noqa: E731
     log_mad = (
-        np.log(2.0 * mi) + lg(N + 1.0) - lg(mi + 1.0) - lg(N - mi + 1.0) + mi * np.log(pi) + (N - mi + 1.0) * np.log1p(-pi)
+        np.log(2.0 * mi)
+        + lg(N + 1.0)
+        - lg(mi + 1.0)
+        - lg(N - mi + 1.0)
+        + mi * np.log(pi)
+        + (N - mi + 1.0) * np.log1p(-pi)
     )
     mad = np.where(inside, np.exp(log_mad), 0.0)  # E|X_c - N p_c|
     return 0.5 * mad.sum(-1) / N
