@@ -181,7 +181,7 @@ def table_layden(out: Path) -> list[str]:
     lines = []
     for ens in ("layden", "sk"):
         reps = sorted(_load(f"mixing/{ens}_n*.json", out), key=lambda r: r["n"])
-        if len(reps) < 2:
+        if len(reps) < MIN_SIZES:  # too few sizes for one fit window
             continue
         ns = [r["n"] for r in reps]
         lines += [
