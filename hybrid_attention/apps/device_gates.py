@@ -73,8 +73,8 @@ def dqa_point(
         problem: one problem (batch size 1 or none). backend: a fake backend (its target and noise model).
         layout: one of :data:`LAYOUTS`. fold_rzz: emit every RZZ as the folded pair of non-negative angles (the
             sampler's parametrised form for fractional-gate backends; without it a bound circuit's negative angles
-            are folded by the transpiler with X gates, one RZZ each). schedule: the anneal (default ``DQASchedule(tau=1.0, steps=20)``, the
-            device-noise study's).
+            are folded by the transpiler with X gates, one RZZ each). schedule: the anneal (default
+            ``DQASchedule(tau=1.0, steps=20)``, the device-noise study's).
 
     Returns:
         ``{"n", "layout", "qubits", "two_qubit_gates", "two_qubit_depth", "duration_s", "tv_circuit",
