@@ -46,8 +46,8 @@ from IPython.display import Markdown, display
 from hybrid_attention.apps.fidelity import FidelityConfig, ensemble_problems, run_sweep
 from hybrid_attention.apps.fidelity.plots import plot_frontier
 from hybrid_attention.apps.mixing import fit_exponent, mixing_report
-from hybrid_attention.apps.scaling import gap_ratio_interval
 from hybrid_attention.apps.notebook import QUICK, ROOT, show
+from hybrid_attention.apps.scaling import gap_ratio_interval
 
 CHAINS = ("qemcmc", "local", "uniform", "heat-bath")
 RESULTS = ROOT / "results" / "frontier"
