@@ -40,6 +40,7 @@ __all__ = [
     "fit_effective_beta",
     "energy_terms",
     "total_variation",
+    "expected_tv",
     "kl_divergence",
     "hellinger_distance",
     "bhattacharyya_coefficient",
@@ -106,6 +107,45 @@ def total_variation(p: Any, q: Any) -> np.ndarray:
     """
     p, q = _distributions(p, q)
     return 0.5 * np.abs(p - q).sum(-1)
+
+
+def expected_tv(p: Any, shots: int) -> np.ndarray:
+    """The shot-noise floor of a TV: ``E[TV(p_hat, p)]`` for the histogram ``p_hat`` of ``shots`` draws from ``p``.
+
+    Exact, no sampling: each count is binomial, ``X_c ~ Bin(N, p_c)``, so ``E[TV] = 1/(2N) sum_c E|X_c - N p_c|``
+    with de Moivre's closed form ``E|X - N p| = 2 m C(N, m) p^m (1 - p)^(N - m + 1)``, ``m = floor(N p) + 1``
+    (evaluated in logs). A sampled TV of this size is what a perfect sampler of ``p`` would report against ``p``;
+    against another distribution ``q`` a sampled TV lies within about this much of the exact ``TV(p, q)``.
+
+    Args:
+        p: probabilities ``(*batch, K)``, each summing to 1. shots: draws per distribution, ``>= 1``.
+
+    Returns:
+        ``(*batch,)`` float64.
+
+    Example:
+        >>> round(float(expected_tv([0.5, 0.5], 1)), 6)  # one draw: the histogram is (1, 0) or (0, 1)
+        0.5
+    """
+    if isinstance(shots, bool) or not isinstance(shots, (int, np.integer)) or shots < 1:
+        raise ValueError(f"shots must be an integer >= 1, got {shots!r}")
+    p, _ = _distributions(p, p)
+    N = int(shots)
+    pc = np.clip(p, 0.0, 1.0)
+    m = np.floor(N * pc) + 1.0
+    inside = (pc > 0) & (pc < 1) & (m <= N)
+    pi, mi = np.where(inside, pc, 0.5), np.where(inside, m, 1.0)
+    lg = lambda x: torch.lgamma(torch.as_tensor(x, dtype=torch.float64)).numpy()  # noqa: E731
+    log_mad = (
+        np.log(2.0 * mi)
+        + lg(N + 1.0)
+        - lg(mi + 1.0)
+        - lg(N - mi + 1.0)
+        + mi * np.log(pi)
+        + (N - mi + 1.0) * np.log1p(-pi)
+    )
+    mad = np.where(inside, np.exp(log_mad), 0.0)  # E|X_c - N p_c|
+    return 0.5 * mad.sum(-1) / N
 
 
 def kl_divergence(p: Any, q: Any, *, eps: float = 0.0) -> np.ndarray:

@@ -47,6 +47,7 @@ from hybrid_attention.apps.fidelity import FidelityConfig, ensemble_problems, ru
 from hybrid_attention.apps.fidelity.plots import plot_frontier
 from hybrid_attention.apps.mixing import fit_exponent, mixing_report
 from hybrid_attention.apps.notebook import QUICK, ROOT, show
+from hybrid_attention.apps.scaling import gap_ratio_interval
 
 CHAINS = ("qemcmc", "local", "uniform", "heat-bath")
 RESULTS = ROOT / "results" / "frontier"
@@ -132,7 +133,8 @@ display(
 # %% [markdown]
 # ## 2. The crossover: gaps against coupling strength (committed report)
 #
-# The quantum chain's advantage per step is its median gap over the best classical chain's. At equal *cost* a step
+# The quantum chain's advantage per step is its median gap over the best classical chain's, with a 95 % interval from
+# a bootstrap over the instances (`hybrid_attention.apps.scaling.gap_ratio_interval`). At equal *cost* a step
 # of the quantum chain is a circuit execution: the dashed line is the ratio of the projected QPU seconds of one
 # one-shot proposal circuit (a placeholder timing model, `hybrid_attention.backends.ibm.cost`) to the measured seconds
 # of a classical Metropolis move on this machine; the quantum chain pays only above it.
@@ -152,8 +154,10 @@ if reps:
     axs[0].set_ylabel("median spectral gap per step")
     axs[0].axvspan(0.03, 0.15, color="grey", alpha=0.2, label="trained attention layers (measured)")
     axs[0].legend(fontsize=7)
-    adv = np.array(med["qemcmc"]) / np.max([med[c] for c in CHAINS if c != "qemcmc"], axis=0)
-    axs[1].plot(rs, adv, "ko-", label="qemcmc gap / best classical gap")
+    ivs = [gap_ratio_interval(gaps(r, n, "qemcmc"), {c: gaps(r, n, c) for c in CHAINS if c != "qemcmc"}) for r in reps]
+    adv = np.array([iv["ratio"] for iv in ivs])
+    err = [adv - [iv["ci_low"] for iv in ivs], [iv["ci_high"] for iv in ivs] - adv]
+    axs[1].errorbar(rs, adv, yerr=err, fmt="ko-", capsize=3, label="qemcmc gap / best classical gap (95 % CI)")
     axs[1].axhline(1, color="C0", label="equal model evaluations")
     cost = load(f"coupling/n{n}_step_cost.json")
     if cost:

@@ -38,13 +38,18 @@ from pathlib import Path
 
 import numpy as np
 
+from hybrid_attention.apps.cli_types import positive_ints
 from hybrid_attention.apps.fidelity.problems import ATTENTION_COUPLING_RATIOS, ensemble_problems
-from hybrid_attention.apps.mixing import exponent_ratio, fit_exponent, mixing_report
+from hybrid_attention.apps.mixing import fit_exponent, mixing_report
+from hybrid_attention.apps.scaling import crossover, exponent_ratio_interval, fit_windows, gap_ratio_interval
 from hybrid_attention.backends.ibm.cost import qpu_seconds
+from hybrid_attention.backends.mcmc.analysis import DEFAULT_NODES
 
 OUT = Path("results/frontier")
 RATIOS = (round(ATTENTION_COUPLING_RATIOS[8], 3), round(ATTENTION_COUPLING_RATIOS[12], 3), 0.25, 0.5, 0.75, 1.0)
 CHAINS = ("qemcmc", "local", "uniform", "heat-bath")
+#: fewest consecutive sizes in a fit window of the exponent intervals
+MIN_SIZES = 5
 
 
 def _save(path: Path, obj: dict) -> None:
@@ -63,7 +68,7 @@ def part_layden(args: argparse.Namespace) -> None:
             t0 = time.time()
             prob = ensemble_problems(ens, n, args.instances, seed=args.seed)
             rep = mixing_report({n: prob}, nodes=args.nodes, seed=args.seed, progress=False)
-            _save(path, {"ensemble": ens, "n": n, "instances": args.instances, "nodes": args.nodes, **rep})
+            _save(path, {"ensemble": ens, "n": n, "instances": args.instances, "nodes": list(args.nodes), **rep})
             print(f"{ens} n={n}: {time.time() - t0:.1f} s", flush=True)
 
 
@@ -87,7 +92,17 @@ def part_coupling(args: argparse.Namespace) -> None:
         t0 = time.time()
         prob = ensemble_problems("coupling", n, args.instances, seed=args.seed, coupling=r)
         rep = mixing_report({n: prob}, nodes=args.nodes, seed=args.seed, progress=False)
-        _save(path, {"ensemble": "coupling", "coupling": r, "n": n, "instances": args.instances, **rep})
+        _save(
+            path,
+            {
+                "ensemble": "coupling",
+                "coupling": r,
+                "n": n,
+                "instances": args.instances,
+                "nodes": list(args.nodes),
+                **rep,
+            },
+        )
         print(f"coupling r={r:g} n={n}: {time.time() - t0:.1f} s", flush=True)
     cpath = args.out / "coupling" / f"n{n}_step_cost.json"
     if not cpath.exists():
@@ -139,7 +154,7 @@ def part_model(args: argparse.Namespace) -> None:
         if not (mix / "mixing.json").exists():
             t0 = time.time()
             cmd = ["hybrid-attention", "mixing", "--checkpoint", ck, "--n", str(args.n), "--problems",
-                   str(args.problems), "--nodes", str(args.nodes), "--out", str(mix), "--no-progress"]  # fmt: skip
+                   str(args.problems), "--nodes", ",".join(map(str, args.nodes)), "--out", str(mix), "--no-progress"]  # fmt: skip
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
             print(f"mixing {name}: {time.time() - t0:.1f} s", flush=True)
         fid = args.out / "model" / f"{name}_n{args.n}_fidelity"
@@ -166,7 +181,7 @@ def table_layden(out: Path) -> list[str]:
     lines = []
     for ens in ("layden", "sk"):
         reps = sorted(_load(f"mixing/{ens}_n*.json", out), key=lambda r: r["n"])
-        if len(reps) < 2:
+        if len(reps) < MIN_SIZES:  # too few sizes for one fit window
             continue
         ns = [r["n"] for r in reps]
         lines += [
@@ -176,32 +191,42 @@ def table_layden(out: Path) -> list[str]:
         ]
         for r in reps:
             lines.append(f"| {r['n']} | " + " | ".join(f"{np.median(_gaps(r, r['n'], c)):.4g}" for c in CHAINS) + " |")
+        gaps = {c: [_gaps(r, r["n"], c) for r in reps] for c in CHAINS}
         lines += [
             "",
-            "| chain | fitted k (gap ~ 2^(-k n)), median gap | fitted k, mean gap | sizes |",
-            "| --- | --- | --- | --- |",
+            "| chain | fitted k (gap ~ 2^(-k n)), median gap, +- s.d. over instances | k over fit windows "
+            f"(>= {MIN_SIZES} sizes) | fitted k, mean gap | sizes |",
+            "| --- | --- | --- | --- | --- |",
         ]
-        gaps = {c: [_gaps(r, r["n"], c) for r in reps] for c in CHAINS}
         for c in CHAINS:
             fm, fa = fit_exponent(ns, gaps[c]), fit_exponent(ns, gaps[c], stat="mean")
+            kw = [fit_exponent(ns[i:j], gaps[c][i:j], boots=1)["k"] for i, j in fit_windows(ns, MIN_SIZES)]
             lines.append(
-                f"| {c} | {fm['k']:.3f} +- {fm['k_err']:.3f} | {fa['k']:.3f} +- {fa['k_err']:.3f} | {ns[0]}-{ns[-1]} |"
+                f"| {c} | {fm['k']:.3f} +- {fm['k_err']:.3f} | {min(kw):.3f}-{max(kw):.3f} | "
+                f"{fa['k']:.3f} +- {fa['k_err']:.3f} | {ns[0]}-{ns[-1]} |"
             )
         lines += [
             "",
             "Speedup exponent: a classical chain's k over the quantum chain's (3 means the quantum gap is the classical "
-            "gap's cube root: a cubic speedup), bootstrap over the instances of both chains jointly:",
+            "gap's cube root: a cubic speedup). 95 % percentile intervals from 2,000 bootstrap replicates that "
+            "resample the instances of every size (both chains together) and, in the first interval, also the fit "
+            f"window (uniformly among the runs of >= {MIN_SIZES} consecutive sizes); the last column is the ratio's "
+            "range over the windows themselves (`experiments/frontier/run.py`, `hybrid_attention/apps/scaling.py`):",
             "",
-            "| k ratio | median gap | mean gap |",
-            "| --- | --- | --- |",
+            "| k ratio | statistic | all sizes | 95 % CI, instances and windows | 95 % CI, instances only | "
+            "range over windows |",
+            "| --- | --- | --- | --- | --- | --- |",
         ]
         for c in CHAINS:
             if c == "qemcmc":
                 continue
-            rm, ra = (exponent_ratio(ns, gaps[c], gaps["qemcmc"], stat=st) for st in ("median", "mean"))
-            lines.append(
-                f"| {c} / qemcmc | {rm['ratio']:.2f} +- {rm['ratio_err']:.2f} | {ra['ratio']:.2f} +- {ra['ratio_err']:.2f} |"
-            )
+            for st in ("median", "mean"):
+                r = exponent_ratio_interval(ns, gaps[c], gaps["qemcmc"], stat=st, min_sizes=MIN_SIZES)
+                lo, hi = r["ci_instances"]
+                lines.append(
+                    f"| {c} / qemcmc | {st} gap | {r['ratio']:.2f} | {r['ci_low']:.2f}-{r['ci_high']:.2f} | "
+                    f"{lo:.2f}-{hi:.2f} | {r['window_min']:.2f}-{r['window_max']:.2f} |"
+                )
     return lines
 
 
@@ -214,30 +239,49 @@ def table_coupling(out: Path) -> list[str]:
     ratio = costs[0]["qemcmc_step_qpu_s"] / costs[0]["classical_move_s"] if costs else None
     lines = [
         f"\n### Coupling-strength sweep at n = {n}: median exact gap per step ({reps[0]['instances']} instances)\n",
-        "| rms J / rms h | " + " | ".join(CHAINS) + " | qemcmc / best classical |",
-        "| --- |" + " --- |" * (len(CHAINS) + 1),
+        "`qemcmc / best classical`: the quantum chain's median gap over the largest classical median gap (chain "
+        "named), with a 95 % percentile interval from 2,000 bootstrap replicates of the instances (all chains "
+        "resampled together, the best classical chain re-chosen in each).\n",
+        "| rms J / rms h | " + " | ".join(CHAINS) + " | qemcmc / best classical | 95 % CI | best classical |",
+        "| --- |" + " --- |" * (len(CHAINS) + 3),
     ]
-    cross_eval, cross_cost = None, None
+    points = []
     for r in reps:
-        med = {c: float(np.median(_gaps(r, n, c))) for c in CHAINS}
-        best = max(med[c] for c in CHAINS if c != "qemcmc")
-        adv = med["qemcmc"] / best
-        lines.append(f"| {r['coupling']:g} | " + " | ".join(f"{med[c]:.4g}" for c in CHAINS) + f" | {adv:.3g} |")
-        if adv > 1 and cross_eval is None:
-            cross_eval = r["coupling"]
-        if ratio is not None and adv > ratio and cross_cost is None:
-            cross_cost = r["coupling"]
-    lines.append("")
-    lines.append(
-        "Crossover at equal model evaluations (per step): "
-        + (f"rms J / rms h = {cross_eval:g}" if cross_eval is not None else "none within the range")
-    )
+        g = {c: _gaps(r, n, c) for c in CHAINS}
+        iv = gap_ratio_interval(g["qemcmc"], {c: g[c] for c in CHAINS if c != "qemcmc"})
+        points.append((r["coupling"], iv))
+        lines.append(
+            f"| {r['coupling']:g} | "
+            + " | ".join(f"{np.median(g[c]):.4g}" for c in CHAINS)
+            + f" | {iv['ratio']:.3g} | {iv['ci_low']:.3g}-{iv['ci_high']:.3g} | {iv['best']} |"
+        )
+    cross = crossover(points)
+    lo, hi = cross["bracket"]
+    fmt = lambda xs: ", ".join(f"{x:g}" for x in xs) or "none"  # noqa: E731
+    lines += [
+        "",
+        f"Crossover at equal model evaluations (per step): the interval lies below 1 at rms J / rms h = "
+        f"{fmt(cross['below'])}, contains 1 (a tie) at {fmt(cross['tie'])}, lies above 1 at {fmt(cross['above'])}; "
+        + (
+            f"so the crossover lies between {lo:g} and {hi:g}"
+            if lo is not None and hi is not None
+            else "no bracket within the range"
+        )
+        + (
+            f" (the tie at {fmt([t for t in cross['tie'] if lo < t < hi])} cannot be placed)"
+            if lo is not None and hi is not None and any(lo < t < hi for t in cross["tie"])
+            else ""
+        )
+        + ".",
+    ]
     if ratio is not None:
+        cross_cost = next((s for s, iv in points if iv["ci_low"] > ratio), None)
         lines.append(
             f"\nCost of a step: projected QPU seconds of one one-shot proposal circuit (depth {costs[0]['depth']}, "
-            f"hybrid_attention.backends.ibm.cost model, no per-job overhead) {costs[0]['qemcmc_step_qpu_s']:.3g} s against a measured classical Metropolis move "
-            f"{costs[0]['classical_move_s']:.3g} s on this machine: ratio {ratio:.3g}. Crossover at equal projected "
-            "cost: " + (f"rms J / rms h = {cross_cost:g}" if cross_cost is not None else "none within the range")
+            f"hybrid_attention.backends.ibm.cost model, no per-job overhead) {costs[0]['qemcmc_step_qpu_s']:.3g} s "
+            f"against a measured classical Metropolis move {costs[0]['classical_move_s']:.3g} s on this machine: "
+            f"ratio {ratio:.3g}. Crossover at equal projected cost (interval above the cost ratio): "
+            + (f"rms J / rms h = {cross_cost:g}" if cross_cost is not None else "none within the range")
         )
     return lines
 
@@ -363,9 +407,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--problems", type=int, default=8)
     p.add_argument("--shots", type=int, default=256)
     p.add_argument("--budget", default="0,2,8,32,128")
-    p.add_argument("--nodes", type=int, default=4)
+    p.add_argument(
+        "--nodes",
+        type=positive_ints,
+        default=list(DEFAULT_NODES),
+        help="Gauss-Legendre nodes of the qemcmc parameters, gamma,time (default: the converged DEFAULT_NODES)",
+    )
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
+    if len(args.nodes) not in (1, 2):
+        p.error(f"--nodes takes one number or gamma,time, got {args.nodes}")
+    args.nodes = tuple(args.nodes) * (3 - len(args.nodes))
     parts = {"layden": part_layden, "coupling": part_coupling, "fidelity": part_fidelity, "model": part_model}
     {**parts, "table": part_table}[args.part](args)
     return 0

@@ -37,6 +37,28 @@ def dqa_table(points: list[dict]) -> str:
     return "\n".join(rows)
 
 
+def floor_table(points: list[dict]) -> str:
+    """The sampled TVs of the DQA table beside their computed shot-noise floors (``experiments/hardware/floor.py``)
+    and, where computed, the exact (no-shot) TV of the noisy output."""
+    floors = {(p["backend"], p["n"]): p for p in points if p["kind"] == "dqa-floor"}
+    rows = [
+        "| backend | n | shots | noiseless, sampled TV | its floor E[TV] (exact) | noisy, sampled TV | noisy, exact TV "
+        "(density matrix, no shots) | floor of the noisy output |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for p in sorted((p for p in points if p["kind"] == "dqa"), key=lambda p: (p["backend"], p["n"])):
+        f = floors.get((p["backend"], p["n"]))
+        if f is None:
+            continue
+        ex = {k: f"{f[k]:.3f}" if k in f else "not computed" for k in ("tv_exact", "floor_noisy")}
+        rows.append(
+            f"| {p['backend']} | {p['n']} | {p['shots']} | {p['variants']['noiseless']['tv_circuit']:.3f} | "
+            f"{f['floor_noiseless']:.3f} | {p['variants']['noisy']['tv_circuit']:.3f} | {ex['tv_exact']} | "
+            f"{ex['floor_noisy']} |"
+        )
+    return "\n".join(rows)
+
+
 def exact_summary(points: list[dict]) -> dict:
     agg: dict = defaultdict(list)
     for p in points:
@@ -133,6 +155,11 @@ def main() -> None:
     tables = "\n\n".join(
         [
             "### DQA under device noise\n\n" + dqa_table(points),
+            "### Shot-noise floors of the DQA table (computed)\n\n"
+            "A histogram of N shots of a distribution p sits at an expected TV E[TV(p_N, p)] from p (exact, "
+            "`hybrid_attention.metrics.expected_tv`); a sampled TV to another distribution lies within about that "
+            "much of the exact one. Floors and exact noisy TVs: `python -m experiments.hardware.floor`.\n\n"
+            + floor_table(points),
             "### qemcmc stationary bias, exact (n <= 6)\n\n" + exact_table(summary),
             "### qemcmc sampled marginals against Boltzmann (effective-sample-size error bars)\n\n"
             + sampled_table(points),

@@ -33,6 +33,7 @@ __all__ = [
     "sk_problems",
     "dqa_noise",
     "noisy_proposal_matrix",
+    "exact_noisy_distribution",
     "qemcmc_stationary_bias",
     "qemcmc_sampled_bias",
 ]
@@ -151,6 +152,31 @@ def _readout_channel(backend: Any, qubits: list[int]) -> list[np.ndarray]:
             for qs in e.get("gate_qubits", []):
                 table[int(qs[0])] = P.T
     return [table.get(q, np.eye(2)) for q in qubits]
+
+
+def exact_noisy_distribution(isa: Any, backend: Any) -> np.ndarray:
+    """The exact output distribution ``(2**n,)`` of a bound ISA circuit (``n`` measured classical bits) under
+    ``backend``'s Aer noise model: the density matrix of the circuit's measured qubits (Aer drops idle qubits), then
+    each bit through its qubit's read-out channel. Index ``c = sum_j b_j 2**j`` over classical bits ``b_j``, the
+    order of ``SampleSet`` spins. No shots: a sampled histogram of ``N`` shots scatters around it by about
+    :func:`hybrid_attention.metrics.expected_tv` ``(p, N)``."""
+    from qiskit_aer import AerSimulator
+
+    from hybrid_attention.backends.ibm.mitigation import measured_qubits
+
+    if isa.num_parameters:
+        raise ValueError(f"exact_noisy_distribution needs a bound circuit, got {isa.num_parameters} free parameters")
+    qubits = measured_qubits(isa)
+    N = 1 << len(qubits)
+    circ = isa.remove_final_measurements(inplace=False)
+    circ.save_probabilities(qubits, label="p")
+    sim = AerSimulator(method="density_matrix", noise_model=_noise_model(backend))
+    P = np.asarray(sim.run(circ, shots=1).result().data(0)["p"], dtype=np.float64)[None]
+    for j, A in enumerate(_readout_channel(backend, qubits)):  # bit j passes through its read-out channel
+        P = P.reshape(1, N >> (j + 1), 2, 1 << j)
+        P = np.einsum("mb,rabc->ramc", A, P).reshape(1, N)
+    P = np.clip(P[0], 0, None)
+    return P / P.sum()
 
 
 def noisy_proposal_matrix(

@@ -198,3 +198,42 @@ def test_effective_beta_recovers_boltzmann_and_reports_fit_quality():
     bad = fit_effective_beta(q, h, J)
     assert np.all(bad.r2 < 0.999) and np.all(bad.rmse > 1e-3)
     np.testing.assert_allclose(bad.r**2, bad.r2, atol=1e-9)
+
+
+# ---------------------------------------------------------------------- expected_tv (the shot-noise floor)
+def test_expected_tv_matches_binomial_sums() -> None:
+    from math import comb
+
+    from hybrid_attention.metrics import expected_tv
+
+    rng = np.random.default_rng(3)
+    p = rng.dirichlet(np.ones(6), size=2)
+    for N in (1, 5, 17):
+        brute = [
+            0.5 * sum(sum(comb(N, x) * q**x * (1 - q) ** (N - x) * abs(x / N - q) for x in range(N + 1)) for q in row)
+            for row in p
+        ]
+        # closed form against a float64 sum of N + 1 terms per state: agreement to ~1e-12 (log-space round-off)
+        np.testing.assert_allclose(expected_tv(p, N), brute, rtol=1e-10, atol=1e-13)
+
+
+def test_expected_tv_matches_sampled_histograms() -> None:
+    from hybrid_attention.metrics import expected_tv, total_variation
+
+    rng = np.random.default_rng(4)
+    p = rng.dirichlet(np.full(256, 0.5))
+    reps = 400
+    tvs = np.array([total_variation(rng.multinomial(1024, p) / 1024, p) for _ in range(reps)])
+    # the Monte Carlo mean of 400 histograms: within 5 of its standard errors (std / sqrt(reps))
+    assert abs(tvs.mean() - float(expected_tv(p, 1024))) < 5 * tvs.std() / np.sqrt(reps)
+
+
+def test_expected_tv_edges_and_errors() -> None:
+    from hybrid_attention.metrics import expected_tv
+
+    assert float(expected_tv([0.0, 1.0, 0.0], 10)) == 0.0  # a point mass is sampled exactly
+    assert float(expected_tv([0.5, 0.5], 1)) == pytest.approx(0.5, abs=1e-12)
+    with pytest.raises(ValueError, match="shots"):
+        expected_tv([0.5, 0.5], 0)
+    with pytest.raises(ValueError, match="sum to 1"):
+        expected_tv([0.5, 0.6], 10)

@@ -6,7 +6,9 @@
 * ``jobs``: submitting and collecting runtime jobs, one PUB per chunk, through the ``ledger`` (every PUB recorded
   by job id before anyone waits on it, so a rerun submits nothing twice), with the ``retry`` of transient service
   errors; ``usage``: the usage jobs report, against the estimate, and the cost model's calibration;
-* ``devices``: credentials, fake backends by name, RZZ bounds, resolving a backend;
+* ``devices``: credentials, fake backends by name, RZZ bounds, resolving a backend; ``fractional``: IBM's fractional
+  RZZ / RX added to a fake Heron backend offline (``fake_torino_fractional``); ``line_layout``: a line of qubits
+  chosen from gate and read-out errors (and T1/T2 over a duration);
 * ``cost``: the QPU-time model behind every estimate; ``mitigation``: readout-error mitigation (also used by aer);
 * ``runtime_double``: a test double of the runtime service that keeps jobs in a directory, reports usage from a
   documented model and fails on command, for offline tests.

@@ -93,7 +93,10 @@ def _norm(name: str) -> str:
 
 def fake_backend(name: str) -> Any:
     """The fake backend called ``name``: ``"fake_torino"``, ``"FakeTorino"`` or ``"fake_manila_v2"`` all work (case,
-    ``_`` / ``-`` and a ``V2`` suffix are ignored; the class name works too: ``"FakeFractionalBackend"``).
+    ``_`` / ``-`` and a ``V2`` suffix are ignored; the class name works too: ``"FakeFractionalBackend"``). A Heron
+    name with the suffix ``_fractional`` (``"fake_torino_fractional"``) is that backend with IBM's fractional RZZ and
+    RX gates added (:func:`~hybrid_attention.backends.ibm.fractional.with_fractional_gates`: their errors are
+    assumed equal to CZ's and SX's).
 
     Raises:
         ValueError: no fake backend has that name; the message lists the close matches.
@@ -105,6 +108,10 @@ def fake_backend(name: str) -> Any:
     """
     if not isinstance(name, str):
         raise TypeError(f"a fake backend name must be a string, got {type(name).__name__}")
+    from .fractional import FRACTIONAL_SUFFIX, with_fractional_gates
+
+    if name.lower().endswith(FRACTIONAL_SUFFIX) and _norm(name) != "fakefractional":
+        return with_fractional_gates(fake_backend(name[: -len(FRACTIONAL_SUFFIX)]))
     classes = _fake_classes()
     key = _norm(name)
     for bname, cls in classes.items():  # the backend name, or the class name with or without its V2 suffix
