@@ -1,5 +1,7 @@
-"""The block sweep of the banded engine with its explicit adjoint (:class:`BlockSweepFn`, used by
-:func:`hybrid_attention.banded.layer_log_alpha` and :func:`~hybrid_attention.banded.log_marginals`; docs/banded.md).
+"""The banded engine's block sweeps (dense, or factorised over half-windows) with their explicit adjoints.
+
+Used by :func:`hybrid_attention.banded.layer_log_alpha` and :func:`~hybrid_attention.banded.log_marginals`
+(docs/banded.md).
 
 A block of ``k = W`` positions replaces the whole window, so one block is a ``2**k x 2**k`` transfer matrix
 ``M(w_out, w_in) = exp(beta E(w_out, w_in))``. It factorises over half-windows: with each window's ``k`` bits split

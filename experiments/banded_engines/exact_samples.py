@@ -1,5 +1,7 @@
-"""Independent exact samples of banded Ising chains (forward filtering, backward sampling), for the noise floor of
-the sampling engines: the error of the exact marginals estimated from the same number of exact reads.
+"""Independent exact samples of banded Ising chains by forward filtering, backward sampling.
+
+For the noise floor of the sampling engines: the error of the exact marginals estimated from the same number of
+exact reads.
 
 The law of a chain with couplings up to distance ``W`` is a Markov chain of order ``W`` over the window
 ``w_j = (s_{j-W+1}, ..., s_j)`` (SPEC 3b): the forward pass keeps ``log alpha_j(w_j)``, the backward pass draws
