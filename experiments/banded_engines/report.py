@@ -28,7 +28,8 @@ validation perplexity of the model with that engine in its attention layer (exac
 cosine of the engine's loss gradient with the exact one on a training batch of the same size, for `c_attn` (the
 projections that make the fields h) and `J_raw` (the couplings). `floor`: the same estimator on {reads}
 independent exact reads per problem (forward filtering, backward sampling), on a random subset of the problems
-(qemcmc: of its own subset), so a sampling engine's error above its floor is bias, at its floor noise.
+(qemcmc: of its own subset), so a sampling engine's error above its floor is bias, at its floor noise. `s`: seconds
+of that engine's measurements on the shared machine (load average 20-24 throughout).
 """
 
 
@@ -43,7 +44,9 @@ def rows_of(res: dict) -> list[str]:
         f"{res['train_steps']} steps)"
     )
     head = f"| {label} | {res['T']} | {res['rows']} |"
-    out = [f"{head} exact | 0 / 0 | 0 / 0 | {res['exact']['val_perplexity']:.4f} | 1 / 1 | - | {res['seconds']:.0f} |"]
+    out = [
+        f"{head} exact | 0 / 0 | 0 / 0 | {res['exact']['val_perplexity']:.4f} | 1 / 1 | - | {res['exact']['seconds']:.0f} |"
+    ]
     floor = res["noise_floor"]["conditional"]
     for name in ENGINES:
         e = res["engines"].get(name)
