@@ -55,8 +55,9 @@ def measure(model: str, T: int, round2: Path, data: Path) -> dict:
 
     run = load_run(model_dir(model, round2), data=str(data))
     rows = plan.ROWS[T]
-    # the dense engines cost about rows * T**3: 16 rows at T = 64 took about 3 min on the shared machine (load ~23)
-    minutes = 3 * rows / 16 * (T / 64) ** 3
+    # on the shared machine (load ~23): about 2 min of fixed cost (chain warm-ups, qemcmc), then the dense engines'
+    # rows * T**3 (2 rows at T = 256 took about 3 min)
+    minutes = 2 + 1.5 * rows * (T / 256) ** 3
     print(f"measuring {model} at T = {T} on {rows} row(s): projected about {minutes:.0f} min", flush=True)
     t0 = time.perf_counter()
     res = compare(
