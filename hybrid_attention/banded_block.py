@@ -12,7 +12,8 @@ only to old spins at most ``W`` back (old bit ``t' <= t``), so the newer half of
 contractions of ``2**(3k/2)`` multiply-adds per column (``2 * 2**12`` at ``k = 8``) instead of ``2**(2k)`` (``2**16``),
 and with messages laid out ``(P, G, 2**hi, columns, 2**lo)`` both are plain (batched) matrix products: ``K1`` times the
 message viewed as ``(2**hi, columns * 2**lo)``, then per older half a ``(columns, 2**lo) x (2**lo, 2**lo)`` product.
-``lo = 0`` (narrow bands, :func:`split`) is the dense matrix, ``K2`` then folded into ``K1``.
+``lo = 0`` is the dense matrix, ``K2`` then folded into ``K1`` (the dispatch serves bands below :data:`SPLIT_MIN_W`
+with :class:`DenseBlockSweepFn`, the dense engine of the same recursions in a ``(P, G, columns, 2**k)`` layout).
 
 Everything else follows the dense engine: per-column rescaling of the messages (detached constants that cancel),
 the posterior ``A * B`` of each block window summed per bit, and the gradient as the adjoint of the two sweeps.

@@ -412,3 +412,26 @@ def test_loading_another_band_is_refused():
     ):
         with pytest.raises(ValueError, match=rf"free band W = 2 .* expects a {what}"):
             Transformer(TransformerConfig(**cfg, **other)).load_state_dict(saved)
+
+
+@pytest.mark.parametrize("W", [2, 3])
+def test_factorised_sweep_without_a_split_equals_the_dense_sweep(W, monkeypatch):
+    """The factorised sweep with no newer half (``lo = 0``: ``K2`` folded into ``K1``, which the dispatch never
+    picks, the dense class serving narrow bands) against the dense class on the same block tables."""
+    gen = torch.Generator().manual_seed(40 + W)
+    T = 3 * W + 1
+    h = torch.randn(T, 1, T, 2, generator=gen, dtype=F64)  # (keys, P, queries, rows)
+    c = torch.randn(1, W, T, generator=gen, dtype=F64) * 0.5
+    beta = torch.ones(1, dtype=F64)
+    ends, keys, queries, first = banded._block_plan(T, W, T, True, h.device)
+    C = banded._block_couplings(c, beta, ends).requires_grad_(True)
+    X = banded._block_fields(h, keys, queries, True).requires_grad_(True)
+    monkeypatch.setattr(banded_block, "SPLIT_MIN_W", 99)  # lo = 0 in both
+    outs = []
+    for fn in (banded_block.BlockSweepFn, banded_block.DenseBlockSweepFn):
+        out, status = fn.apply(C, X, tuple(first), 500.0, 700.0)
+        assert int(status) == 0
+        g = torch.randn(out.shape, generator=torch.Generator().manual_seed(1), dtype=F64)
+        outs.append((out.detach(), *torch.autograd.grad((out * g).sum(), (C, X))))
+    for a, b in zip(*outs):
+        assert (a - b).abs().max() < 1e-12 * max(1.0, float(b.abs().max()))
