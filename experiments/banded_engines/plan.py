@@ -32,7 +32,7 @@ COMMON = ["--task", "shakespeare", "--attention", "hj", "--sampler", "exact", "-
 #: our runs: name -> (band, trained T, optimiser steps)
 TRAIN = {"tband4_T128": (4, 128, 1000), "tband8_T64": (8, 64, 300)}
 #: validation (and gradient) rows per evaluation length
-ROWS = {64: 16, 128: 8, 256: 2, 512: 1}
+ROWS = {64: 16, 128: 8, 256: 4, 512: 2}
 #: the measurements, in the order they run: (model, T)
 JOBS = [
     ("r2-band4", 64), ("r2-band8", 64), ("tband4_T128", 128), ("tband8_T64", 64), ("tband8_T64", 128),
