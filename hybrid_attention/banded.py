@@ -25,8 +25,9 @@ The block engine (tried first, float32/float64, ``W <= 10``): ``W`` positions at
 the whole window and one block is a dense ``2**W x 2**W`` transfer matrix ``exp(beta E(w_out, w_in) - max)`` shared by
 every query and row, applied to all of them as one matrix product; causal queries are grouped by ``i mod W`` so every
 chain ends on a block boundary, and each spin's marginal is read from the posterior of the block window that holds it.
-The backward pass is the explicit adjoint of the two sweeps (:class:`_BlockSweepFn`). Messages are rescaled per
-block, exact while the block energies span at most ``_SCALED_LIMIT``; fields too large for the posterior's range take
+The backward pass is the explicit adjoint of the two sweeps (:mod:`hybrid_attention.banded_block`: dense matrices
+below ``W = 8``, from there factorised over half-windows, two ``2**(3W/2)`` contractions instead of one ``4**W``
+product). Messages are rescaled per block, exact while the block energies span at most ``_SCALED_LIMIT``; fields too large for the posterior's range take
 a read-out with each spin's own field left out (:func:`_block_sweep`, autograd); stronger couplings go to the
 per-position sweeps above.
 

@@ -362,8 +362,7 @@ class BlockSweepFn(torch.autograd.Function):
             S0, S1 = Ss[b].unflatten(-1, (k, 2)).unbind(-1)
             outs[b] = S0.log() - (S0 + S1).log()
         ctx.first, ctx.shape, ctx.lo = first, X.shape, lo
-        ctx.save_for_backward(K1, *(() if K2 is None else (K2,)), *Xs, *As, *Bs, *Ds, *Es[:-1], *Ss)
-        ctx.Fs = Fs
+        ctx.save_for_backward(K1, *(() if K2 is None else (K2,)), *Xs, *As, *Bs, *Ds, *Fs, *Es[:-1], *Ss)
         return torch.cat(outs, dim=2), status
 
     @staticmethod
@@ -374,10 +373,9 @@ class BlockSweepFn(torch.autograd.Function):
         saved = list(ctx.saved_tensors)
         K1 = saved.pop(0)
         K2 = saved.pop(0) if lo else None
-        Xs, As, Bs, Ds = (saved[i * nb : (i + 1) * nb] for i in range(4))
-        Es = saved[4 * nb : 5 * nb - 1]
-        Ss = saved[5 * nb - 1 :]
-        Fs = ctx.Fs
+        Xs, As, Bs, Ds, Fs = (saved[i * nb : (i + 1) * nb] for i in range(5))
+        Es = saved[5 * nb : 6 * nb - 1]
+        Ss = saved[6 * nb - 1 :]
         ops = [_Ops(K1[:, :, b], None if K2 is None else K2[:, :, b]) for b in range(nb)]
         Hh, Hl = 1 << hi, 1 << lo
         Ns = [(Q - first[b]) * R for b in range(nb)]
