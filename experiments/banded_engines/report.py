@@ -78,7 +78,7 @@ def plot(results: list[dict], path: Path) -> None:
     """Mean marginal error against T per engine and model, with the Gibbs noise floor."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    fig, ax = plt.subplots(figsize=(9, 4))
     models = sorted({r["model"] for r in results})
     marks = dict(zip(models, "osd^v"))
     for name, colour in zip(ENGINES[:3], ("C0", "C1", "C2")):
@@ -95,7 +95,7 @@ def plot(results: list[dict], path: Path) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("T (evaluation length)")
     ax.set_ylabel("mean |m - m_exact|")
-    ax.legend(fontsize=6)
+    ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
