@@ -25,8 +25,9 @@ The block engine (tried first, float32/float64, ``W <= 10``): ``W`` positions at
 the whole window and one block is a dense ``2**W x 2**W`` transfer matrix ``exp(beta E(w_out, w_in) - max)`` shared by
 every query and row, applied to all of them as one matrix product; causal queries are grouped by ``i mod W`` so every
 chain ends on a block boundary, and each spin's marginal is read from the posterior of the block window that holds it.
-The backward pass is the explicit adjoint of the two sweeps (:class:`_BlockSweepFn`). Messages are rescaled per
-block, exact while the block energies span at most ``_SCALED_LIMIT``; fields too large for the posterior's range take
+The backward pass is the explicit adjoint of the two sweeps (:mod:`hybrid_attention.banded_block`: dense matrices
+below ``W = 8``, from there factorised over half-windows, two ``2**(3W/2)`` contractions instead of one ``4**W``
+product). Messages are rescaled per block, exact while the block energies span at most ``_SCALED_LIMIT``; fields too large for the posterior's range take
 a read-out with each spin's own field left out (:func:`_block_sweep`, autograd); stronger couplings go to the
 per-position sweeps above.
 
@@ -48,6 +49,11 @@ from typing import Any
 import torch
 
 from . import checks
+from .banded_block import BlockSweepFn as _BlockSweepFn
+from .banded_block import DenseBlockSweepFn as _DenseBlockSweepFn
+from .banded_block import block_energies as _block_energies
+from .banded_block import split as _split
+from .banded_block import state_bits as _state_bits
 
 __all__ = [
     "bandwidth",
@@ -322,12 +328,6 @@ def _block_applies(W: int, dtype: torch.dtype) -> bool:
     return _USE_BLOCK and dtype in _SCALED_LIMIT and W <= _BLOCK_MAX_W
 
 
-def _state_bits(k: int, device: Any) -> torch.Tensor:
-    """``(2**k, k)`` bits of the window states: column ``t`` is bit ``t`` of the state index (spin ``p - t``)."""
-    w = torch.arange(1 << k, device=device)
-    return (w[:, None] >> torch.arange(k, device=device)) & 1
-
-
 def _block_couplings(c: torch.Tensor, beta: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
     """The couplings of the blocks of ``k = W`` positions ending at ``ends (G, nb)`` (positions ``p - k + 1 .. p``;
     outside ``0..n-1`` free ghosts) for diagonals ``c (P, W, n)``: ``C (P, G, nb, k, 2k)`` with ``C[..., t, u] = beta
@@ -345,16 +345,6 @@ def _block_couplings(c: torch.Tensor, beta: torch.Tensor, ends: torch.Tensor) ->
     u = torch.arange(2 * k, device=dev)
     sel = (u[None, None, :] == (t[:, None, None] + d[None, :, None])).to(c.dtype)  # (k, W, 2k)
     return torch.einsum("pdgbt,tdu->pgbtu", cz[:, :, j], sel) * beta.view(P, 1, 1, 1, 1)
-
-
-def _block_energies(C: torch.Tensor) -> torch.Tensor:
-    """``beta E(w_out, w_in) = sum_{t,u} C[t, u] s_t s_u`` of the block tables ``C (..., k, 2k)``
-    (:func:`_block_couplings`): ``(..., 2**k out, 2**k in)``, the couplings inside the block (a function of
-    ``w_out``) plus those into the previous window (a bilinear form)."""
-    k = C.shape[-2]
-    S = (1 - 2 * _state_bits(k, C.device)).to(C.dtype)  # (2^k, k) spins
-    quad = ((S @ C[..., :k]) * S).sum(-1)  # (..., 2^k)
-    return (S @ C[..., k:]) @ S.T + quad[..., None]
 
 
 def _leave_one_out(X: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
@@ -435,165 +425,6 @@ def _block_sweep(M: torch.Tensor, Phi: torch.Tensor, first: list[int]) -> list[t
     return out
 
 
-class _BlockSweepFn(torch.autograd.Function):
-    """The block sweep with moderate fields (:func:`_block_run`), with its adjoint as the backward pass.
-
-    Messages are kept transposed, ``(P, G, columns, 2**k)`` (a column is a slot and a row of ``R``), so the slots
-    still running are a contiguous run of rows and the window state is the contiguous dimension. Forward, per block
-    ``b`` (``D_b``, ``E_b`` per-column rescaling constants, detached: the marginals do not depend on them):
-    ``A_b = D_b F_b * (M_b A_{b-1})``, ``B_{b-1} = E_{b-1} M_b^T X_b`` with ``X_b = F_b * B_b`` (``B = 1`` on the slots
-    whose chain ends at ``b``; ``F_b`` the window's field factors), the posterior ``A_b * B_b`` of the block's window
-    (every field included) and its sums ``S[t, bit]`` over the states with that bit (a matrix product with the
-    state/bit incidence), so ``log P(s_{p-t} = +1) = log S[t, 0] - log(S[t, 0] + S[t, 1])``.
-
-    Backward, the adjoint of those recursions, with ``g post = incidence @ gS``: upward, ``gB_b = g post_b * A_b +
-    F_b * (M_b V_b)`` with ``V_b = E_{b-1} gB_{b-1}`` (``gM_b += X_b V_b^T``, ``g log F_b += X_b * (M_b V_b)``);
-    downward, ``gA_b = g post_b * B_b + M_{b+1}^T Y_{b+1}`` with ``Y_b = D_b F_b * gA_b`` (``gM_b += Y_b
-    A_{b-1}^T``, ``g log F_b += A_b * gA_b``); ``g Phi_b = incidence^T g log F_b``. Only ``A``, ``B`` and ``F`` are
-    kept; every other full-size tensor lives in a few scratch buffers reused from block to block (a fresh large
-    allocation costs more in page faults than the arithmetic it holds).
-    """
-
-    @staticmethod
-    def forward(ctx, C: torch.Tensor, X: torch.Tensor, first: tuple, limit: float, fast: float):
-        nb, P, G, Q, R, k = X.shape
-        k2, S = 2 * k, 1 << k
-        ctx.first, ctx.shape = first, X.shape
-        M = _block_energies(C)  # (P, G, nb, S, S)
-        top = C.abs().sum((-2, -1))  # >= max beta E: the span is at most twice it
-        span = 2 * float(top.max())
-        if span > min(limit, fast / 2):  # the bound does not settle it: the exact span
-            lo, top = torch.aminmax(M.view(P, G, nb, -1), dim=-1)
-            span = float((top - lo).max())
-        status = torch.tensor(0 if span <= min(limit, fast / 2) else 1 if span > limit else 2)
-        ctx.mark_non_differentiable(status)
-        if int(status):
-            return X.new_empty(0), status
-        M.sub_(top[..., None, None]).exp_()  # exp(beta E - max) per block
-        onehot = torch.nn.functional.one_hot(2 * torch.arange(k, device=M.device) + _state_bits(k, M.device), k2)
-        onehot = onehot.sum(1).to(M.dtype)  # (2^k, 2k): the field entries of each window state
-        Ns = [(Q - first[b]) * R for b in range(nb)]
-        es = [((first[b + 1] if b + 1 < nb else Q) - first[b]) * R for b in range(nb)]  # columns ending at b
-        size = P * G * S
-        bufA, bufF, bufB = (M.new_empty(size * sum(Ns)) for _ in range(3))
-        sc1, sc2 = M.new_empty(size * Ns[0]), M.new_empty(size * Ns[0])
-        offs = [0]
-        for N in Ns:
-            offs.append(offs[-1] + size * N)
-
-        def seg(buf: torch.Tensor, b: int) -> torch.Tensor:
-            return buf[offs[b] : offs[b + 1]].view(P, G, Ns[b], S)
-
-        def scratch(buf: torch.Tensor, N: int) -> torch.Tensor:
-            return buf[: size * N].view(P, G, N, S)
-
-        # log F(w) = sum_t x_t s_t(w) - |x_t| (at most 0, 0 for the favoured spins): [x, -sum |x|] @ [spins, 1]^T
-        SpT = torch.cat([1 - 2 * _state_bits(k, M.device), torch.ones(S, 1, dtype=torch.long, device=M.device)], 1)
-        SpT = SpT.to(M.dtype).T.contiguous()  # (k + 1, 2^k)
-        Xs = []
-        As, Fs, Ds = [], [], []
-        A = M.new_ones(P, G, Ns[0], S)
-        for b in range(nb):
-            Ain = A[:, :, A.shape[2] - Ns[b] :]  # the slots still running
-            Fw = seg(bufF, b)
-            x = X[b, :, :, first[b] :].flatten(2, 3)  # (P, G, N, k)
-            Xs.append(x)
-            torch.matmul(torch.cat([x, -x.abs().sum(-1, keepdim=True)], -1), SpT, out=Fw).exp_()  # the window's fields
-            At = scratch(sc1, Ns[b])
-            torch.matmul(Ain, M[:, :, b].transpose(-1, -2), out=At)
-            A = torch.mul(At, Fw, out=seg(bufA, b))
-            D = A.amax(-1, keepdim=True).reciprocal_()
-            A.mul_(D)
-            As.append(A)
-            Fs.append(Fw)
-            Ds.append(D)
-        Bs: list[torch.Tensor] = [M] * nb
-        Es: list[torch.Tensor] = [M] * nb
-        Ss: list[torch.Tensor] = [M] * nb
-        outs: list[torch.Tensor] = [M] * nb
-        for b in range(nb - 1, -1, -1):
-            B = seg(bufB, b)
-            if b == nb - 1:
-                B.fill_(1.0)
-            else:
-                Xb = torch.mul(Bs[b + 1], Fs[b + 1], out=scratch(sc1, Ns[b + 1]))
-                Bn = torch.matmul(Xb, M[:, :, b + 1], out=scratch(sc2, Ns[b + 1]))
-                Es[b] = Bn.amax(-1, keepdim=True).reciprocal_()
-                B[:, :, : es[b]].fill_(1.0)
-                torch.mul(Bn, Es[b], out=B[:, :, es[b] :])
-            Bs[b] = B
-            Sb = torch.mul(As[b], B, out=scratch(sc1, Ns[b])) @ onehot  # (P, G, N, 2k)
-            Ss[b] = Sb
-            S0, S1 = Sb.view(P, G, Ns[b], k, 2).unbind(-1)
-            outs[b] = S0.log() - (S0 + S1).log()
-        ctx.save_for_backward(C, M, onehot, SpT, *Xs, *As, *Fs, *Bs, *Ds, *Es[:-1], *Ss)
-        return torch.cat(outs, dim=2), status  # (P, G, sum_b N_b, k)
-
-    @staticmethod
-    def backward(ctx, gout: torch.Tensor, _gstatus: Any):
-        first = ctx.first
-        nb, P, G, Q, R, k = ctx.shape
-        C, M, onehot, SpT, *saved = ctx.saved_tensors
-        Xs, saved = saved[:nb], saved[nb:]
-        As, Fs, Bs, Ds = (saved[i * nb : (i + 1) * nb] for i in range(4))
-        Es = saved[4 * nb : 5 * nb - 1]
-        Ss = saved[5 * nb - 1 :]
-        S = M.shape[-1]
-        Ns = [(Q - first[b]) * R for b in range(nb)]
-        es = [((first[b + 1] if b + 1 < nb else Q) - first[b]) * R for b in range(nb)]
-        size = P * G * S
-        bufs = [M.new_empty(size * Ns[0]) for _ in range(5)]
-
-        def scratch(i: int, N: int) -> torch.Tensor:
-            return bufs[i][: size * N].view(P, G, N, S)
-
-        ohT = onehot.T.contiguous()
-        gS = []
-        for b, g in enumerate(
-            gout.split(Ns, dim=2)
-        ):  # (P, G, N, k): d/dS0 = g S1 / (S0 (S0 + S1)), d/dS1 = -g / (S0 + S1)
-            S0, S1 = Ss[b].unflatten(-1, (-1, 2)).unbind(-1)
-            gZ = g / (S0 + S1)
-            gS.append(torch.stack([gZ * S1 / S0, -gZ], dim=-1).flatten(-2))  # (P, G, N, 2k)
-        gM = torch.zeros_like(M)
-        gXall = M.new_zeros(ctx.shape)
-        Sp = SpT.T.contiguous()  # (2^k, k + 1)
-        gL = [M.new_zeros(*s.shape[:-1], k + 1) for s in gS]  # g log F_b @ [spins, 1]: (P, G, N, k + 1)
-        gB = None
-        for b in range(nb):  # upward: the adjoint of the backward messages
-            gpost = torch.matmul(gS[b], ohT, out=scratch(0, Ns[b]))
-            gBb = torch.mul(gpost, As[b], out=scratch(1 + b % 2, Ns[b]))
-            if b:
-                V = gB[:, :, es[b - 1] :].mul_(Es[b - 1])
-                X = torch.mul(Bs[b], Fs[b], out=scratch(3, Ns[b]))
-                gX = torch.matmul(V, M[:, :, b].transpose(-1, -2), out=scratch(4, Ns[b]))
-                gM[:, :, b] += X.transpose(-1, -2) @ V
-                gL[b] += X.mul_(gX) @ Sp
-                gBb.addcmul_(gX, Fs[b])
-            gB = gBb
-        gY = None
-        for b in range(nb - 1, -1, -1):  # downward: the adjoint of the forward messages
-            gpost = torch.matmul(gS[b], ohT, out=scratch(0, Ns[b]))
-            gA = torch.mul(gpost, Bs[b], out=scratch(1 + b % 2, Ns[b]))
-            if b < nb - 1:
-                gA[:, :, es[b] :] += torch.matmul(gY, M[:, :, b + 1], out=scratch(4, Ns[b + 1]))
-            gL[b] += torch.mul(As[b], gA, out=scratch(3, Ns[b])) @ Sp
-            gY = gA.mul_(Fs[b]).mul_(Ds[b])
-            Ain = As[b - 1][:, :, es[b - 1] :] if b else None
-            if Ain is not None:
-                gM[:, :, b] += gY.transpose(-1, -2) @ Ain
-            else:  # the first block's input is all ones
-                gM[:, :, b] += gY.sum(2).unsqueeze(-1).expand(P, G, S, S)
-            gx = gL[b][..., :k] - Xs[b].sign() * gL[b][..., k:]  # d/dx of x s - |x|
-            gXall[b, :, :, first[b] :] = gx.unflatten(2, (-1, R))
-        gE = gM.mul_(M)  # d/d(beta E): E = (S C_in) S^T + quad, quad = rows of (S C_out) S
-        k = C.shape[-2]
-        Sp = (1 - 2 * _state_bits(k, C.device)).to(C.dtype)
-        gin = Sp.T @ gE @ Sp  # (P, G, nb, k, k)
-        gout_ = (Sp.T * gE.sum(-1).unsqueeze(-2)) @ Sp
-        return torch.cat([gout_, gin], dim=-1), gXall, None, None, None
-
-
 def _block_plan(n: int, W: int, Q: int, causal: bool, device: Any):
     """Block boundaries and slots: ``ends (G, nb)`` (the last position of each block), ``keys (nb, G, k)`` (spin
     ``p - t``, or ``-1`` for a ghost), ``queries (G, Q')`` (the query of each slot, or ``-1`` for padding) and
@@ -646,7 +477,8 @@ def _block_run(x: torch.Tensor, c: torch.Tensor, beta: torch.Tensor, causal: boo
     nb, G, k = keys.shape
     # the posterior A_b * B_b of a window is at least exp(-(2 |beta h| + 2 span + 2 W log 2)) where it matters
     fast = _FAST_LIMIT[x.dtype] - 2 * float(X.detach().abs().max()) - 2 * W * math.log(2)
-    out, status = _BlockSweepFn.apply(C, X, tuple(first), limit, fast)  # (P, G, sum_b q_b R, k)
+    fn = _BlockSweepFn if _split(W) else _DenseBlockSweepFn  # transfer matrices factorised over half-windows or dense
+    out, status = fn.apply(C, X, tuple(first), limit, fast)  # (P, G, sum_b q_b R, k)
     if int(status) == 1:  # couplings too strong for the probability domain over a whole block
         return None
     if int(status) == 2:  # fields too large to read the marginals with every field included

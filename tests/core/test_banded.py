@@ -10,18 +10,21 @@ import numpy as np
 import pytest
 import torch
 
-from hybrid_attention import IsingProblem, banded, checks, exact, kernels
+from hybrid_attention import IsingProblem, banded, banded_block, checks, exact, kernels
 from hybrid_attention.attention import BoltzmannAttention, attention_weights
 from hybrid_attention.model import Transformer, TransformerConfig
 
 F64 = torch.float64
 
 
-@pytest.fixture(params=["block", "scaled", "log"])
+@pytest.fixture(params=["block", "split", "scaled", "log"])
 def engine(request, monkeypatch):
-    """Run a test through each engine: the block engine (the default dispatch), or with it switched off the
-    per-position probability-domain sweep (forced, every 8 positions) or the log-space one."""
-    if request.param != "block":
+    """Run a test through each engine: the block engine (the default dispatch), the block engine with its transfer
+    matrices factorised over half-windows at every band from 2 (by default only from ``SPLIT_MIN_W``), or with it
+    switched off the per-position probability-domain sweep (forced, every 8 positions) or the log-space one."""
+    if request.param == "split":
+        monkeypatch.setattr(banded_block, "SPLIT_MIN_W", 2)
+    elif request.param != "block":
         limit = {torch.float32: 1e9, torch.float64: 1e9} if request.param == "scaled" else {}
         monkeypatch.setattr(banded, "_SCALED_LIMIT", limit)
         monkeypatch.setattr(banded, "_USE_BLOCK", False)
@@ -33,15 +36,22 @@ def block_paths(monkeypatch):
     """Count which path the block engine took: ``fast`` (every field in the posterior, explicit backward) or
     ``own-field`` (each spin's own field left out, autograd), ``fallback`` (handed to the per-position sweeps)."""
     seen = {"fast": 0, "own-field": 0, "fallback": 0}
-    apply = banded._BlockSweepFn.apply
+    for fn in (banded._BlockSweepFn, banded._DenseBlockSweepFn):  # factorised and dense transfer matrices
 
-    def spy(*args):
-        out, status = apply(*args)
-        seen[("fast", "fallback", "own-field")[int(status)]] += 1
-        return out, status
+        def spy(*args, apply=fn.apply):
+            out, status = apply(*args)
+            seen[("fast", "fallback", "own-field")[int(status)]] += 1
+            return out, status
 
-    monkeypatch.setattr(banded._BlockSweepFn, "apply", spy)
+        monkeypatch.setattr(fn, "apply", spy)
     return seen
+
+
+@pytest.fixture(params=["dense", "split"])
+def split(request, monkeypatch):
+    """The block engine with dense transfer matrices, or factorised over half-windows at every band from 2."""
+    monkeypatch.setattr(banded_block, "SPLIT_MIN_W", 99 if request.param == "dense" else 2)
+    return request.param
 
 
 def band_J(n: int, W: int, gen: torch.Generator, *, batch: tuple[int, ...] = (), scale: float = 1.0) -> torch.Tensor:
@@ -53,7 +63,7 @@ def band_J(n: int, W: int, gen: torch.Generator, *, batch: tuple[int, ...] = (),
 
 
 # ---------------------------------------------------------------------- oracles
-@pytest.mark.parametrize("W", range(1, 7))
+@pytest.mark.parametrize("W", range(1, 9))
 def test_equals_enumeration_float64(W, engine):
     gen = torch.Generator().manual_seed(W)
     n = 20
@@ -223,9 +233,9 @@ def test_gradcheck(engine):
     assert torch.autograd.gradcheck(lambda h, c: banded.log_marginals(h, c, 0.8), (hr, cr))
 
 
-@pytest.mark.parametrize("W", [1, 2, 3, 5])
+@pytest.mark.parametrize("W", [1, 2, 3, 5, 8])
 @pytest.mark.parametrize("causal", [True, False])
-def test_block_backward_gradcheck(W, causal, block_paths):
+def test_block_backward_gradcheck(W, causal, block_paths, split):
     gen = torch.Generator().manual_seed(20 + W)
     T = 2 * W + 3  # not a multiple of W: padded slots and ghost positions
     h = torch.randn(1, 2, T if causal else 3, T, generator=gen, dtype=F64, requires_grad=True)
@@ -237,9 +247,9 @@ def test_block_backward_gradcheck(W, causal, block_paths):
     assert block_paths["fast"] > 0 and block_paths["own-field"] == block_paths["fallback"] == 0
 
 
-@pytest.mark.parametrize("W", range(1, 7))
+@pytest.mark.parametrize("W", range(1, 9))
 @pytest.mark.parametrize("path", ["fast", "own-field"])
-def test_block_backward_equals_autograd_through_the_reference(W, path, block_paths, monkeypatch):
+def test_block_backward_equals_autograd_through_the_reference(W, path, block_paths, split, monkeypatch):
     gen = torch.Generator().manual_seed(30 + W)
     B, H, T = 2, 2, 3 * W + 2
     h = torch.randn(B, H, T, T, generator=gen, dtype=F64, requires_grad=True)
@@ -402,3 +412,26 @@ def test_loading_another_band_is_refused():
     ):
         with pytest.raises(ValueError, match=rf"free band W = 2 .* expects a {what}"):
             Transformer(TransformerConfig(**cfg, **other)).load_state_dict(saved)
+
+
+@pytest.mark.parametrize("W", [2, 3])
+def test_factorised_sweep_without_a_split_equals_the_dense_sweep(W, monkeypatch):
+    """The factorised sweep with no newer half (``lo = 0``: ``K2`` folded into ``K1``, which the dispatch never
+    picks, the dense class serving narrow bands) against the dense class on the same block tables."""
+    gen = torch.Generator().manual_seed(40 + W)
+    T = 3 * W + 1
+    h = torch.randn(T, 1, T, 2, generator=gen, dtype=F64)  # (keys, P, queries, rows)
+    c = torch.randn(1, W, T, generator=gen, dtype=F64) * 0.5
+    beta = torch.ones(1, dtype=F64)
+    ends, keys, queries, first = banded._block_plan(T, W, T, True, h.device)
+    C = banded._block_couplings(c, beta, ends).requires_grad_(True)
+    X = banded._block_fields(h, keys, queries, True).requires_grad_(True)
+    monkeypatch.setattr(banded_block, "SPLIT_MIN_W", 99)  # lo = 0 in both
+    outs = []
+    for fn in (banded_block.BlockSweepFn, banded_block.DenseBlockSweepFn):
+        out, status = fn.apply(C, X, tuple(first), 500.0, 700.0)
+        assert int(status) == 0
+        g = torch.randn(out.shape, generator=torch.Generator().manual_seed(1), dtype=F64)
+        outs.append((out.detach(), *torch.autograd.grad((out * g).sum(), (C, X))))
+    for a, b in zip(*outs):
+        assert (a - b).abs().max() < 1e-12 * max(1.0, float(b.abs().max()))
