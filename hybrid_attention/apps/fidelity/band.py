@@ -34,13 +34,12 @@ from hybrid_attention import exact
 from hybrid_attention.ising import IsingProblem
 
 from . import sweep
+from .projection import PROJECTION
 from .sweep import SAMPLER_KINDS, SweepPoint
 
 __all__ = ["OutOfReach", "measure_band_point", "shot_noise_floor", "fit_band_beta", "project", "Z", "PROJECTION"]
 
 logger = logging.getLogger(__name__)
-#: the projected wall time, said before the first point (``hybrid-attention fidelity`` shows it)
-PROJECTION = logging.getLogger("hybrid_attention.apps.fidelity.projection")
 #: tolerance in standard errors of the mean spin: ``Z * sqrt((1 - m**2) / shots)`` (the tests' z)
 Z = 5.0
 
@@ -210,7 +209,7 @@ def project(
             total += dt * count * scale
     reachable = sum(len(v) for v in groups.values())
     PROJECTION.info(
-        f"fidelity: {reachable} points to measure, projected {_fmt(total)} (probe: one problem per sampler and "
+        f"fidelity: {reachable} points to measure, projected {_fmt(total)} in all (probe: one problem per sampler and "
         f"size, {_fmt(probe_s)}); {len(skipped)} out of reach"
     )
     by_sampler: dict[tuple[str, int], list[str]] = {}

@@ -1,0 +1,139 @@
+"""Projected against actual wall time of every long command (issue #44): train (exact, meanfield, gibbs, qemcmc, the
+IBM fake-backend route), fidelity, ablate and mixing, each on the documentation's example (named per case).
+
+Each case runs once as ``python -m hybrid_attention.apps ...`` with ``-v``; the projection is the first stderr line
+that says ``projected ... <duration> in all``, and the actual time is the wall time from that line to the process's
+end (the work the projection speaks for; start-up and the probe come before it). Ratio = actual / projected
+(target: every ratio in [0.5, 2]). Load averages are read before and after each case: the machine is shared, and
+both times are measured under the same load, one case at a time. Results accumulate in ``--json`` (a case rerun
+replaces its row) and the table is rewritten from it:
+
+    python -m bench.projections --out results/bench/projections.md            # every case (about 30 min)
+    python -m bench.projections --only train-gibbs,mixing --out results/bench/projections.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+#: case -> (where the documentation shows it, the command's arguments; OUT is replaced by a fresh directory)
+TRAIN = ["train", "--task", "brackets", "--attention", "hj", "--block-size", "8", "--steps", "100", "--no-ffn"]
+CASES: dict[str, tuple[str, list[str]]] = {
+    "train-exact": ("README.md (hj)", [*TRAIN, "--out", "OUT"]),
+    "train-meanfield": ("README.md, --sampler meanfield", [*TRAIN, "--out", "OUT", "--eval-exact", "--sampler", "meanfield"]),
+    "train-gibbs": ("README.md, --sampler gibbs", [*TRAIN, "--out", "OUT", "--eval-exact", "--sampler", "gibbs"]),
+    "train-qemcmc": ("README.md (qemcmc)", [*TRAIN, "--out", "OUT", "--eval-exact", "--sampler", "qemcmc"]),
+    "train-ibm": (
+        "docs/quantum.md",
+        "train --task brackets --block-size 4 --steps 20 --sampler ibm --backend fake_torino --shots 128 --eval-exact "
+        "--out OUT".split(),
+    ),
+    "fidelity": (
+        "docs/samplers.md",
+        "fidelity --samplers exact,statevector,aer,gibbs --n 3,4,5 --shots 256,1024,4096 --tau 0.5,1,2 --steps 10,40 "
+        "--out OUT".split(),
+    ),
+    "ablate": (
+        "docs/training.md, 2 block sizes and 1 seed",
+        "ablate --task shakespeare --block-sizes 4 8 --seeds 0 --steps 600 --eval-interval 200 --out OUT".split(),
+    ),
+    "mixing": ("docs/samplers.md, sizes 6-10", "mixing --n 6,8,10 --problems 8 --out OUT".split()),
+}  # fmt: skip
+
+_UNITS = {"ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}
+_PROJECTED = re.compile(r"projected .*?([0-9.]+) (ms|s|min|h) in all")
+
+
+def projected_seconds(line: str) -> float | None:
+    """The ``<duration> in all`` of a projection line, in seconds (``None``: not a projection line).
+
+    Example:
+        >>> projected_seconds("x: projected 43 ms per step, 6.3 s in all (2 evaluation(s) ...)")
+        6.3
+    """
+    m = _PROJECTED.search(line)
+    return None if m is None else float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def run_case(argv: list[str], tmp: str) -> dict:
+    """Run one command; the projection line, its seconds, the actual seconds after it, loads before and after."""
+    argv = [os.path.join(tmp, "out") if a == "OUT" else a for a in argv]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+    load0 = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    cmd = [sys.executable, "-m", "hybrid_attention.apps", "-v", *argv, "--no-progress"]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+    line, t_line = None, None
+    for text in proc.stderr:
+        if t_line is None and projected_seconds(text) is not None:
+            line, t_line = text.strip(), time.perf_counter()
+    code = proc.wait()
+    t_end = time.perf_counter()
+    if code != 0 or line is None:
+        raise RuntimeError(f"{' '.join(argv)}: exit {code}, projection line {'missing' if line is None else 'seen'}")
+    projected = projected_seconds(line)
+    actual = t_end - t_line
+    return {
+        "projected_s": projected,
+        "actual_s": round(actual, 2),
+        "ratio": round(actual / projected, 3),
+        "process_s": round(t_end - t0, 2),
+        "load": [round(load0, 2), round(os.getloadavg()[0], 2)],
+        "line": line,
+    }
+
+
+def table(results: dict[str, dict]) -> str:
+    """The markdown table of ``results`` (case -> row), in :data:`CASES` order."""
+    rows = [
+        "| case | documented in | command | projected | actual | actual / projected | process | load 1-min (start, end) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name in CASES:
+        r = results.get(name)
+        if r is None:
+            continue
+        where, argv = CASES[name]
+        cmd = "hybrid-attention " + " ".join("DIR" if a == "OUT" else a for a in argv)
+        rows.append(
+            f"| {name} | {where} | `{cmd}` | {r['projected_s']:.1f} s | {r['actual_s']:.1f} s | {r['ratio']:.2f} | "
+            f"{r['process_s']:.1f} s | {r['load'][0]:.1f}, {r['load'][1]:.1f} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", default=None, help="comma-separated cases (default: all): " + ", ".join(CASES))
+    p.add_argument("--out", type=Path, default=None, help="markdown table (default: print only)")
+    p.add_argument("--json", type=Path, default=Path("results/bench/projections.json"), help="accumulated rows")
+    args = p.parse_args(argv)
+    names = list(CASES) if args.only is None else [x.strip() for x in args.only.split(",") if x.strip()]
+    bad = [x for x in names if x not in CASES]
+    if bad:
+        p.error(f"--only: unknown case(s) {bad}, expected among {list(CASES)}")
+    results = json.loads(args.json.read_text()) if args.json.is_file() else {}
+    for name in names:
+        with tempfile.TemporaryDirectory() as tmp:
+            print(f"{name}: running", file=sys.stderr, flush=True)
+            results[name] = run_case(CASES[name][1], tmp)
+            print(f"{name}: {results[name]}", file=sys.stderr, flush=True)
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    text = table(results)
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
