@@ -1,11 +1,15 @@
-"""Projected against actual wall time of every long command (issue #44): train (exact, meanfield, gibbs, qemcmc, the
-IBM fake-backend route), fidelity, ablate and mixing, each on the documentation's example (named per case).
+"""Projected against actual wall time of every long command, each on the documentation's example (issue #44).
+
+The commands: train (exact, meanfield, gibbs, qemcmc, the IBM fake-backend route), fidelity, ablate and mixing,
+each case on the example of the page named in its row.
 
 Each case runs once as ``python -m hybrid_attention.apps ...`` with ``-v``; the projection is the first stderr line
-that says ``projected ... <duration> in all``, and the actual time is the wall time from that line to the process's
-end (the work the projection speaks for; start-up and the probe come before it). Ratio = actual / projected
+that says ``projected ... <duration> in all``, and the actual time is the wall time from that line to the command's
+last line of output, its result (the work the projection speaks for; start-up and the probe come before it, the
+interpreter's shutdown after it: the time to the process's exit is recorded too). Ratio = actual / projected
 (target: every ratio in [0.5, 2]). Load averages are read before and after each case: the machine is shared, and
-both times are measured under the same load, one case at a time. Results accumulate in ``--json`` (a case rerun
+both times are measured under the same load, one case at a time; the process's CPU seconds (user + system, all
+its threads) say how much of its wall time the load took away. Results accumulate in ``--json`` (a case rerun
 replaces its row) and the table is rewritten from it:
 
     python -m bench.projections --out results/bench/projections.md            # every case (about 30 min)
@@ -18,11 +22,14 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 #: case -> (where the documentation shows it, the command's arguments; OUT is replaced by a fresh directory)
 TRAIN = ["train", "--task", "brackets", "--attention", "hj", "--block-size", "8", "--steps", "100", "--no-ffn"]
@@ -33,8 +40,8 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "train-qemcmc": ("README.md (qemcmc)", [*TRAIN, "--out", "OUT", "--eval-exact", "--sampler", "qemcmc"]),
     "train-ibm": (
         "docs/quantum.md",
-        "train --task brackets --block-size 4 --steps 20 --sampler ibm --backend fake_torino --shots 128 --eval-exact "
-        "--out OUT".split(),
+        "train --task brackets --block-size 4 --steps 20 --batch-size 8 --sampler ibm --backend fake_torino --shots 128 "
+        "--eval-exact --out OUT".split(),
     ),
     "fidelity": (
         "docs/samplers.md",
@@ -63,39 +70,62 @@ def projected_seconds(line: str) -> float | None:
     return None if m is None else float(m.group(1)) * _UNITS[m.group(2)]
 
 
+def _follow(stream: Any, seen: dict[str, Any], key: str, want: Any = None) -> None:
+    """Read ``stream`` to its end; ``seen[key]``: the time of its last line (or the first line ``want`` accepts,
+    with the line in ``seen[key + "_line"]``)."""
+    for text in stream:
+        if want is None:
+            seen[key] = time.perf_counter()
+        elif key not in seen and want(text):
+            seen[key], seen[key + "_line"] = time.perf_counter(), text.strip()
+
+
 def run_case(argv: list[str], tmp: str) -> dict:
-    """Run one command; the projection line, its seconds, the actual seconds after it, loads before and after."""
+    """Run one command; the projection line and its seconds; the actual seconds from that line to the command's last
+    line of output (its result: the work the projection speaks for) and to the process's exit (interpreter
+    shutdown included); the process's CPU seconds; loads before and after."""
     argv = [os.path.join(tmp, "out") if a == "OUT" else a for a in argv]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
     load0 = os.getloadavg()[0]
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     cmd = [sys.executable, "-m", "hybrid_attention.apps", "-v", *argv, "--no-progress"]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
-    line, t_line = None, None
-    for text in proc.stderr:
-        if t_line is None and projected_seconds(text) is not None:
-            line, t_line = text.strip(), time.perf_counter()
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    seen: dict[str, Any] = {}
+    readers = [
+        threading.Thread(target=_follow, args=(proc.stderr, seen, "projection", projected_seconds)),
+        threading.Thread(target=_follow, args=(proc.stdout, seen, "result")),
+    ]
+    for r in readers:
+        r.start()
     code = proc.wait()
     t_end = time.perf_counter()
-    if code != 0 or line is None:
-        raise RuntimeError(f"{' '.join(argv)}: exit {code}, projection line {'missing' if line is None else 'seen'}")
-    projected = projected_seconds(line)
-    actual = t_end - t_line
+    for r in readers:
+        r.join()
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
+    if code != 0 or "projection" not in seen or "result" not in seen:
+        raise RuntimeError(f"{' '.join(argv)}: exit {code}, projection or output missing ({sorted(seen)})")
+    projected = projected_seconds(seen["projection_line"])
+    actual = seen["result"] - seen["projection"]
     return {
         "projected_s": projected,
         "actual_s": round(actual, 2),
         "ratio": round(actual / projected, 3),
+        "to_exit_s": round(t_end - seen["projection"], 2),
         "process_s": round(t_end - t0, 2),
+        "process_cpu_s": round(cpu, 2),
         "load": [round(load0, 2), round(os.getloadavg()[0], 2)],
-        "line": line,
+        "line": seen["projection_line"],
     }
 
 
 def table(results: dict[str, dict]) -> str:
     """The markdown table of ``results`` (case -> row), in :data:`CASES` order."""
     rows = [
-        "| case | documented in | command | projected | actual | actual / projected | process | load 1-min (start, end) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| case | documented in | command | projected | actual | actual / projected | to exit | process wall (CPU) | "
+        "load 1-min (start, end) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name in CASES:
         r = results.get(name)
@@ -105,7 +135,8 @@ def table(results: dict[str, dict]) -> str:
         cmd = "hybrid-attention " + " ".join("DIR" if a == "OUT" else a for a in argv)
         rows.append(
             f"| {name} | {where} | `{cmd}` | {r['projected_s']:.1f} s | {r['actual_s']:.1f} s | {r['ratio']:.2f} | "
-            f"{r['process_s']:.1f} s | {r['load'][0]:.1f}, {r['load'][1]:.1f} |"
+            f"{r['to_exit_s']:.1f} s | "
+            f"{r['process_s']:.1f} s ({r['process_cpu_s']:.1f} s) | {r['load'][0]:.1f}, {r['load'][1]:.1f} |"
         )
     return "\n".join(rows) + "\n"
 

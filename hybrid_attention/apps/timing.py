@@ -1,5 +1,8 @@
-"""Durations as the long commands say them (``train``, ``fidelity``, ``ablate``, ``mixing``): each projects its wall
-time from a short timed probe of its real work and logs ``projected <duration> in all`` before the work starts."""
+"""Durations as the long commands say them in their projected time.
+
+``train``, ``fidelity``, ``ablate`` and ``mixing`` each project their wall time from a short timed probe of their
+real work and log ``projected <duration> in all`` before the work starts (``bench/projections.py`` measures how
+close that is)."""
 
 from __future__ import annotations
 

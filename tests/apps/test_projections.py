@@ -50,7 +50,18 @@ def events():
     root.setLevel(level)
 
 
-@pytest.mark.parametrize("sampler", [[], ["--sampler", "meanfield"], ["--sampler", "gibbs", "--eval-exact"]])
+SAMPLERS = [
+    [],
+    ["--sampler", "meanfield"],
+    ["--sampler", "gibbs", "--eval-exact"],
+    ["--sampler", "qemcmc", "--eval-exact"],
+    pytest.param(  # the IBM route, offline (noisy simulation of every job: slow on a loaded machine)
+        ["--sampler", "ibm", "--backend", "fake_manila", "--shots", "16", "--eval-exact"], marks=pytest.mark.slow
+    ),
+]
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS, ids=["exact", "meanfield", "gibbs", "qemcmc", "ibm-fake"])
 def test_train_says_its_projection_before_its_first_step(tmp_path, monkeypatch, events, sampler):
     real = train_loop._Run.train_step
 

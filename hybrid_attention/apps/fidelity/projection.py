@@ -6,7 +6,7 @@ with the work of a point (shots, Trotter steps, moves per chain) is measured, no
 is timed at the cheapest and at the costliest point of the group, after a warm-up call per sampler (imports,
 templates, transpilation: paid once, never multiplied; not needed by a group of one point, measured and kept
 without a projection of its own), and every other point is projected by interpolating that
-ratio linearly in the work. A point the probe cannot measure (an extra missing, an unreachable temperature) is left
+ratio linearly in the work (samplers of :data:`LEDGER_SAMPLERS` excepted). A point the probe cannot measure (an extra missing, an unreachable temperature) is left
 to the sweep, which records why it skipped it.
 """
 
@@ -26,6 +26,9 @@ __all__ = ["PROJECTION", "work", "project_sweep"]
 PROJECTION = logging.getLogger("hybrid_attention.apps.fidelity.projection")
 
 _SKIPPED = (ImportError, UnreachableTemperature)
+#: samplers whose every call is a job in the run's ledger (and on a device, paid): the probe makes no calls of its
+#: own for them, only the cheapest point in full, and projects the others proportional to their work
+LEDGER_SAMPLERS = frozenset({"ibm"})
 
 
 def work(pt: SweepPoint) -> int:
@@ -66,13 +69,15 @@ def project_sweep(
         lo, hi = min(pts, key=work), max(pts, key=work)
         first = problems_for(n)[:1]
         try:
-            if len(pts) > 1 and name not in warm:
-                measure(lo, first)  # one-off costs, paid once by the sweep as well: never multiplied
+            ratio = work(hi) / work(lo)  # a ledger sampler's (no probe calls of its own): proportional to the work
+            if name not in LEDGER_SAMPLERS:
+                if len(pts) > 1 and name not in warm:
+                    measure(lo, first)  # one-off costs, paid once by the sweep as well: never multiplied
+                ratio = 1.0
+                if work(hi) > work(lo):
+                    t_lo, t_hi = _timed(measure, lo, first)[1], _timed(measure, hi, first)[1]
+                    ratio = t_hi / t_lo
             warm.add(name)
-            ratio = 1.0
-            if work(hi) > work(lo):
-                t_lo, t_hi = _timed(measure, lo, first)[1], _timed(measure, hi, first)[1]
-                ratio = t_hi / t_lo
             kept[lo.key], unit = _timed(measure, lo, problems_for(n))
         except _SKIPPED:
             continue
