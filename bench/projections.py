@@ -52,7 +52,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
         "docs/training.md, 2 block sizes and 1 seed",
         "ablate --task shakespeare --block-sizes 4 8 --seeds 0 --steps 600 --eval-interval 200 --out OUT".split(),
     ),
-    "mixing": ("docs/samplers.md, sizes 6-10", "mixing --n 6,8,10 --problems 8 --out OUT".split()),
+    "mixing": ("the mixing module's example", "mixing --ensemble layden --n 4,5,6 --problems 8 --out OUT".split()),
 }  # fmt: skip
 
 _UNITS = {"ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import itertools
 import os
 import re
 import shlex
@@ -114,12 +115,13 @@ def test_shell_commands_parse(page, code, expected, capsys):
 # A documented training run's loss moves with the float kernels (AVX2, AVX-512, ATEN_CPU_CAPABILITY=default) by at
 # most 4e-4 in the README's measurement (tests/test_readme.py); the same 3e-3 bound, over seven times that, applies.
 TRAINING = 3e-3
-# The demo's sample-trained rows (DQA: reads of a simulated anneal; qemcmc: Markov chains) follow one sampling
-# trajectory, and a kernel's last-bit difference flips a read and sends it elsewhere: measured here under
-# ATEN_CPU_CAPABILITY=default against avx2, the accuracies moved by at most DEMO_MEASURED points. The bound is
-# three times that, and far below the gaps the table shows (exact 100 % against DQA 78.6 %).
-DEMO_MEASURED = 0.0
-DEMO_TOLERANCE = 3 * max(DEMO_MEASURED, 0.5)
+# The demo's DQA row follows one sampling trajectory (reads of a simulated anneal): a kernel's last-bit difference
+# flips a read and the training goes elsewhere. Measured on an AMD EPYC (2026-12-06, issue #44), ATEN_CPU_CAPABILITY
+# default against avx2: 74.2 / 24.3 / 56.3 % against 84.7 / 52.3 / 58.9 %; the page shows 78.6 / 29.9 / 65.6 % from
+# another machine. The widest move, 22.4 points (whole-string accuracy), times 1.3 is the bound: it still fails if
+# sample-trained DQA stops learning (the exact row is 100 %) or stops falling behind it. Every other row measured
+# unchanged between the kernels: one point (20 of the 2,000 strings) for the qemcmc row, one last digit elsewhere.
+DEMO_TOLERANCES = {"DQA samples": 30.0, "qemcmc samples": 1.0}
 #: the time column of the demo's table: machine- and load-dependent, not compared
 _TIME = re.compile(r"\| \d+ s \|$")
 
@@ -135,7 +137,9 @@ def _shown_commands() -> list:
             if m.group(1) == "bash" and nxt.group(1) == "text" and not text[m.end() : nxt.start()].strip():
                 line = text.count("\n", 0, m.start()) + 1
                 slow = [pytest.mark.slow] if "demo" in m.group(2) else []  # about 20 s on 2 cores, more under load
-                cases.append(pytest.param(page, m.group(2), nxt.group(2), id=f"{page.relative_to(DOCS)}:{line}", marks=slow))
+                cases.append(
+                    pytest.param(page, m.group(2), nxt.group(2), id=f"{page.relative_to(DOCS)}:{line}", marks=slow)
+                )
     return cases
 
 
@@ -150,10 +154,14 @@ def test_command_line_example_prints_what_is_shown(page, code, expected, tmp_pat
         assert r.returncode == 0, r.stderr[-2000:]
         printed.append(r.stdout)
     shown = "".join(printed)
-    if expected.lstrip().startswith("|"):  # a table shown: the table's lines of what it prints, times aside
-        shown = "\n".join(_TIME.sub("| - |", x) for x in shown.splitlines() if x.startswith("|"))
+    if expected.lstrip().startswith("|"):  # a table shown: the same table of what it prints, times aside
+        header = expected.lstrip().splitlines()[0]
+        lines = shown.splitlines()
+        start = lines.index(header) if header in lines else 0
+        table = [x for x in itertools.takewhile(lambda x: x.startswith("|"), lines[start:])]
+        shown = "\n".join(_TIME.sub("| - |", x) for x in table)
         expected = "\n".join(_TIME.sub("| - |", x) for x in expected.strip().splitlines())
-    tolerances = {"val_loss": TRAINING, "samples)": DEMO_TOLERANCE}
+    tolerances = {"val_loss": TRAINING, **DEMO_TOLERANCES}
     problems = mismatches(shown, expected, tolerances)
     assert not problems, f"{page.name}: the output shown is stale ({problems}); it prints now:\n{shown}"
 

@@ -12,8 +12,9 @@ value: every (row, layer, head, query) is one Ising problem, and each problem co
 :func:`probe_seconds` times the real work on a short probe (a warm-up pass, then full-batch forward and backward
 passes, and an exact evaluation pass when evaluation is exact), without touching the run's state (its own batch
 generator, a copy of any persistent chains, the global random state forked), and :func:`projection` turns the
-timings into the line ``train`` prints first, for every run (exact marginals included). :func:`check_sampler_calls` has the sampler validate every call a step and an evaluation
-will make (its memory checks included) before any data is loaded.
+timings into the line ``train`` prints first, for every run (exact marginals included).
+:func:`check_sampler_calls` has the sampler validate every call a step and an evaluation will make (its memory
+checks included) before any data is loaded.
 """
 
 from __future__ import annotations
