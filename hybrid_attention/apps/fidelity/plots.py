@@ -13,6 +13,7 @@ __all__ = [
     "series",
     "path_getter",
     "write_plots",
+    "plot_seconds",
     "summary_table",
     "base_rows",
     "frontier_series",
@@ -118,6 +119,40 @@ def _pyplot() -> Any:
         logger.warning("matplotlib is not installed (pip install 'hybrid-attention[plots]'): no plots written")
         return None
     return plt
+
+
+def plot_seconds(cfg: dict[str, Any]) -> float:
+    """The projected seconds of :func:`write_plots` for a report of configuration ``cfg``: pyplot imported (paid
+    here, once, with a first figure that loads fonts and the backend), then one figure like the real ones (two
+    panels, a few lines, legend, saved as PNG to memory) timed and counted once per figure the report will get (each
+    swept axis, and the cost figure). 0 without matplotlib."""
+    import time
+
+    plt = _pyplot()
+    if plt is None:
+        return 0.0
+    figures = sum(len(cfg[axis]) > 1 for axis in ("shots", "steps", "tau", "n")) + 1
+    _probe_figure(plt)  # the first figure loads fonts and the backend: once, not per figure
+    t0 = time.perf_counter()
+    _probe_figure(plt)
+    return (time.perf_counter() - t0) * figures
+
+
+def _probe_figure(plt: Any) -> None:
+    import io
+
+    fig, axs = plt.subplots(1, 2, figsize=(9.2, 4.6))
+    for a in axs:
+        for i in range(4):
+            a.plot([1, 2, 3], [i, i + 1, i + 3], "o-", label=f"s{i}")
+        a.set_xscale("log")
+        a.set_yscale("log")
+        a.grid(alpha=0.3)
+    fig.suptitle("probe", fontsize=9)
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
+    fig.legend(*axs[0].get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=7, frameon=False)
+    fig.savefig(io.BytesIO(), format="png", dpi=110)
+    plt.close(fig)
 
 
 def write_plots(report: dict[str, Any], out: str | Path) -> list[str]:

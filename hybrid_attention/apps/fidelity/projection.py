@@ -3,11 +3,12 @@
 Points are grouped by ``(sampler, n)``. In each group the cheapest point (fewest ``shots x steps x budget``) is
 measured in full first: that is real work, kept in the report, and its time is the group's unit. Whether cost grows
 with the work of a point (shots, Trotter steps, moves per chain) is measured, not assumed: the first problem alone
-is timed at the cheapest and at the costliest point of the group, after a warm-up call per sampler (imports,
-templates, transpilation: paid once, never multiplied; not needed by a group of one point, measured and kept
-without a projection of its own), and every other point is projected by interpolating that
-ratio linearly in the work (samplers of :data:`LEDGER_SAMPLERS` excepted). A point the probe cannot measure (an extra missing, an unreachable temperature) is left
-to the sweep, which records why it skipped it.
+is timed at the cheapest and at the costliest point of the group (the quicker of two timings each), after a
+warm-up call per sampler (imports, templates, transpilation: paid once, never multiplied; a group of one point
+needs none, it is measured and kept), and every other point is projected by interpolating that ratio linearly in
+the work (samplers of :data:`LEDGER_SAMPLERS` excepted). The plots, drawn after the points, are projected from one
+probe figure (:func:`~hybrid_attention.apps.fidelity.plots.plot_seconds`). A point the probe cannot measure (an
+extra missing, an unreachable temperature) is left to the sweep, which records why it skipped it.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def project_sweep(
     problems_for: Callable[[int], Any],
     measure: Callable[[SweepPoint, Any], dict],
     keep: Callable[[str, dict], None],
+    after: Callable[[], float] | None = None,
 ) -> tuple[dict[str, dict], float]:
     """Measure each group's cheapest point, time the probe problems, log the projection (module docstring).
 
@@ -55,6 +57,8 @@ def project_sweep(
         measure: ``(point, problems) -> result`` (raises ``ImportError`` or ``UnreachableTemperature`` to skip);
         keep: ``(key, result)``, called as soon as a point is measured in full (the sweep saves it: an interrupted
             probe keeps every finished point).
+        after: the projected seconds of the work after the points (the plots:
+            :func:`~hybrid_attention.apps.fidelity.plots.plot_seconds`), itself a timed probe.
 
     Returns:
         ``(kept, seconds)``: the measured cheapest points by key, and the projected seconds of the rest.
@@ -74,8 +78,9 @@ def project_sweep(
                 if len(pts) > 1 and name not in warm:
                     measure(lo, first)  # one-off costs, paid once by the sweep as well: never multiplied
                 ratio = 1.0
-                if work(hi) > work(lo):
-                    t_lo, t_hi = _timed(measure, lo, first)[1], _timed(measure, hi, first)[1]
+                if work(hi) > work(lo):  # the quicker of two timings each: a loaded machine only adds time
+                    t_lo = min(_timed(measure, lo, first)[1] for _ in range(2))
+                    t_hi = min(_timed(measure, hi, first)[1] for _ in range(2))
                     ratio = t_hi / t_lo
             warm.add(name)
             kept[lo.key], unit = _timed(measure, lo, problems_for(n))
@@ -86,10 +91,13 @@ def project_sweep(
             if p is not lo:
                 share = (work(p) - work(lo)) / (work(hi) - work(lo)) if work(hi) > work(lo) else 0.0
                 total += unit * (1 + (ratio - 1) * share)
+    plots = after() if after is not None else 0.0
+    total += plots
     probe_s = time.perf_counter() - t_start
     PROJECTION.info(
         f"fidelity: {len(points)} points to measure, projected {duration(total)} in all for the "
-        f"{len(points) - len(kept)} after the probe (probe: {duration(probe_s)}, the cheapest point of each sampler "
-        f"and size measured and kept, one problem timed at the cheapest and costliest)"
+        f"{len(points) - len(kept)} after the probe and the plots ({duration(plots)}) (probe: {duration(probe_s)}, "
+        f"the cheapest point of each sampler and size measured and kept, one problem timed at the cheapest and "
+        f"costliest, one figure drawn)"
     )
     return kept, total

@@ -23,7 +23,7 @@ from . import band, sweep
 from .config import ENSEMBLE_KEYS, GRID_KEYS, FidelityConfig, sweep_points
 from .cost import mark_pareto
 from .model import model_inputs
-from .plots import write_band_plots, write_plots
+from .plots import plot_seconds, write_band_plots, write_plots
 from .problems import banded_problems, ensemble_problems, problems_from_model
 from .projection import project_sweep
 
@@ -223,7 +223,8 @@ def _sweep(
         report["points"][key] = res
         _save(out, report)
 
-    kept, _ = project_sweep(todo, lambda n: _ensemble(cfg, n, cache), measure, keep)  # the probe's points are kept
+    figures = (lambda: plot_seconds(report["config"])) if plots else None
+    kept, _ = project_sweep(todo, lambda n: _ensemble(cfg, n, cache), measure, keep, figures)  # probe points kept
     todo = [p for p in todo if p.key not in kept]
     if todo and cluster and any(v is not None for v in cluster.values()):
         items = [(pt, _ensemble(cfg, pt.n, cache)) for pt in todo]
