@@ -39,9 +39,9 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "train-gibbs": ("README.md, --sampler gibbs", [*TRAIN, "--out", "OUT", "--eval-exact", "--sampler", "gibbs"]),
     "train-qemcmc": ("README.md (qemcmc)", [*TRAIN, "--out", "OUT", "--eval-exact", "--sampler", "qemcmc"]),
     "train-ibm": (
-        "docs/quantum.md",
-        "train --task brackets --block-size 4 --steps 20 --batch-size 8 --sampler ibm --backend fake_torino --shots 128 "
-        "--eval-exact --out OUT".split(),
+        "docs/quantum.md, 2 of its 20 steps",
+        "train --task brackets --block-size 4 --steps 2 --sampler ibm --backend fake_torino --shots 128 --eval-exact "
+        "--out OUT".split(),
     ),
     "fidelity": (
         "docs/samplers.md",
@@ -49,8 +49,9 @@ CASES: dict[str, tuple[str, list[str]]] = {
         "--out OUT".split(),
     ),
     "ablate": (
-        "docs/training.md, 2 block sizes and 1 seed",
-        "ablate --task shakespeare --block-sizes 4 8 --seeds 0 --steps 600 --eval-interval 200 --out OUT".split(),
+        "docs/training.md, 2 modes, 2 block sizes, 1 seed",
+        "ablate --task shakespeare --modes softmax hj --block-sizes 4 8 --seeds 0 --steps 600 --eval-interval 200 "
+        "--out OUT".split(),
     ),
     "mixing": ("the mixing module's example", "mixing --ensemble layden --n 4,5,6 --problems 8 --out OUT".split()),
 }  # fmt: skip

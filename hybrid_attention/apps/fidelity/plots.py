@@ -108,15 +108,17 @@ def path_getter(*path: str) -> Any:
     return f
 
 
-def _pyplot() -> Any:
-    """matplotlib's pyplot on the Agg backend, or ``None`` (with a one-line warning) when it is not installed."""
+def _pyplot(warn: bool = True) -> Any:
+    """matplotlib's pyplot on the Agg backend, or ``None`` (with a one-line warning, if ``warn``) when it is not
+    installed."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        logger.warning("matplotlib is not installed (pip install 'hybrid-attention[plots]'): no plots written")
+        if warn:
+            logger.warning("matplotlib is not installed (pip install 'hybrid-attention[plots]'): no plots written")
         return None
     return plt
 
@@ -128,7 +130,7 @@ def plot_seconds(cfg: dict[str, Any]) -> float:
     swept axis, and the cost figure). 0 without matplotlib."""
     import time
 
-    plt = _pyplot()
+    plt = _pyplot(warn=False)  # write_plots says it, once
     if plt is None:
         return 0.0
     figures = sum(len(cfg[axis]) > 1 for axis in ("shots", "steps", "tau", "n")) + 1
