@@ -39,7 +39,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "train-gibbs": ("README.md, --sampler gibbs", [*TRAIN, "--out", "OUT", "--eval-exact", "--sampler", "gibbs"]),
     "train-qemcmc": ("README.md (qemcmc)", [*TRAIN, "--out", "OUT", "--eval-exact", "--sampler", "qemcmc"]),
     "train-ibm": (
-        "docs/quantum.md, 2 of its 20 steps",
+        "docs/quantum.md, 2 of its 5 steps",
         "train --task brackets --block-size 4 --steps 2 --sampler ibm --backend fake_torino --shots 128 --eval-exact "
         "--out OUT".split(),
     ),
