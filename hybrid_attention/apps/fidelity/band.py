@@ -183,8 +183,8 @@ def project(
 
     The probe samples the first problem of the ensemble at the cheapest point of each ``(sampler, n)`` (fewest
     shots, then Trotter steps), after one untimed call per sampler at its smallest size (its one-off costs would
-    otherwise be multiplied by every problem and point); a point is projected as ``probe seconds x problems x shots / probe shots x steps /
-    probe steps`` (rough: a simulation's fixed cost does not grow with shots). Returns ``(skipped, seconds)``:
+    otherwise be multiplied by every problem and point); a point is projected as ``probe seconds x problems x
+    shots / probe shots x steps / probe steps`` (rough: a simulation's fixed cost does not grow with shots). Returns ``(skipped, seconds)``:
     the reasons of the points out of reach (by key) and the projected seconds of the rest.
     """
     skipped: dict[str, str] = {}
