@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shlex
 import sys
 import time
@@ -54,8 +55,11 @@ __all__ = [
     "fit_exponent",
     "problems_for",
     "advantage",
+    "project",
     "REPORT",
 ]
+
+logger = logging.getLogger(__name__)
 
 REPORT = "mixing.json"
 #: largest size (spins) the command takes
@@ -158,12 +162,15 @@ def problems_for(args: argparse.Namespace, n: int) -> Any:
     )
 
 
-def _exact_rows(problem: Any, proposals: tuple[str, ...], nodes: Any, noise: Any = None) -> list[dict[str, Any]]:
+def _exact_rows(
+    problem: Any, proposals: tuple[str, ...], nodes: Any, noise: Any = None, which: range | None = None
+) -> list[dict[str, Any]]:
+    """The exact rows of the problems ``which`` (default: all) of the batch ``problem``."""
     from hybrid_attention.backends.mcmc import analysis as mcmc
 
     rows = []
     flat = problem.detach().flatten()
-    for b in range(flat.h.shape[0]):
+    for b in which if which is not None else range(flat.h.shape[0]):
         Ps, E, pi = mcmc.kernel_matrices(flat[b : b + 1], proposals, nodes=nodes)
         row: dict[str, Any] = {"problem": b, "method": "exact"}
         for name, P in Ps.items():
@@ -224,6 +231,43 @@ def check_sizes(problems: dict[int, Any], *, proposals: tuple[str, ...], nodes: 
                 s.validate(prob.detach().flatten(), num_reads=chains)
 
 
+def project(
+    problems: dict[int, Any], proposals: tuple[str, ...], nodes: Any, noise: Any, sampled: Any
+) -> tuple[dict[int, list[dict[str, Any]]], float]:
+    """Time a probe of the real work and log the projected wall time of the rest, before it starts.
+
+    Exact sizes: the first problem of the smallest size is computed untimed (one-off costs: imports, quadrature
+    nodes), then the next problem of every size is timed; both are kept (real work, not done again) and each size's
+    remaining problems are projected at its timed one. Sampled sizes (``n > 12``): ``sampled(problem)`` on the first
+    problem alone is timed (and discarded; the batch is sampled in one call) and scaled by the problem count.
+
+    Returns:
+        ``({n: the rows computed}, projected seconds of the rest)``.
+    """
+    from hybrid_attention.backends.mcmc.analysis import MAX_EXACT_SPINS
+
+    from .timing import duration
+
+    kept: dict[int, list[dict[str, Any]]] = {}
+    total, t_start = 0.0, time.perf_counter()
+    for i, (n, prob) in enumerate(sorted(problems.items())):
+        count = prob.detach().flatten().h.shape[0]
+        if n > MAX_EXACT_SPINS:
+            t0 = time.perf_counter()
+            sampled(prob.detach().flatten()[0:1])
+            total += (time.perf_counter() - t0) * count
+            continue
+        kept[n] = _exact_rows(prob, proposals, nodes, noise, range(1)) if i == 0 and count > 1 else []
+        t0 = time.perf_counter()
+        kept[n] += _exact_rows(prob, proposals, nodes, noise, range(len(kept[n]), len(kept[n]) + 1))
+        total += (time.perf_counter() - t0) * (count - len(kept[n]))
+    logger.info(
+        f"mixing: {len(problems)} size(s), projected {duration(total)} in all after a "
+        f"{duration(time.perf_counter() - t_start)} probe (the first problems of each size, kept)"
+    )
+    return kept, total
+
+
 def mixing_report(
     problems: dict[int, Any],
     *,
@@ -259,10 +303,12 @@ def mixing_report(
             )
     rows: dict[str, list] = {}
     summary: dict[str, dict] = {}
+    kept, _ = project(problems, proposals, nodes, noise, lambda p: _sampled_rows(p, proposals, chains, moves, seed))
     for n, prob in tqdm(sorted(problems.items()), desc="mixing", disable=not progress, unit="size"):
         t0 = time.perf_counter()
         if n <= MAX_EXACT_SPINS:
-            r = _exact_rows(prob, proposals, nodes, noise)
+            done = kept[n]
+            r = done + _exact_rows(prob, proposals, nodes, noise, range(len(done), prob.detach().flatten().h.shape[0]))
         else:
             r = _sampled_rows(prob, proposals, chains, moves, seed)
         rows[str(n)] = r
@@ -387,6 +433,8 @@ def run(args: argparse.Namespace) -> int:
         )
     elif args.readout_asymmetry:
         raise ValueError("--readout-asymmetry needs --noise BACKEND")
+    if logger.getEffectiveLevel() > logging.INFO:  # the projected time is said before the work
+        logger.setLevel(logging.INFO)
     nodes = None if args.nodes is None else (args.nodes[0] if len(args.nodes) == 1 else tuple(args.nodes))
     problems = {}
     for n in ns:

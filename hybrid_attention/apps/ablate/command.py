@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import sys
 from pathlib import Path
 
@@ -68,6 +69,9 @@ def run(args: argparse.Namespace) -> int:
                 "rates with --lrs and drop --lr (--lr X alone is the same as --lrs X)"
             )
         base = TrainConfig(**given, out=str(out))
+        grid_logger = logging.getLogger("hybrid_attention.apps.ablate.grid")
+        if grid_logger.getEffectiveLevel() > logging.INFO:  # the projected time is said before the first run
+            grid_logger.setLevel(logging.INFO)
         ablate(
             base,
             out,

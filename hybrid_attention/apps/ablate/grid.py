@@ -24,6 +24,7 @@ import dataclasses
 import logging
 import math
 import numbers
+import time
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from .cluster import run_grid
 from .report import divergence, is_finished, load_json, report
 from .runs import run_one
 
-__all__ = ["ablate", "run_dir", "lr_tag"]
+__all__ = ["ablate", "run_dir", "lr_tag", "project"]
 
 logger = logging.getLogger(__name__)
 
@@ -140,6 +141,7 @@ def ablate(
         ]
         todo = [c for c in configs if not is_finished(Path(c.out)) and not divergence(Path(c.out))]
         logger.info("ablation: %d runs, %d already finished or diverged", len(configs), len(configs) - len(todo))
+        project(todo, workers)
         if todo and (scheduler is not None or workers is not None):
             run_grid(todo, scheduler=scheduler, workers=workers, progress=progress)
             return report(out, base.task)
@@ -150,6 +152,32 @@ def ablate(
             bar.set_postfix(run=Path(cfg.out).name, refresh=True)
             run_one(cfg)
         return report(out, base.task)
+
+
+def project(todo: list[TrainConfig], workers: int | None = None) -> float:
+    """Log the projected wall time of the runs ``todo`` before the first starts, and return it (seconds, serial).
+
+    One run per (mode, block size) is probed as ``train`` probes it before its first step
+    (:func:`hybrid_attention.apps.train.projected_seconds`: a warm-up pass, then timed full-batch passes, nothing
+    written); seeds and learning rates do not change a step's cost, so the other runs of that group count the same.
+    A run resumed from a checkpoint counts in full (an upper bound). With ``workers``, the serial time is divided
+    among them (ideal balance: a lower bound)."""
+    from hybrid_attention.apps.timing import duration
+    from hybrid_attention.apps.train import projected_seconds
+
+    if not todo:
+        return 0.0
+    groups: dict[tuple[str, int], list[TrainConfig]] = {}
+    for cfg in todo:
+        groups.setdefault((cfg.attention, cfg.block_size), []).append(cfg)
+    t0 = time.perf_counter()
+    total = sum(projected_seconds(cfgs[0]) * len(cfgs) for cfgs in groups.values())
+    spread = f", about {duration(total / workers)} on {workers} workers" if workers else ""
+    logger.info(
+        f"ablation: {len(todo)} runs to train, projected {duration(total)} in all{spread} (probe: one run per mode "
+        f"and block size, {duration(time.perf_counter() - t0)})"
+    )
+    return total
 
 
 def _check_lrs(lrs: Any) -> list[float]:

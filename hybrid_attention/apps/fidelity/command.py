@@ -19,10 +19,10 @@ from hybrid_attention.apps.cli_types import (
 from hybrid_attention.apps.distributed import add_cluster_arguments
 from hybrid_attention.backends.registry import available_samplers
 
-from .band import PROJECTION
 from .config import AXES, READOUTS, FidelityConfig
 from .plots import band_table, summary_table
-from .report import REPORT, run_sweep
+from .projection import PROJECTION
+from .report import REPORT, SUMMARY, run_sweep
 from .sweep import BAND_SAMPLERS, OPT_IN_SAMPLERS, SAMPLER_KINDS
 
 __all__ = ["add_arguments", "run", "command_line"]
@@ -225,8 +225,12 @@ def run(args: argparse.Namespace) -> int:
         scheduler=args.scheduler,
         workers=args.workers,
     )
-    print(band_table(report) if cfg.band else summary_table(report))
+    table = band_table(report) if cfg.band else summary_table(report)
+    print(table)
+    (Path(args.out) / SUMMARY).write_text(f"`{command}`\n\n{table}\n")  # the base point's table, next to the plots
     for k, why in report.get("skipped", {}).items():
         print(f"skipped {k}: {why}")
-    print(f"\nreport: {Path(args.out) / REPORT}")
+    print(f"\nreport: {Path(args.out) / REPORT}; table: {Path(args.out) / SUMMARY}")
+    for name in report.get("plots", []):  # the whole sweep, one figure per swept axis
+        print(f"plot: {Path(args.out) / name}")
     return 0

@@ -13,6 +13,7 @@ __all__ = [
     "series",
     "path_getter",
     "write_plots",
+    "plot_seconds",
     "summary_table",
     "base_rows",
     "frontier_series",
@@ -107,15 +108,63 @@ def path_getter(*path: str) -> Any:
     return f
 
 
+def _pyplot(warn: bool = True) -> Any:
+    """matplotlib's pyplot on the Agg backend, or ``None`` (with a one-line warning, if ``warn``) when it is not
+    installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        if warn:
+            logger.warning("matplotlib is not installed (pip install 'hybrid-attention[plots]'): no plots written")
+        return None
+    return plt
+
+
+def plot_seconds(cfg: dict[str, Any]) -> float:
+    """The projected seconds of :func:`write_plots` for a report of configuration ``cfg``: pyplot imported (paid
+    here, once, with a first figure that loads fonts and the backend), then one figure like the real ones (two
+    panels, a few lines, legend, saved as PNG to memory) timed and counted once per figure the report will get (each
+    swept axis, and the cost figure). 0 without matplotlib."""
+    import time
+
+    plt = _pyplot(warn=False)  # write_plots says it, once
+    if plt is None:
+        return 0.0
+    figures = sum(len(cfg[axis]) > 1 for axis in ("shots", "steps", "tau", "n")) + 1
+    _probe_figure(plt)  # the first figure loads fonts and the backend: once, not per figure
+    t0 = time.perf_counter()
+    _probe_figure(plt)
+    return (time.perf_counter() - t0) * figures
+
+
+def _probe_figure(plt: Any) -> None:
+    import io
+
+    fig, axs = plt.subplots(1, 2, figsize=(9.2, 4.6))
+    for a in axs:
+        for i in range(4):
+            a.plot([1, 2, 3], [i, i + 1, i + 3], "o-", label=f"s{i}")
+        a.set_xscale("log")
+        a.set_yscale("log")
+        a.grid(alpha=0.3)
+    fig.suptitle("probe", fontsize=9)
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
+    fig.legend(*axs[0].get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=7, frameon=False)
+    fig.savefig(io.BytesIO(), format="png", dpi=110)
+    plt.close(fig)
+
+
 def write_plots(report: dict[str, Any], out: str | Path) -> list[str]:
     """One PNG per swept axis (``fidelity_vs_<axis>.png``): total variation to the exact Boltzmann target (solid)
     and to the ideal circuit output (dashed, DQA samplers), the shot-noise floor (dotted), the largest marginal
-    error, and along ``tau`` the effective inverse temperatures of the anneal. Returns the file names."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    error, and along ``tau`` the effective inverse temperatures of the anneal. Returns the file names (none, with a
+    one-line warning, when matplotlib, the optional ``plots`` extra, is not installed)."""
+    plt = _pyplot()
+    if plt is None:
+        return []
     out = Path(out)
     cfg = report["config"]
     samplers = list(dict.fromkeys(r["point"]["sampler"] for r in report["points"].values()))
@@ -138,7 +187,7 @@ def write_plots(report: dict[str, Any], out: str | Path) -> list[str]:
             x, y = series(report, axis, s, path_getter("target", "marginal_max", "mean"))
             axs[1].plot(x, y, "o-", color=col, label=s)
         x, y = series(report, axis, has[0], path_getter("shot_noise_tv"))
-        if axis == "shots" and x:
+        if x:  # what exact samples at the point's shots would score: the floor of every sampled error
             axs[0].plot(x, y, "k:", label="shot-noise floor (exact samples)")
             dqa = [s for s in has if series(report, axis, s, path_getter("circuit", "shot_noise_tv"))[0]]
             if dqa:
@@ -349,12 +398,11 @@ def band_table(report: dict[str, Any]) -> str:
 
 def write_band_plots(report: dict[str, Any], out: str | Path) -> list[str]:
     """``fidelity_vs_n.png`` (and ``fidelity_vs_shots.png`` when shots are swept) of a banded report: the largest and
-    the mean marginal error against the exact banded marginals per sampler, the shot-noise floor dotted."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    the mean marginal error against the exact banded marginals per sampler, the shot-noise floor dotted (no files
+    without matplotlib, as :func:`write_plots`)."""
+    plt = _pyplot()
+    if plt is None:
+        return []
     cfg = report["config"]
     samplers = list(dict.fromkeys(r["point"]["sampler"] for r in report["points"].values()))
     files = []

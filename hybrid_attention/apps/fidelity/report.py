@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 from pathlib import Path
@@ -22,14 +23,17 @@ from . import band, sweep
 from .config import ENSEMBLE_KEYS, GRID_KEYS, FidelityConfig, sweep_points
 from .cost import mark_pareto
 from .model import model_inputs
-from .plots import write_band_plots, write_plots
+from .plots import plot_seconds, write_band_plots, write_plots
 from .problems import banded_problems, ensemble_problems, problems_from_model
+from .projection import project_sweep
 
-__all__ = ["REPORT", "REPORT_VERSION", "load_report", "run_sweep"]
+__all__ = ["REPORT", "SUMMARY", "REPORT_VERSION", "load_report", "run_sweep"]
 
 logger = logging.getLogger(__name__)
 
 REPORT = "report.json"
+#: the table ``hybrid-attention fidelity`` prints, saved next to the report and the plots
+SUMMARY = "summary.md"
 REPORT_VERSION = 1
 
 
@@ -54,7 +58,7 @@ def _open_report(out: Path, cfg: FidelityConfig, overwrite: bool, command: str |
     }
     (out / (REPORT + ".tmp")).unlink(missing_ok=True)  # a temporary report left by a killed write
     if overwrite:
-        for old in [out / REPORT, *out.glob("fidelity_vs_*.png")]:  # only files this command writes
+        for old in [out / REPORT, out / SUMMARY, *out.glob("fidelity_vs_*.png")]:  # only files this command writes
             old.unlink(missing_ok=True)
         return fresh
     if not (out / REPORT).exists():
@@ -204,8 +208,25 @@ def _sweep(
     cache: dict = {}
     check_budgets(todo, lambda n: _ensemble(cfg, n, cache))  # before any point is measured
     skipped: dict[str, str] = report.setdefault("skipped", {})
+    order = [*report["points"], *(p.key for p in todo)]
+    measure = functools.partial(
+        sweep.measure_point,
+        seed=cfg.seed,
+        calibration=cfg.calibration,
+        backend=cfg.backend,
+        ledger=str(Path(out) / LEDGER_NAME),
+        mitigation=cfg.mitigation,
+    )
+
+    def keep(key: str, res: dict[str, Any]) -> None:
+        skipped.pop(key, None)
+        report["points"][key] = res
+        _save(out, report)
+
+    figures = (lambda: plot_seconds(report["config"])) if plots else None
+    kept, _ = project_sweep(todo, lambda n: _ensemble(cfg, n, cache), measure, keep, figures)  # probe points kept
+    todo = [p for p in todo if p.key not in kept]
     if todo and cluster and any(v is not None for v in cluster.values()):
-        order = [*report["points"], *(p.key for p in todo)]
         items = [(pt, _ensemble(cfg, pt.n, cache)) for pt in todo]
         for pt, (res, why) in sweep.measure_points(
             items,
@@ -223,19 +244,10 @@ def _sweep(
             skipped.pop(pt.key, None)
             report["points"][pt.key] = res
             _save(out, report)  # in completion order: an interrupted sweep keeps every finished point
-        report["points"] = {k: report["points"][k] for k in order if k in report["points"]}  # the serial order
         todo = []
     for pt in tqdm(todo, desc="fidelity", disable=not progress, unit="pt"):
         try:
-            res = sweep.measure_point(
-                pt,
-                _ensemble(cfg, pt.n, cache),
-                seed=cfg.seed,
-                calibration=cfg.calibration,
-                backend=cfg.backend,
-                ledger=str(Path(out) / LEDGER_NAME),
-                mitigation=cfg.mitigation,
-            )
+            res = measure(pt, _ensemble(cfg, pt.n, cache))
         except (ImportError, sweep.UnreachableTemperature) as exc:
             logger.warning("skipping %s: %s", pt.key, exc)
             skipped[pt.key] = str(exc)
@@ -243,6 +255,7 @@ def _sweep(
         skipped.pop(pt.key, None)
         report["points"][pt.key] = res
         _save(out, report)
+    report["points"] = {k: report["points"][k] for k in order if k in report["points"]}  # the serial order
     mark_pareto(report["points"])
     _save(out, report)
     if plots:

@@ -49,7 +49,7 @@ from __future__ import annotations
 from .config import DEFAULT_SHOTS, PERSISTENT_BURN_IN, TASKS, TRAINING_DEFAULTS, TrainConfig, upgrade_saved
 from .data import eval_set, evaluate, load_task
 from .flags import parse_sampler_option
-from .loop import TrainingDiverged, TrainingInterrupted, build_sampler, build_sampling, train
+from .loop import TrainingDiverged, TrainingInterrupted, build_sampler, build_sampling, projected_seconds, train
 
 __all__ = [
     "TASKS",
@@ -61,6 +61,7 @@ __all__ = [
     "TrainingDiverged",
     "TrainingInterrupted",
     "train",
+    "projected_seconds",
     "evaluate",
     "eval_set",
     "load_task",

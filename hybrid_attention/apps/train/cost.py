@@ -1,4 +1,4 @@
-"""What a sampler-backed training run will do and how long it will take, said before its first step.
+"""What a training run will do and how long it will take, said before its first step.
 
 :func:`step_work` counts the sampler work of one optimiser step from the run's :class:`~hybrid_attention.Sampling`
 value: every (row, layer, head, query) is one Ising problem, and each problem costs, per sampler kind,
@@ -9,17 +9,17 @@ value: every (row, layer, head, query) is one Ising problem, and each problem co
 * DQA circuits read out as shots: ``shots`` circuit shots; read out exactly (``statevector``): one simulated circuit;
 * mean field: one fixed-point solve; anything else: its reads.
 
-:func:`probe_seconds` times one forward and backward pass on a few rows of a batch (the sampler's cost grows with
-the number of problems, so it scales with the rows), without touching the run's state (its own batch generator, a
-copy of any persistent chains, the global random state forked), and :func:`projection` turns both into the line
-``train`` prints first. :func:`check_sampler_calls` has the sampler validate every call a step and an evaluation
-will make (its memory checks included) before any data is loaded.
+:func:`probe_seconds` times the real work on a short probe (a warm-up pass, then full-batch forward and backward
+passes, and an exact evaluation pass when evaluation is exact), without touching the run's state (its own batch
+generator, a copy of any persistent chains, the global random state forked), and :func:`projection` turns the
+timings into the line ``train`` prints first, for every run (exact marginals included).
+:func:`check_sampler_calls` has the sampler validate every call a step and an evaluation will make (its memory
+checks included) before any data is loaded.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -28,10 +28,26 @@ import torch
 
 from hybrid_attention.sampling import Sampling
 
-__all__ = ["StepWork", "step_work", "probe_seconds", "projection", "check_sampler_calls", "PROBE_ROWS"]
+from ..timing import duration
 
-#: rows of the probe step
+__all__ = [
+    "StepWork",
+    "ProbeTiming",
+    "step_work",
+    "probe_seconds",
+    "evaluations",
+    "run_seconds",
+    "projection",
+    "check_sampler_calls",
+    "PROBE_ROWS",
+]
+
+#: rows of the probe's warm-up pass (and of its one pass on a real device)
 PROBE_ROWS = 8
+#: the probe's timed full-batch passes: at most this many, and no more once they took PROBE_SECONDS (a longer
+#: probe averages over more of a shared machine's load)
+PROBE_PASSES = 10
+PROBE_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -78,48 +94,109 @@ def step_work(cfg: Any, sampling: Sampling | None) -> StepWork | None:
     return StepWork(problems * reads, "reads", "reads", f"{where} x {reads} reads")
 
 
-def probe_seconds(model: torch.nn.Module, task: Any, cfg: Any, sampling: Sampling) -> tuple[float, float]:
-    """``(forward, forward + backward)`` seconds of one training pass on ``PROBE_ROWS`` rows, scaled to the batch.
+@dataclass(frozen=True)
+class ProbeTiming:
+    """What the probe measured: ``step`` seconds per training pass (forward and backward on a full batch),
+    ``eval_row`` seconds per validation window of an evaluation pass, ``warmup`` seconds of the untimed warm-up pass,
+    ``passes`` timed passes of ``rows`` rows each."""
 
-    The run's state is untouched: the rows come from a generator of their own, persistent chains are copied, the
-    global random state is forked and the gradients are cleared.
+    step: float
+    eval_row: float
+    warmup: float
+    passes: int
+    rows: int
+
+
+def probe_seconds(
+    model: torch.nn.Module, task: Any, cfg: Any, sampling: Sampling | None, *, full: bool = True
+) -> ProbeTiming:
+    """Time the run's real work on a short probe, leaving the run's state untouched.
+
+    A warm-up pass on ``PROBE_ROWS`` rows pays the one-off costs (kernel compilation, circuit templates and their
+    transpilation, the first burn-in of persistent chains), which a single timed pass scaled to the batch and to
+    every step would multiply (a Gibbs run at T = 8 was projected at 7.2 min and took 15 s); then full-batch
+    forward and backward passes are timed (at least one, up to :data:`PROBE_PASSES` while they take under
+    :data:`PROBE_SECONDS` in all) and their mean is the step. An exact evaluation (``eval_exact``, or no sampler)
+    is timed on its own, three no-gradient passes over the batch; a sampled one costs the forward part of a step per
+    row. ``full=False`` (a real device, where every pass is paid): one timed pass on ``PROBE_ROWS`` rows, scaled.
+
+    The rows come from a generator of their own, persistent chains are copied, the global random state is forked
+    and the gradients are cleared.
     """
-    rows = min(cfg.batch_size, PROBE_ROWS)
-    x, y = task.get_batch("train", rows, cfg.block_size, generator=torch.Generator().manual_seed(cfg.seed + 1))
-    if sampling.chains is not None:
+    g = torch.Generator().manual_seed(cfg.seed + 1)
+    rows = cfg.batch_size if full else min(cfg.batch_size, PROBE_ROWS)
+    x, y = task.get_batch("train", rows, cfg.block_size, generator=g)
+    if sampling is not None and sampling.chains is not None:
         sampling = dataclasses.replace(sampling, chains=sampling.chains.copy())
+    warmup, fwd, steps = 0.0, [], []
     with torch.random.fork_rng(devices=[]):
-        t0 = time.perf_counter()
-        _, loss = model(x, y, sampling=sampling)
-        t1 = time.perf_counter()
-        loss.backward()
-        t2 = time.perf_counter()
-    model.zero_grad(set_to_none=True)
+        if full:
+            t0 = time.perf_counter()
+            model(x[:PROBE_ROWS], y[:PROBE_ROWS], sampling=sampling)[1].backward()
+            warmup = time.perf_counter() - t0
+        while not steps or (full and len(steps) < PROBE_PASSES and sum(steps) < PROBE_SECONDS):
+            t0 = time.perf_counter()
+            _, loss = model(x, y, sampling=sampling)
+            t1 = time.perf_counter()
+            loss.backward()
+            fwd.append(t1 - t0)
+            steps.append(time.perf_counter() - t0)
+        model.zero_grad(set_to_none=True)
+        eval_row = sum(fwd) / len(fwd) / rows
+        if sampling is None or cfg.eval_exact:
+            with torch.no_grad():
+                t0 = time.perf_counter()
+                for _ in range(3):
+                    model(x, y)
+                eval_row = (time.perf_counter() - t0) / (3 * rows)
     scale = cfg.batch_size / rows
-    return (t1 - t0) * scale, (t2 - t0) * scale
+    return ProbeTiming(sum(steps) / len(steps) * scale, eval_row, warmup, len(steps), rows)
 
 
-def projection(cfg: Any, work: StepWork, steps_left: int, seconds: tuple[float, float]) -> str:
-    """The line ``train`` prints before its first step: work per step, its count over the run, projected time."""
-    fwd, step = seconds
-    evals = math.ceil(steps_left / cfg.eval_interval)
-    eval_s = 0.0 if cfg.eval_exact else evals * fwd * math.ceil(cfg.eval_size / cfg.batch_size)
-    total = steps_left * step + eval_s
+def evaluations(step: int, max_steps: int, interval: int) -> int:
+    """Evaluations of a run from ``step`` to ``max_steps``: every ``interval`` steps and at the last one.
+
+    Example:
+        >>> evaluations(0, 250, 100), evaluations(100, 200, 100), evaluations(200, 200, 100)
+        (3, 1, 0)
+    """
+    return max_steps // interval - step // interval + (1 if max_steps % interval and max_steps > step else 0)
+
+
+def run_seconds(
+    cfg: Any, step: int, timing: ProbeTiming, *, eval_rows: int, extra_evals: int = 0
+) -> tuple[float, int, float]:
+    """``(seconds, evaluations, their seconds)`` of the run ``cfg`` from ``step`` to ``max_steps`` (arguments as
+    :func:`projection`)."""
+    steps_left = cfg.max_steps - step
+    evals = evaluations(step, cfg.max_steps, cfg.eval_interval) + (extra_evals if steps_left else 0)
+    eval_s = evals * eval_rows * timing.eval_row
+    return steps_left * timing.step + eval_s, evals, eval_s
+
+
+def projection(
+    cfg: Any, work: StepWork | None, step: int, timing: ProbeTiming, *, eval_rows: int, extra_evals: int = 0
+) -> str:
+    """The line ``train`` prints before its first step (``step``: the step it starts from): the sampler work per
+    step and over the run (``work``; ``None`` for exact marginals), and the projected time of the steps and of the
+    evaluations (``eval_rows`` windows each; ``extra_evals``: the final ``J = 0`` one of a coupled model)."""
+    steps_left = cfg.max_steps - step
+    total, evals, eval_s = run_seconds(cfg, step, timing, eval_rows=eval_rows, extra_evals=extra_evals)
+    head = cfg.sampler or "exact"
+    if work is not None:
+        head += (
+            f": {work.count:,} {work.unit} per step ({work.detail}); {steps_left} steps: "
+            f"{work.count * steps_left:,} {work.unit};"
+        )
+    else:
+        head += f" marginals: {steps_left} steps;"
+    probe = f"{timing.passes} timed pass(es) of {timing.rows} rows"
+    if timing.warmup:
+        probe += f" after a {duration(timing.warmup)} warm-up"
     return (
-        f"{cfg.sampler}: {work.count:,} {work.unit} per step ({work.detail}); {steps_left} steps: "
-        f"{work.count * steps_left:,} {work.unit}; projected {_duration(step)} per step, {_duration(total)} in all "
-        f"(evaluations included; measured on a {min(cfg.batch_size, PROBE_ROWS)}-row probe)"
+        f"{head} projected {duration(timing.step)} per step, {duration(total)} in all ({evals} evaluation(s) of "
+        f"{eval_rows:,} windows included: {duration(eval_s)}; measured on {probe})"
     )
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 1:
-        return f"{1e3 * seconds:.0f} ms"
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def check_sampler_calls(cfg: Any, sampling: Sampling | None) -> None:

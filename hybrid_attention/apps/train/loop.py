@@ -35,11 +35,12 @@ from hybrid_attention.sampling import PersistentChains, Sampling
 
 from ..hardware import check_budget, reaches_ibm, with_default_ledger, with_session_default
 from .config import CHECKPOINT_FORMAT, TrainConfig
-from .cost import check_sampler_calls, probe_seconds, projection, step_work
+from .cost import ProbeTiming, check_sampler_calls, probe_seconds, projection, run_seconds, step_work
 from .data import eval_set, evaluate, load_task
 from .resume import check_resume_data, claim_directory, load_resume_state, run_ledger
 
 __all__ = [
+    "projected_seconds",
     "TrainingDiverged",
     "TrainingInterrupted",
     "train",
@@ -272,6 +273,40 @@ class _Run:
         sampling = self.step_sampling(self.step - 1)
         return sampling if self.chains is None else dataclasses.replace(sampling, chains=self.chains.copy())
 
+    @property
+    def extra_evals(self) -> int:
+        """Evaluations beyond the interval's: the final one with ``J = 0`` of a coupled model."""
+        return 1 if self.model.config.attention in COUPLED_MODES else 0
+
+    def probe(self) -> ProbeTiming:
+        """Time a short probe of the run's work (:func:`~hybrid_attention.apps.train.cost.probe_seconds`); on a
+        real IBM device, where every pass is paid, only the smallest one."""
+        cfg = self.cfg
+        ibm = self.sampling is not None and reaches_ibm(cfg.sampler, cfg.sampler_options)
+        real_device = ibm and not _ibm_of(self.sampling.sampler).local
+        timing = probe_seconds(self.model, self.task, cfg, self.step_sampling(self.step), full=not real_device)
+        return dataclasses.replace(timing, step=timing.step + self._update_seconds())
+
+    def _update_seconds(self, repeats: int = 3) -> float:
+        """Seconds of a step's work beside the forward and backward passes: a batch drawn, the gradients clipped,
+        the AdamW update and the finiteness check (a fifth of a small model's step), timed on clones of the
+        parameters with an optimiser of their own and a generator of its own: the run's state is untouched."""
+        cfg = self.cfg
+        clones = [p.detach().clone().requires_grad_(True) for p in self.params]
+        for c in clones:
+            c.grad = torch.zeros_like(c)
+        opt = torch.optim.AdamW(clones, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.99))
+        opt.step()  # allocates the optimiser's state, as the run's first step does
+        gen = torch.Generator().manual_seed(cfg.seed + 2)
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            self.task.get_batch("train", cfg.batch_size, cfg.block_size, generator=gen)
+            torch.nn.utils.clip_grad_norm_(clones, cfg.grad_clip)
+            opt.step()
+            with torch.no_grad():
+                float(torch.stack([c.sum() for c in clones]).sum())
+        return (time.perf_counter() - t0) / repeats
+
     def checkpoint(self, final: bool) -> dict[str, Any]:
         """Evaluate, then write checkpoint.pt, couplings.json and (last) metrics.json, each atomically. The run
         finishes here too when it has ``plateaued`` (``--patience``); a finished run with couplings is also
@@ -387,6 +422,26 @@ def train(config: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]
             raise _interrupted(cfg, out, where) from exc
 
 
+def projected_seconds(cfg: TrainConfig) -> float:
+    """The projected wall time of a fresh run of ``cfg``: its model built and its work probed as ``train`` does before
+    the first step (:meth:`_Run.probe`), nothing written (the global random state is restored). The probe's own time
+    is included: the run probes itself again before its first step."""
+    cfg = cfg.resolved()
+    sampling = build_sampling(cfg)
+    try:
+        task, data = load_task(cfg)
+        torch.set_num_threads(cfg.threads)
+        with torch.random.fork_rng(devices=[]):
+            run = _Run(cfg, Path(cfg.out or "."), task, sampling, None, data)
+            t0 = time.perf_counter()
+            timing = run.probe()
+            probe_s = time.perf_counter() - t0
+        return probe_s + run_seconds(cfg, 0, timing, eval_rows=len(run.xv), extra_evals=run.extra_evals)[0]
+    finally:
+        if sampling is not None:
+            sampling.sampler.close()
+
+
 def _interrupted(cfg: TrainConfig, out: Path, where: dict[str, Any]) -> TrainingInterrupted:
     """What a Ctrl-C leaves: the checkpoint on disk, or (none written by a new run) its ``config.json`` removed."""
     run, state = where.get("run"), where.get("state")
@@ -424,17 +479,22 @@ def _train_in(cfg: TrainConfig, out: Path, where: dict[str, Any]) -> dict[str, A
             sampling.sampler.close()
 
 
+def _ibm_of(sampler: Any) -> Any:
+    """The IBM sampler behind ``sampler`` on the IBM route: itself, or a qemcmc's ``ibm`` engine."""
+    return sampler if sampler.name == "ibm" else sampler.ibm
+
+
 def qpu_budget(cfg: TrainConfig, sampler: Any, steps_left: int) -> dict[str, Any]:
     """The IBM route's estimate for the ``steps_left`` remaining steps of the run (training passes, evaluations
     unless ``eval_exact``, and the timing probe), logged before the first step; ``ValueError`` (before anything is submitted) when it is
     above ``max_qpu_seconds`` on a real device."""
     from ..estimate import estimate_train
 
-    ibm = sampler if sampler.name == "ibm" else sampler.ibm
+    ibm = _ibm_of(sampler)
     evals = (
         0 if cfg.eval_exact else math.ceil(steps_left / cfg.eval_interval) * math.ceil(cfg.eval_size / cfg.batch_size)
     )
-    evals += 1  # the timing probe before the first step (a forward pass on up to PROBE_ROWS rows: counted in full)
+    evals += 1  # the timing probe before the first step (on a device, one pass on PROBE_ROWS rows: counted in full)
     est = estimate_train(
         sampler,
         block_size=cfg.block_size,
@@ -482,9 +542,9 @@ def _loop(run: _Run) -> dict[str, Any]:
         },
     )
     work = step_work(cfg, run.sampling)
-    if work is not None and run.step < cfg.max_steps:  # what the run will do and cost, before its first step
-        seconds = probe_seconds(run.model, run.task, cfg, run.step_sampling(run.step))
-        cost_logger.info(projection(cfg, work, cfg.max_steps - run.step, seconds))
+    if run.step < cfg.max_steps:  # what the run will do and cost, before its first step
+        timing = run.probe()
+        cost_logger.info(projection(cfg, work, run.step, timing, eval_rows=len(run.xv), extra_evals=run.extra_evals))
     bar = tqdm(
         total=cfg.max_steps,
         initial=run.step,
