@@ -282,8 +282,16 @@ def targets(rows: list[dict]) -> list[str]:
         for T in sorted({r["block_size"] for r in rows if r["task"] == task}):
             sel = [r for r in rows if r["task"] == task and r["block_size"] == T]
             ref = {r["seed"]: r[metric] for r in sel if r["variant"] == "exact"}
-            for v in ("qemcmc", "qemcmc-long", "qemcmc-chain", "qemcmc-wide", "gibbs", "gibbs-chain", "gibbs-persistent",
-                      "dqa-rb"):
+            for v in (
+                "qemcmc",
+                "qemcmc-long",
+                "qemcmc-chain",
+                "qemcmc-wide",
+                "gibbs",
+                "gibbs-chain",
+                "gibbs-persistent",
+                "dqa-rb",
+            ):
                 rs = [r for r in sel if r["variant"] == v and r["seed"] in ref]
                 if not rs:
                     continue
