@@ -279,12 +279,12 @@ class _Run:
         return 1 if self.model.config.attention in COUPLED_MODES else 0
 
     def probe(self) -> ProbeTiming:
-        """Time a short probe of the run's work (:func:`~hybrid_attention.apps.train.cost.probe_seconds`); on a
-        real IBM device, where every pass is paid, only the smallest one."""
+        """Time a short probe of the run's work (:func:`~hybrid_attention.apps.train.cost.probe_seconds`); on the
+        IBM route only the smallest one: on a real device every pass is paid, and a fake backend rehearses exactly
+        what the device would be sent (the estimate's job and circuit counts hold for both)."""
         cfg = self.cfg
         ibm = self.sampling is not None and reaches_ibm(cfg.sampler, cfg.sampler_options)
-        real_device = ibm and not _ibm_of(self.sampling.sampler).local
-        timing = probe_seconds(self.model, self.task, cfg, self.step_sampling(self.step), full=not real_device)
+        timing = probe_seconds(self.model, self.task, cfg, self.step_sampling(self.step), full=not ibm)
         return dataclasses.replace(timing, step=timing.step + self._update_seconds())
 
     def _update_seconds(self, repeats: int = 3) -> float:
