@@ -62,8 +62,16 @@ def test_index_to_spins_table_equals_bits():
     assert np.array_equal(index_to_spins(c, 20), bits_to_spins(index_to_bits(c, 20)))  # above the table size
 
 
-@pytest.mark.skipif(torch.get_num_threads() < 2, reason="needs a torch thread budget of 2 or more")
-def test_statevector_threads_equal_one_thread():
+@pytest.fixture
+def two_threads():
+    """A torch thread budget of 2 for the test, whatever earlier tests left (``train`` sets its own count)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(n)
+
+
+def test_statevector_threads_equal_one_thread(two_threads):
     """Threads change where chunks run, not what they compute: each chunk runs the same single-threaded kernels, so
     probabilities and shots are bitwise those of one thread (determinism within one process)."""
     sv = StatevectorSampler(DQASchedule(tau=1.0, steps=6), cache_limit=64 << 10)  # small chunks: several per call
