@@ -1,0 +1,165 @@
+"""Mean-field attention over a real training run: ``train --sampler meanfield`` beside softmax, old and new solver.
+
+Part 1 (``runs``): the user's shortest commands, ``train --attention hj --sampler meanfield --block-size T`` (today
+the per-row solver, ``solver=rows``), the same with ``--sampler-option solver=damped`` (the legacy whole-batch
+damped iteration) and ``train --attention softmax --block-size T``, each for ``--steps`` steps with one evaluation
+at the end (``--eval-interval`` = ``--steps``). A run's per-step time is its own ``elapsed_s / steps`` from
+``metrics.json`` (the training loop's clock, which excludes evaluation, start-up and the cost probe): the average over
+the run's first ``--steps`` steps. The commands of one repetition run back to back (softmax, rows, damped, ...), and
+the table gives each arm's median per-step time and the median over repetitions of the per-repetition ratio to
+softmax.
+
+Part 3 (``weights``): training steps (forward and backward, one batch of 64) of given trained models, the damped
+and the rows solver interleaved step by step, with the forward solve's residual, iterations and the largest
+difference between the two solvers' marginals.
+
+Part 2 (``trace``): one training run in process (the CLI's configuration and loop, ``_Run.train_step``) recording
+each step's forward iterations, implicit-backward iterations, damped-iteration work, Newton rows and step time,
+summarised by step ranges.
+
+    python -m bench.meanfield_run runs --block-size 64 --steps 500 --reps 1
+    python -m bench.meanfield_run trace --block-size 64 --steps 500 --solver rows
+    python -m bench.meanfield_run weights RUN_DIR ... --reps 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ARMS = {
+    "softmax": ["--attention", "softmax"],
+    "meanfield rows (default)": ["--attention", "hj", "--sampler", "meanfield"],
+    "meanfield damped (legacy)": ["--attention", "hj", "--sampler", "meanfield", "--sampler-option", "solver=damped"],
+}
+RANGES = ((0, 10), (10, 60), (60, 160), (160, 360), (360, 500))
+
+
+def _run(arm: list[str], T: int, steps: int, out: str) -> float:
+    """Per-step seconds of one CLI run (its own clock over ``steps`` steps, evaluation excluded)."""
+    argv = [*arm, "--block-size", str(T), "--steps", str(steps), "--eval-interval", str(steps)]
+    argv += ["--eval-size", "256", "--no-progress", "--threads", "1", "--out", out]
+    subprocess.run([sys.executable, "-m", "hybrid_attention.apps", "train", *argv], check=True, capture_output=True)
+    metrics = json.loads((Path(out) / "metrics.json").read_text())
+    return metrics["elapsed_s"] / metrics["step"]
+
+
+def runs(args: argparse.Namespace) -> None:
+    per: dict[str, list[float]] = {name: [] for name in ARMS}
+    print(f"# T = {args.block_size}, {args.steps} steps, {args.reps} repetitions; load {os.getloadavg()}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for rep in range(args.reps):
+            for i, (name, arm) in enumerate(ARMS.items()):
+                t0 = time.perf_counter()
+                per[name].append(_run(arm, args.block_size, args.steps, os.path.join(tmp, f"{rep}-{i}")))
+                print(
+                    f"rep {rep} {name}: {per[name][-1] * 1e3:.1f} ms/step ({time.perf_counter() - t0:.0f} s)",
+                    flush=True,
+                )
+    print("\n| T | arm | ms/step (median) | ratio to softmax (median of per-rep ratios) | load at the end |")
+    print("| --- | --- | --- | --- | --- |")
+    for name in ARMS:
+        ratio = statistics.median(a / s for a, s in zip(per[name], per["softmax"]))
+        med = statistics.median(per[name]) * 1e3
+        print(f"| {args.block_size} | {name} | {med:.1f} | {ratio:.2f} | {os.getloadavg()[0]:.1f} |")
+
+
+def trace(args: argparse.Namespace) -> None:
+    import torch
+
+    from hybrid_attention.apps.train.config import TrainConfig
+    from hybrid_attention.apps.train.data import load_task
+    from hybrid_attention.apps.train.loop import _Run, build_sampling
+
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = TrainConfig(attention="hj", sampler="meanfield", block_size=args.block_size, out=tmp, progress=False)
+        cfg = TrainConfig(**{**cfg.__dict__, "sampler_options": {"solver": args.solver}}).resolved()
+        sampling = build_sampling(cfg)
+        task, data = load_task(cfg)
+        run = _Run(cfg, Path(tmp), task, sampling, None, data)
+        log = []
+        for _ in range(args.steps):
+            t0 = time.perf_counter()
+            run.train_step()
+            info = dict(sampling.sampler.last_info)
+            log.append({"s": time.perf_counter() - t0, **info})
+    print(f"# T = {args.block_size}, solver {args.solver}: per-step means over step ranges")
+    print("| steps | forward iterations | backward iterations | work (full-width iterations) | Newton rows | s/step |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for lo, hi in RANGES + ((0, args.steps),):
+        part = log[lo:hi]
+        if not part:
+            continue
+        mean = lambda k: statistics.mean(float(x.get(k) or 0) for x in part)  # noqa: E731
+        print(
+            f"| {lo + 1}-{min(hi, len(log))} | {mean('iterations'):.1f} | {mean('backward_iterations'):.1f} | "
+            f"{mean('work'):.1f} | {mean('newton_rows'):.1f} | {mean('s'):.3f} |"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps(log))
+
+
+def weights(args: argparse.Namespace) -> None:
+    import torch
+
+    from experiments.long_context import validate_engines as ve
+    from hybrid_attention import Sampling
+    from hybrid_attention.backends import get_sampler
+
+    torch.set_num_threads(1)
+    print("| model | T | solver | step s (median) | damped / rows (median of pairs) | forward iterations | residual |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for path in args.models:
+        model, cfg, task = ve.load(Path(path))
+        model.train()
+        x, y = task.get_batch("train", 64, cfg.block_size, generator=torch.Generator().manual_seed(5))
+        times: dict[str, list[float]] = {"damped": [], "rows": []}
+        info: dict[str, dict] = {}
+        for _ in range(args.reps):  # interleaved: damped, rows, damped, rows, ...
+            for solver in times:
+                sampler = get_sampler("meanfield", solver=solver)
+                model.zero_grad(set_to_none=True)
+                t0 = time.perf_counter()
+                _, loss = model(x, y, sampling=Sampling(sampler))
+                loss.backward()
+                times[solver].append(time.perf_counter() - t0)
+                info[solver] = dict(sampler.last_info)
+        ratio = statistics.median(d / r for d, r in zip(times["damped"], times["rows"]))
+        for solver in times:
+            i = info[solver]
+            print(
+                f"| {path} | {cfg.block_size} | {solver} | {statistics.median(times[solver]):.3f} | {ratio:.2f} | "
+                f"{i['iterations']} | {i['residual']:.1e} |",
+                flush=True,
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="part", required=True)
+    r = sub.add_parser("runs")
+    t = sub.add_parser("trace")
+    w = sub.add_parser("weights")
+    w.add_argument("models", nargs="+", help="trained run directories (config.json and checkpoint.pt)")
+    w.add_argument("--reps", type=int, default=5)
+    for q in (r, t):
+        q.add_argument("--block-size", type=int, default=64)
+        q.add_argument("--steps", type=int, default=500)
+    r.add_argument("--reps", type=int, default=1)
+    t.add_argument("--solver", choices=("rows", "damped"), default="rows")
+    t.add_argument("--json", default=None, help="write the per-step log here")
+    args = p.parse_args(argv)
+    {"runs": runs, "trace": trace, "weights": weights}[args.part](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
