@@ -52,11 +52,12 @@ def _run(arm: list[str], T: int, steps: int, out: str) -> float:
 
 
 def runs(args: argparse.Namespace) -> None:
-    per: dict[str, list[float]] = {name: [] for name in ARMS}
+    arms = {name: arm for name, arm in ARMS.items() if name.split()[-1].strip("()") in args.arms}
+    per: dict[str, list[float]] = {name: [] for name in arms}
     print(f"# T = {args.block_size}, {args.steps} steps, {args.reps} repetitions; load {os.getloadavg()}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(args.reps):
-            for i, (name, arm) in enumerate(ARMS.items()):
+            for i, (name, arm) in enumerate(arms.items()):
                 t0 = time.perf_counter()
                 per[name].append(_run(arm, args.block_size, args.steps, os.path.join(tmp, f"{rep}-{i}")))
                 print(
@@ -65,7 +66,7 @@ def runs(args: argparse.Namespace) -> None:
                 )
     print("\n| T | arm | ms/step (median) | ratio to softmax (median of per-rep ratios) | load at the end |")
     print("| --- | --- | --- | --- | --- |")
-    for name in ARMS:
+    for name in arms:
         ratio = statistics.median(a / s for a, s in zip(per[name], per["softmax"]))
         med = statistics.median(per[name]) * 1e3
         print(f"| {args.block_size} | {name} | {med:.1f} | {ratio:.2f} | {os.getloadavg()[0]:.1f} |")
@@ -154,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
         q.add_argument("--block-size", type=int, default=64)
         q.add_argument("--steps", type=int, default=500)
     r.add_argument("--reps", type=int, default=1)
+    r.add_argument(
+        "--arms", nargs="+", default=["softmax", "default", "legacy"], help="softmax, default (rows), legacy (damped)"
+    )
     t.add_argument("--solver", choices=("rows", "damped"), default="rows")
     t.add_argument("--json", default=None, help="write the per-step log here")
     args = p.parse_args(argv)

@@ -28,9 +28,9 @@ def test_new_runs_record_the_rows_solver_and_old_runs_resume_with_the_damped_one
     )
     new, old = tmp_path / "new", tmp_path / "old"
     assert cli.main(command(new, 1)) == 0
-    assert json.loads((new / "config.json").read_text())["run"]["sampler_options"] == {"solver": "rows"}
+    assert json.loads((new / "config.json").read_text())["run"]["sampler_options"] == {"solver": "rows", "damping": 1.0}
     state, cfg = load_resume_state(TrainConfig.from_saved({**_saved(new), "resume": True, "max_steps": 2}), new)
-    assert build_sampling(cfg).sampler.solver == "rows"  # a run keeps the solver it recorded
+    assert (build_sampling(cfg).sampler.solver, build_sampling(cfg).sampler.damping) == ("rows", 1.0)  # as recorded
     # an old run: written before the option existed, its settings name no solver
     assert cli.main(command(old, 1)) == 0
     blob = load_checkpoint(old / "checkpoint.pt")
@@ -40,10 +40,12 @@ def test_new_runs_record_the_rows_solver_and_old_runs_resume_with_the_damped_one
     saved["run"]["sampler_options"] = {}
     (old / "config.json").write_text(json.dumps(saved))
     state, cfg = load_resume_state(TrainConfig.from_saved({**_saved(old), "resume": True, "max_steps": 2}), old)
-    assert cfg.sampler_options == {"solver": "damped"} and build_sampling(cfg).sampler.solver == "damped"
+    assert cfg.sampler_options == {"solver": "damped", "damping": 0.5}
+    sampler = build_sampling(cfg).sampler
+    assert (sampler.solver, sampler.damping, sampler.max_iter, sampler.tol) == ("damped", 0.5, 500, None)
     # the command a user types to resume it (no sampler option) resumes it with the legacy solver too
     assert cli.main([*command(old, 2), "--resume"]) == 0
-    assert load_checkpoint(old / "checkpoint.pt")["config"]["sampler_options"] == {"solver": "damped"}
+    assert load_checkpoint(old / "checkpoint.pt")["config"]["sampler_options"] == {"solver": "damped", "damping": 0.5}
 
 
 def _saved(out):

@@ -117,9 +117,10 @@ PERSISTENT_BURN_IN = 2
 #: (``--persistent-chains 0`` gives that); the engine validation (``results/long_context/engine_validation.md``)
 #: found the persistent setting's one-step coupling gradient far from the exact one (cosine 0.1-0.9), as no engine
 #: passed everywhere. ``meanfield``: the per-row solver (:mod:`hybrid_attention.backends.mcmc.fixed_point`: each row
-#: stops on its own, Newton for the stragglers); the damped whole-batch iteration, the sampler's default, took 8x the
-#: softmax step over a run's first hundred steps at T = 64 (``results/bench/meanfield_run.md``). Runs that recorded
-#: no ``solver`` resume with the sampler's default (:meth:`TrainConfig.pinned_options`).
+#: stops on its own, Newton for the stragglers) with undamped steps (damping 1: on trained T = 64 models 2-3x fewer
+#: iterations than 0.5, the same fixed points; rows that oscillate go to Newton), measured in
+#: ``results/bench/meanfield_run.md``. Runs that recorded no ``solver`` and ``damping`` resume with the sampler's
+#: defaults, the legacy whole-batch iteration at damping 0.5 (:meth:`TrainConfig.pinned_options`).
 TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
     "qemcmc": {
         "shots": 8,
@@ -127,7 +128,7 @@ TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
         "sampler_options": {"burn_in": 2, "start": "meanfield", "trotter_steps": 2},
     },
     "gibbs": {"shots": 8, "estimator": "conditional", "persistent_chains": 8},
-    "meanfield": {"sampler_options": {"solver": "rows"}},
+    "meanfield": {"sampler_options": {"solver": "rows", "damping": 1.0}},
 }
 
 
