@@ -9,9 +9,9 @@ the run's first ``--steps`` steps. The commands of one repetition run back to ba
 the table gives each arm's median per-step time and the median over repetitions of the per-repetition ratio to
 softmax.
 
-Part 3 (``weights``): training steps (forward and backward, one batch of 64) of given trained models, the damped
-and the rows solver interleaved step by step, with the forward solve's residual, iterations and the largest
-difference between the two solvers' marginals.
+Part 3 (``weights``): training steps (forward and backward, one batch of 64) of given trained models, the legacy
+(damped, 0.5) and the default (rows, damping 1) solver interleaved step by step, and each solver's marginals against
+the damped iteration run to 5000 iterations (convergence, residual, largest difference).
 
 Part 2 (``trace``): one training run in process (the CLI's configuration and loop, ``_Run.train_step``) recording
 each step's forward iterations, implicit-backward iterations, damped-iteration work, Newton rows and step time,
@@ -82,7 +82,8 @@ def trace(args: argparse.Namespace) -> None:
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         cfg = TrainConfig(attention="hj", sampler="meanfield", block_size=args.block_size, out=tmp, progress=False)
-        cfg = TrainConfig(**{**cfg.__dict__, "sampler_options": {"solver": args.solver}}).resolved()
+        options = {"solver": "damped", "damping": 0.5} if args.solver == "damped" else {}  # legacy: as old runs resume
+        cfg = TrainConfig(**{**cfg.__dict__, "sampler_options": options}).resolved()
         sampling = build_sampling(cfg)
         task, data = load_task(cfg)
         run = _Run(cfg, Path(tmp), task, sampling, None, data)
@@ -122,11 +123,12 @@ def weights(args: argparse.Namespace) -> None:
         model, cfg, task = ve.load(Path(path))
         model.train()
         x, y = task.get_batch("train", 64, cfg.block_size, generator=torch.Generator().manual_seed(5))
+        agreement(model, x)
         times: dict[str, list[float]] = {"damped": [], "rows": []}
         info: dict[str, dict] = {}
         for _ in range(args.reps):  # interleaved: damped, rows, damped, rows, ...
             for solver in times:
-                sampler = get_sampler("meanfield", solver=solver)
+                sampler = get_sampler("meanfield", solver=solver, damping=0.5 if solver == "damped" else 1.0)
                 model.zero_grad(set_to_none=True)
                 t0 = time.perf_counter()
                 _, loss = model(x, y, sampling=Sampling(sampler))
@@ -141,6 +143,40 @@ def weights(args: argparse.Namespace) -> None:
                 f"{i['iterations']} | {i['residual']:.1e} |",
                 flush=True,
             )
+
+
+def agreement(model, x) -> None:
+    """The layer's mean-field marginals on ``x`` by both solvers at the float32 tolerance, and by the damped iteration
+    run to 5000 iterations (the reference where 500 do not converge): convergence, residual, largest difference."""
+    import torch
+
+    from hybrid_attention.backends.mcmc import meanfield
+    from hybrid_attention.grouping import Grouped
+    from hybrid_attention.ising import IsingProblem
+
+    with torch.no_grad():
+        (p,) = model.attention_problems(x, layers=[0])
+        B, H, T, _ = p.h.shape
+        mask = torch.ones(T, T, dtype=torch.bool).tril().expand(B, H, T, T)
+        beta = p.beta.reshape(()) if p.beta.numel() == 1 else p.beta[None, :, None].expand(B, H, T)
+        gp = Grouped(IsingProblem.derived(p.h, p.J[None, :, None], beta, mask))
+        tol = 1000 * torch.finfo(gp.h.dtype).eps
+        runs = {
+            "damped 500": dict(solver="damped", damping=0.5, max_iter=500),
+            "damped 5000": dict(solver="damped", damping=0.5, max_iter=5000),
+            "rows (default)": dict(solver="rows", damping=1.0, max_iter=500),
+        }
+        got = {
+            k: meanfield.mean_field(gp.h, gp.J, gp.beta, gp.mask, tol=tol, warn=False, **kw) for k, kw in runs.items()
+        }
+    ref = got["damped 5000"][0]
+    for k, (m, info) in got.items():
+        diff = float((m - ref).abs().max())
+        print(
+            f"#   {k}: converged {info['converged']}, iterations {info['iterations']}, residual {info['residual']:.1e}, "
+            f"max |m - m(damped 5000)| {diff:.1e}",
+            flush=True,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

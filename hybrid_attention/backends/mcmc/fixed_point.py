@@ -121,7 +121,7 @@ def newton_free_energy(
         local = x @ J  # masked spins are 0: only active ones enter
         r = (torch.tanh(bb * (hh + local)) * kk - x).abs().amax(-1)
         res[rows] = r
-        rows, x, hh, bb, kk, local = (t[r >= tol] for t in (rows, x, hh, bb, kk, local))
+        rows, x, hh, bb, kk, local, r = (t[r >= tol] for t in (rows, x, hh, bb, kk, local, r))
         if it == max_iter or not len(rows):
             break
         count[rows] += 1
@@ -129,7 +129,7 @@ def newton_free_energy(
         grad = (torch.atanh(x) / bb - hh - local) * kk  # dF/dm; zero at a fixed point
         D = (bb * (1 - x * x)).clamp_min(1e-300)
         hess = torch.diag_embed(torch.where(kk > 0, 1 / D, torch.ones_like(D))) - J * kk[:, :, None] * kk[:, None, :]
-        m[rows] = _line_search(x, _descent(hess, grad) * kk, grad, hh, J, bb, kk)
+        m[rows] = _line_search(x, _descent(hess, grad) * kk, grad, hh, J, bb, kk, r)
     return m.to(dt), count, res.to(dt)
 
 
@@ -153,16 +153,23 @@ def _free_energy(m, h, J, b, mk) -> torch.Tensor:
     return -(h * m).sum(-1) - 0.5 * ((m @ J) * m).sum(-1) - entropy / b[:, 0]
 
 
-def _line_search(m, dm, grad, h, J, b, mk) -> torch.Tensor:
-    """Armijo backtracking on the free energy: each row's step halved until ``F`` drops enough (40 times at most)."""
+def _line_search(m, dm, grad, h, J, b, mk, r) -> torch.Tensor:
+    """Armijo backtracking on the free energy: each row's step halved until ``F`` drops enough (40 times at most).
+    Near a minimum ``F`` changes by about the squared residual, below float64's resolution of ``F``: there a step
+    is also taken when ``F`` stays within that resolution and the residual ``r`` shrinks."""
     edge = 1 - 1e-15
     F0 = _free_energy(m, h, J, b, mk)
+    flat = 1e-13 * (1 + F0.abs())
     slope = (grad * dm).sum(-1)
     a = m.new_ones(len(m), 1)
     new = m
     for _ in range(40):
         new = (m + a * dm).clamp(-edge, edge) * mk
-        ok = _free_energy(new, h, J, b, mk) <= F0 + 1e-4 * a[:, 0] * slope
+        F = _free_energy(new, h, J, b, mk)
+        ok = F <= F0 + 1e-4 * a[:, 0] * slope
+        if not bool(ok.all()):
+            r_new = (torch.tanh(b * (h + new @ J)) * mk - new).abs().amax(-1)
+            ok |= (F <= F0 + flat) & (r_new < r)
         if bool(ok.all()):
             break
         a = torch.where(ok[:, None], a, a / 2)
