@@ -32,7 +32,7 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["iterate_rows", "newton_free_energy", "solve_rows", "adjoint_rows", "SWITCH"]
+__all__ = ["iterate_rows", "newton_free_energy", "solve_rows", "adjoint_rows", "block_adjoint", "SWITCH"]
 
 #: compact the batch once this fraction of its rows has converged
 COMPACT = 0.25
@@ -293,3 +293,30 @@ def adjoint_rows(
         v[late] = torch.linalg.solve(eye - A.transpose(1, 2), d["g"].double()[..., None])[..., 0].to(v.dtype)
         count[late] += 1
     return v, int(count.max()) if count.numel() else 0
+
+
+def block_adjoint(g: torch.Tensor, part: tuple, tap_part: tuple | None, damping, tol, max_iter, info) -> torch.Tensor:
+    """One row block's adjoint ``v = g + A^T v`` (``g (G, r, L)``) by :func:`adjoint_rows`, one coupling
+    group at a time; ``part = (D, J, b)`` and ``tap_part = (S, m, 2 m, J^2)`` as :func:`~hybrid_attention.backends.mcmc.meanfield.implicit` builds them."""
+    D, Js, b = part
+    out = torch.empty_like(g)
+    for gi in range(g.shape[0]):
+        Jg = Js[gi if Js.shape[0] > 1 else 0]
+        data = {"D": D[gi], "b": b[gi if b.shape[0] > 1 else 0].expand(g.shape[1], 1)}
+        J2g = None
+        if tap_part is not None:
+            S, m, two_m, J2 = tap_part
+            data.update(S=S[gi], m=m[gi], two_m=two_m[gi])
+            J2g = J2[gi if J2.shape[0] > 1 else 0]
+
+        def vjp(v: torch.Tensor, d: dict[str, torch.Tensor], Jg=Jg, J2g=J2g) -> torch.Tensor:
+            w = v * d["D"]
+            o = w @ Jg
+            if tap_part is not None:
+                o.sub_(d["b"] * w * d["S"]).add_(d["b"] * d["two_m"] * ((w * d["m"]) @ J2g))
+            return o
+
+        jac = None if tap_part is not None else (lambda d, Jg=Jg: d["D"][:, :, None] * Jg)  # A = diag(D) J
+        out[gi], it = adjoint_rows(vjp, g[gi], data, jac, damping=damping, tol=tol, max_iter=max_iter)
+        info["backward_iterations"] = max(it, info.get("backward_iterations", 0))
+    return out
