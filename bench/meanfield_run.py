@@ -13,7 +13,8 @@ Part 3 (``weights``): training steps (forward and backward, one batch of 64) of 
 (damped, 0.5) and the default (rows, damping 1) solver interleaved step by step, and each solver's marginals against
 the damped iteration run to 5000 iterations (convergence, residual, largest difference).
 
-Part 2 (``trace``): one training run in process (the CLI's configuration and loop, ``_Run.train_step``) recording
+Part 2 (``trace``): one training run in process (the CLI's configuration, model, optimiser, schedule and batches)
+recording
 each step's forward iterations, implicit-backward iterations, damped-iteration work, Newton rows and step time,
 summarised by step ranges.
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -72,27 +74,42 @@ def runs(args: argparse.Namespace) -> None:
         print(f"| {args.block_size} | {name} | {med:.1f} | {ratio:.2f} | {os.getloadavg()[0]:.1f} |")
 
 
+def _lr(step: int, cfg) -> float:
+    """The training loop's schedule: linear warm-up, then cosine decay to 10 % of ``lr``."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    frac = min((step - cfg.warmup) / max(1, cfg.max_steps - cfg.warmup), 1.0)
+    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
 def trace(args: argparse.Namespace) -> None:
     import torch
 
-    from hybrid_attention.apps.train.config import TrainConfig
-    from hybrid_attention.apps.train.data import load_task
-    from hybrid_attention.apps.train.loop import _Run, build_sampling
+    from hybrid_attention import Transformer
+    from hybrid_attention.apps.train import TrainConfig, build_sampling, load_task
 
     torch.set_num_threads(1)
-    with tempfile.TemporaryDirectory() as tmp:
-        cfg = TrainConfig(attention="hj", sampler="meanfield", block_size=args.block_size, out=tmp, progress=False)
-        options = {"solver": "damped", "damping": 0.5} if args.solver == "damped" else {}  # legacy: as old runs resume
-        cfg = TrainConfig(**{**cfg.__dict__, "sampler_options": options}).resolved()
-        sampling = build_sampling(cfg)
-        task, data = load_task(cfg)
-        run = _Run(cfg, Path(tmp), task, sampling, None, data)
-        log = []
-        for _ in range(args.steps):
-            t0 = time.perf_counter()
-            run.train_step()
-            info = dict(sampling.sampler.last_info)
-            log.append({"s": time.perf_counter() - t0, **info})
+    options = {"solver": "damped", "damping": 0.5} if args.solver == "damped" else {}  # legacy: as old runs resume
+    cfg = TrainConfig(attention="hj", sampler="meanfield", block_size=args.block_size, sampler_options=options)
+    cfg = cfg.resolved()
+    sampling = build_sampling(cfg)
+    task, _ = load_task(cfg)
+    torch.manual_seed(cfg.seed)  # the training loop's model, optimiser and batches (apps/train/loop.py)
+    model = Transformer(cfg.model_config(task.vocab_size))
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.99))
+    gen = torch.Generator().manual_seed(cfg.seed)
+    log = []
+    for step in range(args.steps):
+        t0 = time.perf_counter()
+        for g in opt.param_groups:
+            g["lr"] = _lr(step, cfg)
+        x, y = task.get_batch("train", cfg.batch_size, cfg.block_size, generator=gen)
+        _, loss = model(x, y, sampling=sampling)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        log.append({"s": time.perf_counter() - t0, **sampling.sampler.last_info})
     print(f"# T = {args.block_size}, solver {args.solver}: per-step means over step ranges")
     print("| steps | forward iterations | backward iterations | work (full-width iterations) | Newton rows | s/step |")
     print("| --- | --- | --- | --- | --- | --- |")
