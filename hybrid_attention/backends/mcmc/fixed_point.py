@@ -28,11 +28,14 @@ Warm start: the solve may start from any guess (``start``); the stopping test al
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import torch
 
 __all__ = ["iterate_rows", "newton_free_energy", "solve_rows", "adjoint_rows", "block_adjoint", "SWITCH"]
+
+logger = logging.getLogger(__name__)
 
 #: compact the batch once this fraction of its rows has converged
 COMPACT = 0.25
@@ -290,7 +293,13 @@ def adjoint_rows(
         d = {k: x[late] for k, x in data.items()}
         A = jacobian(d).double()
         eye = torch.eye(A.shape[-1], dtype=A.dtype)
-        v[late] = torch.linalg.solve(eye - A.transpose(1, 2), d["g"].double()[..., None])[..., 0].to(v.dtype)
+        sol, info = torch.linalg.solve_ex(eye - A.transpose(1, 2), d["g"].double()[..., None])
+        sol = sol[..., 0]
+        bad = (info != 0) | ~torch.isfinite(sol).all(-1)
+        if bool(bad.any()):  # no stable fixed point there: the one-step gradient, as the damped adjoint does
+            logger.warning("mean-field adjoint: %d singular rows; using the one-step gradient there", int(bad.sum()))
+            sol[bad] = d["g"][bad].double()
+        v[late] = sol.to(v.dtype)
         count[late] += 1
     return v, int(count.max()) if count.numel() else 0
 
