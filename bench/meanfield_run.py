@@ -141,6 +141,9 @@ def weights(args: argparse.Namespace) -> None:
         model.train()
         x, y = task.get_batch("train", 64, cfg.block_size, generator=torch.Generator().manual_seed(5))
         agreement(model, x)
+        warm_start(model, x, task.get_batch("train", 64, cfg.block_size, generator=torch.Generator().manual_seed(6))[0])
+        if args.no_timing:
+            continue
         times: dict[str, list[float]] = {"damped": [], "rows": []}
         info: dict[str, dict] = {}
         for _ in range(args.reps):  # interleaved: damped, rows, damped, rows, ...
@@ -162,21 +165,51 @@ def weights(args: argparse.Namespace) -> None:
             )
 
 
+def _grouped(model, x):
+    import torch
+
+    from hybrid_attention.grouping import Grouped
+    from hybrid_attention.ising import IsingProblem
+
+    (p,) = model.attention_problems(x, layers=[0])
+    B, H, T, _ = p.h.shape
+    mask = torch.ones(T, T, dtype=torch.bool).tril().expand(B, H, T, T)
+    beta = p.beta.reshape(()) if p.beta.numel() == 1 else p.beta[None, :, None].expand(B, H, T)
+    return Grouped(IsingProblem.derived(p.h, p.J[None, :, None], beta, mask))
+
+
+def warm_start(model, x, x_prev) -> None:
+    """The rows solver on ``x`` from ``tanh(beta h)`` and from its solution on the previous batch ``x_prev`` (what
+    a warm start from the last training step would give): iterations, work, rows whose fixed point differs by 1e-2."""
+    import torch
+
+    from hybrid_attention.backends.mcmc import meanfield
+
+    with torch.no_grad():
+        prev, cur = _grouped(model, x_prev), _grouped(model, x)
+        tol = 1000 * torch.finfo(cur.h.dtype).eps
+        kw = dict(tol=tol, solver="rows", damping=1.0, warn=False)
+        start, _ = meanfield.mean_field(prev.h, prev.J, prev.beta, prev.mask, **kw)
+        cold, ic = meanfield.mean_field(cur.h, cur.J, cur.beta, cur.mask, **kw)
+        warm, iw = meanfield.mean_field(cur.h, cur.J, cur.beta, cur.mask, start=start, **kw)
+    moved = int(((warm - cold).abs().amax(-1) > 1e-2).sum())
+    print(
+        f"#   warm start from the previous batch's solution: iterations {iw['iterations']} (cold {ic['iterations']}), "
+        f"work {iw['work']:.1f} (cold {ic['work']:.1f}), rows at another fixed point (> 1e-2): {moved} of "
+        f"{cold.shape[1]}",
+        flush=True,
+    )
+
+
 def agreement(model, x) -> None:
     """The layer's mean-field marginals on ``x`` by both solvers at the float32 tolerance, and by the damped iteration
     run to 5000 iterations (the reference where 500 do not converge): convergence, residual, largest difference."""
     import torch
 
     from hybrid_attention.backends.mcmc import meanfield
-    from hybrid_attention.grouping import Grouped
-    from hybrid_attention.ising import IsingProblem
 
     with torch.no_grad():
-        (p,) = model.attention_problems(x, layers=[0])
-        B, H, T, _ = p.h.shape
-        mask = torch.ones(T, T, dtype=torch.bool).tril().expand(B, H, T, T)
-        beta = p.beta.reshape(()) if p.beta.numel() == 1 else p.beta[None, :, None].expand(B, H, T)
-        gp = Grouped(IsingProblem.derived(p.h, p.J[None, :, None], beta, mask))
+        gp = _grouped(model, x)
         tol = 1000 * torch.finfo(gp.h.dtype).eps
         runs = {
             "damped 500": dict(solver="damped", damping=0.5, max_iter=500),
@@ -204,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     w = sub.add_parser("weights")
     w.add_argument("models", nargs="+", help="trained run directories (config.json and checkpoint.pt)")
     w.add_argument("--reps", type=int, default=5)
+    w.add_argument("--no-timing", action="store_true", help="only the agreement and warm-start checks")
     for q in (r, t):
         q.add_argument("--block-size", type=int, default=64)
         q.add_argument("--steps", type=int, default=500)
