@@ -14,14 +14,14 @@ unconverged, while most rows still converged in tens). Here:
   are the fixed points), in float64, with the Hessian ``diag(1 / (beta (1 - m^2))) - J`` shifted to be positive
   definite where it is not and an Armijo line search on ``F``: every step lowers ``F``. These rows are slow for any
   first-order method: on the way to their fixed point the free energy is nearly flat along a collective flip of
-  several spins (measured at step 100 of that run: 9 rows of 4096 took the damped iteration 1600-1900 steps and
+  several spins (an exploratory measurement at step 100 of that run: 9 rows of 4096 took the damped iteration 1600-1900 steps and
   Gauss-Seidel sweeps 400, to a well conditioned fixed point that Newton reached in 17 steps, within 6e-5);
 * the adjoint's stragglers are solved directly (``(I - A^T) v = g`` per row, float64 LU).
 
 Descent keeps the fixed point the damped iteration heads for in most rows, but where the free energy has several
-minima (strong couplings) a row can settle in another one. Anderson acceleration was tried and dropped: on these
-problems it left the damped iteration's basin in about 2 % of the rows and its per-row least squares cost several
-times the map itself.
+minima (strong couplings) a row can settle in another one. Anderson acceleration was tried in exploration and dropped:
+on these problems it left the damped iteration's basin in about 2 % of the rows, and its per-row least squares cost
+several times the map itself.
 
 Warm start: the solve may start from any guess (``start``); the stopping test alone decides when a row is done.
 """
