@@ -116,7 +116,11 @@ PERSISTENT_BURN_IN = 2
 #: 0.47 points of exact training at T = 8 and 12) used the same reads and estimator on fresh chains of 256 sweeps
 #: (``--persistent-chains 0`` gives that); the engine validation (``results/long_context/engine_validation.md``)
 #: found the persistent setting's one-step coupling gradient far from the exact one (cosine 0.1-0.9), as no engine
-#: passed everywhere.
+#: passed everywhere. ``meanfield``: the per-row solver (:mod:`hybrid_attention.backends.mcmc.fixed_point`: each row
+#: stops on its own, Newton for the stragglers) with undamped steps (damping 1; rows that oscillate go to Newton):
+#: 2.16x the softmax step over a run's first 500 steps at T = 64, against the legacy solver's 5.30x
+#: (``results/bench/meanfield_run.md``). Runs that recorded no ``solver`` and ``damping`` resume with the sampler's
+#: defaults, the legacy whole-batch iteration at damping 0.5 (:meth:`TrainConfig.pinned_options`).
 TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
     "qemcmc": {
         "shots": 8,
@@ -124,6 +128,7 @@ TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
         "sampler_options": {"burn_in": 2, "start": "meanfield", "trotter_steps": 2},
     },
     "gibbs": {"shots": 8, "estimator": "conditional", "persistent_chains": 8},
+    "meanfield": {"sampler_options": {"solver": "rows", "damping": 1.0}},
 }
 
 
@@ -513,8 +518,14 @@ class TrainConfig:
 
     def means_options(self, saved: dict[str, Any]) -> bool:
         """Whether ``sampler_options`` are a run's ``saved`` ones: equal as given (a run written before the
-        training defaults), or once resolved with them (:meth:`resolved_sampler_options`, what a run records)."""
-        return self.sampler_options == saved or self.resolved_sampler_options() == saved
+        training defaults), once resolved with them (:meth:`resolved_sampler_options`, what a run records), or the
+        options a run that recorded fewer of them ran with (:meth:`pinned_options`: ``{}`` saved by a mean-field run
+        before its training default existed means the sampler's own ``solver="damped", damping=0.5``)."""
+        if self.sampler_options == saved or self.resolved_sampler_options() == saved:
+            return True
+        return dataclasses.replace(self, sampler_options=dict(saved)).pinned_options().sampler_options == (
+            self.sampler_options
+        )
 
     def resolved_readout(self) -> str:
         """``readout``, or for ``None`` what training did before the setting existed: ``"exact"`` for the exact

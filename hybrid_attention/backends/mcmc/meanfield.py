@@ -5,14 +5,18 @@ Naive mean field solves ``m = tanh(beta (h + J m))``; TAP adds the Onsager react
     m_j = tanh(beta (h_j + sum_k J_jk m_k - beta m_j sum_k J_jk**2 (1 - m_k**2)))
 
 Both are solved by a damped parallel fixed-point iteration ``m <- (1 - d) m + d f(m)`` from ``m = tanh(beta h)``.
-The stopping test is on the fixed-point residual ``max |f(m) - m|``.
+The stopping test is on the fixed-point residual ``max |f(m) - m|``: over the whole batch (``solver="damped"``, the
+sampler's default and what runs recorded before the option existed) or per row (``solver="rows"``, what training
+uses by default: :mod:`.fixed_point`; converged rows leave the batch, and rows of naive mean field still
+unconverged after 50 iterations switch to Newton's method on the mean-field free energy).
 They are approximations: exact when ``J = 0`` (the spins are independent), accurate to ``O(J**2)`` (naive) or
 ``O(J**3)`` (TAP) for weak couplings, and poor for strong or frustrated couplings at low temperature, where the
 iteration may also fail to converge (logged as a warning; see ``results/meanfield/`` for the measured errors).
 
 Gradients (:meth:`MeanFieldSampler.differentiable_marginals`): ``"implicit"`` (default) differentiates the fixed
 point itself, ``dm = (I - df/dm)^-1 df/dtheta``, solving the adjoint system by the same damped iteration in the
-backward pass (memory of one step); ``"unroll"`` backpropagates through every iteration.
+backward pass (memory of one step; per row with ``solver="rows"``, the stragglers solved directly); ``"unroll"``
+backpropagates through every iteration.
 Masked spins are decoupled (zero field and couplings), so their marginal is exactly 0.
 """
 
@@ -30,12 +34,17 @@ from hybrid_attention.ising import IsingProblem
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
+from . import fixed_point
+
 __all__ = ["MeanFieldSampler", "mean_field"]
 
 logger = logging.getLogger(__name__)
 
 _METHODS = ("naive", "tap")
 _GRADS = ("implicit", "unroll")
+#: ``damped``: the whole batch iterates until its largest residual passes (legacy); ``rows``: per-row stopping,
+#: Newton for the stragglers (:mod:`.fixed_point`)
+SOLVERS = ("damped", "rows")
 
 
 def update(
@@ -62,6 +71,8 @@ def mean_field(
     tol: float = 1e-7,
     grad: str = "implicit",
     warn: bool = True,
+    solver: str = "damped",
+    start: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, Any]]:
     """Solve the mean-field equations for a batch grouped by coupling matrix (see :class:`~hybrid_attention.grouping.Grouped`).
 
@@ -74,13 +85,23 @@ def mean_field(
         grad: ``"implicit"`` or ``"unroll"`` (only matters when autograd is on).
         warn: log a warning when the iteration does not converge (off for callers that use any approximate
             solution, such as a Markov chain's starting law).
+        solver: ``"damped"`` (stop when the whole batch passes ``tol``) or ``"rows"`` (each row stops on its own;
+            Newton for the stragglers; :mod:`.fixed_point`). ``grad="unroll"`` always runs the damped iteration.
+        start: ``(G, R, n)`` initial guess for ``solver="rows"`` (``None``: ``tanh(beta h)``); the stopping test
+            alone decides the result.
 
     Returns:
-        ``(m (G, R, n), info)`` with ``info = {"iterations", "converged", "residual"}`` (the implicit backward adds
-        ``"backward_iterations"`` when it runs); ``m`` is differentiable with respect to ``h``, ``J`` and ``beta``.
+        ``(m (G, R, n), info)`` with ``info = {"iterations", "converged", "residual"}`` (``solver="rows"`` adds
+        ``"work"``, the iterations' work in units of one full-width iteration of every row, and ``"newton_rows"``;
+        the implicit backward adds ``"backward_iterations"`` when it runs); ``m`` is differentiable with respect
+        to ``h``, ``J`` and ``beta``.
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+    if start is not None and solver != "rows":
+        raise ValueError(f"start (a warm start) needs solver='rows', got solver {solver!r}")
     b = beta[..., None]
     tap = method == "tap"
     need_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (h, J, beta))
@@ -97,15 +118,22 @@ def mean_field(
     else:
         mk = None if mask is None else mask.detach()
         blocks = width_blocks(mk, h.shape[-1])  # once for the forward iteration and the adjoint
+        extra: dict[str, Any] = {}
         with torch.no_grad():
-            m, it, res = solve(h.detach(), J.detach(), mk, tap, b.detach(), damping, max_iter, tol, blocks)
-    info = {"iterations": it, "converged": res < tol, "residual": res}
+            if solver == "rows":
+                st = None if start is None else start.detach().to(h.dtype)
+                m, it, res, extra = fixed_point.solve_rows(
+                    h.detach(), J.detach(), mk, tap, b.detach(), damping, tol, max_iter, blocks, st
+                )
+            else:
+                m, it, res = solve(h.detach(), J.detach(), mk, tap, b.detach(), damping, max_iter, tol, blocks)
+    info = {"iterations": it, "converged": res < tol, "residual": res, **({} if unroll else extra)}
     if warn and not info["converged"]:
         logger.warning(
             "mean field (%s) did not converge in %d iterations (residual %.2e); strong couplings?", method, it, res
         )
     if need_grad and not unroll:
-        m = implicit(m.detach(), h, J, mask, tap, b, damping, max_iter, tol, info, blocks)
+        m = implicit(m.detach(), h, J, mask, tap, b, damping, max_iter, tol, info, blocks, solver)
     return m, info
 
 
@@ -176,7 +204,18 @@ def solve(
 
 
 def implicit(
-    m_star: torch.Tensor, h, J, mask, tap, b, damping: float, max_iter: int, tol: float, info: dict, blocks
+    m_star: torch.Tensor,
+    h,
+    J,
+    mask,
+    tap,
+    b,
+    damping: float,
+    max_iter: int,
+    tol: float,
+    info: dict,
+    blocks,
+    solver: str = "damped",
 ) -> torch.Tensor:
     """Attach the implicit-function gradient of the fixed point ``m* = f(m*, theta)``; the backward pass records
     its adjoint iterations in ``info["backward_iterations"]``.
@@ -184,7 +223,8 @@ def implicit(
     The adjoint system ``v = g + (df/dm)^T v`` is solved by the damped iteration with ``(df/dm)^T v`` in closed form
     (each problem's Jacobian is ``diag(beta (1 - f^2)) J`` for naive mean field, plus the Onsager term's derivative
     for TAP), in the forward iteration's row ``blocks`` (:func:`width_blocks`, or ``None``); ``v`` then flows into
-    ``theta`` through one differentiable step ``f(m*, theta)``."""
+    ``theta`` through one differentiable step ``f(m*, theta)``. ``solver="rows"``: each row stops on its own and
+    the stragglers are solved directly (:func:`.fixed_point.adjoint_rows`; naive mean field)."""
     m = update(m_star, h, J, mask, tap, b)  # one step with the graph to theta (value = m* at convergence)
     with torch.no_grad():
         f = m.detach()
@@ -224,7 +264,13 @@ def implicit(
             return g
         gs = sel(g)
         vs = list(gs)
-        for it in range(1, max_iter + 1):
+        if solver == "rows":
+            info["backward_iterations"] = 0
+            vs = [
+                fixed_point.block_adjoint(gk, parts[k], taps[k] if tap else None, damping, tol * scale, max_iter, info)
+                for k, gk in enumerate(gs)
+            ]
+        for it in range(1, max_iter + 1 if solver == "damped" else 1):
             info["backward_iterations"] = it
             news = [(1 - damping) * v + damping * (gk + vjp(v, k)) for k, (v, gk) in enumerate(zip(vs, gs))]
             if not all(bool(torch.isfinite(x).all()) for x in news):  # no stable fixed point: one-step gradient
@@ -255,6 +301,9 @@ class MeanFieldSampler(Sampler):
             ``max(1e-10, 1000 eps)`` of the problem's dtype (1.2e-4 in float32, 1e-10 in float64): float32 rounding
             keeps the residual of slowly converging problems near 1e-5, far below the approximation's own error.
         grad: ``"implicit"`` (default) or ``"unroll"`` for :meth:`differentiable_marginals`.
+        solver: ``"damped"`` (default: the batch iterates until its largest residual passes ``tol``) or ``"rows"``
+            (each row stops on its own, Newton for the stragglers; :mod:`.fixed_point`). Training uses ``"rows"``
+            unless a run recorded none (runs started before the option existed keep ``"damped"``).
         num_reads: reads per problem when ``sample(num_reads=None)``.
 
     The bridge calls :meth:`differentiable_marginals` (no sampling noise, gradients of the approximation).
@@ -279,6 +328,7 @@ class MeanFieldSampler(Sampler):
         max_iter: int = 500,
         tol: float | None = None,
         grad: str = "implicit",
+        solver: str = "damped",
         num_reads: int = 1024,
     ) -> None:
         super().__init__()
@@ -286,11 +336,13 @@ class MeanFieldSampler(Sampler):
             raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
         if grad not in _GRADS:
             raise ValueError(f"grad must be one of {_GRADS}, got {grad!r}")
+        if solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
         if isinstance(damping, bool) or not isinstance(damping, (int, float)) or not 0 < damping <= 1:
             raise ValueError(f"damping must be in (0, 1], got {damping!r}")
         if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol > 0):
             raise ValueError(f"tol must be > 0 or None, got {tol!r}")
-        self.method, self.grad, self.damping = method, grad, float(damping)
+        self.method, self.grad, self.damping, self.solver = method, grad, float(damping), solver
         self.tol = None if tol is None else float(tol)
         self.max_iter = check_positive_int(max_iter, "max_iter")
         self.default_num_reads = check_positive_int(num_reads, "num_reads")
@@ -298,10 +350,13 @@ class MeanFieldSampler(Sampler):
 
     @property
     def properties(self) -> dict[str, Any]:
-        return {**super().properties, "method": self.method}
+        return {**super().properties, "method": self.method, "solver": self.solver}
 
     def __repr__(self) -> str:
-        return f"MeanFieldSampler(method={self.method!r}, damping={self.damping}, grad={self.grad!r})"
+        return (
+            f"MeanFieldSampler(method={self.method!r}, damping={self.damping}, grad={self.grad!r}, "
+            f"solver={self.solver!r})"
+        )
 
     def differentiable_marginals(self, problem: IsingProblem) -> torch.Tensor:
         """Mean-field ``<s_j>``, ``(*batch, n)`` in the problem's dtype, differentiable w.r.t. h, J and beta."""
@@ -318,6 +373,7 @@ class MeanFieldSampler(Sampler):
             max_iter=self.max_iter,
             tol=tol,
             grad=self.grad,
+            solver=self.solver,
         )
         return gp.ungroup(m)
 

@@ -1,0 +1,86 @@
+"""Which mean-field solver a run trains with: new runs the per-row solver (the training default), runs that recorded
+no ``solver`` (started before the option existed) the legacy damped iteration when they resume."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from hybrid_attention.apps import cli
+from hybrid_attention.apps.run_files import load_checkpoint
+from hybrid_attention.apps.train import TrainConfig, build_sampling
+from hybrid_attention.apps.train.resume import load_resume_state
+
+
+def command(out, steps):
+    return [
+        "train", "--task", "brackets", "--attention", "hj", "--sampler", "meanfield", "--block-size", "4",
+        "--steps", str(steps), "--eval-interval", "1", "--n-embd", "8", "--batch-size", "3", "--eval-size", "8",
+        "--warmup", "1", "--no-progress", "--out", str(out),
+    ]  # fmt: skip
+
+
+def test_new_runs_record_the_rows_solver_and_old_runs_resume_with_the_damped_one(tmp_path):
+    assert build_sampling(TrainConfig(sampler="meanfield")).sampler.solver == "rows"
+    assert build_sampling(TrainConfig(sampler="meanfield", sampler_options={"solver": "damped"})).sampler.solver == (
+        "damped"
+    )
+    new, old = tmp_path / "new", tmp_path / "old"
+    assert cli.main(command(new, 1)) == 0
+    assert json.loads((new / "config.json").read_text())["run"]["sampler_options"] == {"solver": "rows", "damping": 1.0}
+    state, cfg = load_resume_state(TrainConfig.from_saved({**_saved(new), "resume": True, "max_steps": 2}), new)
+    assert (build_sampling(cfg).sampler.solver, build_sampling(cfg).sampler.damping) == ("rows", 1.0)  # as recorded
+    # an old run: written before the option existed, its settings name no solver
+    assert cli.main(command(old, 1)) == 0
+    blob = load_checkpoint(old / "checkpoint.pt")
+    blob["config"]["sampler_options"] = {}
+    torch.save(blob, old / "checkpoint.pt")
+    saved = json.loads((old / "config.json").read_text())
+    saved["run"]["sampler_options"] = {}
+    (old / "config.json").write_text(json.dumps(saved))
+    state, cfg = load_resume_state(TrainConfig.from_saved({**_saved(old), "resume": True, "max_steps": 2}), old)
+    assert cfg.sampler_options == {"solver": "damped", "damping": 0.5}
+    sampler = build_sampling(cfg).sampler
+    assert (sampler.solver, sampler.damping, sampler.max_iter, sampler.tol) == ("damped", 0.5, 500, None)
+    # the command a user types to resume it (no sampler option) resumes it with the legacy solver too
+    assert cli.main([*command(old, 2), "--resume"]) == 0
+    assert load_checkpoint(old / "checkpoint.pt")["config"]["sampler_options"] == {"solver": "damped", "damping": 0.5}
+
+
+def _saved(out):
+    return {k: v for k, v in json.loads((out / "config.json").read_text())["run"].items() if k != "resume"}
+
+
+def test_a_run_that_recorded_no_solver_resumes_under_the_round1_pin_and_a_real_difference_is_refused(tmp_path):
+    """Round 2's plan writes the damped solver into its mean-field arms (experiments/long_context_2/plan.py); runs of
+    those arms started before the pin recorded ``{}`` and must resume under it, while a run that trained with the
+    rows solver must not."""
+    import pytest
+
+    from experiments.long_context_2.plan import ONE_LAYER_ARMS, ROUND1_MEANFIELD, SECONDARY_ARMS
+
+    assert ONE_LAYER_ARMS["hj-full"]["sampler_options"] == ROUND1_MEANFIELD == {"solver": "damped", "damping": 0.5}
+    assert SECONDARY_ARMS["hj-band4-mf"]["sampler_options"] == ROUND1_MEANFIELD
+    old = tmp_path / "old"
+    assert cli.main(command(old, 1)) == 0
+    blob = load_checkpoint(old / "checkpoint.pt")
+    blob["config"]["sampler_options"] = {}
+    torch.save(blob, old / "checkpoint.pt")
+    saved = json.loads((old / "config.json").read_text())
+    saved["run"]["sampler_options"] = {}
+    (old / "config.json").write_text(json.dumps(saved))
+    pinned = TrainConfig.from_saved(
+        {**_saved(old), "resume": True, "max_steps": 2, "sampler_options": ROUND1_MEANFIELD}
+    )
+    state, cfg = load_resume_state(pinned, old)
+    assert state["step"] == 1 and cfg.sampler_options == ROUND1_MEANFIELD
+    new = tmp_path / "new"  # trained with the rows solver (the training default): the pin is a real difference
+    assert cli.main(command(new, 1)) == 0
+    with pytest.raises(ValueError, match="sampler_options"):
+        load_resume_state(
+            TrainConfig.from_saved(
+                {**_saved(new), "resume": True, "max_steps": 2, "sampler_options": ROUND1_MEANFIELD}
+            ),
+            new,
+        )

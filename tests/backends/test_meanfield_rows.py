@@ -1,0 +1,133 @@
+"""Mean field's per-row solver (``solver="rows"``, :mod:`hybrid_attention.backends.mcmc.fixed_point`) against its
+oracles: the mean-field equations themselves (residual), the legacy damped iteration where that converges, finite
+differences for the gradients, and the free energy's curvature where the damped iteration does not converge."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from hybrid_attention import IsingProblem
+from hybrid_attention.backends.mcmc import fixed_point, meanfield
+from hybrid_attention.backends.mcmc.meanfield import MeanFieldSampler
+
+
+def causal(B: int, T: int, scale: float, seed: int, ferro: float = 0.0):
+    """``B`` causal rows of ``T`` keys in the grouped layout: couplings ``N(0, scale^2 / T)`` plus ``ferro / T`` on
+    every pair, fields ``N(0, 1)``, float64."""
+    rng = np.random.default_rng(seed)
+    U = np.triu(rng.normal(scale=scale / np.sqrt(T), size=(1, T, T)) + ferro / T, 1)
+    J = torch.tensor(U + U.transpose(0, 2, 1))
+    mask = torch.ones(T, T, dtype=torch.float64).tril().repeat(B, 1)[None]
+    h = torch.tensor(rng.normal(size=(1, B * T, T))) * mask
+    beta = torch.tensor(rng.uniform(0.5, 1.5, size=(1, B * T)))
+    return h, J, beta, mask
+
+
+def residual(m, h, J, beta, mask) -> torch.Tensor:
+    """``max_j |f(m)_j - m_j|`` per row: how far ``m`` is from satisfying the mean-field equations."""
+    return (meanfield.update(m, h, J, mask, False, beta[..., None]) - m).abs().amax(-1)
+
+
+@pytest.mark.parametrize("method", ["naive", "tap"])
+@pytest.mark.parametrize("B, T", [(4, 16), (16, 64)])  # (16, 64): the causal row blocks of meanfield.width_blocks
+def test_rows_solver_satisfies_the_equations_and_agrees_with_the_damped_iteration(method, B, T):
+    """Where the damped iteration converges, both stop at a residual below ``tol = 1e-10`` (float64 rounding of the
+    ``n``-term products is ~1e-15 per step); the damped map contracts at rate below 0.9 here (spectral radius of
+    ``beta J`` about 0.4), which bounds the gap of two iterates that both pass by ``2 tol / (1 - 0.9)``."""
+    h, J, beta, mask = causal(B, T, 0.2, 0)
+    got = {}
+    for solver in ("damped", "rows"):
+        with torch.no_grad():
+            got[solver], info = meanfield.mean_field(
+                h, J, beta, mask, method=method, tol=1e-10, max_iter=2000, solver=solver
+            )
+        assert info["converged"]
+    if method == "naive":
+        assert float(residual(got["rows"], h, J, beta, mask).max()) < 1e-10
+    assert float((got["rows"] - got["damped"]).abs().max()) < 2e-10 / 0.1
+    assert float((got["rows"] * (1 - mask)).abs().max()) == 0.0
+
+
+def test_stragglers_switch_to_newton_and_reach_the_damped_fixed_point():
+    """Near-critical ferromagnetic couplings make the damped iteration slow (over a thousand steps): the rows solver
+    hands the rows unconverged after SWITCH iterations to Newton, which reaches the fixed point the damped iteration
+    reaches when given enough steps. Both pass ``tol``; near the fixed point the damped map contracts at
+    ``rho = max |1 - d + d lambda|`` over the eigenvalues of ``D^1/2 J D^1/2`` (``D = beta (1 - m^2)``), so two
+    iterates that pass differ by at most ``2 tol / (1 - rho)`` (to first order)."""
+    h, J, beta, mask = causal(8, 32, 0.3, 1, ferro=1.0)
+    h, tol = 0.05 * h, 1e-11
+    with torch.no_grad():
+        slow, info_d = meanfield.mean_field(h, J, beta, mask, tol=tol, max_iter=200_000)
+        fast, info_r = meanfield.mean_field(h, J, beta, mask, tol=tol, max_iter=500, solver="rows")
+    assert info_d["converged"] and info_r["converged"]
+    assert info_d["iterations"] > 10 * fixed_point.SWITCH  # the case under test: slow for the damped iteration
+    assert info_r["newton_rows"] > 0 and info_r["iterations"] < 200
+    assert float(residual(fast, h, J, beta, mask).max()) < tol
+    s = (beta[0, :, None] * (1 - slow[0] ** 2)).sqrt() * mask[0]
+    lam = torch.linalg.eigvalsh(s[:, :, None] * J[0] * s[:, None, :])
+    rho = float(torch.maximum((0.5 + 0.5 * lam).abs().amax(-1), torch.tensor(0.5)).max())
+    assert float((fast - slow).abs().max()) < 2 * tol / (1 - rho) * 1.5  # 1.5: the first-order bound's slack
+
+
+def test_where_the_damped_iteration_never_converges_newton_returns_a_free_energy_minimum():
+    """Strong antiferromagnetic pairs (``J = -6``) with nearly equal fields: near ``m1 = m2`` the damped map's
+    Jacobian has an eigenvalue near ``1 - d + d (-6) = -2.5``, so the iteration oscillates (residual about 1.3 after 500
+    steps). The rows solver returns a true fixed point (residual below tol) at which the free energy's Hessian
+    ``diag(1 / (beta (1 - m^2))) - J`` is positive definite: a local minimum, the antiferromagnetic state."""
+    h = torch.tensor([[[0.1, 0.0], [0.3, 0.29], [0.5, 0.4]]], dtype=torch.float64)
+    J = torch.tensor([[[0.0, -6.0], [-6.0, 0.0]]], dtype=torch.float64)
+    beta = torch.ones(1, 3, dtype=torch.float64)
+    with torch.no_grad():
+        _, info_d = meanfield.mean_field(h, J, beta, tol=1e-10, max_iter=500, warn=False)
+        m, info_r = meanfield.mean_field(h, J, beta, tol=1e-10, max_iter=500, solver="rows")
+    assert not info_d["converged"]
+    assert info_r["converged"] and float(residual(m, h, J, beta, None).max()) < 1e-10
+    hess = torch.diag_embed(1 / (1 - m[0] ** 2)) - J[0]
+    assert float(torch.linalg.eigvalsh(hess).min()) > 0
+    assert bool((m[0, :, 0] * m[0, :, 1] < 0).all())  # antiferromagnetic
+
+
+@pytest.mark.parametrize("method", ["naive", "tap"])
+@pytest.mark.parametrize("critical", [False, True])
+def test_rows_solver_gradients_match_finite_differences(method, critical):
+    """gradcheck (float64) of the implicit backward with per-row stopping; ``critical``: near-critical couplings so
+    that the adjoint's rows outlast SWITCH iterations and naive mean field's are solved directly."""
+    rng = np.random.default_rng(4)
+    n = 5
+    iu = torch.triu_indices(n, n, offset=1)
+    mf = MeanFieldSampler(method=method, tol=1e-13, max_iter=20_000, solver="rows")
+
+    def f(h, v, beta):
+        U = torch.zeros(n, n, dtype=torch.float64).index_put((iu[0], iu[1]), v)
+        return mf.differentiable_marginals(IsingProblem(h, U + U.T, beta=beta))
+
+    h = torch.tensor(rng.normal(scale=0.05 if critical else 1.0, size=(2, n)), requires_grad=True)
+    c = 0.23 if critical else 0.0  # ferromagnetic: the largest eigenvalue of beta J near 1
+    v = torch.tensor(rng.normal(scale=0.02 if critical else 0.3, size=iu.shape[1]) + c, requires_grad=True)
+    beta = torch.tensor([0.95, 1.0], dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(f, (h, v, beta), eps=1e-6, atol=1e-5, check_undefined_grad=False)
+    if critical and method == "naive":
+        f(h, v, beta).sum().backward()
+        assert mf.last_info["backward_iterations"] > fixed_point.SWITCH  # the direct solve ran
+
+
+def test_a_warm_start_is_only_a_guess():
+    """Starting from another batch's solution (unrelated fields), from noise or from the answer itself gives the
+    cold start's fixed point within the tolerance's reach (weak couplings: one fixed point, map rate below 0.5, so
+    two iterates that both pass tol differ by at most 2 tol / (1 - 0.5))."""
+    h, J, beta, mask = causal(8, 32, 0.5, 5)
+    h2 = causal(8, 32, 0.5, 6)[0]
+    tol = 1e-10
+    with torch.no_grad():
+        cold, _ = meanfield.mean_field(h, J, beta, mask, tol=tol, solver="rows")
+        other, _ = meanfield.mean_field(h2, J, beta, mask, tol=tol, solver="rows")
+        noise = torch.rand(h.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 2 - 1
+        for start in (other, noise, cold):
+            warm, info = meanfield.mean_field(h, J, beta, mask, tol=tol, solver="rows", start=start)
+            assert info["converged"] and float((warm - cold).abs().max()) <= 4 * tol
+    with pytest.raises(ValueError, match="needs solver='rows'"):
+        meanfield.mean_field(h, J, beta, mask, start=cold)
+    with pytest.raises(ValueError, match="solver must be one of"):
+        MeanFieldSampler(solver="anderson")
