@@ -81,6 +81,14 @@ def bandwidth(J: torch.Tensor, tol: float = 0.0) -> int:
     return int((j - k).abs().max())
 
 
+def band_pays(n: int, W: int, *, causal: bool = False) -> bool:
+    """Whether the transfer matrix over a band ``W`` costs less than enumerating ``n`` spins: about ``n 2**W``
+    against ``2**n`` for one system, ``n**2 / 2 * 2**W`` against ``2**(n + 1)`` for the ``n`` causal prefixes of an
+    attention row (``causal``). A full ``J`` whose farthest diagonals happen to be zero (``W`` just below
+    ``n - 1``) is then enumerated rather than sent through a band nearly as wide as the system."""
+    return (1 << W) * n * (n if causal else 2) < (1 << (n + (2 if causal else 1)))
+
+
 def check_band(W: Any, n: int, *, name: str = "band") -> int:
     """``W`` as an int with ``1 <= W < n`` (``n`` spins or keys).
 

@@ -24,7 +24,8 @@ Masked spins are dropped (decoupled and then marginalised out, which is exact), 
 
 Structure decides the engine of :func:`marginals` (``method="auto"``): couplings in a band ``|j - k| <= W`` narrower
 than a full ``J`` (``1 <= W < n - 1``) go through the transfer matrix of :mod:`hybrid_attention.banded` at any ``n``
-(cost about ``n 2**W`` per row instead of ``2**n``); a full ``J`` is enumerated (``n <= max_spins``); anything else is
+(cost about ``n 2**W`` per row instead of ``2**n``) when that is the cheaper engine or ``n`` is above the
+enumeration limit (:func:`hybrid_attention.banded.band_pays`); a full ``J`` is enumerated (``n <= max_spins``); anything else is
 refused with the reason. ``method="enumerate"`` or ``"banded"`` forces one engine.
 
 Example:
@@ -245,7 +246,8 @@ def _band_of(J: torch.Tensor, n: int, method: str, max_spins: int | None) -> int
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     W = banded.bandwidth(J) if method != "enumerate" else n - 1
     limit = MAX_SPINS if max_spins is None else int(max_spins)
-    if method == "banded" or (method == "auto" and (1 <= W < n - 1 or (W == 0 and n > limit))):
+    banded_auto = 1 <= W < n - 1 and (banded.band_pays(n, W) or n > limit)
+    if method == "banded" or (method == "auto" and (banded_auto or (W == 0 and n > limit))):
         if W >= n - 1 and n > 1 and W > 0:
             raise ValueError(
                 f"method='banded' needs couplings in a band |j - k| <= W with W < n - 1 = {n - 1}, got a full J "

@@ -60,14 +60,17 @@ def _kernel_inputs(
     return ``J``'s leading ``T x T`` block in ``h``'s dtype and ``beta`` as an ``(H,)`` tensor. ``visible`` (a
     ``(Tq, T)`` bool mask) restricts the finiteness check of ``h`` to the entries the kernel reads. With ``band`` (a
     list to fill), couplings in a band ``1 <= W < T - 1`` put ``W`` into it and skip the enumeration size limit
-    (the caller takes the transfer matrix of :mod:`hybrid_attention.banded`)."""
+    (the caller takes the transfer matrix of :mod:`hybrid_attention.banded`) when the band is cheaper than
+    enumeration or ``T`` is above its limit (:func:`hybrid_attention.banded.band_pays`)."""
     if not h.is_floating_point():
         raise TypeError(f"h must be a floating-point tensor, got dtype {h.dtype}")
     H = h.shape[1]
     Jt = checks.check_head_couplings(J, H, T)
     beta_h = checks.beta_per_head(beta, H, h)
     W = banded.bandwidth(Jt) if band is not None else 0
-    if 1 <= W < T - 1:
+    if 1 <= W < T - 1 and (
+        banded.band_pays(T, W, causal=True) or T > (exact.MAX_SPINS if max_spins is None else int(max_spins))
+    ):
         band.append(W)
     else:
         exact.check_size(T, max_spins)
@@ -332,7 +335,8 @@ def causal_marginals(
             ``<= 0``; raised before any work.
 
     Couplings in a band ``|j - k| <= W`` with ``1 <= W < T - 1`` take the transfer matrix of
-    :mod:`hybrid_attention.banded` instead, at any ``T`` (``max_spins`` does not apply); a full ``J`` is enumerated.
+    :mod:`hybrid_attention.banded` instead, at any ``T`` (``max_spins`` does not apply), unless enumeration is the
+    cheaper of the two (a band nearly as wide as ``T``); a full ``J`` is enumerated.
     Queries with the same prefix length share one coupling table per head, built once; the field part is two
     GEMMs per group of prefixes. Short prefixes are grouped into one call (padded with free spins, which drop
     out exactly) so Python overhead does not dominate; total work is about ``B H sum_m 2**m`` multiply-adds

@@ -435,3 +435,25 @@ def test_factorised_sweep_without_a_split_equals_the_dense_sweep(W, monkeypatch)
         outs.append((out.detach(), *torch.autograd.grad((out * g).sum(), (C, X))))
     for a, b in zip(*outs):
         assert (a - b).abs().max() < 1e-12 * max(1.0, float(b.abs().max()))
+
+
+def test_a_band_nearly_as_wide_as_the_system_is_enumerated():
+    """A full J whose farthest diagonals are zero (the MQAR T = 16 model of round 2's mean-field validation: W = 14)
+    was sent to the transfer matrix, whose 2**14-state tables the memory check refused; enumeration is cheaper there
+    and gives the same exact marginals (float64 rounding)."""
+    gen = torch.Generator().manual_seed(11)
+    T = 16
+    J = band_J(T, T - 2, gen, batch=(1,))
+    assert banded.bandwidth(J) == T - 2 and not banded.band_pays(T, T - 2, causal=True)
+    h = torch.randn(2, 1, T, T, generator=gen, dtype=F64)
+    m = kernels.causal_marginals(h, J)
+    assert (m - kernels.causal_marginals_loop(h, J)).abs().max() < 1e-12  # one enumeration per query
+    p = IsingProblem(h[:, 0, -1], J[0])
+    assert not banded.band_pays(T, T - 2)
+    assert (exact.marginals(p) - exact.marginals(p, method="enumerate")).abs().max() == 0  # the same engine
+    # where the band pays it is still taken, and agrees with enumeration
+    T8, W = 12, 3
+    assert banded.band_pays(T8, W, causal=True) and banded.band_pays(T8, W)
+    J8 = band_J(T8, W, gen, batch=(1,))
+    h8 = torch.randn(2, 1, T8, T8, generator=gen, dtype=F64)
+    assert (kernels.causal_marginals(h8, J8) - kernels.causal_marginals_loop(h8, J8)).abs().max() < 1e-12
