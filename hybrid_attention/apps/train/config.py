@@ -111,12 +111,12 @@ PERSISTENT_BURN_IN = 2
 #: sampler's generic defaults (random start, 128 moves, 256 reads) cost about 25 million proposal circuits per step at
 #: T = 12. ``gibbs``: 8 reads, Rao-Blackwellised, from 8 persistent chains continued by :data:`PERSISTENT_BURN_IN`
 #: sweeps per step: the long-context protocol's candidate (2), 6.8-7.2x the softmax step at T = 64, where the generic
-#: defaults (256 fresh chains of 256 sweeps, spin averages) took minutes per step. Its evidence is thinner than
-#: qemcmc's: the training comparison (``results/quantum_training/``, row ``gibbs``: within 0.19 % perplexity and
-#: 0.47 points of exact training at T = 8 and 12) used the same reads and estimator on fresh chains of 256 sweeps
-#: (``--persistent-chains 0`` gives that); the engine validation (``results/long_context/engine_validation.md``)
-#: found the persistent setting's one-step coupling gradient far from the exact one (cosine 0.1-0.9), as no engine
-#: passed everywhere. ``meanfield``: the per-row solver (:mod:`hybrid_attention.backends.mcmc.fixed_point`: each row
+#: defaults (256 fresh chains of 256 sweeps, spin averages) took minutes per step. Validated by training
+#: (``results/quantum_training/``, row ``gibbs-persistent``, pre-registered in ``PROTOCOL_gibbs_persistent.md``): within
+#: 0.11-0.21 % perplexity and 0.30-0.69 accuracy points of exact training at T = 8 and 12 (3 seeds per cell, the
+#: study's targets met in all four); at larger T the engine validation
+#: (``results/long_context/engine_validation.md``) found its one-step coupling gradient far from the exact one
+#: (cosine 0.1-0.9 on round 1's T = 64 models), which those runs do not reach. ``meanfield``: the per-row solver (:mod:`hybrid_attention.backends.mcmc.fixed_point`: each row
 #: stops on its own, Newton for the stragglers) with undamped steps (damping 1; rows that oscillate go to Newton):
 #: 2.16x the softmax step over a run's first 500 steps at T = 64, against the legacy solver's 5.30x
 #: (``results/bench/meanfield_run.md``). Runs that recorded no ``solver`` and ``damping`` resume with the sampler's
