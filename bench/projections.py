@@ -154,6 +154,13 @@ beside its wall time show how much of the wall time the load took away. One run 
 """
 
 TARGET = """Target: every ratio actual / projected in [0.5, 2]. Measured: {lo:.2f} to {hi:.2f}, {inside} of {n} cases inside.
+
+History of the `train-ibm` row (the IBM route's probe; each a run of this case): 0.76 with the full probe (a warm-up
+and full-batch passes: on a fake backend it submitted more than a device run is counted for); 0.16 with one pass of
+8 rows scaled to the batch (each pass submits one job per sampler call, 17-25 s each on the fake backend's local
+executor against about 0.8 s per row, and the scaling multiplied that per-job time by 8); 0.48 with passes of 1 and
+7 rows fitted as per-job plus per-row time on their wall time (a few seconds of per-row difference under the load's
+noise); the row above: the same fit on CPU time, scaled by the probe's wall / CPU ratio (fake backends only).
 """
 
 

@@ -17,7 +17,7 @@ from hybrid_attention.apps import cli
 from hybrid_attention.apps.ablate import grid as ablate_grid
 from hybrid_attention.apps.fidelity import sweep as fidelity_sweep
 from hybrid_attention.apps.train import loop as train_loop
-from hybrid_attention.apps.train.cost import PROBE_ROWS, evaluations, probe_seconds
+from hybrid_attention.apps.train.cost import PROBE_ROWS, evaluations, probe_passes, probe_seconds, two_point
 
 SMALL = [
     "train", "--task", "brackets", "--block-size", "4", "--steps", "3", "--eval-interval", "2", "--n-embd", "8",
@@ -107,8 +107,54 @@ def test_the_probe_does_not_multiply_one_off_costs():
     # the step is 0.01 s of sleep plus Python overhead; 0.5 s (the one-off cost) would be 50x that
     assert timing.step < 0.25
     assert model.w.grad is None  # the run's gradients are cleared
-    small = probe_seconds(_SlowFirst(first=0.5, each=0.01), _Task(), Cfg(), None, full=False)
-    assert (small.rows, small.passes, small.warmup) == (PROBE_ROWS, 1, 0.0)  # a paid device: the smallest probe
+
+
+class _PerJob(torch.nn.Module):
+    """A pass of ``rows`` rows sleeps ``fixed + per_row * rows`` seconds: a device route's pass, one job per call
+    whatever its rows (a fake backend's local executor: 17-25 s per job, about 0.8 s per row)."""
+
+    def __init__(self, fixed: float, per_row: float, busy: bool = False) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(()))
+        self.fixed, self.per_row, self.busy, self.rows = fixed, per_row, busy, []
+
+    def forward(self, x, y, sampling=None):
+        self.rows.append(len(x))
+        seconds = self.fixed + self.per_row * len(x)
+        if self.busy:  # CPU seconds, as a fake backend's local executor spends them
+            end = time.process_time() + seconds
+            while time.process_time() < end:
+                pass
+        else:
+            time.sleep(seconds)
+        return None, self.w * x.float().mean()
+
+
+def test_the_device_probe_separates_the_per_job_time_from_the_rows():
+    """On the IBM route one pass of PROBE_ROWS rows scaled to the batch multiplied the per-job time by 8 (the fake
+    backend's docs example: 19.2 min projected, 3.0 min actual). Two passes of 1 and PROBE_ROWS - 1 rows fit both
+    parts; sleep is at least what is asked, so on a loaded machine both only grow: bounds from below are exact, and
+    the fitted step stays within 2x of the true one unless a pass is delayed by more than the per-row total."""
+
+    class Cfg:
+        batch_size, block_size, seed, eval_exact = 64, 4, 0, True
+
+    model = _PerJob(fixed=0.2, per_row=0.01)
+    t = probe_seconds(model, _Task(), Cfg(), None, full=False)
+    assert model.rows[:2] == [1, PROBE_ROWS - 1] and (t.passes, t.rows, t.warmup) == (2, PROBE_ROWS, 0.0)
+    true = 0.2 + 0.01 * 64
+    assert t.fixed >= 0.2 - 0.01 and true / 2 < t.step < 2 * true  # one pass scaled by 64 / 8 would be 2.2x
+    assert model.w.grad is None
+    small = probe_seconds(
+        _PerJob(0.05, 0.001), _Task(), type("C", (Cfg,), {"batch_size": PROBE_ROWS})(), None, full=False
+    )
+    assert (small.rows, small.passes, small.fixed) == (PROBE_ROWS, 1, 0.0)  # a batch this small: one pass as it is
+    # a fake backend (local): the fit on CPU time, which a busy model spends in full whatever the machine's load
+    busy = _PerJob(fixed=0.2, per_row=0.01, busy=True)
+    t = probe_seconds(busy, _Task(), Cfg(), None, full=False, local=True)
+    assert t.fixed >= 0.2 * 0.9 and true / 2 < t.step < 2 * true
+    assert probe_passes(PROBE_ROWS) == 1 and probe_passes(PROBE_ROWS + 1) == 2
+    assert two_point(22.0, 28.0, 1, 7) == (21.0, 1.0) and two_point(25.0, 24.0, 1, 7) == (25.0, 0.0)
 
 
 def test_evaluations_counts_the_interval_and_the_last_step():

@@ -155,6 +155,20 @@ def test_train_estimate_counts_what_a_training_run_submits(tmp_path):
     assert len(seen) == 12 and sum(c for c, _, _ in seen) == est["circuits"] == 24
     assert sum(j for _, j, _ in seen) == est["jobs"] and sum(c * s for c, _, s in seen) == est["shots"]
     assert (tmp_path / "run" / "ibm_jobs.jsonl").exists()
+    # a batch above PROBE_ROWS: the probe makes two passes (1 and PROBE_ROWS - 1 rows); the estimate counts their
+    # jobs exactly and their circuits and shots as two full passes (from above)
+    from hybrid_attention.apps.train.cost import PROBE_ROWS
+
+    seen.clear()
+    big = dataclasses.replace(cfg, batch_size=PROBE_ROWS + 1, max_steps=1, out=str(tmp_path / "big"))
+    est = qpu_budget(dataclasses.replace(big, out=str(tmp_path / "estimate2")).resolved(), build_sampler(big), 1)
+    IBMSampler._run_chunks = counting
+    try:
+        train(big)
+    finally:
+        IBMSampler._run_chunks = real
+    assert len(seen) == 3 * 4 and sum(j for _, j, _ in seen) == est["jobs"]  # 2 probe passes + 1 step, 4 calls each
+    assert sum(c for c, _, _ in seen) <= est["circuits"] and sum(c * s for c, _, s in seen) <= est["shots"]
 
 
 def test_a_device_call_above_its_budget_is_refused_before_submission(tmp_path):

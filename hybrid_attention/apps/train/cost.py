@@ -40,6 +40,8 @@ __all__ = [
     "projection",
     "check_sampler_calls",
     "PROBE_ROWS",
+    "two_point",
+    "probe_passes",
 ]
 
 #: rows of the probe's warm-up pass (and of its one pass on a real device)
@@ -48,6 +50,12 @@ PROBE_ROWS = 8
 #: probe averages over more of a shared machine's load)
 PROBE_PASSES = 10
 PROBE_SECONDS = 1.0
+
+
+def probe_passes(batch_size: int) -> int:
+    """Sampler passes of the IBM route's timing probe (its estimate counts them): one for a batch of at most
+    ``PROBE_ROWS`` rows, else two (:func:`probe_seconds` with ``full=False``)."""
+    return 1 if batch_size <= PROBE_ROWS else 2
 
 
 @dataclass(frozen=True)
@@ -98,17 +106,19 @@ def step_work(cfg: Any, sampling: Sampling | None) -> StepWork | None:
 class ProbeTiming:
     """What the probe measured: ``step`` seconds per training pass (forward and backward on a full batch),
     ``eval_row`` seconds per validation window of an evaluation pass, ``warmup`` seconds of the untimed warm-up pass,
-    ``passes`` timed passes of ``rows`` rows each."""
+    ``passes`` timed passes of ``rows`` rows each (a device's two-point probe: ``rows`` in all, and ``fixed`` the
+    seconds per pass that do not grow with its rows)."""
 
     step: float
     eval_row: float
     warmup: float
     passes: int
     rows: int
+    fixed: float = 0.0
 
 
 def probe_seconds(
-    model: torch.nn.Module, task: Any, cfg: Any, sampling: Sampling | None, *, full: bool = True
+    model: torch.nn.Module, task: Any, cfg: Any, sampling: Sampling | None, *, full: bool = True, local: bool = False
 ) -> ProbeTiming:
     """Time the run's real work on a short probe, leaving the run's state untouched.
 
@@ -118,7 +128,14 @@ def probe_seconds(
     forward and backward passes are timed (at least one, up to :data:`PROBE_PASSES` while they take under
     :data:`PROBE_SECONDS` in all) and their mean is the step. An exact evaluation (``eval_exact``, or no sampler)
     is timed on its own, three no-gradient passes over the batch; a sampled one costs the forward part of a step per
-    row. ``full=False`` (a real device, where every pass is paid): one timed pass on ``PROBE_ROWS`` rows, scaled.
+    row. ``full=False`` (a real device, where every pass is paid, and a fake backend rehearsing it): no warm-up and
+    no full batch. A batch of at most ``PROBE_ROWS`` rows is timed once as it is; a larger one by two passes of 1 and
+    ``PROBE_ROWS - 1`` rows, fitted as ``fixed + per_row x rows`` (:func:`two_point`): each pass submits one job per
+    sampler call whatever its rows, and that per-job time (a fake backend's local executor measured 17-25 s per job
+    against about 0.8 s per row) scaled by the batch over the probe's rows projected 6x the actual time. With
+    ``local`` (a fake backend: every job runs in this process) the fit is made on the passes' CPU time, which a
+    loaded machine disturbs far less than their wall time (a per-row difference of a few seconds drowned in it),
+    and turned into wall time by the probe's own wall / CPU ratio.
 
     The rows come from a generator of their own, persistent chains are copied, the global random state is forked
     and the gradients are cleared.
@@ -128,6 +145,8 @@ def probe_seconds(
     x, y = task.get_batch("train", rows, cfg.block_size, generator=g)
     if sampling is not None and sampling.chains is not None:
         sampling = dataclasses.replace(sampling, chains=sampling.chains.copy())
+    if not full and cfg.batch_size > PROBE_ROWS:
+        return _device_probe(model, x, y, cfg, sampling, local=local)
     warmup, fwd, steps = 0.0, [], []
     with torch.random.fork_rng(devices=[]):
         if full:
@@ -151,6 +170,54 @@ def probe_seconds(
                 eval_row = (time.perf_counter() - t0) / (3 * rows)
     scale = cfg.batch_size / rows
     return ProbeTiming(sum(steps) / len(steps) * scale, eval_row, warmup, len(steps), rows)
+
+
+def two_point(t1: float, t2: float, r1: int, r2: int) -> tuple[float, float]:
+    """``(fixed, per_row)`` seconds of a pass from two timed passes of ``r1 < r2`` rows, both at least 0 (a pass
+    that took less for more rows, on a loaded machine, has no measurable per-row part).
+
+    Example:
+        >>> two_point(22.0, 28.0, 1, 7)
+        (21.0, 1.0)
+    """
+    per_row = max(t2 - t1, 0.0) / (r2 - r1)
+    return max(t1 - per_row * r1, 0.0), per_row
+
+
+def _device_probe(
+    model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: Any, sampling: Any, *, local: bool
+) -> ProbeTiming:
+    """:func:`probe_seconds` on the IBM route for a batch above ``PROBE_ROWS`` rows: passes of 1 and
+    ``PROBE_ROWS - 1`` rows (``PROBE_ROWS`` rows of circuits in all), fitted by :func:`two_point` on their wall
+    time, or with ``local`` on their CPU time scaled by the probe's wall / CPU ratio."""
+    sizes = (1, PROBE_ROWS - 1)
+    fwd, steps, cpu, start = [], [], [], 0
+    with torch.random.fork_rng(devices=[]):
+        for r in sizes:
+            c0, t0 = time.process_time(), time.perf_counter()
+            _, loss = model(x[start : start + r], y[start : start + r], sampling=sampling)
+            t1 = time.perf_counter()
+            loss.backward()
+            fwd.append(t1 - t0)
+            steps.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+            start += r
+        model.zero_grad(set_to_none=True)
+        if sampling is None or cfg.eval_exact:
+            with torch.no_grad():
+                t0 = time.perf_counter()
+                model(x, y)
+                eval_row = (time.perf_counter() - t0) / len(x)
+        else:  # a sampled evaluation: the forward part of a step, per row of a batch
+            a, b = two_point(*fwd, *sizes)
+            eval_row = (a + b * cfg.batch_size) / cfg.batch_size
+    if local and min(cpu) > 0:
+        fixed, per_row = two_point(*cpu, *sizes)
+        load = sum(steps) / sum(cpu)
+        fixed, per_row = fixed * load, per_row * load
+    else:
+        fixed, per_row = two_point(*steps, *sizes)
+    return ProbeTiming(fixed + per_row * cfg.batch_size, eval_row, 0.0, len(sizes), sum(sizes), fixed)
 
 
 def evaluations(step: int, max_steps: int, interval: int) -> int:
@@ -191,6 +258,8 @@ def projection(
     else:
         head += f" marginals: {steps_left} steps;"
     probe = f"{timing.passes} timed pass(es) of {timing.rows} rows"
+    if timing.fixed:
+        probe = f"2 timed passes of 1 and {timing.rows - 1} rows, {duration(timing.fixed)} of each pass not growing with its rows"
     if timing.warmup:
         probe += f" after a {duration(timing.warmup)} warm-up"
     return (

@@ -35,7 +35,7 @@ from hybrid_attention.sampling import PersistentChains, Sampling
 
 from ..hardware import check_budget, reaches_ibm, with_default_ledger, with_session_default
 from .config import CHECKPOINT_FORMAT, TrainConfig
-from .cost import ProbeTiming, check_sampler_calls, probe_seconds, projection, run_seconds, step_work
+from .cost import ProbeTiming, check_sampler_calls, probe_passes, probe_seconds, projection, run_seconds, step_work
 from .data import eval_set, evaluate, load_task
 from .resume import check_resume_data, claim_directory, load_resume_state, run_ledger
 
@@ -284,7 +284,8 @@ class _Run:
         what the device would be sent (the estimate's job and circuit counts hold for both)."""
         cfg = self.cfg
         ibm = self.sampling is not None and reaches_ibm(cfg.sampler, cfg.sampler_options)
-        timing = probe_seconds(self.model, self.task, cfg, self.step_sampling(self.step), full=not ibm)
+        local = ibm and _ibm_of(self.sampling.sampler).local
+        timing = probe_seconds(self.model, self.task, cfg, self.step_sampling(self.step), full=not ibm, local=local)
         return dataclasses.replace(timing, step=timing.step + self._update_seconds())
 
     def _update_seconds(self, repeats: int = 3) -> float:
@@ -494,7 +495,10 @@ def qpu_budget(cfg: TrainConfig, sampler: Any, steps_left: int) -> dict[str, Any
     evals = (
         0 if cfg.eval_exact else math.ceil(steps_left / cfg.eval_interval) * math.ceil(cfg.eval_size / cfg.batch_size)
     )
-    evals += 1  # the timing probe before the first step (on a device, one pass on PROBE_ROWS rows: counted in full)
+    # the timing probe before the first step: on the IBM route one pass of the batch, or for a batch above
+    # PROBE_ROWS two passes of 1 and PROBE_ROWS - 1 rows, each counted as a full pass (its jobs exactly, its circuits
+    # and shots from above)
+    evals += probe_passes(cfg.batch_size)
     est = estimate_train(
         sampler,
         block_size=cfg.block_size,
