@@ -38,6 +38,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from typing import Any
@@ -130,6 +131,22 @@ def _linear_phases(layers: list) -> tuple[bool, float]:
     return len(pvals) > 2 and bool(np.allclose(np.diff(pvals), step_b, rtol=1e-12, atol=0.0)), step_b
 
 
+@functools.lru_cache(maxsize=64)
+def _cached_program(schedule: DQASchedule) -> tuple[tuple[tuple[str, float], ...], bool, float]:
+    layers = program_layers(schedule, merge_drivers=True)
+    return tuple(layers), *_linear_phases(layers)
+
+
+def _program(schedule: DQASchedule) -> tuple[tuple[tuple[str, float], ...], bool, float]:
+    """The schedule's merged layers and :func:`_linear_phases` of them (cached per schedule: a chunk of a call needs
+    them again, and they cost about as much Python as a small chunk's kernels)."""
+    try:
+        return _cached_program(schedule)
+    except TypeError:  # an unhashable schedule
+        layers = program_layers(schedule, merge_drivers=True)
+        return tuple(layers), *_linear_phases(layers)
+
+
 def _dqa_autograd(h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, dtype: torch.dtype, group: int):
     """:func:`dqa_statevector` with autograd: every layer a new tensor (complex driver blocks)."""
     n = h.shape[-1]
@@ -177,14 +194,13 @@ def _dqa_inplace(
     S = frame_phases(n, dtype).to(dev)
     psi = buffer("dqa psi", (B, size), dtype).copy_((S.conj() * 2.0 ** (-n / 2)).expand(B, size))  # S^-1 |+>^n
     buf = buffer("dqa buf", (B, size), dtype)
-    layers = program_layers(schedule, merge_drivers=True)
+    layers, recur, step_b = _program(schedule)
     # The linear schedule's problem phases b_k form an arithmetic progression, so exp(-i b_k E) follows from the
     # previous slice by one complex multiply instead of a cos/sin pass; the recurrence runs in complex128 so its
     # rounding does not accumulate over the slices. With complex64 amplitudes the complex128 value is advanced (and
     # cast) every _PHASE_STRIDE slices and the slices between follow in complex64 (a complex128 multiply and its cast
     # cost 5x a complex64 multiply; a stride of 2 keeps the amplitude error at ~4e-7 as with the recurrence in
     # complex128 throughout, 4 doubles it).
-    recur, step_b = _linear_phases(layers)
     if recur:
         c128 = torch.complex128
         stride = 1 if dtype == c128 else _PHASE_STRIDE
