@@ -415,8 +415,8 @@ class StatevectorSampler(DQASampler):
             step = min(step, sub)
         count = -(-B // step)
         count += count % 2 if 1 < count < B else 0
-        rows = -(-B // count)
-        return [slice(s, min(s + rows, B)) for s in range(0, B, rows)], checkpointed
+        bounds = [i * (B // count) + min(i, B % count) for i in range(count + 1)]  # the first B % count get one more
+        return [slice(a, b) for a, b in zip(bounds, bounds[1:])], checkpointed
 
     def _workers(self, chunks: int, B: int, n: int, device: torch.device) -> int:
         """Threads for ``chunks`` chunks of ``B`` problems (:func:`~hybrid_attention.backends.parallel.chunk_workers`
