@@ -317,8 +317,7 @@ class StatevectorSampler(DQASampler):
             in-cache guarantee: a sub-chunk's real working set (state, buffer, energies, the phase recurrence's
             complex128 and complex64 tables) is about 2.6x the estimate, beyond a 512 KiB L2 at the default, yet at
             n = 10 and 128 problems halving the limit cost 1.17x and quartering it 1.32x the CPU time of a call
-            (each sub-chunk pays ~100 kernel launches per 20 slices), and one chunk of all 128 rows measured within
-            noise of the default at one thread (it cannot be shared by two threads).
+            (each sub-chunk pays ~100 kernel launches per 20 slices).
 
     ``sample(problem, num_reads=None)`` returns every configuration with its exact output probability
     (``SampleSet.exact`` is True); ``num_reads=N`` draws ``N`` shots per problem from that distribution.
