@@ -97,3 +97,36 @@ def test_statevector_shots_are_the_inverse_cdf_of_its_probabilities():
     ref = draw_states(p / p.sum(-1, keepdim=True), 200, np.random.default_rng(11))
     ss = sv.sample(prob, num_reads=200, seed=11)
     assert np.array_equal(ss.spins, index_to_spins(ref, 6))
+
+
+@pytest.mark.parametrize("B", [1, 5, 7, 30, 64, 65, 130])
+def test_statevector_chunks_are_even_and_within_the_cache_limit(B):
+    """The chunks cover the batch in order, hold at most the cache limit's rows, differ by at most one row, and are an
+    even number when there are several (two threads share them evenly); they do not depend on the thread count."""
+    sv = StatevectorSampler(DQASchedule(tau=1.0, steps=4), cache_limit=64 << 10)
+    cpu = torch.device("cpu")
+    limit = sv._subchunk(10, cpu)  # 2 rows of 2**10 amplitudes
+    spans, checkpointed = sv._spans(B, 10, cpu, False)
+    rows = [s.stop - s.start for s in spans]
+    assert not checkpointed and spans[0].start == 0 and spans[-1].stop == B
+    assert all(a.stop == b.start for a, b in zip(spans, spans[1:]))
+    assert max(rows) <= limit and max(rows) - min(rows) <= 1
+    assert len(spans) == 1 or len(spans) % 2 == 0 or len(spans) == B
+    with intra_op_threads(1):
+        assert sv._spans(B, 10, cpu, False) == (spans, checkpointed)
+
+
+def test_statevector_shots_of_uneven_chunks_and_a_batch_shape(two_threads):
+    """Each chunk writes its shots' spins into its rows of the result: with chunks of unequal size (7 problems in 4
+    chunks) and a (7,) or (1, 7) batch, the spins are the inverse CDF of the exact output at the generator's uniforms."""
+    sv = StatevectorSampler(DQASchedule(tau=1.0, steps=6), cache_limit=2 * 2048)  # 2 rows of 2**6 per chunk
+    prob = _problems(6, 7, seed=2)
+    assert [s.stop - s.start for s in sv._spans(7, 6, torch.device("cpu"), False)[0]] == [2, 2, 2, 1]
+    with torch.no_grad():
+        p = sv._probabilities(prob).to(torch.float64)
+    ref = index_to_spins(draw_states(p / p.sum(-1, keepdim=True), 50, np.random.default_rng(3)), 6)
+    assert np.array_equal(sv.sample(prob, num_reads=50, seed=3).spins, ref)
+    wide = IsingProblem(prob.h[None], prob.J[None])
+    ss = sv.sample(wide, num_reads=50, seed=3)
+    assert ss.spins.shape == (1, 7, 50, 6) and np.array_equal(ss.spins[0], ref)
+    assert np.allclose(ss.weights, 1 / 50)

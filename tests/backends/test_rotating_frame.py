@@ -3,15 +3,23 @@ recurrence) against its autograd path (complex driver blocks, one tensor per lay
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from hybrid_attention.backends import get_sampler
 from hybrid_attention.backends.dqa.driver import rx_block
-from hybrid_attention.backends.dqa.rotating_frame import apply_block, frame_phases, rotated_blocks
+from hybrid_attention.backends.dqa.rotating_frame import (
+    apply_block,
+    apply_block_to,
+    block_operand,
+    frame_phases,
+    rotated_blocks,
+)
 from hybrid_attention.backends.dqa.statevector import (
     _dqa_autograd,
     _energies_into,
+    _recurrence_phases,
     configuration_energies,
     dqa_statevector,
 )
@@ -84,3 +92,48 @@ def test_rotated_layer_conjugated_by_the_frame_is_the_driver(n):
         full = torch.kron(rx_block(1, x, torch.complex128, "cpu"), full)
     want = psi @ full.T
     torch.testing.assert_close(z * S, want, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("n", [3, 9, 10])
+def test_operand_views_made_once_apply_every_layer(n):
+    """The in-place loop makes each block's operand views of its two buffers once and reuses them for every layer's
+    angles: views (no copies) whose products equal :func:`apply_block`'s on fresh buffers. The blocks are orthogonal,
+    so every amplitude stays below its row's norm; each of the 3 x blocks applications adds at most 2**g roundings of
+    float32 size to an element (BLAS may sum in another order on other buffers)."""
+    g = torch.Generator().manual_seed(n)
+    z0 = torch.randn(4, 1 << n, generator=g, dtype=torch.complex64)
+    bufs = (z0.clone(), torch.empty_like(z0))
+    views = [[block_operand(b, blk) for blk in rotated_blocks(n, 4, 0.3, torch.complex64)] for b in bufs]
+    assert all(
+        v.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() for b, vs in zip(bufs, views) for v in vs
+    )
+    want, cur = z0.clone(), 0
+    for x in (0.3, -0.7, 1.1):
+        for i, blk in enumerate(rotated_blocks(n, 4, x, torch.complex64)):
+            want = apply_block(want, torch.empty_like(want), blk)
+            apply_block_to(views[cur][i], views[1 - cur][i], blk)
+            cur = 1 - cur
+    blocks = rotated_blocks(n, 4, 0.3, torch.complex64)
+    tol = 3 * len(blocks) * 16 * torch.finfo(torch.float32).eps * float(torch.linalg.vector_norm(z0, dim=-1).max())
+    torch.testing.assert_close(bufs[cur], want, rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize("half", [True, False], ids=["first-slice-half-a-step", "other-first-slice"])
+@pytest.mark.parametrize("stride", [1, 2, 3])
+def test_recurrence_phases_equal_their_exponentials(half, stride):
+    """ph = exp(-i b0 E), far = exp(-i stride step E) and near = exp(-i step E), however they are built (one cos/sin pass
+    and complex128 powers when b0 is half a step). Each of the at most ``stride + 1`` roundings (angle, cos/sin, each
+    product) is <= 2 eps relative, so the error is <= 2 (stride + 2) eps (1 + |angle|) against numpy's exponential."""
+    E = torch.from_numpy(np.random.default_rng(0).normal(scale=8.0, size=(3, 64)))
+    step = 0.0137
+    b0 = step / 2 if half else 0.4 * step
+    ph, far = torch.empty(3, 64, dtype=torch.complex128), torch.empty(3, 64, dtype=torch.complex128)
+    near = torch.empty(3, 64, dtype=torch.complex64)
+    _recurrence_phases(E, b0, step, stride, ph, far, near, torch.empty_like(E))
+    En = E.numpy()
+    tol = 2 * (stride + 2) * np.finfo(np.float64).eps * (1 + stride * step * np.abs(En).max())
+    np.testing.assert_allclose(ph.numpy(), np.exp(-1j * b0 * En), rtol=0, atol=tol)
+    np.testing.assert_allclose(far.numpy(), np.exp(-1j * stride * step * En), rtol=0, atol=tol)
+    # near is the complex64 rounding of a value within 1e-15 of exp(-i step E): at most one float32 ulp (< eps32) away
+    c64 = np.exp(-1j * step * En).astype(np.complex64)
+    np.testing.assert_allclose(near.numpy(), c64, rtol=0, atol=np.finfo(np.float32).eps)

@@ -38,6 +38,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from typing import Any
@@ -58,7 +59,7 @@ from ..parallel import chunk_workers, run_chunks
 from ..workspace import scratch
 from .base import DQASampler
 from .driver import REAL, apply_driver, driver_groups, phase, phase_into, rx_block
-from .rotating_frame import apply_block, frame_phases, rotated_blocks
+from .rotating_frame import apply_block_to, block_operand, frame_phases, rotated_blocks
 
 __all__ = ["StatevectorSampler", "configuration_energies", "dqa_statevector"]
 
@@ -130,6 +131,22 @@ def _linear_phases(layers: list) -> tuple[bool, float]:
     return len(pvals) > 2 and bool(np.allclose(np.diff(pvals), step_b, rtol=1e-12, atol=0.0)), step_b
 
 
+@functools.lru_cache(maxsize=64)
+def _cached_program(schedule: DQASchedule) -> tuple[tuple[tuple[str, float], ...], bool, float]:
+    layers = program_layers(schedule, merge_drivers=True)
+    return tuple(layers), *_linear_phases(layers)
+
+
+def _program(schedule: DQASchedule) -> tuple[tuple[tuple[str, float], ...], bool, float]:
+    """The schedule's merged layers and :func:`_linear_phases` of them (cached per schedule: a chunk of a call needs
+    them again, and they cost about as much Python as a small chunk's kernels)."""
+    try:
+        return _cached_program(schedule)
+    except TypeError:  # an unhashable schedule
+        layers = program_layers(schedule, merge_drivers=True)
+        return tuple(layers), *_linear_phases(layers)
+
+
 def _dqa_autograd(h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, dtype: torch.dtype, group: int):
     """:func:`dqa_statevector` with autograd: every layer a new tensor (complex driver blocks)."""
     n = h.shape[-1]
@@ -177,33 +194,31 @@ def _dqa_inplace(
     S = frame_phases(n, dtype).to(dev)
     psi = buffer("dqa psi", (B, size), dtype).copy_((S.conj() * 2.0 ** (-n / 2)).expand(B, size))  # S^-1 |+>^n
     buf = buffer("dqa buf", (B, size), dtype)
-    layers = program_layers(schedule, merge_drivers=True)
+    layers, recur, step_b = _program(schedule)
     # The linear schedule's problem phases b_k form an arithmetic progression, so exp(-i b_k E) follows from the
     # previous slice by one complex multiply instead of a cos/sin pass; the recurrence runs in complex128 so its
     # rounding does not accumulate over the slices. With complex64 amplitudes the complex128 value is advanced (and
     # cast) every _PHASE_STRIDE slices and the slices between follow in complex64 (a complex128 multiply and its cast
     # cost 5x a complex64 multiply; a stride of 2 keeps the amplitude error at ~4e-7 as with the recurrence in
     # complex128 throughout, 4 doubles it).
-    recur, step_b = _linear_phases(layers)
     if recur:
         c128 = torch.complex128
-        E64 = buffer("dqa E64", (B, size), torch.float64).copy_(E)
-        ang = buffer("dqa angle", (B, size), torch.float64)
-        ph = buffer("dqa phase", (B, size), c128)
         stride = 1 if dtype == c128 else _PHASE_STRIDE
-        far = phase_into(torch.mul(E64, -stride * step_b, out=ang), buffer("dqa far", (B, size), c128))
-        if dtype != c128:
-            near = buffer("dqa near", (B, size), dtype).copy_(phase_into(torch.mul(E64, -step_b, out=ang), ph))
-            phc = buffer("dqa phase64", (B, size), dtype)
+        E64 = buffer("dqa E64", (B, size), torch.float64).copy_(E)
+        ph, far = buffer("dqa phase", (B, size), c128), buffer("dqa far", (B, size), c128)
+        near = None if dtype == c128 else buffer("dqa near", (B, size), dtype)
+        b0 = next(v for kind, v in layers if kind == "P")
+        _recurrence_phases(E64, b0, step_b, stride, ph, far, near, buffer("dqa angle", (B, size), torch.float64))
+        phc = None if dtype == c128 else buffer("dqa phase64", (B, size), dtype)
+    bufs, cur, views = (psi, buf), 0, None  # the state is bufs[cur]; driver blocks ping-pong between the two
     k = 0
     for kind, val in layers:
+        psi = bufs[cur]
         if kind == "P":
             if not recur:
                 psi.mul_(phase(-val * E))
             else:
-                if k == 0:
-                    phase_into(torch.mul(E64, -val, out=ang), ph)
-                elif k % stride == 0:
+                if k > 0 and k % stride == 0:  # k = 0: ph is exp(-i b_0 E) already
                     ph.mul_(far)
                 if dtype == torch.complex128:
                     psi.mul_(ph)
@@ -215,9 +230,43 @@ def _dqa_inplace(
             blocks = rotated_blocks(n, group, val, dtype)
             if dev.type != "cpu":
                 blocks = [(lo, g, M.to(dev), MT.to(dev)) for lo, g, M, MT in blocks]
-            for block in blocks:
-                psi, buf = apply_block(psi, buf, block), psi
-    return psi.mul_(S)
+            if views is None:  # each block's operand views of both buffers, made once
+                views = [[block_operand(b, block) for block in blocks] for b in bufs]
+            for i, block in enumerate(blocks):
+                apply_block_to(views[cur][i], views[1 - cur][i], block)
+                cur = 1 - cur
+    return bufs[cur].mul_(S)
+
+
+def _recurrence_phases(
+    E64: torch.Tensor,
+    b0: float,
+    step_b: float,
+    stride: int,
+    ph: torch.Tensor,
+    far: torch.Tensor,
+    near: torch.Tensor | None,
+    ang: torch.Tensor,
+) -> None:
+    """The linear schedule's phase recurrence, from as few cos/sin passes over ``E64`` ``(B, 2**n)`` as possible.
+
+    Writes ``ph = exp(-i b0 E)`` and ``far = exp(-i stride step_b E)`` (complex128) and, when given,
+    ``near = exp(-i step_b E)`` (cast to its dtype); ``ang`` is float64 scratch. When the first slice is half a step
+    (the midpoint slices ``t_k = (k + 1/2) dt`` of the linear schedule), one cos/sin pass gives ``ph`` and the rest are
+    its powers by complex128 products (relative error ~1e-16, far below complex64's rounding); otherwise two passes.
+    """
+    if math.isclose(b0, step_b / 2, rel_tol=1e-12):
+        phase_into(torch.mul(E64, -b0, out=ang), ph)
+        torch.mul(ph, ph, out=far)  # exp(-i step_b E)
+    else:
+        phase_into(torch.mul(E64, -step_b, out=ang), far)
+        phase_into(torch.mul(E64, -b0, out=ang), ph)
+    if near is not None:
+        near.copy_(far)
+    if stride > 1:
+        one = far if stride == 2 else far.clone()  # x.mul_(x) squares elementwise
+        for _ in range(stride - 1):
+            far.mul_(one)
 
 
 def _energies_into(h: torch.Tensor, J: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -262,9 +311,13 @@ class StatevectorSampler(DQASampler):
             that fit (default 64 MiB). With autograd each chunk is checkpointed, so the backward pass keeps one
             chunk's graph at a time.
         group: qubits per Kronecker block in the driver layer (4 measured fastest on a 2-core CPU).
-        cache_limit: on CPU, bytes per sub-chunk that is run through all Trotter slices before the next one starts
-            (default 2 MiB, so a sub-chunk's amplitudes and phases stay in a ~1 MiB L2 cache: 2-3x faster than
-            one big chunk at n = 10-14 in ``bench/samplers.py``-sized batches); not applied on other devices.
+        cache_limit: on CPU, bytes per sub-chunk that is run through all Trotter slices before the next one starts,
+            in units of :meth:`_bytes_per_problem` (default 2 MiB: 64 problems at n = 10); not applied on other
+            devices. Sub-chunks are the units the chunk threads share. The limit is a measured size, not an
+            in-cache guarantee: a sub-chunk's real working set (state, buffer, energies, the phase recurrence's
+            complex128 and complex64 tables) is about 2.6x the estimate, beyond a 512 KiB L2 at the default, yet at
+            n = 10 and 128 problems halving the limit cost 1.17x and quartering it 1.32x the CPU time of a call
+            (each sub-chunk pays ~100 kernel launches per 20 slices).
 
     ``sample(problem, num_reads=None)`` returns every configuration with its exact output probability
     (``SampleSet.exact`` is True); ``num_reads=N`` draws ``N`` shots per problem from that distribution.
@@ -346,43 +399,69 @@ class StatevectorSampler(DQASampler):
             return None
         return max(1, self.cache_limit // self._bytes_per_problem(n))
 
-    def _probabilities(self, problem: IsingProblem, u: np.ndarray | None = None) -> torch.Tensor:
-        """Output probabilities ``(B, 2**n)`` of the flattened problem, in the real dtype (keeps autograd); with
-        uniforms ``u`` ``(B, shots)`` (no autograd) the shots instead: ``(B, shots)`` int64 indices, the inverse CDF of
-        each row at its uniforms (:func:`~hybrid_attention.exact.inverse_cdf`), drawn chunk by chunk.
-
-        Without autograd, cache-sized chunks run on :func:`~hybrid_attention.backends.parallel.chunk_workers` threads
-        (one intra-op thread each; :mod:`hybrid_attention.backends.parallel`)."""
+    def _prepare(self, problem: IsingProblem) -> tuple[torch.Tensor, torch.Tensor, torch.device]:
+        """The flattened problem's ``h (B, n)`` and ``J`` with ``beta`` applied, on the simulation device."""
         flat = problem.flatten()
         h, J = flat.dropped()
         dev = self.device or h.device
         h, J = _scaled_by_beta(h.to(dev), J.to(dev), flat.beta)
-        n, B = flat.n, h.shape[0]
-        if B == 0:  # an empty batch
-            return (
-                h.new_zeros(0, 1 << n, dtype=REAL[self.dtype])
-                if u is None
-                else torch.zeros(0, u.shape[-1], dtype=torch.int64)
-            )
-        grad = torch.is_grad_enabled() and (h.requires_grad or J.requires_grad)
+        return h, J, torch.device(dev)
+
+    def _spans(self, B: int, n: int, device: torch.device, grad: bool) -> tuple[list[slice], bool]:
+        """Row chunks of a batch of ``B`` problems and whether they are checkpointed (autograd over several memory
+        chunks). Chunks hold at most the memory (and on CPU the cache) limit's rows, as equal as possible and an even
+        number of them when there are several, so two threads share them evenly; they depend on the batch and the
+        limits only, never on the thread count (the results are the same at any thread count)."""
         step = self._chunk(n, grad)
         checkpointed = grad and step < B  # several memory chunks: keep only one chunk's graph alive at a time
-        sub = None if checkpointed else self._subchunk(n, torch.device(dev))
+        sub = None if checkpointed else self._subchunk(n, device)
         if sub is not None:
             step = min(step, sub)
-        starts = range(0, B, step)
-        items = [(h[s : s + step], J if J.ndim == 2 else J[s : s + step]) for s in starts]
+        count = -(-B // step)
+        count += count % 2 if 1 < count < B else 0
+        bounds = [i * (B // count) + min(i, B % count) for i in range(count + 1)]  # the first B % count get one more
+        return [slice(a, b) for a, b in zip(bounds, bounds[1:])], checkpointed
+
+    def _workers(self, chunks: int, B: int, n: int, device: torch.device) -> int:
+        """Threads for ``chunks`` chunks of ``B`` problems (:func:`~hybrid_attention.backends.parallel.chunk_workers`
+        from the driver layers' multiply-adds; one off the CPU)."""
+        if device.type != "cpu":
+            return 1
+        return chunk_workers(chunks, float(B << n) * int(self.schedule.steps) * n * (1 << self.group) / self.group)
+
+    def _probabilities(self, problem: IsingProblem) -> torch.Tensor:
+        """Output probabilities ``(B, 2**n)`` of the flattened problem, in the real dtype (keeps autograd).
+
+        Without autograd, the chunks of :meth:`_spans` run on :func:`~hybrid_attention.backends.parallel.chunk_workers`
+        threads (one intra-op thread each; :mod:`hybrid_attention.backends.parallel`)."""
+        h, J, dev = self._prepare(problem)
+        n, B = problem.n, h.shape[0]
+        if B == 0:  # an empty batch
+            return h.new_zeros(0, 1 << n, dtype=REAL[self.dtype])
+        grad = torch.is_grad_enabled() and (h.requires_grad or J.requires_grad)
+        spans, checkpointed = self._spans(B, n, dev, grad)
+        items = [(h[s], J if J.ndim == 2 else J[s]) for s in spans]
         if grad:
             return torch.cat(
                 [checkpoint(self._run, *it, use_reentrant=False) if checkpointed else self._run(*it) for it in items],
                 dim=0,
             )
-        work = float(B << n) * int(self.schedule.steps) * n * (1 << self.group) / self.group  # driver multiply-adds
-        workers = chunk_workers(len(items), work) if torch.device(dev).type == "cpu" else 1
-        if u is None:
-            return torch.cat(run_chunks(self._run, items, workers), dim=0)
-        draws = run_chunks(self._run_draw, [(*it, u[s : s + step]) for it, s in zip(items, starts)], workers)
-        return torch.from_numpy(np.concatenate(draws, axis=0))
+        return torch.cat(run_chunks(self._run, items, self._workers(len(items), B, n, dev)), dim=0)
+
+    def _shots(self, problem: IsingProblem, u: np.ndarray) -> np.ndarray:
+        """Shots of the flattened problem at uniforms ``u`` ``(B, shots)``: int8 spins ``(B, shots, n)``, row ``r``'s
+        shot ``k`` the inverse CDF of its exact output at ``u[r, k]``. Each chunk of :meth:`_spans` is simulated,
+        drawn and read out into its rows of the result in one task of the chunk threads (no autograd)."""
+        with torch.no_grad():
+            h, J, dev = self._prepare(problem)
+            n, B = problem.n, h.shape[0]
+            spins = np.empty((B, u.shape[-1], n), dtype=np.int8)
+            if B == 0:
+                return spins
+            spans, _ = self._spans(B, n, dev, False)
+            items = [(h[s], J if J.ndim == 2 else J[s], u[s], spins[s]) for s in spans]
+            run_chunks(self._run_draw, items, self._workers(len(items), B, n, dev))
+        return spins
 
     def _run(self, h: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
         if torch.is_grad_enabled() and (h.requires_grad or J.requires_grad):
@@ -391,10 +470,16 @@ class StatevectorSampler(DQASampler):
             psi = _dqa_inplace(h, J, self.schedule, self.dtype, self.group, reuse=True)
         return psi.real**2 + psi.imag**2  # the program is unitary: sums to 1 up to rounding
 
-    def _run_draw(self, h: torch.Tensor, J: torch.Tensor, u: np.ndarray) -> np.ndarray:
-        """Shots of one chunk (no autograd): the inverse CDF of its renormalised float64 probabilities at ``u``."""
+    def _run_draw(self, h: torch.Tensor, J: torch.Tensor, u: np.ndarray, out: np.ndarray) -> None:
+        """Shots of one chunk into ``out`` ``(rows, shots, n)`` int8: the inverse CDF of its renormalised float64
+        probabilities at ``u`` ``(rows, shots)`` (:func:`~hybrid_attention.exact.inverse_cdf`), read out as spins."""
         p = self._run(h, J).to(torch.float64).cpu()
-        return inverse_cdf(p / p.sum(-1, keepdim=True), u)
+        idx = inverse_cdf(p / p.sum(-1, keepdim=True), u)
+        n = out.shape[-1]
+        if n <= 16:  # one lookup into a (2**n, n) table, written in place
+            np.take(index_to_spins(np.arange(1 << n), n), idx, axis=0, out=out)
+        else:
+            out[...] = index_to_spins(idx, n)
 
     # ------------------------------------------------------------------ public API
     def probabilities(self, problem: IsingProblem) -> torch.Tensor:
@@ -435,10 +520,9 @@ class StatevectorSampler(DQASampler):
             if num_reads is None:
                 p = self._probabilities(problem).to(torch.float64).cpu()
                 return self._exact_sampleset(problem, p / p.sum(-1, keepdim=True), info)
-            # the uniforms draw_states would take, then each chunk's shots drawn where its probabilities are made
-            u = as_generator(seed).random((math.prod(problem.batch_shape), int(num_reads)))
-            idx = self._probabilities(problem, u).numpy()
+        # the uniforms draw_states would take, then each chunk's shots drawn where its probabilities are made
+        u = as_generator(seed).random((math.prod(problem.batch_shape), int(num_reads)))
         n, bs = problem.n, tuple(problem.batch_shape)
         info["num_reads"] = int(num_reads)
-        spins = index_to_spins(idx, n).reshape(*bs, int(num_reads), n)
+        spins = self._shots(problem, u).reshape(*bs, int(num_reads), n)
         return SampleSet(spins, np.full((*bs, int(num_reads)), 1.0 / num_reads), problem, info)
