@@ -202,12 +202,12 @@ def report(root: Path = OUT, studies: dict[str, Study] | None = None, figure: st
     for family, tasks in families.items():
         full = 10 if family == "primary" else 5
         lines += [f"## {family.capitalize()}: hj arms against the strongest baseline", ""]
-        lines += [
-            "| task | T | baseline (mean) | arm | engine | seeds | arm mean | gain [95 % CI] | seeds 3-9 | best ckpt "
-            "| Holm p | Bonferroni | verdict |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-        ]
         for task in tasks:
+            lines += [  # a header per task: the arm means below each task's rows would end one shared table
+                "| task | T | baseline (mean) | arm | engine | seeds | arm mean | gain [95 % CI] | seeds 3-9 "
+                "| best ckpt | Holm p | Bonferroni | verdict |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            ]
             unit = "%" if task == "shakespeare" else "pt"
             cells = [cell_table(root, studies, task, T, full) for T in plan.BLOCK_SIZES if f"{task}_T{T}" in studies]
             decide(cells)

@@ -62,6 +62,14 @@ def test_planted_cells_verdicts_and_thesis(tmp_path):
     assert verdict == "supported" and why.startswith("hj-band4")
     text, damaged = r2.report(tmp_path, studies)
     assert not damaged and "| shakespeare | supported |" in text
+    # every table row follows a header and its separator (a row after a bullet list would print as plain text)
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("|") and not line.startswith("| ---"):
+            j = i
+            while j > 0 and lines[j - 1].startswith("|"):
+                j -= 1
+            assert j + 1 < len(lines) and lines[j + 1].startswith("| ---"), f"a table row without a header: {line}"
 
 
 def test_a_cell_short_of_seeds_is_pending_and_so_is_the_thesis(tmp_path):
