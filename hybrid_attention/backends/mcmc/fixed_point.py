@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 COMPACT = 0.25
 #: iterations before the rows still unconverged switch to Newton (forward) or a direct solve (adjoint)
 SWITCH = 50
+#: iterations of each row block on its own before the blocks' unconverged rows iterate on as one batch
+MERGE = 8
 
 
 def iterate_rows(
@@ -51,15 +53,18 @@ def iterate_rows(
     damping: float,
     tol: float,
     max_iter: int,
+    accelerate: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The damped iteration ``x <- x + d (fmap(x) - x)`` with a stopping test per row: a row stops once
-    ``max |fmap(x) - x| < tol`` and leaves the batch (compacted once :data:`COMPACT` of it has converged).
+    """The damped iteration ``x <- g = x + d (fmap(x) - x)``, accelerated (:func:`_secant`), with a stopping test per
+    row: a row stops once ``max |fmap(x) - x| < tol``; its iterate is recorded then, and it leaves the batch once
+    :data:`COMPACT` of the batch has stopped (until then it keeps iterating, its later iterates unused).
 
     Args:
-        fmap: ``(x (r, n), data) -> (r, n)``, applied to the rows still iterating (``data`` holds their rows).
+        fmap: ``(x (r, n), data) -> (r, n)``, applied to the rows still in the batch (``data`` holds their rows).
         x: ``(R, n)`` start.
         data: per-row tensors ``(R, ...)`` that ``fmap`` reads (gathered with the rows when the batch is compacted).
         damping, tol, max_iter: the step ``d``, the stopping tolerance, the iterations at most.
+        accelerate: the secant step of :func:`_secant` (else the plain damped iteration).
 
     Returns:
         ``(x (R, n), iterations (R,), residual (R,))``: each converged row at the iterate whose residual passed the
@@ -67,30 +72,105 @@ def iterate_rows(
     """
     R, n = x.shape
     out, res = x.clone(), x.new_full((R,), float("inf"))
-    count = torch.zeros(R, dtype=torch.long)
+    count = torch.full((R,), max_iter, dtype=torch.long)
+    if R == 0 or n == 0:  # nothing to solve: every row passes at the first test
+        return out, count.fill_(1), res.zero_()
     rows = torch.arange(R)
-    live = torch.ones(R, dtype=torch.bool)  # rows still iterating (converged ones wait in the batch to be dropped)
-    r = x.new_zeros(R)
+    live = torch.ones(R, dtype=torch.bool)  # rows not yet stopped (stopped ones iterate on until compaction)
+    left, size = R, R
+    r, prev = res, None
     for it in range(1, max_iter + 1):
-        step = fmap(x, data).sub_(x)
-        r = step.abs().amax(-1) if n else step.new_zeros(len(x))
-        done = (r < tol) & live
-        if bool(done.any()):
-            gone = rows[done]
-            out[gone], count[gone], res[gone] = x[done], it, r[done]
-            live &= ~done
-            if not bool(live.any()):
+        fx = fmap(x, data)
+        step = fx - x
+        r = step.abs().amax(-1)  # (a row-wise inf-norm; linalg.vector_norm is 15x slower on CPU)
+        done = (r < tol).logical_and_(live)
+        stopped = int(done.sum())
+        if stopped:  # integer gathers: index_select is several times faster than boolean or advanced indexing
+            idx = done.nonzero().squeeze(1)
+            gone = rows.index_select(0, idx)
+            out.index_copy_(0, gone, x.index_select(0, idx))
+            count.index_fill_(0, gone, it)
+            res.index_copy_(0, gone, r.index_select(0, idx))
+            left -= stopped
+            if not left:
                 return out, count, res
-            if int((~live).sum()) >= COMPACT * len(rows):  # drop the converged rows
-                rows, x, step, r = rows[live], x[live], step[live], r[live]
-                data = {k: v[live] for k, v in data.items()}
-                live = live[live]
-        step.mul_(damping)
-        if not bool(live.all()):
-            step.mul_(live[:, None])  # converged rows keep the iterate that passed
-        x = x + step
-    out[rows[live]], count[rows[live]], res[rows[live]] = x[live], max_iter, r[live]
+            live.index_fill_(0, idx, False)
+            if size - left >= COMPACT * size:  # drop the stopped rows
+                keep = live.nonzero().squeeze(1)
+                rows, x, fx, step, r = (t.index_select(0, keep) for t in (rows, x, fx, step, r))
+                prev = None if prev is None else tuple(t.index_select(0, keep) for t in prev)
+                data = {k: v.index_select(0, keep) for k, v in data.items()}
+                live, size = live.index_select(0, keep), left
+        g = fx if damping == 1 else torch.add(x, step, alpha=damping)
+        x, prev = (g if prev is None else _secant(g, step, *prev)), ((g, step) if accelerate else None)
+    keep = live.nonzero().squeeze(1)
+    gone = rows.index_select(0, keep)
+    out.index_copy_(0, gone, x.index_select(0, keep))
+    res.index_copy_(0, gone, r.index_select(0, keep))
     return out, count, res
+
+
+def _secant(g: torch.Tensor, step: torch.Tensor, g_prev: torch.Tensor, step_prev: torch.Tensor) -> torch.Tensor:
+    """One step of Anderson acceleration with memory 1 (a secant step), per row: ``g - c (g - g_prev)`` with
+    ``c = <dr, r> / <dr, dr>`` (``r = fmap(x) - x``, ``dr`` its change), the coefficient that minimises the
+    linearised next residual, clipped to ``[-1, 1]``: between the last two damped iterates or at most one step
+    beyond. Measured on mean-field rows of training (Tiny Shakespeare, T = 64 and 128, steps 60-150): the mean
+    iterations per row drop by a third (the slowest rows' by more), and every row stays at the fixed point the plain
+    iteration reaches (within 1e-2 where 1e-9 separates); unclipped, or clipped at 1.5, up to 20 % of rows go to
+    another fixed point or cycle."""
+    dr = step - step_prev
+    c = (torch.linalg.vecdot(dr, step) / torch.linalg.vecdot(dr, dr).clamp_min(torch.finfo(dr.dtype).tiny)).clamp_(
+        -1, 1
+    )
+    return torch.addcmul(g, c[:, None], g - g_prev, value=-1)
+
+
+def iterate_blocks(
+    fmap: Callable[[int], Callable[[torch.Tensor, dict[str, torch.Tensor]], torch.Tensor]],
+    xs: list[torch.Tensor],
+    datas: list[dict[str, torch.Tensor]],
+    wide: tuple[str, ...],
+    *,
+    damping: float,
+    tol: float,
+    max_iter: int,
+) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """:func:`iterate_rows` on row blocks of different widths (one coupling matrix): each block alone for
+    :data:`MERGE` iterations (most rows stop there, on their own block's narrow products), then the blocks' rows
+    still unconverged as one batch at the widest of their widths, zero-padded (padded spins are masked: the map
+    keeps them at 0), so that the long tail of slow rows costs one iteration's overhead per step, not one per block.
+
+    Args:
+        fmap: ``width -> map`` as :func:`iterate_rows` takes it, on the leading ``width`` spins.
+        xs, datas: per block, the start ``(r_k, L_k)`` and the per-row data; ``wide``: the data keys of width ``L_k``
+            (zero-padded when merged; the others are ``(r_k, 1)``).
+        damping, tol, max_iter: as :func:`iterate_rows`.
+
+    Returns:
+        per block, :func:`iterate_rows`'s ``(x, iterations, residual)``.
+    """
+    first = max_iter if len(xs) == 1 else min(max_iter, MERGE)
+    out = [iterate_rows(fmap(x.shape[1]), x, d, damping=damping, tol=tol, max_iter=first) for x, d in zip(xs, datas)]
+    late = [res >= tol for _, _, res in out]
+    if first == max_iter or not any(bool(k.any()) for k in late):
+        return out
+    sel = [(k, idx) for k, idx in enumerate(t.nonzero().squeeze(1) for t in late) if len(idx)]
+    width = max(out[k][0].shape[1] for k, _ in sel)
+    pad = lambda t: torch.nn.functional.pad(t, (0, width - t.shape[1]))  # noqa: E731
+    x = torch.cat([pad(out[k][0].index_select(0, idx)) for k, idx in sel])
+    data = {
+        key: torch.cat([(pad if key in wide else lambda t: t)(datas[k][key].index_select(0, idx)) for k, idx in sel])
+        for key in datas[0]
+    }
+    x, count, res = iterate_rows(fmap(width), x, data, damping=damping, tol=tol, max_iter=max_iter - first)
+    at = 0
+    for k, idx in sel:
+        (xk, ck, rk), end = out[k], at + len(idx)
+        xk.index_copy_(0, idx, x[at:end, : xk.shape[1]])
+        ck.index_copy_(0, idx, count[at:end] + first)
+        rk.index_copy_(0, idx, res[at:end])
+        at = end
+    return out
 
 
 def newton_free_energy(
@@ -180,16 +260,21 @@ def _line_search(m, dm, grad, h, J, b, mk, r) -> torch.Tensor:
 
 
 def _mean_field_map(tap: bool, J: torch.Tensor, J2: torch.Tensor | None):
-    """``f(m)`` on a block of rows: ``data`` holds ``h``, ``b`` (``(r, 1)``) and ``mask`` (or no mask)."""
+    """``f(m)`` on a block of rows: ``data`` holds ``h`` and, for TAP, ``b`` (``(r, 1)``) and ``mask`` (or no mask);
+    for naive mean field ``b2 = 2 b`` and, with a mask, ``mask2 = 2 mask``, ``nmask = -mask``: it evaluates
+    ``tanh(z) = 2 sigmoid(2 z) - 1`` (about 3x faster than ``tanh`` on CPU, within a few float eps of it in absolute
+    value, which is what the stopping test measures)."""
 
     def fmap(m: torch.Tensor, data: dict[str, torch.Tensor]) -> torch.Tensor:
-        field = (m @ J).add_(data["h"])
+        field = torch.addmm(data["h"], m, J)
         mask = data.get("mask")
         if tap:
             q = 1 - m * m if mask is None else (1 - m * m) * mask
             field.sub_(data["b"] * m * (q @ J2))
-        out = field.mul_(data["b"]).tanh_()
-        return out if mask is None else out.mul_(mask)
+            out = field.mul_(data["b"]).tanh_()
+            return out if mask is None else out.mul_(mask)
+        s = field.mul_(data["b2"]).sigmoid_()
+        return s.mul_(2).sub_(1) if "mask2" not in data else torch.addcmul(data["nmask"], s, data["mask2"])
 
     return fmap
 
@@ -208,6 +293,21 @@ def _take(t: torch.Tensor | None, g: int, r: torch.Tensor | None, L: int) -> tor
         return None
     t = t[g] if t.shape[0] > 1 else t[0]
     return (t if r is None else t[r])[:, :L]
+
+
+def _block(h, mask, b, start, g: int, r, L: int, tap: bool):
+    """One row block's start, map data, fields, inverse temperatures ``(r, 1)`` and mask (or ``None``)."""
+    hh, mk = _take(h, g, r, L), _take(mask, g, r, L)
+    bb = b[g] if b.shape[0] > 1 else b[0]
+    bb = (bb if r is None else bb[r]).expand(len(hh), 1)
+    x0 = torch.tanh(bb * hh) if start is None else _take(start, g, r, L).clamp(-1, 1)
+    if mk is not None:
+        x0 = x0 * mk
+    if tap:
+        data = {"h": hh, "b": bb} | ({} if mk is None else {"mask": mk})
+    else:
+        data = {"h": hh, "b2": 2 * bb} | ({} if mk is None else {"mask2": 2 * mk, "nmask": -mk})
+    return x0, data, hh, bb, mk
 
 
 def solve_rows(
@@ -229,103 +329,151 @@ def solve_rows(
     G, R, n = h.shape
     m = h.new_zeros(h.shape)
     iters, res, spent, newton = 0, 0.0, 0.0, 0
-    for g, r, L in _parts(h, J, mask, b, blocks):
-        hh, mk = _take(h, g, r, L), _take(mask, g, r, L)
-        bb = b[g] if b.shape[0] > 1 else b[0]
-        bb = (bb if r is None else bb[r]).expand(len(hh), 1)
-        Jg = J[g if J.shape[0] > 1 else 0, :L, :L]
-        x0 = torch.tanh(bb * hh) if start is None else _take(start, g, r, L).clamp(-1, 1)
-        if mk is not None:
-            x0 = x0 * mk
-        data = {"h": hh, "b": bb} | ({} if mk is None else {"mask": mk})
-        fmap = _mean_field_map(tap, Jg, Jg * Jg if tap else None)
+    parts = _parts(h, J, mask, b, blocks)
+    for g in sorted({p[0] for p in parts}):
+        mine = [(r, L) for gg, r, L in parts if gg == g]
+        Jg = J[g if J.shape[0] > 1 else 0]
+        probs = [_block(h, mask, b, start, g, r, L, tap) for r, L in mine]
         first = max_iter if tap else min(max_iter, SWITCH)
-        x, count, rr = iterate_rows(fmap, x0, data, damping=damping, tol=tol, max_iter=first)
-        spent += float(count.sum()) * L * L
-        late = rr >= tol
-        if bool(late.any()) and not tap and max_iter > SWITCH:  # the stragglers: Newton on the free energy
-            newton += int(late.sum())
-            d = {k: v[late] for k, v in data.items()}
-            x[late], steps, rr[late] = newton_free_energy(
-                x[late], d["h"], Jg, d["b"], d.get("mask"), tol=tol / 4, max_iter=max_iter - SWITCH
-            )
-            count[late] += steps
-        if r is None:
-            m[g, :, :L] = x
-        else:
-            m[g, r, :L] = x
-        if count.numel():
-            iters = max(iters, int(count.max()))
-            res = max(res, float(rr.max()))
+        fmap = lambda L, Jg=Jg: _mean_field_map(tap, Jg[:L, :L], Jg[:L, :L] ** 2 if tap else None)  # noqa: E731
+        solved = iterate_blocks(
+            fmap,
+            [p[0] for p in probs],
+            [p[1] for p in probs],
+            ("h", "mask", "mask2", "nmask"),
+            damping=damping,
+            tol=tol,
+            max_iter=first,
+        )
+        for (r, L), (x, count, rr), (_, _, hh, bb, mk) in zip(mine, solved, probs):
+            spent += float(count.sum()) * L * L
+            late = rr >= tol
+            if bool(late.any()) and not tap and max_iter > SWITCH:  # the stragglers: Newton on the free energy
+                newton += int(late.sum())
+                x[late], steps, rr[late] = newton_free_energy(
+                    x[late],
+                    hh[late],
+                    Jg[:L, :L],
+                    bb[late],
+                    None if mk is None else mk[late],
+                    tol=tol / 4,
+                    max_iter=max_iter - SWITCH,
+                )
+                count[late] += steps
+            if r is None:
+                m[g, :, :L] = x
+            else:
+                m[g, r, :L] = x
+            if count.numel():
+                iters = max(iters, int(count.max()))
+                res = max(res, float(rr.max()))
     return m, iters, res, {"work": spent / max(1, G * R * n * n), "newton_rows": newton}
 
 
 def adjoint_rows(
-    vjp: Callable[[torch.Tensor, dict[str, torch.Tensor]], torch.Tensor],
-    g: torch.Tensor,
-    data: dict[str, torch.Tensor],
-    jacobian: Callable[[dict[str, torch.Tensor]], torch.Tensor] | None,
+    vjp: Callable[[int], Callable[[torch.Tensor, dict[str, torch.Tensor]], torch.Tensor]],
+    gs: list[torch.Tensor],
+    datas: list[dict[str, torch.Tensor]],
+    wide: tuple[str, ...],
+    jacobian: Callable[[dict[str, torch.Tensor], int], torch.Tensor] | None,
     *,
     damping: float,
     tol: float,
     max_iter: int,
-) -> tuple[torch.Tensor, int]:
-    """The adjoint system ``v = g + A^T v`` of one block of rows: the damped iteration (:func:`iterate_rows`) for
-    :data:`SWITCH` steps, then a direct float64 solve of ``(I - A^T) v = g`` for the rows still unconverged.
+) -> tuple[list[torch.Tensor], int]:
+    """The adjoint systems ``v = g + A^T v`` of row blocks of one coupling matrix: the damped iteration
+    (:func:`iterate_blocks`) for :data:`SWITCH` steps, then a direct float64 solve of ``(I - A^T) v = g`` for the
+    rows still unconverged.
 
     Args:
-        vjp: ``(v (r, n), data) -> A^T v`` for the rows in ``data``.
-        g: ``(R, n)`` the incoming gradient.
-        data: per-row tensors ``(R, ...)`` for ``vjp`` and ``jacobian``.
-        jacobian: ``data -> A (r, n, n)`` (only called for the stragglers), or ``None``: iterate up to ``max_iter``.
+        vjp: ``width -> ((v (r, L), data) -> A^T v)`` for the rows in ``data``.
+        gs: per block, the incoming gradient ``(r_k, L_k)``.
+        datas, wide: per block, the per-row tensors for ``vjp`` and ``jacobian``; the keys of width ``L_k``.
+        jacobian: ``(data, L) -> A (r, L, L)`` (only called for the stragglers), or ``None``: iterate up to
+            ``max_iter``.
         tol, max_iter: a row stops once ``max |g + A^T v - v| < tol``; at most ``max_iter`` iterations.
 
     Returns:
-        ``(v (R, n), iterations of the slowest row)``.
+        ``(v per block, iterations of the slowest row)``.
     """
-    data = {**data, "g": g}
+    datas = [{**d, "g": g} for d, g in zip(datas, gs)]
     first = max_iter if jacobian is None else min(max_iter, SWITCH)
-    v, count, res = iterate_rows(
-        lambda v, d: vjp(v, d).add_(d["g"]), g.clone(), data, damping=damping, tol=tol, max_iter=first
+
+    def fmap(L: int):
+        A = vjp(L)
+        return lambda v, d: A(v, d).add_(d["g"])
+
+    solved = iterate_blocks(
+        fmap, [g.clone() for g in gs], datas, (*wide, "g"), damping=damping, tol=tol, max_iter=first
     )
-    late = res >= tol
-    if jacobian is not None and bool(late.any()) and max_iter > SWITCH:
-        d = {k: x[late] for k, x in data.items()}
-        A = jacobian(d).double()
-        eye = torch.eye(A.shape[-1], dtype=A.dtype)
-        sol, info = torch.linalg.solve_ex(eye - A.transpose(1, 2), d["g"].double()[..., None])
-        sol = sol[..., 0]
-        bad = (info != 0) | ~torch.isfinite(sol).all(-1)
-        if bool(bad.any()):  # no stable fixed point there: the one-step gradient, as the damped adjoint does
-            logger.warning("mean-field adjoint: %d singular rows; using the one-step gradient there", int(bad.sum()))
-            sol[bad] = d["g"][bad].double()
-        v[late] = sol.to(v.dtype)
-        count[late] += 1
-    return v, int(count.max()) if count.numel() else 0
+    slowest = 0
+    for (v, count, res), d in zip(solved, datas):
+        late = res >= tol
+        if jacobian is not None and bool(late.any()) and max_iter > SWITCH:
+            d = {k: x[late] for k, x in d.items()}
+            A = jacobian(d, v.shape[1]).double()
+            eye = torch.eye(A.shape[-1], dtype=A.dtype)
+            sol, info = torch.linalg.solve_ex(eye - A.transpose(1, 2), d["g"].double()[..., None])
+            sol = sol[..., 0]
+            bad = (info != 0) | ~torch.isfinite(sol).all(-1)
+            if bool(bad.any()):  # no stable fixed point there: the one-step gradient, as the damped adjoint does
+                logger.warning(
+                    "mean-field adjoint: %d singular rows; using the one-step gradient there", int(bad.sum())
+                )
+                sol[bad] = d["g"][bad].double()
+            v[late] = sol.to(v.dtype)
+            count[late] += 1
+        slowest = max(slowest, int(count.max()) if count.numel() else 0)
+    return [v for v, _, _ in solved], slowest
 
 
-def block_adjoint(g: torch.Tensor, part: tuple, tap_part: tuple | None, damping, tol, max_iter, info) -> torch.Tensor:
-    """One row block's adjoint ``v = g + A^T v`` (``g (G, r, L)``) by :func:`adjoint_rows`, one coupling
-    group at a time; ``part = (D, J, b)`` and ``tap_part = (S, m, 2 m, J^2)`` as :func:`~hybrid_attention.backends.mcmc.meanfield.implicit` builds them."""
-    D, Js, b = part
-    out = torch.empty_like(g)
-    for gi in range(g.shape[0]):
-        Jg = Js[gi if Js.shape[0] > 1 else 0]
-        data = {"D": D[gi], "b": b[gi if b.shape[0] > 1 else 0].expand(g.shape[1], 1)}
-        J2g = None
-        if tap_part is not None:
-            S, m, two_m, J2 = tap_part
-            data.update(S=S[gi], m=m[gi], two_m=two_m[gi])
-            J2g = J2[gi if J2.shape[0] > 1 else 0]
+def _adjoint_map(J: torch.Tensor, J2: torch.Tensor | None):
+    """``width -> ((v, data) -> A^T v)`` of mean field's Jacobian ``A = diag(D) J`` (plus the Onsager term's
+    derivative for TAP, ``J2 = J^2``; ``data`` holds ``D``, ``b`` and, for TAP, ``S``, ``m``, ``two_m``)."""
 
-        def vjp(v: torch.Tensor, d: dict[str, torch.Tensor], Jg=Jg, J2g=J2g) -> torch.Tensor:
+    def at(L: int):
+        JL, J2L = J[:L, :L], None if J2 is None else J2[:L, :L]
+
+        def apply(v: torch.Tensor, d: dict[str, torch.Tensor]) -> torch.Tensor:
             w = v * d["D"]
-            o = w @ Jg
-            if tap_part is not None:
-                o.sub_(d["b"] * w * d["S"]).add_(d["b"] * d["two_m"] * ((w * d["m"]) @ J2g))
+            o = w @ JL
+            if J2L is not None:
+                o.sub_(d["b"] * w * d["S"]).add_(d["b"] * d["two_m"] * ((w * d["m"]) @ J2L))
             return o
 
-        jac = None if tap_part is not None else (lambda d, Jg=Jg: d["D"][:, :, None] * Jg)  # A = diag(D) J
-        out[gi], it = adjoint_rows(vjp, g[gi], data, jac, damping=damping, tol=tol, max_iter=max_iter)
+        return apply
+
+    return at
+
+
+def block_adjoint(
+    gs: list[torch.Tensor], parts: list[tuple], tap_parts: list[tuple] | None, damping, tol, max_iter, info
+):
+    """The row blocks' adjoints ``v = g + A^T v`` (``gs[k] (G, r_k, L_k)``) by :func:`adjoint_rows`, one coupling
+    group at a time (the blocks of a group together); ``parts[k] = (D, J, b)`` and ``tap_parts[k] = (S, m, 2 m, J^2)``
+    as :func:`~hybrid_attention.backends.mcmc.meanfield.implicit` builds them."""
+    out = [torch.empty_like(g) for g in gs]
+    tap = tap_parts is not None
+    widest = max(range(len(parts)), key=lambda k: parts[k][1].shape[-1])  # the blocks' J: leading blocks of its J
+    for gi in range(gs[0].shape[0]):
+        datas = []
+        for k, (D, _, b) in enumerate(parts):
+            d = {"D": D[gi], "b": _group(b, gi).expand(gs[k].shape[1], 1)}
+            if tap:
+                d.update(S=tap_parts[k][0][gi], m=tap_parts[k][1][gi], two_m=tap_parts[k][2][gi])
+            datas.append(d)
+        Jg = _group(parts[widest][1], gi)
+        vjp = _adjoint_map(Jg, _group(tap_parts[widest][3], gi) if tap else None)
+        jac = None if tap else (lambda d, L, Jg=Jg: d["D"][:, :, None] * Jg[:L, :L])  # A = diag(D) J
+        vs, it = adjoint_rows(
+            vjp, [g[gi] for g in gs], datas, ("D", "S", "m", "two_m"), jac, damping=damping, tol=tol, max_iter=max_iter
+        )
+        for o, v in zip(out, vs):
+            o[gi] = v
         info["backward_iterations"] = max(it, info.get("backward_iterations", 0))
     return out
+
+
+def _group(t: torch.Tensor, g: int) -> torch.Tensor:
+    """Group ``g`` of a tensor whose leading dimension is the coupling group (or 1: shared by all)."""
+    return t[g if t.shape[0] > 1 else 0]
