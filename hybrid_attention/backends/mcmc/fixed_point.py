@@ -33,7 +33,9 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["iterate_rows", "newton_free_energy", "solve_rows", "adjoint_rows", "block_adjoint", "SWITCH"]
+from .mf_newton import newton_free_energy
+
+__all__ = ["iterate_rows", "iterate_blocks", "newton_free_energy", "solve_rows", "SWITCH", "MERGE"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +55,7 @@ def iterate_rows(
     damping: float,
     tol: float,
     max_iter: int,
-    accelerate: bool = True,
+    accelerate: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The damped iteration ``x <- g = x + d (fmap(x) - x)``, accelerated (:func:`_secant`), with a stopping test per
     row: a row stops once ``max |fmap(x) - x| < tol``; its iterate is recorded then, and it leaves the batch once
@@ -134,6 +136,7 @@ def iterate_blocks(
     damping: float,
     tol: float,
     max_iter: int,
+    accelerate: bool,
 ) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """:func:`iterate_rows` on row blocks of different widths (one coupling matrix): each block alone for
     :data:`MERGE` iterations (most rows stop there, on their own block's narrow products), then the blocks' rows
@@ -144,13 +147,16 @@ def iterate_blocks(
         fmap: ``width -> map`` as :func:`iterate_rows` takes it, on the leading ``width`` spins.
         xs, datas: per block, the start ``(r_k, L_k)`` and the per-row data; ``wide``: the data keys of width ``L_k``
             (zero-padded when merged; the others are ``(r_k, 1)``).
-        damping, tol, max_iter: as :func:`iterate_rows`.
+        damping, tol, max_iter, accelerate: as :func:`iterate_rows`.
 
     Returns:
         per block, :func:`iterate_rows`'s ``(x, iterations, residual)``.
     """
     first = max_iter if len(xs) == 1 else min(max_iter, MERGE)
-    out = [iterate_rows(fmap(x.shape[1]), x, d, damping=damping, tol=tol, max_iter=first) for x, d in zip(xs, datas)]
+    out = [
+        iterate_rows(fmap(x.shape[1]), x, d, damping=damping, tol=tol, max_iter=first, accelerate=accelerate)
+        for x, d in zip(xs, datas)
+    ]
     late = [res >= tol for _, _, res in out]
     if first == max_iter or not any(bool(k.any()) for k in late):
         return out
@@ -162,7 +168,9 @@ def iterate_blocks(
         key: torch.cat([(pad if key in wide else lambda t: t)(datas[k][key].index_select(0, idx)) for k, idx in sel])
         for key in datas[0]
     }
-    x, count, res = iterate_rows(fmap(width), x, data, damping=damping, tol=tol, max_iter=max_iter - first)
+    x, count, res = iterate_rows(
+        fmap(width), x, data, damping=damping, tol=tol, max_iter=max_iter - first, accelerate=accelerate
+    )
     at = 0
     for k, idx in sel:
         (xk, ck, rk), end = out[k], at + len(idx)
@@ -171,92 +179,6 @@ def iterate_blocks(
         rk.index_copy_(0, idx, res[at:end])
         at = end
     return out
-
-
-def newton_free_energy(
-    m: torch.Tensor,
-    h: torch.Tensor,
-    J: torch.Tensor,
-    b: torch.Tensor,
-    mask: torch.Tensor | None,
-    *,
-    tol: float,
-    max_iter: int,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Newton's method on the naive mean-field free energy for a few rows (module docstring), float64.
-
-    Args:
-        m, h: ``(r, n)`` start and fields; J: ``(n, n)``; b: ``(r, 1)`` inverse temperatures; mask: ``(r, n)`` or None.
-        tol, max_iter: stop a row once ``max |f(m) - m| < tol``; at most ``max_iter`` Newton steps.
-
-    Returns:
-        ``(m (r, n), steps (r,), residual (r,))`` in ``m``'s dtype.
-    """
-    dt = m.dtype
-    m, h, J, b = m.double(), h.double(), J.double(), b.double()
-    mk = torch.ones_like(m) if mask is None else mask.double()
-    edge = 1 - 1e-15
-    count = torch.zeros(len(m), dtype=torch.long)
-    res = m.new_zeros(len(m))
-    rows = torch.arange(len(m))  # the rows still unconverged
-    for it in range(max_iter + 1):
-        x, hh, bb, kk = m[rows], h[rows], b[rows], mk[rows]
-        local = x @ J  # masked spins are 0: only active ones enter
-        r = (torch.tanh(bb * (hh + local)) * kk - x).abs().amax(-1)
-        res[rows] = r
-        rows, x, hh, bb, kk, local, r = (t[r >= tol] for t in (rows, x, hh, bb, kk, local, r))
-        if it == max_iter or not len(rows):
-            break
-        count[rows] += 1
-        x = x.clamp(-edge, edge) * kk
-        grad = (torch.atanh(x) / bb - hh - local) * kk  # dF/dm; zero at a fixed point
-        D = (bb * (1 - x * x)).clamp_min(1e-300)
-        hess = torch.diag_embed(torch.where(kk > 0, 1 / D, torch.ones_like(D))) - J * kk[:, :, None] * kk[:, None, :]
-        m[rows] = _line_search(x, _descent(hess, grad) * kk, grad, hh, J, bb, kk, r)
-    return m.to(dt), count, res.to(dt)
-
-
-def _descent(hess: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
-    """``-(H + s I)^-1 grad`` per row: Newton's step where the Hessian is positive definite (Cholesky), else with
-    the shift ``s`` that lifts its lowest eigenvalue to 1e-6 (a descent direction)."""
-    L, info = torch.linalg.cholesky_ex(hess)
-    dm = -torch.cholesky_solve(grad[..., None], L)[..., 0]
-    bad = info != 0
-    if bool(bad.any()):
-        lam, V = torch.linalg.eigh(hess[bad])
-        shift = (1e-6 - lam[:, :1]).clamp_min(0)
-        dm[bad] = -(V @ ((V.transpose(1, 2) @ grad[bad][..., None])[..., 0] / (lam + shift))[..., None])[..., 0]
-    return dm
-
-
-def _free_energy(m, h, J, b, mk) -> torch.Tensor:
-    """``F(m)`` per row (masked spins are 0 and carry no entropy)."""
-    p, q = ((1 + m) / 2).clamp_min(1e-300), ((1 - m) / 2).clamp_min(1e-300)
-    entropy = -((p * p.log() + q * q.log()) * mk).sum(-1)
-    return -(h * m).sum(-1) - 0.5 * ((m @ J) * m).sum(-1) - entropy / b[:, 0]
-
-
-def _line_search(m, dm, grad, h, J, b, mk, r) -> torch.Tensor:
-    """Armijo backtracking on the free energy: each row's step halved until ``F`` drops enough (40 times at most).
-    Near a minimum ``F`` changes by about the squared residual, below float64's resolution of ``F``: there a step
-    is also taken when ``F`` stays within that resolution and the residual ``r`` shrinks."""
-    edge = 1 - 1e-15
-    F0 = _free_energy(m, h, J, b, mk)
-    flat = 1e-13 * (1 + F0.abs())
-    slope = (grad * dm).sum(-1)
-    a = m.new_ones(len(m), 1)
-    new = m
-    for _ in range(40):
-        new = (m + a * dm).clamp(-edge, edge) * mk
-        F = _free_energy(new, h, J, b, mk)
-        ok = F <= F0 + 1e-4 * a[:, 0] * slope
-        if not bool(ok.all()):
-            r_new = (torch.tanh(b * (h + new @ J)) * mk - new).abs().amax(-1)
-            ok |= (F <= F0 + flat) & (r_new < r)
-        if bool(ok.all()):
-            break
-        a = torch.where(ok[:, None], a, a / 2)
-    return new
 
 
 def _mean_field_map(tap: bool, J: torch.Tensor, J2: torch.Tensor | None):
@@ -344,6 +266,7 @@ def solve_rows(
             damping=damping,
             tol=tol,
             max_iter=first,
+            accelerate=False,  # forward: see the module docstring
         )
         for (r, L), (x, count, rr), (_, _, hh, bb, mk) in zip(mine, solved, probs):
             spent += float(count.sum()) * L * L
@@ -368,112 +291,3 @@ def solve_rows(
                 iters = max(iters, int(count.max()))
                 res = max(res, float(rr.max()))
     return m, iters, res, {"work": spent / max(1, G * R * n * n), "newton_rows": newton}
-
-
-def adjoint_rows(
-    vjp: Callable[[int], Callable[[torch.Tensor, dict[str, torch.Tensor]], torch.Tensor]],
-    gs: list[torch.Tensor],
-    datas: list[dict[str, torch.Tensor]],
-    wide: tuple[str, ...],
-    jacobian: Callable[[dict[str, torch.Tensor], int], torch.Tensor] | None,
-    *,
-    damping: float,
-    tol: float,
-    max_iter: int,
-) -> tuple[list[torch.Tensor], int]:
-    """The adjoint systems ``v = g + A^T v`` of row blocks of one coupling matrix: the damped iteration
-    (:func:`iterate_blocks`) for :data:`SWITCH` steps, then a direct float64 solve of ``(I - A^T) v = g`` for the
-    rows still unconverged.
-
-    Args:
-        vjp: ``width -> ((v (r, L), data) -> A^T v)`` for the rows in ``data``.
-        gs: per block, the incoming gradient ``(r_k, L_k)``.
-        datas, wide: per block, the per-row tensors for ``vjp`` and ``jacobian``; the keys of width ``L_k``.
-        jacobian: ``(data, L) -> A (r, L, L)`` (only called for the stragglers), or ``None``: iterate up to
-            ``max_iter``.
-        tol, max_iter: a row stops once ``max |g + A^T v - v| < tol``; at most ``max_iter`` iterations.
-
-    Returns:
-        ``(v per block, iterations of the slowest row)``.
-    """
-    datas = [{**d, "g": g} for d, g in zip(datas, gs)]
-    first = max_iter if jacobian is None else min(max_iter, SWITCH)
-
-    def fmap(L: int):
-        A = vjp(L)
-        return lambda v, d: A(v, d).add_(d["g"])
-
-    solved = iterate_blocks(
-        fmap, [g.clone() for g in gs], datas, (*wide, "g"), damping=damping, tol=tol, max_iter=first
-    )
-    slowest = 0
-    for (v, count, res), d in zip(solved, datas):
-        late = res >= tol
-        if jacobian is not None and bool(late.any()) and max_iter > SWITCH:
-            d = {k: x[late] for k, x in d.items()}
-            A = jacobian(d, v.shape[1]).double()
-            eye = torch.eye(A.shape[-1], dtype=A.dtype)
-            sol, info = torch.linalg.solve_ex(eye - A.transpose(1, 2), d["g"].double()[..., None])
-            sol = sol[..., 0]
-            bad = (info != 0) | ~torch.isfinite(sol).all(-1)
-            if bool(bad.any()):  # no stable fixed point there: the one-step gradient, as the damped adjoint does
-                logger.warning(
-                    "mean-field adjoint: %d singular rows; using the one-step gradient there", int(bad.sum())
-                )
-                sol[bad] = d["g"][bad].double()
-            v[late] = sol.to(v.dtype)
-            count[late] += 1
-        slowest = max(slowest, int(count.max()) if count.numel() else 0)
-    return [v for v, _, _ in solved], slowest
-
-
-def _adjoint_map(J: torch.Tensor, J2: torch.Tensor | None):
-    """``width -> ((v, data) -> A^T v)`` of mean field's Jacobian ``A = diag(D) J`` (plus the Onsager term's
-    derivative for TAP, ``J2 = J^2``; ``data`` holds ``D``, ``b`` and, for TAP, ``S``, ``m``, ``two_m``)."""
-
-    def at(L: int):
-        JL, J2L = J[:L, :L], None if J2 is None else J2[:L, :L]
-
-        def apply(v: torch.Tensor, d: dict[str, torch.Tensor]) -> torch.Tensor:
-            w = v * d["D"]
-            o = w @ JL
-            if J2L is not None:
-                o.sub_(d["b"] * w * d["S"]).add_(d["b"] * d["two_m"] * ((w * d["m"]) @ J2L))
-            return o
-
-        return apply
-
-    return at
-
-
-def block_adjoint(
-    gs: list[torch.Tensor], parts: list[tuple], tap_parts: list[tuple] | None, damping, tol, max_iter, info
-):
-    """The row blocks' adjoints ``v = g + A^T v`` (``gs[k] (G, r_k, L_k)``) by :func:`adjoint_rows`, one coupling
-    group at a time (the blocks of a group together); ``parts[k] = (D, J, b)`` and ``tap_parts[k] = (S, m, 2 m, J^2)``
-    as :func:`~hybrid_attention.backends.mcmc.meanfield.implicit` builds them."""
-    out = [torch.empty_like(g) for g in gs]
-    tap = tap_parts is not None
-    widest = max(range(len(parts)), key=lambda k: parts[k][1].shape[-1])  # the blocks' J: leading blocks of its J
-    for gi in range(gs[0].shape[0]):
-        datas = []
-        for k, (D, _, b) in enumerate(parts):
-            d = {"D": D[gi], "b": _group(b, gi).expand(gs[k].shape[1], 1)}
-            if tap:
-                d.update(S=tap_parts[k][0][gi], m=tap_parts[k][1][gi], two_m=tap_parts[k][2][gi])
-            datas.append(d)
-        Jg = _group(parts[widest][1], gi)
-        vjp = _adjoint_map(Jg, _group(tap_parts[widest][3], gi) if tap else None)
-        jac = None if tap else (lambda d, L, Jg=Jg: d["D"][:, :, None] * Jg[:L, :L])  # A = diag(D) J
-        vs, it = adjoint_rows(
-            vjp, [g[gi] for g in gs], datas, ("D", "S", "m", "two_m"), jac, damping=damping, tol=tol, max_iter=max_iter
-        )
-        for o, v in zip(out, vs):
-            o[gi] = v
-        info["backward_iterations"] = max(it, info.get("backward_iterations", 0))
-    return out
-
-
-def _group(t: torch.Tensor, g: int) -> torch.Tensor:
-    """Group ``g`` of a tensor whose leading dimension is the coupling group (or 1: shared by all)."""
-    return t[g if t.shape[0] > 1 else 0]

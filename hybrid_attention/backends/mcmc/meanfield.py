@@ -34,7 +34,7 @@ from hybrid_attention.ising import IsingProblem
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
-from . import fixed_point
+from . import fixed_point, mf_adjoint
 
 __all__ = ["MeanFieldSampler", "mean_field"]
 
@@ -266,7 +266,7 @@ def implicit(
         vs = list(gs)
         if solver == "rows":
             info["backward_iterations"] = 0
-            vs = fixed_point.block_adjoint(gs, parts, taps if tap else None, damping, tol * scale, max_iter, info)
+            vs = mf_adjoint.block_adjoint(gs, parts, taps if tap else None, damping, tol * scale, max_iter, info)
         for it in range(1, max_iter + 1 if solver == "damped" else 1):
             info["backward_iterations"] = it
             news = [(1 - damping) * v + damping * (gk + vjp(v, k)) for k, (v, gk) in enumerate(zip(vs, gs))]
