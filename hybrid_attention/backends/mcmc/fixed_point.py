@@ -1,6 +1,7 @@
 """Fast fixed-point solves for mean field (``solver="rows"`` of
 :class:`~hybrid_attention.backends.mcmc.meanfield.MeanFieldSampler`): the forward equations ``m = f(m)`` and the
-implicit backward's adjoint system ``v = g + (df/dm)^T v``, each row (one Ising problem) with its own stopping test.
+implicit backward's adjoint system ``v = g + (df/dm)^T v`` (:mod:`.mf_adjoint`), each row (one Ising problem) with
+its own stopping test.
 
 The legacy solver (``solver="damped"``) runs the damped iteration ``m <- m + d (f(m) - m)`` on the whole batch until
 its largest residual is below ``tol``: every row pays for the slowest. In training the couplings grow and a few rows
@@ -8,27 +9,35 @@ become very slow (a Tiny Shakespeare run at T = 64: 5 iterations at initialisati
 unconverged, while most rows still converged in tens). Here:
 
 * the same damped iteration (same map, damping and start), but a row stops once its own residual
-  ``max_j |f(m)_j - m_j|`` is below ``tol`` and leaves the batch (compacted once :data:`COMPACT` of it has converged);
+  ``max_j |f(m)_j - m_j|`` is below ``tol`` and leaves the batch (compacted once :data:`COMPACT` of it has converged,
+  by integer gathers: boolean indexing and ``linalg.vector_norm`` cost several times the map on CPU);
+* causal row blocks (:func:`~hybrid_attention.backends.mcmc.meanfield.width_blocks`) iterate apart for :data:`MERGE`
+  iterations, then their unconverged rows as one zero-padded batch (:func:`iterate_blocks`): the slow rows' long
+  tail pays one iteration's fixed cost per step instead of one per block;
+* naive mean field evaluates ``tanh(z)`` as ``2 sigmoid(2 z) - 1`` (3-4x faster on CPU, equal within float eps);
 * rows of naive mean field still unconverged after :data:`SWITCH` iterations switch to Newton's method on the
-  mean-field free energy ``F(m) = -h.m - m.J.m / 2 - S(m) / beta`` (``S`` the binary entropy; its stationary points
-  are the fixed points), in float64, with the Hessian ``diag(1 / (beta (1 - m^2))) - J`` shifted to be positive
-  definite where it is not and an Armijo line search on ``F``: every step lowers ``F``. These rows are slow for any
-  first-order method: on the way to their fixed point the free energy is nearly flat along a collective flip of
-  several spins (an exploratory measurement at step 100 of that run: 9 rows of 4096 took the damped iteration 1600-1900 steps and
-  Gauss-Seidel sweeps 400, to a well conditioned fixed point that Newton reached in 17 steps, within 6e-5);
-* the adjoint's stragglers are solved directly (``(I - A^T) v = g`` per row, float64 LU).
+  mean-field free energy (:mod:`.mf_newton`). These rows are slow for any first-order method: on the way to their
+  fixed point the free energy is nearly flat along a collective flip of several spins (an exploratory measurement at
+  step 100 of that run: 9 rows of 4096 took the damped iteration 1600-1900 steps and Gauss-Seidel sweeps 400, to a
+  well conditioned fixed point that Newton reached in 17 steps, within 6e-5);
+* the adjoint iterates with a secant step (:func:`_secant`, Anderson acceleration with memory 1); its stragglers are
+  solved directly (``(I - A^T) v = g`` per row, float64 LU).
 
 Descent keeps the fixed point the damped iteration heads for in most rows, but where the free energy has several
-minima (strong couplings) a row can settle in another one. Anderson acceleration was tried in exploration and dropped:
-on these problems it left the damped iteration's basin in about 2 % of the rows, and its per-row least squares cost
-several times the map itself.
+minima (strong couplings) a row can settle in another one. Acceleration of the forward iteration: full Anderson was
+tried in an earlier exploration and dropped (it left the damped iteration's basin in about 2 % of the rows, and its
+per-row least squares cost several times the map). The secant step of :func:`_secant` with its coefficient clipped to
+``[-1, 1]`` kept every row's fixed point in an exploratory test on training checkpoints (T = 64 steps 60, 100, 150 and
+T = 128 step 60: no row moved by 1e-2, against 93 of 4096 rows clipped at 1.5 and 101-778 unclipped) and cut the
+mean iterations per row by a third, but the rows it still left unconverged took Newton longer: the forward solve at
+T = 128 steps 100 and 200 became 1.3-1.8x slower. So the forward iteration is not accelerated (``accelerate`` of
+:func:`iterate_rows` is off there); the adjoint, a linear system whose solution the step cannot change, is.
 
 Warm start: the solve may start from any guess (``start``); the stopping test alone decides when a row is done.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 import torch
@@ -36,8 +45,6 @@ import torch
 from .mf_newton import newton_free_energy
 
 __all__ = ["iterate_rows", "iterate_blocks", "newton_free_energy", "solve_rows", "SWITCH", "MERGE"]
-
-logger = logging.getLogger(__name__)
 
 #: compact the batch once this fraction of its rows has converged
 COMPACT = 0.25
@@ -116,10 +123,7 @@ def _secant(g: torch.Tensor, step: torch.Tensor, g_prev: torch.Tensor, step_prev
     """One step of Anderson acceleration with memory 1 (a secant step), per row: ``g - c (g - g_prev)`` with
     ``c = <dr, r> / <dr, dr>`` (``r = fmap(x) - x``, ``dr`` its change), the coefficient that minimises the
     linearised next residual, clipped to ``[-1, 1]``: between the last two damped iterates or at most one step
-    beyond. Measured on mean-field rows of training (Tiny Shakespeare, T = 64 and 128, steps 60-150): the mean
-    iterations per row drop by a third (the slowest rows' by more), and every row stays at the fixed point the plain
-    iteration reaches (within 1e-2 where 1e-9 separates); unclipped, or clipped at 1.5, up to 20 % of rows go to
-    another fixed point or cycle."""
+    beyond (the module docstring: where it is used and why)."""
     dr = step - step_prev
     c = (torch.linalg.vecdot(dr, step) / torch.linalg.vecdot(dr, dr).clamp_min(torch.finfo(dr.dtype).tiny)).clamp_(
         -1, 1

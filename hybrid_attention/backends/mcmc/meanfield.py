@@ -224,7 +224,7 @@ def implicit(
     (each problem's Jacobian is ``diag(beta (1 - f^2)) J`` for naive mean field, plus the Onsager term's derivative
     for TAP), in the forward iteration's row ``blocks`` (:func:`width_blocks`, or ``None``); ``v`` then flows into
     ``theta`` through one differentiable step ``f(m*, theta)``. ``solver="rows"``: each row stops on its own and
-    the stragglers are solved directly (:func:`.fixed_point.adjoint_rows`; naive mean field)."""
+    the stragglers are solved directly (:func:`.mf_adjoint.adjoint_rows`, secant-accelerated; naive mean field)."""
     m = update(m_star, h, J, mask, tap, b)  # one step with the graph to theta (value = m* at convergence)
     with torch.no_grad():
         f = m.detach()
