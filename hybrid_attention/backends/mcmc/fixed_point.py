@@ -65,8 +65,8 @@ def iterate_rows(
     accelerate: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The damped iteration ``x <- g = x + d (fmap(x) - x)``, optionally accelerated (:func:`_secant`), with a
-    stopping test per row: a row stops once ``max |fmap(x) - x| < tol``; its iterate is recorded then, and it leaves the batch once
-    :data:`COMPACT` of the batch has stopped (until then it keeps iterating, its later iterates unused).
+    stopping test per row: a row stops once ``max |fmap(x) - x| < tol``; its iterate is recorded then, and it leaves
+    the batch once :data:`COMPACT` of the batch has stopped (until then it keeps iterating, its later iterates unused).
 
     Args:
         fmap: ``(x (r, n), data) -> (r, n)``, applied to the rows still in the batch (``data`` holds their rows).
