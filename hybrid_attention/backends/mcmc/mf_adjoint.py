@@ -30,8 +30,7 @@ def adjoint_rows(
 ) -> tuple[list[torch.Tensor], int]:
     """The adjoint systems ``v = g + A^T v`` of row blocks of one coupling matrix: the damped iteration
     (:func:`~.fixed_point.iterate_blocks`) for :data:`~.fixed_point.SWITCH` steps, then a direct float64 solve of
-    ``(I - A^T) v = g`` for the
-    rows still unconverged.
+    ``(I - A^T) v = g`` for the rows still unconverged.
 
     Args:
         vjp: ``width -> ((v (r, L), data) -> A^T v)`` for the rows in ``data``.
