@@ -44,24 +44,29 @@ ARMS = {
 RANGES = ((0, 10), (10, 60), (60, 160), (160, 360), (360, 500))
 
 
-def _run(arm: list[str], T: int, steps: int, out: str) -> float:
-    """Per-step seconds of one CLI run (its own clock over ``steps`` steps, evaluation excluded)."""
+def _run(arm: list[str], T: int, steps: int, out: str, tree: str | None = None) -> float:
+    """Per-step seconds of one CLI run (its own clock over ``steps`` steps, evaluation excluded); ``tree``: run
+    another checkout's code (``PYTHONPATH=tree``), else this one's."""
     argv = [*arm, "--block-size", str(T), "--steps", str(steps), "--eval-interval", str(steps)]
     argv += ["--eval-size", "256", "--no-progress", "--threads", "1", "--out", out]
-    subprocess.run([sys.executable, "-m", "hybrid_attention.apps", "train", *argv], check=True, capture_output=True)
+    env = None if tree is None else {**os.environ, "PYTHONPATH": tree}
+    cmd = [sys.executable, "-m", "hybrid_attention.apps", "train", *argv]
+    subprocess.run(cmd, check=True, capture_output=True, env=env, cwd=tree)
     metrics = json.loads((Path(out) / "metrics.json").read_text())
     return metrics["elapsed_s"] / metrics["step"]
 
 
 def runs(args: argparse.Namespace) -> None:
-    arms = {name: arm for name, arm in ARMS.items() if name.split()[-1].strip("()") in args.arms}
+    arms = {name: (arm, None) for name, arm in ARMS.items() if name.split()[-1].strip("()") in args.arms}
+    if args.base_tree:  # the default arm on another checkout's code (before/after a change, interleaved)
+        arms[f"meanfield rows (default) at {args.base_tree}"] = (ARMS["meanfield rows (default)"], args.base_tree)
     per: dict[str, list[float]] = {name: [] for name in arms}
     print(f"# T = {args.block_size}, {args.steps} steps, {args.reps} repetitions; load {os.getloadavg()}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(args.reps):
-            for i, (name, arm) in enumerate(arms.items()):
+            for i, (name, (arm, tree)) in enumerate(arms.items()):
                 t0 = time.perf_counter()
-                per[name].append(_run(arm, args.block_size, args.steps, os.path.join(tmp, f"{rep}-{i}")))
+                per[name].append(_run(arm, args.block_size, args.steps, os.path.join(tmp, f"{rep}-{i}"), tree))
                 print(
                     f"rep {rep} {name}: {per[name][-1] * 1e3:.1f} ms/step ({time.perf_counter() - t0:.0f} s)",
                     flush=True,
@@ -245,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument(
         "--arms", nargs="+", default=["softmax", "default", "legacy"], help="softmax, default (rows), legacy (damped)"
     )
+    r.add_argument("--base-tree", default=None, help="also run the default arm on this checkout's code (before/after)")
     t.add_argument("--solver", choices=("rows", "damped"), default="rows")
     t.add_argument("--json", default=None, help="write the per-step log here")
     args = p.parse_args(argv)

@@ -1,6 +1,7 @@
 """Fast fixed-point solves for mean field (``solver="rows"`` of
 :class:`~hybrid_attention.backends.mcmc.meanfield.MeanFieldSampler`): the forward equations ``m = f(m)`` and the
-implicit backward's adjoint system ``v = g + (df/dm)^T v``, each row (one Ising problem) with its own stopping test.
+implicit backward's adjoint system ``v = g + (df/dm)^T v`` (:mod:`.mf_adjoint`), each row (one Ising problem) with
+its own stopping test.
 
 The legacy solver (``solver="damped"``) runs the damped iteration ``m <- m + d (f(m) - m)`` on the whole batch until
 its largest residual is below ``tol``: every row pays for the slowest. In training the couplings grow and a few rows
@@ -8,39 +9,49 @@ become very slow (a Tiny Shakespeare run at T = 64: 5 iterations at initialisati
 unconverged, while most rows still converged in tens). Here:
 
 * the same damped iteration (same map, damping and start), but a row stops once its own residual
-  ``max_j |f(m)_j - m_j|`` is below ``tol`` and leaves the batch (compacted once :data:`COMPACT` of it has converged);
+  ``max_j |f(m)_j - m_j|`` is below ``tol`` and leaves the batch (compacted once :data:`COMPACT` of it has converged,
+  by integer gathers: boolean indexing and ``linalg.vector_norm`` cost several times the map on CPU);
+* causal row blocks (:func:`~hybrid_attention.backends.mcmc.meanfield.width_blocks`) iterate apart for :data:`MERGE`
+  iterations, then their unconverged rows as one zero-padded batch (:func:`iterate_blocks`): the slow rows' long
+  tail pays one iteration's fixed cost per step instead of one per block;
+* naive mean field evaluates ``tanh(z)`` as ``2 sigmoid(2 z) - 1`` (3-4x faster on CPU, equal within float eps);
 * rows of naive mean field still unconverged after :data:`SWITCH` iterations switch to Newton's method on the
-  mean-field free energy ``F(m) = -h.m - m.J.m / 2 - S(m) / beta`` (``S`` the binary entropy; its stationary points
-  are the fixed points), in float64, with the Hessian ``diag(1 / (beta (1 - m^2))) - J`` shifted to be positive
-  definite where it is not and an Armijo line search on ``F``: every step lowers ``F``. These rows are slow for any
-  first-order method: on the way to their fixed point the free energy is nearly flat along a collective flip of
-  several spins (an exploratory measurement at step 100 of that run: 9 rows of 4096 took the damped iteration 1600-1900 steps and
-  Gauss-Seidel sweeps 400, to a well conditioned fixed point that Newton reached in 17 steps, within 6e-5);
-* the adjoint's stragglers are solved directly (``(I - A^T) v = g`` per row, float64 LU).
+  mean-field free energy (:mod:`.mf_newton`). These rows are slow for any first-order method: on the way to their
+  fixed point the free energy is nearly flat along a collective flip of several spins (an exploratory measurement at
+  step 100 of that run: 9 rows of 4096 took the damped iteration 1600-1900 steps and Gauss-Seidel sweeps 400, to a
+  well conditioned fixed point that Newton reached in 17 steps, within 6e-5);
+* the adjoint iterates with a secant step (:func:`_secant`, Anderson acceleration with memory 1); its stragglers are
+  solved directly (``(I - A^T) v = g`` per row, float64 LU).
 
 Descent keeps the fixed point the damped iteration heads for in most rows, but where the free energy has several
-minima (strong couplings) a row can settle in another one. Anderson acceleration was tried in exploration and dropped:
-on these problems it left the damped iteration's basin in about 2 % of the rows, and its per-row least squares cost
-several times the map itself.
+minima (strong couplings) a row can settle in another one. Acceleration of the forward iteration: full Anderson was
+tried in an earlier exploration and dropped (it left the damped iteration's basin in about 2 % of the rows, and its
+per-row least squares cost several times the map). The secant step of :func:`_secant` with its coefficient clipped to
+``[-1, 1]`` kept every row's fixed point in an exploratory test on training checkpoints (T = 64 steps 60, 100, 150 and
+T = 128 step 60: no row moved by 1e-2, against 93 of 4096 rows clipped at 1.5 and 101-778 unclipped) and cut the
+mean iterations per row by a third, but the rows it still left unconverged took Newton longer: the forward solve at
+T = 128 steps 100 and 200 became 1.3-1.8x slower. So the forward iteration is not accelerated (``accelerate`` of
+:func:`iterate_rows` is off there); the adjoint, a linear system whose solution the step cannot change, is.
 
 Warm start: the solve may start from any guess (``start``); the stopping test alone decides when a row is done.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 import torch
 
-__all__ = ["iterate_rows", "newton_free_energy", "solve_rows", "adjoint_rows", "block_adjoint", "SWITCH"]
+from .mf_newton import newton_free_energy
 
-logger = logging.getLogger(__name__)
+__all__ = ["iterate_rows", "iterate_blocks", "newton_free_energy", "solve_rows", "SWITCH", "MERGE"]
 
 #: compact the batch once this fraction of its rows has converged
 COMPACT = 0.25
 #: iterations before the rows still unconverged switch to Newton (forward) or a direct solve (adjoint)
 SWITCH = 50
+#: iterations of each row block on its own before the blocks' unconverged rows iterate on as one batch
+MERGE = 8
 
 
 def iterate_rows(
@@ -51,15 +62,18 @@ def iterate_rows(
     damping: float,
     tol: float,
     max_iter: int,
+    accelerate: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The damped iteration ``x <- x + d (fmap(x) - x)`` with a stopping test per row: a row stops once
-    ``max |fmap(x) - x| < tol`` and leaves the batch (compacted once :data:`COMPACT` of it has converged).
+    """The damped iteration ``x <- g = x + d (fmap(x) - x)``, optionally accelerated (:func:`_secant`), with a
+    stopping test per row: a row stops once ``max |fmap(x) - x| < tol``; its iterate is recorded then, and it leaves
+    the batch once :data:`COMPACT` of the batch has stopped (until then it keeps iterating, its later iterates unused).
 
     Args:
-        fmap: ``(x (r, n), data) -> (r, n)``, applied to the rows still iterating (``data`` holds their rows).
+        fmap: ``(x (r, n), data) -> (r, n)``, applied to the rows still in the batch (``data`` holds their rows).
         x: ``(R, n)`` start.
         data: per-row tensors ``(R, ...)`` that ``fmap`` reads (gathered with the rows when the batch is compacted).
         damping, tol, max_iter: the step ``d``, the stopping tolerance, the iterations at most.
+        accelerate: the secant step of :func:`_secant` (else the plain damped iteration).
 
     Returns:
         ``(x (R, n), iterations (R,), residual (R,))``: each converged row at the iterate whose residual passed the
@@ -67,129 +81,126 @@ def iterate_rows(
     """
     R, n = x.shape
     out, res = x.clone(), x.new_full((R,), float("inf"))
-    count = torch.zeros(R, dtype=torch.long)
+    count = torch.full((R,), max_iter, dtype=torch.long)
+    if R == 0 or n == 0:  # nothing to solve: every row passes at the first test
+        return out, count.fill_(1), res.zero_()
     rows = torch.arange(R)
-    live = torch.ones(R, dtype=torch.bool)  # rows still iterating (converged ones wait in the batch to be dropped)
-    r = x.new_zeros(R)
+    live = torch.ones(R, dtype=torch.bool)  # rows not yet stopped (stopped ones iterate on until compaction)
+    left, size = R, R
+    r, prev = res, None
     for it in range(1, max_iter + 1):
-        step = fmap(x, data).sub_(x)
-        r = step.abs().amax(-1) if n else step.new_zeros(len(x))
-        done = (r < tol) & live
-        if bool(done.any()):
-            gone = rows[done]
-            out[gone], count[gone], res[gone] = x[done], it, r[done]
-            live &= ~done
-            if not bool(live.any()):
+        fx = fmap(x, data)
+        step = fx - x
+        r = step.abs().amax(-1)  # (a row-wise inf-norm; linalg.vector_norm is 15x slower on CPU)
+        done = (r < tol).logical_and_(live)
+        stopped = int(done.sum())
+        if stopped:  # integer gathers: index_select is several times faster than boolean or advanced indexing
+            idx = done.nonzero().squeeze(1)
+            gone = rows.index_select(0, idx)
+            out.index_copy_(0, gone, x.index_select(0, idx))
+            count.index_fill_(0, gone, it)
+            res.index_copy_(0, gone, r.index_select(0, idx))
+            left -= stopped
+            if not left:
                 return out, count, res
-            if int((~live).sum()) >= COMPACT * len(rows):  # drop the converged rows
-                rows, x, step, r = rows[live], x[live], step[live], r[live]
-                data = {k: v[live] for k, v in data.items()}
-                live = live[live]
-        step.mul_(damping)
-        if not bool(live.all()):
-            step.mul_(live[:, None])  # converged rows keep the iterate that passed
-        x = x + step
-    out[rows[live]], count[rows[live]], res[rows[live]] = x[live], max_iter, r[live]
+            live.index_fill_(0, idx, False)
+            if size - left >= COMPACT * size:  # drop the stopped rows
+                keep = live.nonzero().squeeze(1)
+                rows, x, fx, step, r = (t.index_select(0, keep) for t in (rows, x, fx, step, r))
+                prev = None if prev is None else tuple(t.index_select(0, keep) for t in prev)
+                data = {k: v.index_select(0, keep) for k, v in data.items()}
+                live, size = live.index_select(0, keep), left
+        g = fx if damping == 1 else torch.add(x, step, alpha=damping)
+        x, prev = (g if prev is None else _secant(g, step, *prev)), ((g, step) if accelerate else None)
+    keep = live.nonzero().squeeze(1)
+    gone = rows.index_select(0, keep)
+    out.index_copy_(0, gone, x.index_select(0, keep))
+    res.index_copy_(0, gone, r.index_select(0, keep))
     return out, count, res
 
 
-def newton_free_energy(
-    m: torch.Tensor,
-    h: torch.Tensor,
-    J: torch.Tensor,
-    b: torch.Tensor,
-    mask: torch.Tensor | None,
+def _secant(g: torch.Tensor, step: torch.Tensor, g_prev: torch.Tensor, step_prev: torch.Tensor) -> torch.Tensor:
+    """One step of Anderson acceleration with memory 1 (a secant step), per row: ``g - c (g - g_prev)`` with
+    ``c = <dr, r> / <dr, dr>`` (``r = fmap(x) - x``, ``dr`` its change), the coefficient that minimises the
+    linearised next residual, clipped to ``[-1, 1]``: between the last two damped iterates or at most one step
+    beyond (the module docstring: where it is used and why)."""
+    dr = step - step_prev
+    c = (torch.linalg.vecdot(dr, step) / torch.linalg.vecdot(dr, dr).clamp_min(torch.finfo(dr.dtype).tiny)).clamp_(
+        -1, 1
+    )
+    return torch.addcmul(g, c[:, None], g - g_prev, value=-1)
+
+
+def iterate_blocks(
+    fmap: Callable[[int], Callable[[torch.Tensor, dict[str, torch.Tensor]], torch.Tensor]],
+    xs: list[torch.Tensor],
+    datas: list[dict[str, torch.Tensor]],
+    wide: tuple[str, ...],
     *,
+    damping: float,
     tol: float,
     max_iter: int,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Newton's method on the naive mean-field free energy for a few rows (module docstring), float64.
+    accelerate: bool,
+) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """:func:`iterate_rows` on row blocks of different widths (one coupling matrix): each block alone for
+    :data:`MERGE` iterations (most rows stop there, on their own block's narrow products), then the blocks' rows
+    still unconverged as one batch at the widest of their widths, zero-padded (padded spins are masked: the map
+    keeps them at 0), so that the long tail of slow rows costs one iteration's overhead per step, not one per block.
 
     Args:
-        m, h: ``(r, n)`` start and fields; J: ``(n, n)``; b: ``(r, 1)`` inverse temperatures; mask: ``(r, n)`` or None.
-        tol, max_iter: stop a row once ``max |f(m) - m| < tol``; at most ``max_iter`` Newton steps.
+        fmap: ``width -> map`` as :func:`iterate_rows` takes it, on the leading ``width`` spins.
+        xs, datas: per block, the start ``(r_k, L_k)`` and the per-row data; ``wide``: the data keys of width ``L_k``
+            (zero-padded when merged; the others are ``(r_k, 1)``).
+        damping, tol, max_iter, accelerate: as :func:`iterate_rows`.
 
     Returns:
-        ``(m (r, n), steps (r,), residual (r,))`` in ``m``'s dtype.
+        per block, :func:`iterate_rows`'s ``(x, iterations, residual)``.
     """
-    dt = m.dtype
-    m, h, J, b = m.double(), h.double(), J.double(), b.double()
-    mk = torch.ones_like(m) if mask is None else mask.double()
-    edge = 1 - 1e-15
-    count = torch.zeros(len(m), dtype=torch.long)
-    res = m.new_zeros(len(m))
-    rows = torch.arange(len(m))  # the rows still unconverged
-    for it in range(max_iter + 1):
-        x, hh, bb, kk = m[rows], h[rows], b[rows], mk[rows]
-        local = x @ J  # masked spins are 0: only active ones enter
-        r = (torch.tanh(bb * (hh + local)) * kk - x).abs().amax(-1)
-        res[rows] = r
-        rows, x, hh, bb, kk, local, r = (t[r >= tol] for t in (rows, x, hh, bb, kk, local, r))
-        if it == max_iter or not len(rows):
-            break
-        count[rows] += 1
-        x = x.clamp(-edge, edge) * kk
-        grad = (torch.atanh(x) / bb - hh - local) * kk  # dF/dm; zero at a fixed point
-        D = (bb * (1 - x * x)).clamp_min(1e-300)
-        hess = torch.diag_embed(torch.where(kk > 0, 1 / D, torch.ones_like(D))) - J * kk[:, :, None] * kk[:, None, :]
-        m[rows] = _line_search(x, _descent(hess, grad) * kk, grad, hh, J, bb, kk, r)
-    return m.to(dt), count, res.to(dt)
-
-
-def _descent(hess: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
-    """``-(H + s I)^-1 grad`` per row: Newton's step where the Hessian is positive definite (Cholesky), else with
-    the shift ``s`` that lifts its lowest eigenvalue to 1e-6 (a descent direction)."""
-    L, info = torch.linalg.cholesky_ex(hess)
-    dm = -torch.cholesky_solve(grad[..., None], L)[..., 0]
-    bad = info != 0
-    if bool(bad.any()):
-        lam, V = torch.linalg.eigh(hess[bad])
-        shift = (1e-6 - lam[:, :1]).clamp_min(0)
-        dm[bad] = -(V @ ((V.transpose(1, 2) @ grad[bad][..., None])[..., 0] / (lam + shift))[..., None])[..., 0]
-    return dm
-
-
-def _free_energy(m, h, J, b, mk) -> torch.Tensor:
-    """``F(m)`` per row (masked spins are 0 and carry no entropy)."""
-    p, q = ((1 + m) / 2).clamp_min(1e-300), ((1 - m) / 2).clamp_min(1e-300)
-    entropy = -((p * p.log() + q * q.log()) * mk).sum(-1)
-    return -(h * m).sum(-1) - 0.5 * ((m @ J) * m).sum(-1) - entropy / b[:, 0]
-
-
-def _line_search(m, dm, grad, h, J, b, mk, r) -> torch.Tensor:
-    """Armijo backtracking on the free energy: each row's step halved until ``F`` drops enough (40 times at most).
-    Near a minimum ``F`` changes by about the squared residual, below float64's resolution of ``F``: there a step
-    is also taken when ``F`` stays within that resolution and the residual ``r`` shrinks."""
-    edge = 1 - 1e-15
-    F0 = _free_energy(m, h, J, b, mk)
-    flat = 1e-13 * (1 + F0.abs())
-    slope = (grad * dm).sum(-1)
-    a = m.new_ones(len(m), 1)
-    new = m
-    for _ in range(40):
-        new = (m + a * dm).clamp(-edge, edge) * mk
-        F = _free_energy(new, h, J, b, mk)
-        ok = F <= F0 + 1e-4 * a[:, 0] * slope
-        if not bool(ok.all()):
-            r_new = (torch.tanh(b * (h + new @ J)) * mk - new).abs().amax(-1)
-            ok |= (F <= F0 + flat) & (r_new < r)
-        if bool(ok.all()):
-            break
-        a = torch.where(ok[:, None], a, a / 2)
-    return new
+    first = max_iter if len(xs) == 1 else min(max_iter, MERGE)
+    out = [
+        iterate_rows(fmap(x.shape[1]), x, d, damping=damping, tol=tol, max_iter=first, accelerate=accelerate)
+        for x, d in zip(xs, datas)
+    ]
+    late = [res >= tol for _, _, res in out]
+    if first == max_iter or not any(bool(k.any()) for k in late):
+        return out
+    sel = [(k, idx) for k, idx in enumerate(t.nonzero().squeeze(1) for t in late) if len(idx)]
+    width = max(out[k][0].shape[1] for k, _ in sel)
+    pad = lambda t: torch.nn.functional.pad(t, (0, width - t.shape[1]))  # noqa: E731
+    x = torch.cat([pad(out[k][0].index_select(0, idx)) for k, idx in sel])
+    data = {
+        key: torch.cat([(pad if key in wide else lambda t: t)(datas[k][key].index_select(0, idx)) for k, idx in sel])
+        for key in datas[0]
+    }
+    x, count, res = iterate_rows(
+        fmap(width), x, data, damping=damping, tol=tol, max_iter=max_iter - first, accelerate=accelerate
+    )
+    at = 0
+    for k, idx in sel:
+        (xk, ck, rk), end = out[k], at + len(idx)
+        xk.index_copy_(0, idx, x[at:end, : xk.shape[1]])
+        ck.index_copy_(0, idx, count[at:end] + first)
+        rk.index_copy_(0, idx, res[at:end])
+        at = end
+    return out
 
 
 def _mean_field_map(tap: bool, J: torch.Tensor, J2: torch.Tensor | None):
-    """``f(m)`` on a block of rows: ``data`` holds ``h``, ``b`` (``(r, 1)``) and ``mask`` (or no mask)."""
+    """``f(m)`` on a block of rows: ``data`` holds ``h`` and, for TAP, ``b`` (``(r, 1)``) and ``mask`` (or no mask);
+    for naive mean field ``b2 = 2 b`` and, with a mask, ``mask2 = 2 mask``, ``nmask = -mask``: it evaluates
+    ``tanh(z) = 2 sigmoid(2 z) - 1`` (about 3x faster than ``tanh`` on CPU, within a few float eps of it in absolute
+    value, which is what the stopping test measures)."""
 
     def fmap(m: torch.Tensor, data: dict[str, torch.Tensor]) -> torch.Tensor:
-        field = (m @ J).add_(data["h"])
+        field = torch.addmm(data["h"], m, J)
         mask = data.get("mask")
         if tap:
             q = 1 - m * m if mask is None else (1 - m * m) * mask
             field.sub_(data["b"] * m * (q @ J2))
-        out = field.mul_(data["b"]).tanh_()
-        return out if mask is None else out.mul_(mask)
+            out = field.mul_(data["b"]).tanh_()
+            return out if mask is None else out.mul_(mask)
+        s = field.mul_(data["b2"]).sigmoid_()
+        return s.mul_(2).sub_(1) if "mask2" not in data else torch.addcmul(data["nmask"], s, data["mask2"])
 
     return fmap
 
@@ -208,6 +219,21 @@ def _take(t: torch.Tensor | None, g: int, r: torch.Tensor | None, L: int) -> tor
         return None
     t = t[g] if t.shape[0] > 1 else t[0]
     return (t if r is None else t[r])[:, :L]
+
+
+def _block(h, mask, b, start, g: int, r, L: int, tap: bool):
+    """One row block's start, map data, fields, inverse temperatures ``(r, 1)`` and mask (or ``None``)."""
+    hh, mk = _take(h, g, r, L), _take(mask, g, r, L)
+    bb = b[g] if b.shape[0] > 1 else b[0]
+    bb = (bb if r is None else bb[r]).expand(len(hh), 1)
+    x0 = torch.tanh(bb * hh) if start is None else _take(start, g, r, L).clamp(-1, 1)
+    if mk is not None:
+        x0 = x0 * mk
+    if tap:
+        data = {"h": hh, "b": bb} | ({} if mk is None else {"mask": mk})
+    else:
+        data = {"h": hh, "b2": 2 * bb} | ({} if mk is None else {"mask2": 2 * mk, "nmask": -mk})
+    return x0, data, hh, bb, mk
 
 
 def solve_rows(
@@ -229,103 +255,43 @@ def solve_rows(
     G, R, n = h.shape
     m = h.new_zeros(h.shape)
     iters, res, spent, newton = 0, 0.0, 0.0, 0
-    for g, r, L in _parts(h, J, mask, b, blocks):
-        hh, mk = _take(h, g, r, L), _take(mask, g, r, L)
-        bb = b[g] if b.shape[0] > 1 else b[0]
-        bb = (bb if r is None else bb[r]).expand(len(hh), 1)
-        Jg = J[g if J.shape[0] > 1 else 0, :L, :L]
-        x0 = torch.tanh(bb * hh) if start is None else _take(start, g, r, L).clamp(-1, 1)
-        if mk is not None:
-            x0 = x0 * mk
-        data = {"h": hh, "b": bb} | ({} if mk is None else {"mask": mk})
-        fmap = _mean_field_map(tap, Jg, Jg * Jg if tap else None)
+    parts = _parts(h, J, mask, b, blocks)
+    for g in sorted({p[0] for p in parts}):
+        mine = [(r, L) for gg, r, L in parts if gg == g]
+        Jg = J[g if J.shape[0] > 1 else 0]
+        probs = [_block(h, mask, b, start, g, r, L, tap) for r, L in mine]
         first = max_iter if tap else min(max_iter, SWITCH)
-        x, count, rr = iterate_rows(fmap, x0, data, damping=damping, tol=tol, max_iter=first)
-        spent += float(count.sum()) * L * L
-        late = rr >= tol
-        if bool(late.any()) and not tap and max_iter > SWITCH:  # the stragglers: Newton on the free energy
-            newton += int(late.sum())
-            d = {k: v[late] for k, v in data.items()}
-            x[late], steps, rr[late] = newton_free_energy(
-                x[late], d["h"], Jg, d["b"], d.get("mask"), tol=tol / 4, max_iter=max_iter - SWITCH
-            )
-            count[late] += steps
-        if r is None:
-            m[g, :, :L] = x
-        else:
-            m[g, r, :L] = x
-        if count.numel():
-            iters = max(iters, int(count.max()))
-            res = max(res, float(rr.max()))
+        fmap = lambda L, Jg=Jg: _mean_field_map(tap, Jg[:L, :L], Jg[:L, :L] ** 2 if tap else None)  # noqa: E731
+        solved = iterate_blocks(
+            fmap,
+            [p[0] for p in probs],
+            [p[1] for p in probs],
+            ("h", "mask", "mask2", "nmask"),
+            damping=damping,
+            tol=tol,
+            max_iter=first,
+            accelerate=False,  # forward: see the module docstring
+        )
+        for (r, L), (x, count, rr), (_, _, hh, bb, mk) in zip(mine, solved, probs):
+            spent += float(count.sum()) * L * L
+            late = rr >= tol
+            if bool(late.any()) and not tap and max_iter > SWITCH:  # the stragglers: Newton on the free energy
+                newton += int(late.sum())
+                x[late], steps, rr[late] = newton_free_energy(
+                    x[late],
+                    hh[late],
+                    Jg[:L, :L],
+                    bb[late],
+                    None if mk is None else mk[late],
+                    tol=tol / 4,
+                    max_iter=max_iter - SWITCH,
+                )
+                count[late] += steps
+            if r is None:
+                m[g, :, :L] = x
+            else:
+                m[g, r, :L] = x
+            if count.numel():
+                iters = max(iters, int(count.max()))
+                res = max(res, float(rr.max()))
     return m, iters, res, {"work": spent / max(1, G * R * n * n), "newton_rows": newton}
-
-
-def adjoint_rows(
-    vjp: Callable[[torch.Tensor, dict[str, torch.Tensor]], torch.Tensor],
-    g: torch.Tensor,
-    data: dict[str, torch.Tensor],
-    jacobian: Callable[[dict[str, torch.Tensor]], torch.Tensor] | None,
-    *,
-    damping: float,
-    tol: float,
-    max_iter: int,
-) -> tuple[torch.Tensor, int]:
-    """The adjoint system ``v = g + A^T v`` of one block of rows: the damped iteration (:func:`iterate_rows`) for
-    :data:`SWITCH` steps, then a direct float64 solve of ``(I - A^T) v = g`` for the rows still unconverged.
-
-    Args:
-        vjp: ``(v (r, n), data) -> A^T v`` for the rows in ``data``.
-        g: ``(R, n)`` the incoming gradient.
-        data: per-row tensors ``(R, ...)`` for ``vjp`` and ``jacobian``.
-        jacobian: ``data -> A (r, n, n)`` (only called for the stragglers), or ``None``: iterate up to ``max_iter``.
-        tol, max_iter: a row stops once ``max |g + A^T v - v| < tol``; at most ``max_iter`` iterations.
-
-    Returns:
-        ``(v (R, n), iterations of the slowest row)``.
-    """
-    data = {**data, "g": g}
-    first = max_iter if jacobian is None else min(max_iter, SWITCH)
-    v, count, res = iterate_rows(
-        lambda v, d: vjp(v, d).add_(d["g"]), g.clone(), data, damping=damping, tol=tol, max_iter=first
-    )
-    late = res >= tol
-    if jacobian is not None and bool(late.any()) and max_iter > SWITCH:
-        d = {k: x[late] for k, x in data.items()}
-        A = jacobian(d).double()
-        eye = torch.eye(A.shape[-1], dtype=A.dtype)
-        sol, info = torch.linalg.solve_ex(eye - A.transpose(1, 2), d["g"].double()[..., None])
-        sol = sol[..., 0]
-        bad = (info != 0) | ~torch.isfinite(sol).all(-1)
-        if bool(bad.any()):  # no stable fixed point there: the one-step gradient, as the damped adjoint does
-            logger.warning("mean-field adjoint: %d singular rows; using the one-step gradient there", int(bad.sum()))
-            sol[bad] = d["g"][bad].double()
-        v[late] = sol.to(v.dtype)
-        count[late] += 1
-    return v, int(count.max()) if count.numel() else 0
-
-
-def block_adjoint(g: torch.Tensor, part: tuple, tap_part: tuple | None, damping, tol, max_iter, info) -> torch.Tensor:
-    """One row block's adjoint ``v = g + A^T v`` (``g (G, r, L)``) by :func:`adjoint_rows`, one coupling
-    group at a time; ``part = (D, J, b)`` and ``tap_part = (S, m, 2 m, J^2)`` as :func:`~hybrid_attention.backends.mcmc.meanfield.implicit` builds them."""
-    D, Js, b = part
-    out = torch.empty_like(g)
-    for gi in range(g.shape[0]):
-        Jg = Js[gi if Js.shape[0] > 1 else 0]
-        data = {"D": D[gi], "b": b[gi if b.shape[0] > 1 else 0].expand(g.shape[1], 1)}
-        J2g = None
-        if tap_part is not None:
-            S, m, two_m, J2 = tap_part
-            data.update(S=S[gi], m=m[gi], two_m=two_m[gi])
-            J2g = J2[gi if J2.shape[0] > 1 else 0]
-
-        def vjp(v: torch.Tensor, d: dict[str, torch.Tensor], Jg=Jg, J2g=J2g) -> torch.Tensor:
-            w = v * d["D"]
-            o = w @ Jg
-            if tap_part is not None:
-                o.sub_(d["b"] * w * d["S"]).add_(d["b"] * d["two_m"] * ((w * d["m"]) @ J2g))
-            return o
-
-        jac = None if tap_part is not None else (lambda d, Jg=Jg: d["D"][:, :, None] * Jg)  # A = diag(D) J
-        out[gi], it = adjoint_rows(vjp, g[gi], data, jac, damping=damping, tol=tol, max_iter=max_iter)
-        info["backward_iterations"] = max(it, info.get("backward_iterations", 0))
-    return out

@@ -34,7 +34,7 @@ from hybrid_attention.ising import IsingProblem
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
-from . import fixed_point
+from . import fixed_point, mf_adjoint
 
 __all__ = ["MeanFieldSampler", "mean_field"]
 
@@ -224,7 +224,7 @@ def implicit(
     (each problem's Jacobian is ``diag(beta (1 - f^2)) J`` for naive mean field, plus the Onsager term's derivative
     for TAP), in the forward iteration's row ``blocks`` (:func:`width_blocks`, or ``None``); ``v`` then flows into
     ``theta`` through one differentiable step ``f(m*, theta)``. ``solver="rows"``: each row stops on its own and
-    the stragglers are solved directly (:func:`.fixed_point.adjoint_rows`; naive mean field)."""
+    the stragglers are solved directly (:func:`.mf_adjoint.adjoint_rows`, secant-accelerated; naive mean field)."""
     m = update(m_star, h, J, mask, tap, b)  # one step with the graph to theta (value = m* at convergence)
     with torch.no_grad():
         f = m.detach()
@@ -266,10 +266,7 @@ def implicit(
         vs = list(gs)
         if solver == "rows":
             info["backward_iterations"] = 0
-            vs = [
-                fixed_point.block_adjoint(gk, parts[k], taps[k] if tap else None, damping, tol * scale, max_iter, info)
-                for k, gk in enumerate(gs)
-            ]
+            vs = mf_adjoint.block_adjoint(gs, parts, taps if tap else None, damping, tol * scale, max_iter, info)
         for it in range(1, max_iter + 1 if solver == "damped" else 1):
             info["backward_iterations"] = it
             news = [(1 - damping) * v + damping * (gk + vjp(v, k)) for k, (v, gk) in enumerate(zip(vs, gs))]

@@ -1,0 +1,126 @@
+"""The implicit backward's adjoint systems ``v = g + (df/dm)^T v`` of mean field, per row (``solver="rows"``):
+the accelerated iteration of :func:`.fixed_point.iterate_blocks` for :data:`~.fixed_point.SWITCH` steps, then a direct
+float64 solve for the rows still unconverged."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import torch
+
+from . import fixed_point
+from .fixed_point import iterate_blocks
+
+__all__ = ["adjoint_rows", "block_adjoint"]
+
+logger = logging.getLogger(__name__)
+
+
+def adjoint_rows(
+    vjp: Callable[[int], Callable[[torch.Tensor, dict[str, torch.Tensor]], torch.Tensor]],
+    gs: list[torch.Tensor],
+    datas: list[dict[str, torch.Tensor]],
+    wide: tuple[str, ...],
+    jacobian: Callable[[dict[str, torch.Tensor], int], torch.Tensor] | None,
+    *,
+    damping: float,
+    tol: float,
+    max_iter: int,
+) -> tuple[list[torch.Tensor], int]:
+    """The adjoint systems ``v = g + A^T v`` of row blocks of one coupling matrix: the damped iteration
+    (:func:`~.fixed_point.iterate_blocks`) for :data:`~.fixed_point.SWITCH` steps, then a direct float64 solve of
+    ``(I - A^T) v = g`` for the rows still unconverged.
+
+    Args:
+        vjp: ``width -> ((v (r, L), data) -> A^T v)`` for the rows in ``data``.
+        gs: per block, the incoming gradient ``(r_k, L_k)``.
+        datas, wide: per block, the per-row tensors for ``vjp`` and ``jacobian``; the keys of width ``L_k``.
+        jacobian: ``(data, L) -> A (r, L, L)`` (only called for the stragglers), or ``None``: iterate up to
+            ``max_iter``.
+        tol, max_iter: a row stops once ``max |g + A^T v - v| < tol``; at most ``max_iter`` iterations.
+
+    Returns:
+        ``(v per block, iterations of the slowest row)``.
+    """
+    datas = [{**d, "g": g} for d, g in zip(datas, gs)]
+    first = max_iter if jacobian is None else min(max_iter, fixed_point.SWITCH)
+
+    def fmap(L: int):
+        A = vjp(L)
+        return lambda v, d: A(v, d).add_(d["g"])
+
+    solved = iterate_blocks(
+        fmap, [g.clone() for g in gs], datas, (*wide, "g"), damping=damping, tol=tol, max_iter=first, accelerate=True
+    )
+    slowest = 0
+    for (v, count, res), d in zip(solved, datas):
+        late = res >= tol
+        if jacobian is not None and bool(late.any()) and max_iter > fixed_point.SWITCH:
+            d = {k: x[late] for k, x in d.items()}
+            A = jacobian(d, v.shape[1]).double()
+            eye = torch.eye(A.shape[-1], dtype=A.dtype)
+            sol, info = torch.linalg.solve_ex(eye - A.transpose(1, 2), d["g"].double()[..., None])
+            sol = sol[..., 0]
+            bad = (info != 0) | ~torch.isfinite(sol).all(-1)
+            if bool(bad.any()):  # no stable fixed point there: the one-step gradient, as the damped adjoint does
+                logger.warning(
+                    "mean-field adjoint: %d singular rows; using the one-step gradient there", int(bad.sum())
+                )
+                sol[bad] = d["g"][bad].double()
+            v[late] = sol.to(v.dtype)
+            count[late] += 1
+        slowest = max(slowest, int(count.max()) if count.numel() else 0)
+    return [v for v, _, _ in solved], slowest
+
+
+def _adjoint_map(J: torch.Tensor, J2: torch.Tensor | None):
+    """``width -> ((v, data) -> A^T v)`` of mean field's Jacobian ``A = diag(D) J`` (plus the Onsager term's
+    derivative for TAP, ``J2 = J^2``; ``data`` holds ``D``, ``b`` and, for TAP, ``S``, ``m``, ``two_m``)."""
+
+    def at(L: int):
+        JL, J2L = J[:L, :L], None if J2 is None else J2[:L, :L]
+
+        def apply(v: torch.Tensor, d: dict[str, torch.Tensor]) -> torch.Tensor:
+            w = v * d["D"]
+            o = w @ JL
+            if J2L is not None:
+                o.sub_(d["b"] * w * d["S"]).add_(d["b"] * d["two_m"] * ((w * d["m"]) @ J2L))
+            return o
+
+        return apply
+
+    return at
+
+
+def block_adjoint(
+    gs: list[torch.Tensor], parts: list[tuple], tap_parts: list[tuple] | None, damping, tol, max_iter, info
+):
+    """The row blocks' adjoints ``v = g + A^T v`` (``gs[k] (G, r_k, L_k)``) by :func:`adjoint_rows`, one coupling
+    group at a time (the blocks of a group together); ``parts[k] = (D, J, b)`` and ``tap_parts[k] = (S, m, 2 m, J^2)``
+    as :func:`~hybrid_attention.backends.mcmc.meanfield.implicit` builds them."""
+    out = [torch.empty_like(g) for g in gs]
+    tap = tap_parts is not None
+    widest = max(range(len(parts)), key=lambda k: parts[k][1].shape[-1])  # the blocks' J: leading blocks of its J
+    for gi in range(gs[0].shape[0]):
+        datas = []
+        for k, (D, _, b) in enumerate(parts):
+            d = {"D": D[gi], "b": _group(b, gi).expand(gs[k].shape[1], 1)}
+            if tap:
+                d.update(S=tap_parts[k][0][gi], m=tap_parts[k][1][gi], two_m=tap_parts[k][2][gi])
+            datas.append(d)
+        Jg = _group(parts[widest][1], gi)
+        vjp = _adjoint_map(Jg, _group(tap_parts[widest][3], gi) if tap else None)
+        jac = None if tap else (lambda d, L, Jg=Jg: d["D"][:, :, None] * Jg[:L, :L])  # A = diag(D) J
+        vs, it = adjoint_rows(
+            vjp, [g[gi] for g in gs], datas, ("D", "S", "m", "two_m"), jac, damping=damping, tol=tol, max_iter=max_iter
+        )
+        for o, v in zip(out, vs):
+            o[gi] = v
+        info["backward_iterations"] = max(it, info.get("backward_iterations", 0))
+    return out
+
+
+def _group(t: torch.Tensor, g: int) -> torch.Tensor:
+    """Group ``g`` of a tensor whose leading dimension is the coupling group (or 1: shared by all)."""
+    return t[g if t.shape[0] > 1 else 0]
