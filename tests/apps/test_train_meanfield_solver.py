@@ -33,12 +33,7 @@ def test_new_runs_record_the_rows_solver_and_old_runs_resume_with_the_damped_one
     assert (build_sampling(cfg).sampler.solver, build_sampling(cfg).sampler.damping) == ("rows", 1.0)  # as recorded
     # an old run: written before the option existed, its settings name no solver
     assert cli.main(command(old, 1)) == 0
-    blob = load_checkpoint(old / "checkpoint.pt")
-    blob["config"]["sampler_options"] = {}
-    torch.save(blob, old / "checkpoint.pt")
-    saved = json.loads((old / "config.json").read_text())
-    saved["run"]["sampler_options"] = {}
-    (old / "config.json").write_text(json.dumps(saved))
+    _forget_options(old)
     state, cfg = load_resume_state(TrainConfig.from_saved({**_saved(old), "resume": True, "max_steps": 2}), old)
     assert cfg.sampler_options == {"solver": "damped", "damping": 0.5}
     sampler = build_sampling(cfg).sampler
@@ -46,6 +41,16 @@ def test_new_runs_record_the_rows_solver_and_old_runs_resume_with_the_damped_one
     # the command a user types to resume it (no sampler option) resumes it with the legacy solver too
     assert cli.main([*command(old, 2), "--resume"]) == 0
     assert load_checkpoint(old / "checkpoint.pt")["config"]["sampler_options"] == {"solver": "damped", "damping": 0.5}
+
+
+def _forget_options(out):
+    """Make the run in ``out`` look written before the option existed: its settings name no sampler option."""
+    blob = load_checkpoint(out / "checkpoint.pt")
+    blob["config"]["sampler_options"] = {}
+    torch.save(blob, out / "checkpoint.pt")
+    saved = json.loads((out / "config.json").read_text())
+    saved["run"]["sampler_options"] = {}
+    (out / "config.json").write_text(json.dumps(saved))
 
 
 def _saved(out):
@@ -64,12 +69,7 @@ def test_a_run_that_recorded_no_solver_resumes_under_the_round1_pin_and_a_real_d
     assert SECONDARY_ARMS["hj-band4-mf"]["sampler_options"] == ROUND1_MEANFIELD
     old = tmp_path / "old"
     assert cli.main(command(old, 1)) == 0
-    blob = load_checkpoint(old / "checkpoint.pt")
-    blob["config"]["sampler_options"] = {}
-    torch.save(blob, old / "checkpoint.pt")
-    saved = json.loads((old / "config.json").read_text())
-    saved["run"]["sampler_options"] = {}
-    (old / "config.json").write_text(json.dumps(saved))
+    _forget_options(old)
     pinned = TrainConfig.from_saved(
         {**_saved(old), "resume": True, "max_steps": 2, "sampler_options": ROUND1_MEANFIELD}
     )
