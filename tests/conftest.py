@@ -70,10 +70,10 @@ def to_t(x, dtype=torch.float64):
 @pytest.fixture
 def one_thread():
     """Small tensors: one thread is fastest and does not fight other processes for the cores."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+    from hybrid_attention.backends.parallel import intra_op_threads
+
+    with intra_op_threads(1):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -47,7 +47,7 @@ def test_rows_solver_satisfies_the_equations_and_agrees_with_the_damped_iteratio
     if method == "naive":
         assert float(residual(got["rows"], h, J, beta, mask).max()) < 1e-10
     assert float((got["rows"] - got["damped"]).abs().max()) < 2e-10 / 0.1
-    assert float((got["rows"] * (1 - mask)).abs().max()) == 0.0
+    assert float((got["rows"] * (1 - mask)).abs().max()) == 0.0  # masked spins are set to 0, not computed
 
 
 def test_stragglers_switch_to_newton_and_reach_the_damped_fixed_point():

@@ -65,10 +65,8 @@ def test_index_to_spins_table_equals_bits():
 @pytest.fixture
 def two_threads():
     """A torch thread budget of 2 for the test, whatever earlier tests left (``train`` sets its own count)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(n)
+    with intra_op_threads(2):
+        yield
 
 
 def test_statevector_threads_equal_one_thread(two_threads):
@@ -125,6 +123,7 @@ def test_statevector_shots_of_uneven_chunks_and_a_batch_shape(two_threads):
     with torch.no_grad():
         p = sv._probabilities(prob).to(torch.float64)
     ref = index_to_spins(draw_states(p / p.sum(-1, keepdim=True), 50, np.random.default_rng(3)), 6)
+    # exact equality: the same chunk kernels and uniforms in one process (determinism, not a float comparison)
     assert np.array_equal(sv.sample(prob, num_reads=50, seed=3).spins, ref)
     wide = IsingProblem(prob.h[None], prob.J[None])
     ss = sv.sample(wide, num_reads=50, seed=3)

@@ -132,19 +132,11 @@ def _linear_phases(layers: list) -> tuple[bool, float]:
 
 
 @functools.lru_cache(maxsize=64)
-def _cached_program(schedule: DQASchedule) -> tuple[tuple[tuple[str, float], ...], bool, float]:
+def _program(schedule: DQASchedule) -> tuple[tuple[tuple[str, float], ...], bool, float]:
+    """The schedule's merged layers and :func:`_linear_phases` of them (cached per schedule, a frozen dataclass: a
+    chunk of a call needs them again, and they cost about as much Python as a small chunk's kernels)."""
     layers = program_layers(schedule, merge_drivers=True)
     return tuple(layers), *_linear_phases(layers)
-
-
-def _program(schedule: DQASchedule) -> tuple[tuple[tuple[str, float], ...], bool, float]:
-    """The schedule's merged layers and :func:`_linear_phases` of them (cached per schedule: a chunk of a call needs
-    them again, and they cost about as much Python as a small chunk's kernels)."""
-    try:
-        return _cached_program(schedule)
-    except TypeError:  # an unhashable schedule
-        layers = program_layers(schedule, merge_drivers=True)
-        return tuple(layers), *_linear_phases(layers)
 
 
 def _dqa_autograd(h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, dtype: torch.dtype, group: int):
