@@ -27,6 +27,9 @@ source of the attention marginals during training differs, and every run is eval
 * ``gibbs-persistent``: what ``hybrid-attention train --sampler gibbs`` does with no other flag (its defaults,
   written out): the same reads and estimator as ``gibbs``, from 8 persistent chains per problem that each step
   continues by 2 sweeps instead of fresh chains with 256 (the decision this row makes: PROTOCOL_gibbs_persistent.md);
+* ``qemcmc-1move``: what ``hybrid-attention train --sampler qemcmc --sampler-option burn_in=1`` does: the
+  ``qemcmc`` row (the train default) with one move per chain instead of two, half the proposal circuits; whether one
+  move trains as well as exact marginals (PROTOCOL_qemcmc_1move.md decides the default from it);
 * ``gibbs-chain``: ``gibbs`` with ``--chain-reads`` independent reads (the floor that ``qemcmc-chain``'s read count
   allows: with Boltzmann reads only the variance of the estimate remains);
 * ``dqa-shots``: measurement shots of the DQA circuit (``statevector`` sampler, ``--readout shots``), spin averages
@@ -84,6 +87,7 @@ VARIANTS = (
     "qemcmc-k0",
     "exact-j0",
     "gibbs-persistent",
+    "qemcmc-1move",
 )
 #: the harder bracket variant of the claims study: two bracket types, 20 % filler, disjoint held-out set
 HARD = {"bracket_types": 2, "filler": 0.2, "disjoint": True}
@@ -114,6 +118,14 @@ def variant_settings(variant: str, args: argparse.Namespace) -> dict:
     if variant in ("qemcmc", "qemcmc-reads"):
         est = "conditional" if variant == "qemcmc" else "reads"
         return _qemcmc(args, args.qemcmc_shots, args.burn_in, estimator=est, start="meanfield")
+    if variant == "qemcmc-1move":  # train --sampler qemcmc's defaults with burn_in=1 (apps/train), written out
+        return {
+            "sampler": "qemcmc",
+            "shots": 8,
+            "estimator": "conditional",
+            "sampler_options": {"burn_in": 1, "start": "meanfield", "trotter_steps": 2},
+            "eval_exact": True,
+        }
     if variant == "qemcmc-long":
         return _qemcmc(args, args.qemcmc_shots, args.long_burn_in, start="meanfield")
     if variant == "qemcmc-chain":
@@ -290,6 +302,7 @@ def targets(rows: list[dict]) -> list[str]:
                 "gibbs",
                 "gibbs-chain",
                 "gibbs-persistent",
+                "qemcmc-1move",
                 "dqa-rb",
             ):
                 rs = [r for r in sel if r["variant"] == v and r["seed"] in ref]

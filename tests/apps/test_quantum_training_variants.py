@@ -1,5 +1,6 @@
 """experiments/quantum_training: the ``gibbs-persistent`` row trains with exactly what ``train --sampler gibbs``
-resolves to with no other flag, so the row decides the default it is named after."""
+resolves to with no other flag, and ``qemcmc-1move`` with what ``train --sampler qemcmc`` resolves to with one move,
+so each row decides the default it is named after."""
 
 from __future__ import annotations
 
@@ -21,3 +22,16 @@ def test_the_gibbs_persistent_row_is_the_train_default():
         attention="hj", **qt.variant_settings("gibbs", argparse.Namespace(chain_reads=32, qemcmc_shots=8))
     ).resolved()
     assert fresh.persistent_chains == 0 and row.persistent_chains == 8
+
+
+def test_the_qemcmc_1move_row_is_the_train_default_with_one_move():
+    fields = {k: v for k, v in qt.variant_settings("qemcmc-1move", argparse.Namespace()).items() if k != "eval_exact"}
+    row = TrainConfig(attention="hj", **fields).resolved()
+    one_move = TrainConfig(attention="hj", sampler="qemcmc", sampler_options={"burn_in": 1}).resolved()
+    keys = ("sampler", "shots", "estimator", "persistent_chains", "sampler_options")
+    assert {k: getattr(row, k) for k in keys} == {k: getattr(one_move, k) for k in keys}
+    # the committed qemcmc row it halves: the same settings with two moves
+    two = TrainConfig(
+        attention="hj", **qt.variant_settings("qemcmc", argparse.Namespace(qemcmc_shots=8, burn_in=2, proposal_steps=2))
+    ).resolved()
+    assert two.sampler_options == {**row.sampler_options, "burn_in": 2}
