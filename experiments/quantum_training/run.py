@@ -177,23 +177,18 @@ def variant_settings(variant: str, args: argparse.Namespace) -> dict:
     raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
 
 
-def executions_per_step(variant: str, T: int, args: argparse.Namespace) -> tuple[int, int]:
-    """(circuit executions, measurement shots) per optimiser step (batch x T problems, one layer and head)."""
+def executions_per_step(settings: dict, T: int) -> tuple[int, int]:
+    """(circuit executions, measurement shots) per optimiser step (batch x T problems, one layer and head), counted
+    from a row's recorded TrainConfig fields (``variant_settings``), so the count follows what the row ran."""
     problems = COMMON["batch_size"] * T
-    if variant.startswith("qemcmc"):  # chains x moves single-shot proposal circuits per problem
-        reads = args.chain_reads if variant in ("qemcmc-chain", "qemcmc-wide") else args.qemcmc_shots
-        chains = {"qemcmc-persistent": args.chains, "qemcmc-chain": args.chain_chains}.get(variant, reads)
-        burn = {
-            "qemcmc-long": args.long_burn_in,
-            "qemcmc-chain": args.long_burn_in,
-            "qemcmc-persistent": args.persistent_burn_in,
-        }.get(variant, args.burn_in)
-        moves = burn + (math.ceil(reads / chains) - 1)
+    opts = settings.get("sampler_options", {})
+    if settings.get("sampler") == "qemcmc":  # chains x moves single-shot proposal circuits per problem
+        reads = settings["shots"]
+        chains = settings.get("persistent_chains") or opts.get("num_chains") or reads
+        moves = opts["burn_in"] + (math.ceil(reads / chains) - 1) * opts.get("thinning", 1)
         return problems * chains * moves, problems * chains * moves
-    if variant == "dqa-shots":
-        return problems, problems * args.dqa_shots
-    if variant == "dqa-rb":
-        return problems, problems * args.qemcmc_shots
+    if settings.get("sampler") == "statevector" and settings.get("readout") == "shots":
+        return problems, problems * settings["shots"]
     return 0, 0
 
 
@@ -220,7 +215,8 @@ def run_one(task: str, T: int, variant: str, seed: int, args: argparse.Namespace
         shutil.rmtree(out)  # killed before its first checkpoint: nothing computed, start afresh
     t0 = time.perf_counter()
     metrics = train(cfg, resume=resume)
-    circuits, shots = executions_per_step(variant, T, args)
+    recorded = {k: v for k, v in variant_settings(variant, args).items() if k != "eval_exact"}
+    circuits, shots = executions_per_step(recorded, T)
     return {
         "task": task,
         "block_size": T,
@@ -231,7 +227,7 @@ def run_one(task: str, T: int, variant: str, seed: int, args: argparse.Namespace
         "wall_s": round(time.perf_counter() - t0, 1),
         "circuits_per_step": circuits,
         "shots_per_step": shots,
-        "settings": {k: v for k, v in variant_settings(variant, args).items() if k != "eval_exact"},
+        "settings": recorded,
         **{k: v for k, v in metrics.items() if k in ("val_loss", "val_accuracy", "val_perplexity")},
     }
 
@@ -271,9 +267,10 @@ def table(rows: list[dict]) -> str:
                     diff = _mean_ci([100 * (r[metric] - ref[r["seed"]]) for r in rs if r["seed"] in ref]) + " pt"
                 else:
                     diff = _mean_ci([100 * (r[metric] / ref[r["seed"]] - 1) for r in rs if r["seed"] in ref]) + " %"
+                circuits, shots = executions_per_step(rs[0]["settings"], T)
                 out.append(
-                    f"| {v} | {len(rs)} | {_mean_ci(vals)} | {diff} | {rs[0]['circuits_per_step']:,} "
-                    f"| {rs[0]['shots_per_step']:,} | {statistics.mean(r['train_s'] for r in rs):.0f} |"
+                    f"| {v} | {len(rs)} | {_mean_ci(vals)} | {diff} | {circuits:,} "
+                    f"| {shots:,} | {statistics.mean(r['train_s'] for r in rs):.0f} |"
                 )
             out.append("")
     out += targets(rows)
