@@ -4,11 +4,15 @@ restored."""
 
 from __future__ import annotations
 
+import os
+import threading
+
 import numpy as np
 import pytest
 import torch
 
 from hybrid_attention import IsingProblem
+from hybrid_attention.backends import parallel
 from hybrid_attention.backends.dqa.statevector import StatevectorSampler
 from hybrid_attention.backends.parallel import MIN_CHUNK_WORK, chunk_workers, intra_op_threads, run_chunks
 from hybrid_attention.circuits import DQASchedule
@@ -41,6 +45,38 @@ def test_run_chunks_keeps_order_and_restores_threads():
     with intra_op_threads(1):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs Linux and 2 CPUs"
+)
+def test_pool_threads_are_pinned_to_distinct_cpus_of_the_affinity_set():
+    """Two chunks that wait for each other (so both pool threads run one) report one CPU each, different, both in the
+    process's affinity set; the calling thread's affinity is unchanged."""
+    before = os.sched_getaffinity(0)
+    both = threading.Barrier(2, timeout=30)
+
+    def where(_: int) -> frozenset:
+        both.wait()
+        return frozenset(os.sched_getaffinity(0))
+
+    seen = run_chunks(where, [(0,), (1,)], 2)
+    assert all(len(c) == 1 and c <= before for c in seen) and seen[0] != seen[1]
+    assert os.sched_getaffinity(0) == before
+
+
+def test_no_pinning_when_disabled_or_short_of_cpus(monkeypatch):
+    """Pinning needs the switch on, os.sched_setaffinity, and a CPU of the affinity set for every worker; the CPUs
+    are the first ones of that set."""
+    monkeypatch.setattr(parallel, "PIN_WORKERS", False)
+    assert parallel._pinned_cpus(2) is None
+    monkeypatch.setattr(parallel, "PIN_WORKERS", True)
+    if not hasattr(os, "sched_getaffinity"):
+        assert parallel._pinned_cpus(2) is None
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    assert parallel._pinned_cpus(len(cpus) + 1) is None
+    assert parallel._pinned_cpus(1) == cpus[:1]
 
 
 def test_inverse_cdf_rows_equal_draw_states():
