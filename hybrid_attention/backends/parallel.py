@@ -12,7 +12,9 @@ runs its experiments in parallel.
 to repay a thread's start-up. :func:`run_chunks` runs the chunks on that many threads with torch's intra-op threads set
 to one for the duration of the call (:func:`intra_op_threads`, restored after; torch's setting is process-wide, so a
 concurrent torch call in another thread of the same process runs single-threaded meanwhile). With one worker the
-chunks run in the calling thread, in order, exactly as a plain loop.
+chunks run in the calling thread, in order, exactly as a plain loop. The pool's threads are long-lived and each is
+pinned to a CPU of its own (:func:`_pinned_cpus`): unpinned, a woken thread starts on the waker's CPU, and on a busy
+machine both chunk threads of a call ran on one core.
 """
 
 from __future__ import annotations

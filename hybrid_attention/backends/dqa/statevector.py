@@ -17,7 +17,9 @@ problems at once, without any circuit object:
 
 The energies of all configurations are built by doubling: adding spin ``m`` to the table of spins ``0..m-1``
 costs one GEMM with the ``(2**m, m)`` configuration matrix, so a batch with per-problem couplings needs
-``O(B n 2**n)`` work and no ``(B, 2**n, n)`` tensor.
+``O(B n 2**n)`` work and no ``(B, 2**n, n)`` tensor. Without autograd the sampler runs the in-place engine of
+:mod:`.inplace` (rotating frame, phase recurrence, scratch buffers) on chunks of the batch, on the chunk threads of
+:mod:`hybrid_attention.backends.parallel`.
 
 Everything is plain torch (complex64 by default, complex128 on request, any device), so
 :meth:`StatevectorSampler.differentiable_marginals` returns the exact output marginals of the DQA circuit with
@@ -49,8 +51,8 @@ from torch.utils.checkpoint import checkpoint
 from hybrid_attention.checks import as_generator, check_device, check_memory, check_positive_int, describe_seed
 from hybrid_attention.circuits.program import layers as program_layers
 from hybrid_attention.circuits.schedule import DQASchedule
-from hybrid_attention.exact import enumerate_states, inverse_cdf
-from hybrid_attention.ising import IsingProblem, index_to_spins
+from hybrid_attention.exact import enumerate_states
+from hybrid_attention.ising import IsingProblem
 from hybrid_attention.sampler import SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
@@ -58,6 +60,7 @@ from ..parallel import chunk_workers, run_chunks
 from .base import DQASampler
 from .driver import REAL, apply_driver, driver_groups, phase, rx_block
 from .inplace import _linear_phases, _scaled_energies, dqa_inplace
+from .readout import draw_spins_into
 
 __all__ = ["StatevectorSampler", "configuration_energies", "dqa_statevector"]
 
@@ -326,14 +329,10 @@ class StatevectorSampler(DQASampler):
 
     def _run_draw(self, h: torch.Tensor, J: torch.Tensor, u: np.ndarray, out: np.ndarray) -> None:
         """Shots of one chunk into ``out`` ``(rows, shots, n)`` int8: the inverse CDF of its renormalised float64
-        probabilities at ``u`` ``(rows, shots)`` (:func:`~hybrid_attention.exact.inverse_cdf`), read out as spins."""
+        probabilities at ``u`` ``(rows, shots)`` (:func:`.readout.draw_spins_into`, the draws of
+        :func:`~hybrid_attention.exact.inverse_cdf`), read out as spins."""
         p = self._run(h, J).to(torch.float64).cpu()
-        idx = inverse_cdf(p / p.sum(-1, keepdim=True), u)
-        n = out.shape[-1]
-        if n <= 16:  # one lookup into a (2**n, n) table, written in place
-            np.take(index_to_spins(np.arange(1 << n), n), idx, axis=0, out=out)
-        else:
-            out[...] = index_to_spins(idx, n)
+        draw_spins_into(p / p.sum(-1, keepdim=True), u, out)
 
     # ------------------------------------------------------------------ public API
     def probabilities(self, problem: IsingProblem) -> torch.Tensor:
