@@ -72,6 +72,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--threads", type=int, default=1, help="torch and Aer threads, 0: their defaults (bench_statevector_vs_aer)"
     )
+    p.add_argument(
+        "--no-pin",
+        action="store_true",
+        help="statevector's chunk threads not pinned to CPUs (backends.parallel.PIN_WORKERS off; bench_statevector_vs_aer)",
+    )
     p.add_argument("--out", default=None, help="write the markdown tables here")
     return p.parse_args(argv)
 
@@ -285,10 +290,13 @@ def bench_statevector_vs_aer(args: argparse.Namespace) -> list[dict[str, Any]]:
     repetition, must never be below 1; every repetition's ratio is listed too). ``statevector CPU ms`` is the process's CPU time (all threads) per
     ``statevector`` call and CPU / wall how many cores the call got: on a shared machine the wall times follow the
     cores the scheduler grants, the CPU time the work done. The marginals of every engine are checked against the
-    exact circuit output (max z-score over problems and spins)."""
-    from hybrid_attention.backends import get_sampler
+    exact circuit output (max z-score over problems and spins). ``--no-pin`` leaves the chunk threads unpinned (the
+    previous behaviour), for comparison."""
+    from hybrid_attention.backends import get_sampler, parallel
     from hybrid_attention.backends.parallel import intra_op_threads
 
+    if getattr(args, "no_pin", False):  # read when the chunk threads' pool is made (the first call with two threads)
+        parallel.PIN_WORKERS = False
     rows = []
     schedule = DQASchedule(tau=1.0, steps=args.steps)
     threads = torch.get_num_threads()
