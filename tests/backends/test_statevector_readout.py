@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from hybrid_attention.backends.dqa import readout
 from hybrid_attention.backends.dqa.readout import draw_spins_into, inverse_cdf
 from hybrid_attention.exact import inverse_cdf as searchsorted_inverse_cdf
 from hybrid_attention.ising import index_to_spins
@@ -50,10 +51,13 @@ def test_other_table_sizes_fall_back_to_searchsorted():
     assert inverse_cdf(p[:0], u[:0]).shape == (0, 40)
 
 
-def test_spins_written_in_place():
+@pytest.mark.parametrize("block", [50, 1 << 14], ids=["blocks-of-2-rows", "one-block"])
+def test_spins_written_in_place(block, monkeypatch):
+    """Each block of rows (2, 2 and 1 rows of 25 shots with 50 shots a block) writes its rows' spins."""
+    monkeypatch.setattr(readout, "BLOCK_SHOTS", block)
     rng = np.random.default_rng(2)
     for n in (3, 17):
-        p, u = _rows("flat", 2, 1 << n, rng), rng.random((2, 25))
-        out = np.empty((2, 25, n), dtype=np.int8)
+        p, u = _rows("flat", 5, 1 << n, rng), rng.random((5, 25))
+        out = np.zeros((5, 25, n), dtype=np.int8)
         draw_spins_into(p, u, out)
         assert np.array_equal(out, index_to_spins(searchsorted_inverse_cdf(p, u), n))
