@@ -12,9 +12,9 @@ runs its experiments in parallel.
 to repay a thread's start-up. :func:`run_chunks` runs the chunks on that many threads with torch's intra-op threads set
 to one for the duration of the call (:func:`intra_op_threads`, restored after; torch's setting is process-wide, so a
 concurrent torch call in another thread of the same process runs single-threaded meanwhile). With one worker the
-chunks run in the calling thread, in order, exactly as a plain loop. The pool's threads are long-lived and each is
-pinned to a CPU of its own (:func:`_pinned_cpus`): unpinned, a woken thread starts on the waker's CPU, and on a busy
-machine both chunk threads of a call ran on one core.
+chunks run in the calling thread, in order, exactly as a plain loop. The pool's threads are long-lived and, when they
+are as many as the process's CPUs, each is pinned to one (:func:`_pinned_cpus`): unpinned, a woken thread starts on
+the waker's CPU, and on a busy machine both chunk threads of a call ran on one core.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def _pool(workers: int) -> ThreadPoolExecutor:
     """A long-lived pool of ``workers`` threads: their per-thread scratch buffers (:mod:`.workspace`) survive from
     call to call (fresh threads would fault in fresh buffers every call, which measured 1.5x slower than one thread),
     and torch fixes a thread's intra-op thread count at its first parallel kernel (one, inside :func:`run_chunks`).
-    Each worker is pinned to its own CPU of the process's affinity set when there are enough (:func:`_pinned_cpus`)."""
+    Each worker is pinned to a CPU of its own when the workers are as many as the process's CPUs (:func:`_pinned_cpus`)."""
     with _POOLS_LOCK:
         if workers not in _POOLS:
             cpus = _pinned_cpus(workers)
@@ -109,12 +109,14 @@ def _pinned_cpus(workers: int) -> list[int] | None:
     idle CPU only at its next load balancing: with the other CPUs busy (a shared machine, or the caller's own
     OpenMP threads) both chunk threads of a ~20 ms call measured sharing one core, at 0.8-0.9 cores per call and
     1.2-1.3x the time of one thread (issue #44). Pinned to distinct CPUs they start on two cores at once. Only with
-    :data:`PIN_WORKERS`, on Linux (``os.sched_setaffinity``), and when the process may run on at least ``workers``
-    CPUs (the first ``workers`` of its affinity set, so ``taskset`` and cgroup CPU sets are respected)."""
+    :data:`PIN_WORKERS`, on Linux (``os.sched_setaffinity``), and when the workers are exactly as many as the CPUs the
+    process may run on (its affinity set: ``taskset`` and cgroup CPU sets are respected), one each: the pool then
+    covers the CPUs an unpinned pool could use. With more CPUs than workers the threads stay unpinned, since several
+    processes (a sweep's workers) would otherwise pin theirs to the same CPUs."""
     if not PIN_WORKERS or not hasattr(os, "sched_setaffinity"):
         return None
     cpus = sorted(os.sched_getaffinity(0))
-    return cpus[:workers] if len(cpus) >= workers else None
+    return cpus if len(cpus) == workers else None
 
 
 def _pin_worker(cpus: list[int], counter: Iterator[int]) -> None:

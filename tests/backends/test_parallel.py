@@ -48,35 +48,39 @@ def test_run_chunks_keeps_order_and_restores_threads():
 
 
 @pytest.mark.skipif(
-    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs Linux and 2 CPUs"
+    not hasattr(os, "sched_setaffinity") or not 2 <= len(os.sched_getaffinity(0)) <= 16,
+    reason="needs Linux and 2-16 CPUs",
 )
 def test_pool_threads_are_pinned_to_distinct_cpus_of_the_affinity_set():
-    """Two chunks that wait for each other (so both pool threads run one) report one CPU each, different, both in the
-    process's affinity set; the calling thread's affinity is unchanged."""
+    """As many chunks as CPUs, waiting for each other (so every pool thread runs one): each reports one CPU, all
+    different, together the process's affinity set; the calling thread's affinity is unchanged."""
     before = os.sched_getaffinity(0)
-    both = threading.Barrier(2, timeout=30)
+    k = len(before)
+    together = threading.Barrier(k, timeout=30)
 
     def where(_: int) -> frozenset:
-        both.wait()
+        together.wait()
         return frozenset(os.sched_getaffinity(0))
 
-    seen = run_chunks(where, [(0,), (1,)], 2)
-    assert all(len(c) == 1 and c <= before for c in seen) and seen[0] != seen[1]
+    seen = run_chunks(where, [(i,) for i in range(k)], k)
+    assert all(len(c) == 1 for c in seen) and frozenset().union(*seen) == before
     assert os.sched_getaffinity(0) == before
 
 
-def test_no_pinning_when_disabled_or_short_of_cpus(monkeypatch):
-    """Pinning needs the switch on, os.sched_setaffinity, and a CPU of the affinity set for every worker; the CPUs
-    are the first ones of that set."""
+def test_pinning_only_when_the_workers_are_as_many_as_the_cpus(monkeypatch):
+    """Pinning needs the switch on, os.sched_setaffinity, and exactly one worker per CPU of the affinity set (more
+    CPUs than workers: unpinned, so that several processes do not pin to the same CPUs)."""
     monkeypatch.setattr(parallel, "PIN_WORKERS", False)
     assert parallel._pinned_cpus(2) is None
     monkeypatch.setattr(parallel, "PIN_WORKERS", True)
-    if not hasattr(os, "sched_getaffinity"):
+    if not hasattr(os, "sched_setaffinity"):
         assert parallel._pinned_cpus(2) is None
         return
     cpus = sorted(os.sched_getaffinity(0))
+    assert parallel._pinned_cpus(len(cpus)) == cpus
     assert parallel._pinned_cpus(len(cpus) + 1) is None
-    assert parallel._pinned_cpus(1) == cpus[:1]
+    if len(cpus) > 1:
+        assert parallel._pinned_cpus(len(cpus) - 1) is None
 
 
 def test_inverse_cdf_rows_equal_draw_states():
