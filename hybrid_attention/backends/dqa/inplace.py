@@ -35,6 +35,8 @@ _PHASE_STRIDE = 2
 #: (2.5 MB at n = 12); the doubling of :func:`_energies_into` beyond (``O(n 2**n)`` work instead of ``O(n**2 2**n)``)
 PAIR_MAX_SPINS = 12
 
+Buffer = Callable[[str, tuple, torch.dtype], torch.Tensor]  # (name, shape, dtype) -> a tensor to write into
+
 
 def _scaled_energies(h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, real: torch.dtype) -> tuple:
     fs = float(getattr(schedule, "field_scale", 1.0))
@@ -96,7 +98,9 @@ def dqa_inplace(
     return bufs[cur].mul_(frame_phases(n, dtype).to(dev))
 
 
-def _fresh(dev: torch.device) -> Callable[[str, tuple, torch.dtype], torch.Tensor]:
+def _fresh(dev: torch.device) -> Buffer:
+    """Fresh tensors on ``dev`` in place of :func:`~hybrid_attention.backends.workspace.scratch` buffers."""
+
     def buffer(name: str, shape: tuple, dt: torch.dtype) -> torch.Tensor:
         return torch.empty(shape, dtype=dt, device=dev)
 
@@ -109,8 +113,17 @@ def _initial_row(n: int, dtype: torch.dtype, device: str) -> torch.Tensor:
     return (frame_phases(n, dtype).conj() * 2.0 ** (-n / 2)).to(device)[None]
 
 
-def _direct(h, J, schedule, dtype, buffer, layers, step_b) -> Callable[[torch.Tensor], None]:
-    """Problem layers ``exp(-i b_k E)`` from a cos/sin pass each (schedules whose phases are no progression)."""
+def _direct(
+    h: torch.Tensor,
+    J: torch.Tensor,
+    schedule: DQASchedule,
+    dtype: torch.dtype,
+    buffer: Buffer,
+    layers: tuple[tuple[str, float], ...],
+    step_b: float,
+) -> Callable[[torch.Tensor], None]:
+    """Problem layers ``exp(-i b_k E)`` from a cos/sin pass each (schedules whose phases are no progression): a
+    function applying the next one to the state, in place (``step_b`` unused: the signature of :func:`_recurrent`)."""
     B, n = h.shape
     E = _energies_into(*_scaled_energies(h, J, schedule, REAL[dtype]), buffer("dqa E", (B, 1 << n), REAL[dtype]))
     vals = iter([v for kind, v in layers if kind == "P"])
@@ -121,7 +134,15 @@ def _direct(h, J, schedule, dtype, buffer, layers, step_b) -> Callable[[torch.Te
     return layer
 
 
-def _recurrent(h, J, schedule, dtype, buffer, layers, step_b) -> Callable[[torch.Tensor], None]:
+def _recurrent(
+    h: torch.Tensor,
+    J: torch.Tensor,
+    schedule: DQASchedule,
+    dtype: torch.dtype,
+    buffer: Buffer,
+    layers: tuple[tuple[str, float], ...],
+    step_b: float,
+) -> Callable[[torch.Tensor], None]:
     """Problem layers of the linear schedule, whose phases ``b_k`` form an arithmetic progression: ``exp(-i b_k E)``
     follows from the previous slice by one complex multiply instead of a cos/sin pass; the recurrence runs in
     complex128 so its rounding does not accumulate over the slices. With complex64 amplitudes the complex128 value is
