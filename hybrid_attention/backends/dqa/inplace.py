@@ -27,7 +27,7 @@ from ..workspace import scratch
 from .driver import REAL, phase, phase_into
 from .rotating_frame import block_operand, block_operators, frame_phases
 
-__all__ = ["dqa_inplace", "energies64_into", "PAIR_MAX_SPINS"]
+__all__ = ["dqa_inplace", "energies64_into", "linear_phases", "scaled_energies", "PAIR_MAX_SPINS"]
 
 #: complex64 problem-phase slices between two complex128 updates of the linear schedule's recurrence
 _PHASE_STRIDE = 2
@@ -38,13 +38,14 @@ PAIR_MAX_SPINS = 12
 Buffer = Callable[[str, tuple, torch.dtype], torch.Tensor]  # (name, shape, dtype) -> a tensor to write into
 
 
-def _scaled_energies(h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, real: torch.dtype) -> tuple:
+def scaled_energies(h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, real: torch.dtype) -> tuple:
+    """``h (B, n)`` and ``J`` in the real dtype ``real``, times the schedule's ``field_scale`` / ``coupling_scale``."""
     fs = float(getattr(schedule, "field_scale", 1.0))
     cs = float(getattr(schedule, "coupling_scale", 1.0))
     return fs * h.to(real), cs * J.to(real)
 
 
-def _linear_phases(layers: list) -> tuple[bool, float]:
+def linear_phases(layers: list) -> tuple[bool, float]:
     """Whether the problem phases ``b_k`` of ``layers`` form an arithmetic progression, and its step."""
     pvals = np.array([v for kind, v in layers if kind == "P"])
     step_b = float(pvals[1] - pvals[0]) if len(pvals) > 2 else 0.0
@@ -53,10 +54,10 @@ def _linear_phases(layers: list) -> tuple[bool, float]:
 
 @functools.lru_cache(maxsize=64)
 def _program(schedule: DQASchedule) -> tuple[tuple[tuple[str, float], ...], bool, float]:
-    """The schedule's merged layers and :func:`_linear_phases` of them (cached per schedule, a frozen dataclass: a
+    """The schedule's merged layers and :func:`linear_phases` of them (cached per schedule, a frozen dataclass: a
     chunk of a call needs them again, and they cost about as much Python as a small chunk's kernels)."""
     layers = program_layers(schedule, merge_drivers=True)
-    return tuple(layers), *_linear_phases(layers)
+    return tuple(layers), *linear_phases(layers)
 
 
 def dqa_inplace(
@@ -125,7 +126,7 @@ def _direct(
     """Problem layers ``exp(-i b_k E)`` from a cos/sin pass each (schedules whose phases are no progression): a
     function applying the next one to the state, in place (``step_b`` unused: the signature of :func:`_recurrent`)."""
     B, n = h.shape
-    E = _energies_into(*_scaled_energies(h, J, schedule, REAL[dtype]), buffer("dqa E", (B, 1 << n), REAL[dtype]))
+    E = _energies_into(*scaled_energies(h, J, schedule, REAL[dtype]), buffer("dqa E", (B, 1 << n), REAL[dtype]))
     vals = iter([v for kind, v in layers if kind == "P"])
 
     def layer(psi: torch.Tensor) -> None:
@@ -199,7 +200,7 @@ def energies64_into(h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, out
     rounding (a sum of ``n + n (n - 1) / 2`` terms in a different order); no autograd."""
     B, n = h.shape
     if n > PAIR_MAX_SPINS:
-        return _energies_into(*_scaled_energies(h, J, schedule, torch.float64), out)
+        return _energies_into(*scaled_energies(h, J, schedule, torch.float64), out)
     F, j, k = _pair_table(n, str(h.device))
     fs = float(getattr(schedule, "field_scale", 1.0))
     cs = float(getattr(schedule, "coupling_scale", 1.0))

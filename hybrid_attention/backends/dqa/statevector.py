@@ -59,7 +59,7 @@ from hybrid_attention.sampleset import SampleSet
 from ..parallel import chunk_workers, run_chunks
 from .base import DQASampler
 from .driver import REAL, apply_driver, driver_groups, phase, rx_block
-from .inplace import _linear_phases, _scaled_energies, dqa_inplace
+from .inplace import dqa_inplace, linear_phases, scaled_energies
 from .readout import draw_spins_into
 
 __all__ = ["StatevectorSampler", "configuration_energies", "dqa_statevector"]
@@ -120,10 +120,10 @@ def dqa_statevector(
 def _dqa_autograd(h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, dtype: torch.dtype, group: int):
     """:func:`dqa_statevector` with autograd: every layer a new tensor (complex driver blocks)."""
     n = h.shape[-1]
-    E = configuration_energies(*_scaled_energies(h, J, schedule, REAL[dtype]))
+    E = configuration_energies(*scaled_energies(h, J, schedule, REAL[dtype]))
     psi = torch.full((E.shape[0], 1 << n), 2.0 ** (-n / 2), dtype=dtype, device=h.device)
     layers = program_layers(schedule, merge_drivers=True)
-    recur, step_b = _linear_phases(layers)
+    recur, step_b = linear_phases(layers)
     if recur:  # exp(-i b_k E) from the previous slice by one complex128 multiply (no rounding build-up)
         E64 = E.to(torch.float64)
         step_ph, ph = phase(-step_b * E64), None
