@@ -287,8 +287,8 @@ def bench_statevector_vs_aer(args: argparse.Namespace) -> list[dict[str, Any]]:
     ``max_parallel_experiments`` too, so Aer never runs more threads than statevector); ``--threads 0`` leaves every
     engine its defaults. With more than one torch thread, ``statevector`` is also timed at one intra-op thread in the
     same interleaving (the ``1 thread`` columns: its time at one thread over its time at these threads, per
-    repetition, must never be below 1; every repetition's ratio is listed too). ``statevector CPU ms`` is the process's CPU time (all threads) per
-    ``statevector`` call and CPU / wall how many cores the call got: on a shared machine the wall times follow the
+    repetition, must never be below 1; every repetition's ratio is listed too). ``statevector CPU ms`` is the
+    process's CPU time (all threads) per ``statevector`` call and CPU / wall how many cores the call got: on a shared machine the wall times follow the
     cores the scheduler grants, the CPU time the work done. The marginals of every engine are checked against the
     exact circuit output (max z-score over problems and spins). ``--no-pin`` leaves the chunk threads unpinned (the
     previous behaviour), for comparison."""
