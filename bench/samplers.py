@@ -72,6 +72,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--threads", type=int, default=1, help="torch and Aer threads, 0: their defaults (bench_statevector_vs_aer)"
     )
+    p.add_argument(
+        "--no-pin",
+        action="store_true",
+        help="statevector's chunk threads not pinned to CPUs (backends.parallel.PIN_WORKERS off; bench_statevector_vs_aer)",
+    )
     p.add_argument("--out", default=None, help="write the markdown tables here")
     return p.parse_args(argv)
 
@@ -282,13 +287,16 @@ def bench_statevector_vs_aer(args: argparse.Namespace) -> list[dict[str, Any]]:
     ``max_parallel_experiments`` too, so Aer never runs more threads than statevector); ``--threads 0`` leaves every
     engine its defaults. With more than one torch thread, ``statevector`` is also timed at one intra-op thread in the
     same interleaving (the ``1 thread`` columns: its time at one thread over its time at these threads, per
-    repetition, must never be below 1). ``statevector CPU ms`` is the process's CPU time (all threads) per
-    ``statevector`` call and CPU / wall how many cores the call got: on a shared machine the wall times follow the
+    repetition, must never be below 1; every repetition's ratio is listed too). ``statevector CPU ms`` is the
+    process's CPU time (all threads) per ``statevector`` call and CPU / wall how many cores the call got: on a shared machine the wall times follow the
     cores the scheduler grants, the CPU time the work done. The marginals of every engine are checked against the
-    exact circuit output (max z-score over problems and spins)."""
-    from hybrid_attention.backends import get_sampler
+    exact circuit output (max z-score over problems and spins). ``--no-pin`` leaves the chunk threads unpinned (the
+    previous behaviour), for comparison."""
+    from hybrid_attention.backends import get_sampler, parallel
     from hybrid_attention.backends.parallel import intra_op_threads
 
+    if getattr(args, "no_pin", False):  # read when the chunk threads' pool is made (the first call with two threads)
+        parallel.PIN_WORKERS = False
     rows = []
     schedule = DQASchedule(tau=1.0, steps=args.steps)
     threads = torch.get_num_threads()
@@ -346,6 +354,9 @@ def bench_statevector_vs_aer(args: argparse.Namespace) -> list[dict[str, Any]]:
                     "speed-up over 1 thread (median of per-rep ratios, min - max)": "-"
                     if one is None
                     else _ratio_spread([b / a for a, b in zip(times["statevector"], one)]),
+                    "speed-up over 1 thread, each repetition": "-"
+                    if one is None
+                    else " ".join(f"{b / a:.2f}" for a, b in zip(times["statevector"], one)),
                     "max z (sv, aer p, aer s)": ", ".join(f"{z[k]:.1f}" for k in engines),
                 }
             )

@@ -4,11 +4,15 @@ restored."""
 
 from __future__ import annotations
 
+import os
+import threading
+
 import numpy as np
 import pytest
 import torch
 
 from hybrid_attention import IsingProblem
+from hybrid_attention.backends import parallel
 from hybrid_attention.backends.dqa.statevector import StatevectorSampler
 from hybrid_attention.backends.parallel import MIN_CHUNK_WORK, chunk_workers, intra_op_threads, run_chunks
 from hybrid_attention.circuits import DQASchedule
@@ -41,6 +45,42 @@ def test_run_chunks_keeps_order_and_restores_threads():
     with intra_op_threads(1):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or not 2 <= len(os.sched_getaffinity(0)) <= 16,
+    reason="needs Linux and 2-16 CPUs",
+)
+def test_pool_threads_are_pinned_to_distinct_cpus_of_the_affinity_set():
+    """As many chunks as CPUs, waiting for each other (so every pool thread runs one): each reports one CPU, all
+    different, together the process's affinity set; the calling thread's affinity is unchanged."""
+    before = os.sched_getaffinity(0)
+    k = len(before)
+    together = threading.Barrier(k, timeout=30)
+
+    def where(_: int) -> frozenset:
+        together.wait()
+        return frozenset(os.sched_getaffinity(0))
+
+    seen = run_chunks(where, [(i,) for i in range(k)], k)
+    assert all(len(c) == 1 for c in seen) and frozenset().union(*seen) == before
+    assert os.sched_getaffinity(0) == before
+
+
+def test_pinning_only_when_the_workers_are_as_many_as_the_cpus(monkeypatch):
+    """Pinning needs the switch on, os.sched_setaffinity, and exactly one worker per CPU of the affinity set (more
+    CPUs than workers: unpinned, so that several processes do not pin to the same CPUs)."""
+    monkeypatch.setattr(parallel, "PIN_WORKERS", False)
+    assert parallel._pinned_cpus(2) is None
+    monkeypatch.setattr(parallel, "PIN_WORKERS", True)
+    if not hasattr(os, "sched_setaffinity"):
+        assert parallel._pinned_cpus(2) is None
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    assert parallel._pinned_cpus(len(cpus)) == cpus
+    assert parallel._pinned_cpus(len(cpus) + 1) is None
+    if len(cpus) > 1:
+        assert parallel._pinned_cpus(len(cpus) - 1) is None
 
 
 def test_inverse_cdf_rows_equal_draw_states():

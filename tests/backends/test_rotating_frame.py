@@ -9,20 +9,16 @@ import torch
 
 from hybrid_attention.backends import get_sampler
 from hybrid_attention.backends.dqa.driver import rx_block
+from hybrid_attention.backends.dqa.inplace import PAIR_MAX_SPINS, _energies_into, _recurrence_phases, energies64_into
 from hybrid_attention.backends.dqa.rotating_frame import (
     apply_block,
     apply_block_to,
     block_operand,
+    block_operators,
     frame_phases,
     rotated_blocks,
 )
-from hybrid_attention.backends.dqa.statevector import (
-    _dqa_autograd,
-    _energies_into,
-    _recurrence_phases,
-    configuration_energies,
-    dqa_statevector,
-)
+from hybrid_attention.backends.dqa.statevector import _dqa_autograd, configuration_energies, dqa_statevector
 from hybrid_attention.circuits import DQASchedule
 
 SCHEDULES = [
@@ -75,6 +71,41 @@ def test_energy_table_written_in_place_is_the_same(n):
     h1, J1 = problems(n, seed=4, shared=True)
     E1 = configuration_energies(h1, J1)
     assert torch.equal(_energies_into(h1, J1, torch.empty_like(E1)), E1)
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["per-problem-J", "shared-J"])
+@pytest.mark.parametrize("n", [0, 1, 4, 10, PAIR_MAX_SPINS, PAIR_MAX_SPINS + 1])
+def test_float64_energy_table_is_the_doubling(n, shared):
+    """The in-place engine's float64 energies (one GEMM with the spin-product table up to PAIR_MAX_SPINS spins, the
+    doubling beyond) against configuration_energies in float64, with the schedule's field and coupling scales. Both
+    sum the same n + n (n - 1) / 2 terms in different orders: each differs from the exact sum by at most
+    (n + n (n - 1) / 2) eps times the sum of the terms' magnitudes, so the two by at most twice that."""
+    h, J = problems(n, batch=3, seed=n, shared=shared)
+    schedule = DQASchedule(tau=1.0, steps=4, field_scale=2.0, coupling_scale=0.5)
+    want = configuration_energies(2.0 * h, 0.5 * J)
+    got = energies64_into(h, J, schedule, torch.empty_like(want))
+    terms = 2.0 * h.abs().sum(-1) + 0.5 * J.abs().sum((-1, -2)) / 2  # (B,) or broadcast: sum_j |h_j| + sum_{j<k} |J_jk|
+    tol = 2 * (n + n * (n - 1) // 2 + 1) * torch.finfo(torch.float64).eps * float(terms.max())
+    torch.testing.assert_close(got, want, rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize("n", [3, 10])
+def test_cached_block_operators_are_the_blocks(n):
+    """block_operators: the lowest block's complex transpose and the other blocks broadcast over the view's batch
+    (views of the cached blocks, no copies) give bit for bit apply_block_to's products (the same kernels on the same
+    operands, in one process)."""
+    z = torch.randn(6, 1 << n, generator=torch.Generator().manual_seed(n), dtype=torch.complex64)
+    ops = block_operators(n, 4, 0.3, torch.complex64, 6)
+    blocks = rotated_blocks(n, 4, 0.3, torch.complex64)
+    assert block_operators(n, 4, 0.3, torch.complex64, 6) is ops  # cached per angle and row count
+    for (lo, g, A), blk in zip(ops, blocks):
+        assert (lo, g) == blk[:2]
+        assert A.untyped_storage().data_ptr() == (blk[3] if lo == 0 else blk[2]).untyped_storage().data_ptr()
+        want, got = torch.empty_like(z), torch.empty_like(z)
+        apply_block_to(block_operand(z, blk), block_operand(want, blk), blk)
+        view, out = block_operand(z, blk), block_operand(got, blk)
+        torch.mm(view, A, out=out) if lo == 0 else torch.bmm(A, view, out=out)
+        assert torch.equal(got, want)
 
 
 @pytest.mark.parametrize("n", [3, 6, 9])

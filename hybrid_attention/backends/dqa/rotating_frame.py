@@ -27,6 +27,7 @@ __all__ = [
     "apply_block",
     "apply_block_to",
     "block_operand",
+    "block_operators",
     "frame_phases",
     "amplitude_table",
     "frame_codes",
@@ -107,6 +108,24 @@ def apply_block_to(zv: torch.Tensor, outv: torch.Tensor, block: Block) -> None:
         torch.mm(zv, MT, out=outv)
     else:
         torch.bmm(M.expand(zv.shape[0], 1 << g, 1 << g), zv, out=outv)
+
+
+@functools.lru_cache(maxsize=1024)
+def block_operators(
+    n: int, group: int, x: float, dtype: torch.dtype, rows: int, device: str = "cpu"
+) -> tuple[tuple[int, int, torch.Tensor], ...]:
+    """:func:`rotated_blocks` as the operands of one GEMM each on the :func:`block_operand` views of a ``(rows, 2**n)``
+    state: ``(lo, g, A)`` with ``A`` the complex transpose for the block on the lowest qubits (``mm(view, A)``), else the
+    real block broadcast over the view's batch (``bmm(A, view)``: an expanded view, no copy), on ``device``. Cached
+    per layer angle and row count (a Trotter slice's blocks are otherwise expanded again on every call: a kernel call
+    each); do not modify them."""
+    out = []
+    for lo, g, M, MT in rotated_blocks(n, group, x, dtype):
+        if lo == 0:
+            out.append((lo, g, MT.to(device)))
+        else:
+            out.append((lo, g, M.to(device).expand((rows << n) >> (lo + g), 1 << g, 1 << g)))
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=64)

@@ -17,7 +17,9 @@ problems at once, without any circuit object:
 
 The energies of all configurations are built by doubling: adding spin ``m`` to the table of spins ``0..m-1``
 costs one GEMM with the ``(2**m, m)`` configuration matrix, so a batch with per-problem couplings needs
-``O(B n 2**n)`` work and no ``(B, 2**n, n)`` tensor.
+``O(B n 2**n)`` work and no ``(B, 2**n, n)`` tensor. Without autograd the sampler runs the in-place engine of
+:mod:`.inplace` (rotating frame, phase recurrence, scratch buffers) on chunks of the batch, on the chunk threads of
+:mod:`hybrid_attention.backends.parallel`.
 
 Everything is plain torch (complex64 by default, complex128 on request, any device), so
 :meth:`StatevectorSampler.differentiable_marginals` returns the exact output marginals of the DQA circuit with
@@ -38,7 +40,6 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 from typing import Any
@@ -50,16 +51,16 @@ from torch.utils.checkpoint import checkpoint
 from hybrid_attention.checks import as_generator, check_device, check_memory, check_positive_int, describe_seed
 from hybrid_attention.circuits.program import layers as program_layers
 from hybrid_attention.circuits.schedule import DQASchedule
-from hybrid_attention.exact import enumerate_states, inverse_cdf
-from hybrid_attention.ising import IsingProblem, index_to_spins
+from hybrid_attention.exact import enumerate_states
+from hybrid_attention.ising import IsingProblem
 from hybrid_attention.sampler import SamplerCapabilities
 from hybrid_attention.sampleset import SampleSet
 
 from ..parallel import chunk_workers, run_chunks
-from ..workspace import scratch
 from .base import DQASampler
-from .driver import REAL, apply_driver, driver_groups, phase, phase_into, rx_block
-from .rotating_frame import apply_block_to, block_operand, frame_phases, rotated_blocks
+from .driver import REAL, apply_driver, driver_groups, phase, rx_block
+from .inplace import dqa_inplace, linear_phases, scaled_energies
+from .readout import draw_spins_into
 
 __all__ = ["StatevectorSampler", "configuration_energies", "dqa_statevector"]
 
@@ -68,8 +69,6 @@ logger = logging.getLogger(__name__)
 #: fixed cost of one sampler call in units of (problem x configuration) work, for the bridge's prefix grouping
 #: (chosen by timing the T = 12 training step of bench.samplers with several values: 2e3, 6e3, 2e4, 5e4, 1e5)
 _CALL_OVERHEAD = 20000
-#: complex64 problem-phase slices between two complex128 updates of the linear schedule's recurrence
-_PHASE_STRIDE = 2
 
 
 # ---------------------------------------------------------------------- building blocks (plain torch)
@@ -115,37 +114,16 @@ def dqa_statevector(
     """
     if torch.is_grad_enabled() and (h.requires_grad or J.requires_grad):
         return _dqa_autograd(h, J, schedule, dtype, group)
-    return _dqa_inplace(h, J, schedule, dtype, group, reuse=False)
-
-
-def _scaled_energies(h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, real: torch.dtype) -> tuple:
-    fs = float(getattr(schedule, "field_scale", 1.0))
-    cs = float(getattr(schedule, "coupling_scale", 1.0))
-    return fs * h.to(real), cs * J.to(real)
-
-
-def _linear_phases(layers: list) -> tuple[bool, float]:
-    """Whether the problem phases ``b_k`` of ``layers`` form an arithmetic progression, and its step."""
-    pvals = np.array([v for kind, v in layers if kind == "P"])
-    step_b = float(pvals[1] - pvals[0]) if len(pvals) > 2 else 0.0
-    return len(pvals) > 2 and bool(np.allclose(np.diff(pvals), step_b, rtol=1e-12, atol=0.0)), step_b
-
-
-@functools.lru_cache(maxsize=64)
-def _program(schedule: DQASchedule) -> tuple[tuple[tuple[str, float], ...], bool, float]:
-    """The schedule's merged layers and :func:`_linear_phases` of them (cached per schedule, a frozen dataclass: a
-    chunk of a call needs them again, and they cost about as much Python as a small chunk's kernels)."""
-    layers = program_layers(schedule, merge_drivers=True)
-    return tuple(layers), *_linear_phases(layers)
+    return dqa_inplace(h, J, schedule, dtype, group, reuse=False)
 
 
 def _dqa_autograd(h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, dtype: torch.dtype, group: int):
     """:func:`dqa_statevector` with autograd: every layer a new tensor (complex driver blocks)."""
     n = h.shape[-1]
-    E = configuration_energies(*_scaled_energies(h, J, schedule, REAL[dtype]))
+    E = configuration_energies(*scaled_energies(h, J, schedule, REAL[dtype]))
     psi = torch.full((E.shape[0], 1 << n), 2.0 ** (-n / 2), dtype=dtype, device=h.device)
     layers = program_layers(schedule, merge_drivers=True)
-    recur, step_b = _linear_phases(layers)
+    recur, step_b = linear_phases(layers)
     if recur:  # exp(-i b_k E) from the previous slice by one complex128 multiply (no rounding build-up)
         E64 = E.to(torch.float64)
         step_ph, ph = phase(-step_b * E64), None
@@ -162,119 +140,6 @@ def _dqa_autograd(h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, dtype
                 cache[val] = [(lo, g, rx_block(g, val, dtype, h.device)) for lo, g in groups]
             psi = apply_driver(psi, cache[val], n)
     return psi
-
-
-def _dqa_inplace(
-    h: torch.Tensor, J: torch.Tensor, schedule: DQASchedule, dtype: torch.dtype, group: int, *, reuse: bool
-) -> torch.Tensor:
-    """:func:`dqa_statevector` without autograd: every layer in place on two buffers, in the rotating frame
-    (:mod:`.rotating_frame`: real driver blocks, half the GEMM flops; ``S`` put back at the end). With ``reuse`` (CPU)
-    the buffers are scratch tensors (:mod:`.workspace`): the result is valid until the next such call."""
-    real = REAL[dtype]
-    n = h.shape[-1]
-    B = h.shape[0]
-    dev = h.device
-    if reuse and dev.type == "cpu":
-        buffer = scratch
-    else:
-
-        def buffer(name: str, shape: tuple, dt: torch.dtype) -> torch.Tensor:
-            return torch.empty(shape, dtype=dt, device=dev)
-
-    size = 1 << n
-    E = _energies_into(*_scaled_energies(h, J, schedule, real), buffer("dqa E", (B, size), real))
-    S = frame_phases(n, dtype).to(dev)
-    psi = buffer("dqa psi", (B, size), dtype).copy_((S.conj() * 2.0 ** (-n / 2)).expand(B, size))  # S^-1 |+>^n
-    buf = buffer("dqa buf", (B, size), dtype)
-    layers, recur, step_b = _program(schedule)
-    # The linear schedule's problem phases b_k form an arithmetic progression, so exp(-i b_k E) follows from the
-    # previous slice by one complex multiply instead of a cos/sin pass; the recurrence runs in complex128 so its
-    # rounding does not accumulate over the slices. With complex64 amplitudes the complex128 value is advanced (and
-    # cast) every _PHASE_STRIDE slices and the slices between follow in complex64 (a complex128 multiply and its cast
-    # cost 5x a complex64 multiply; a stride of 2 keeps the amplitude error at ~4e-7 as with the recurrence in
-    # complex128 throughout, 4 doubles it).
-    if recur:
-        c128 = torch.complex128
-        stride = 1 if dtype == c128 else _PHASE_STRIDE
-        E64 = buffer("dqa E64", (B, size), torch.float64).copy_(E)
-        ph, far = buffer("dqa phase", (B, size), c128), buffer("dqa far", (B, size), c128)
-        near = None if dtype == c128 else buffer("dqa near", (B, size), dtype)
-        b0 = next(v for kind, v in layers if kind == "P")
-        _recurrence_phases(E64, b0, step_b, stride, ph, far, near, buffer("dqa angle", (B, size), torch.float64))
-        phc = None if dtype == c128 else buffer("dqa phase64", (B, size), dtype)
-    bufs, cur, views = (psi, buf), 0, None  # the state is bufs[cur]; driver blocks ping-pong between the two
-    k = 0
-    for kind, val in layers:
-        psi = bufs[cur]
-        if kind == "P":
-            if not recur:
-                psi.mul_(phase(-val * E))
-            else:
-                if k > 0 and k % stride == 0:  # k = 0: ph is exp(-i b_0 E) already
-                    ph.mul_(far)
-                if dtype == torch.complex128:
-                    psi.mul_(ph)
-                else:
-                    phc.copy_(ph) if k % stride == 0 else phc.mul_(near)
-                    psi.mul_(phc)
-            k += 1
-        else:
-            blocks = rotated_blocks(n, group, val, dtype)
-            if dev.type != "cpu":
-                blocks = [(lo, g, M.to(dev), MT.to(dev)) for lo, g, M, MT in blocks]
-            if views is None:  # each block's operand views of both buffers, made once
-                views = [[block_operand(b, block) for block in blocks] for b in bufs]
-            for i, block in enumerate(blocks):
-                apply_block_to(views[cur][i], views[1 - cur][i], block)
-                cur = 1 - cur
-    return bufs[cur].mul_(S)
-
-
-def _recurrence_phases(
-    E64: torch.Tensor,
-    b0: float,
-    step_b: float,
-    stride: int,
-    ph: torch.Tensor,
-    far: torch.Tensor,
-    near: torch.Tensor | None,
-    ang: torch.Tensor,
-) -> None:
-    """The linear schedule's phase recurrence, from as few cos/sin passes over ``E64`` ``(B, 2**n)`` as possible.
-
-    Writes ``ph = exp(-i b0 E)`` and ``far = exp(-i stride step_b E)`` (complex128) and, when given,
-    ``near = exp(-i step_b E)`` (cast to its dtype); ``ang`` is float64 scratch. When the first slice is half a step
-    (the midpoint slices ``t_k = (k + 1/2) dt`` of the linear schedule), one cos/sin pass gives ``ph`` and the rest are
-    its powers by complex128 products (relative error ~1e-16, far below complex64's rounding); otherwise two passes.
-    """
-    if math.isclose(b0, step_b / 2, rel_tol=1e-12):
-        phase_into(torch.mul(E64, -b0, out=ang), ph)
-        torch.mul(ph, ph, out=far)  # exp(-i step_b E)
-    else:
-        phase_into(torch.mul(E64, -step_b, out=ang), far)
-        phase_into(torch.mul(E64, -b0, out=ang), ph)
-    if near is not None:
-        near.copy_(far)
-    if stride > 1:
-        one = far if stride == 2 else far.clone()  # x.mul_(x) squares elementwise
-        for _ in range(stride - 1):
-            far.mul_(one)
-
-
-def _energies_into(h: torch.Tensor, J: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """:func:`configuration_energies` (the same operations, so the same values) written into ``out`` ``(B, 2**n)``
-    without intermediate tables; no autograd."""
-    B, n = h.shape
-    out[:, :1].zero_()
-    for m in range(n):
-        loc = h[:, m : m + 1]
-        if m > 0:
-            Sm = enumerate_states(m, dtype=h.dtype, device=h.device)
-            loc = loc + J[..., m, :m] @ Sm.transpose(0, 1)
-        half = 1 << m
-        torch.add(out[:, :half], loc, out=out[:, half : 2 * half])
-        out[:, :half].sub_(loc)
-    return out
 
 
 def _scaled_by_beta(h: torch.Tensor, J: torch.Tensor, beta: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -459,19 +324,15 @@ class StatevectorSampler(DQASampler):
         if torch.is_grad_enabled() and (h.requires_grad or J.requires_grad):
             psi = _dqa_autograd(h, J, self.schedule, self.dtype, self.group)
         else:  # the state is a scratch buffer, read at once
-            psi = _dqa_inplace(h, J, self.schedule, self.dtype, self.group, reuse=True)
+            psi = dqa_inplace(h, J, self.schedule, self.dtype, self.group, reuse=True)
         return psi.real**2 + psi.imag**2  # the program is unitary: sums to 1 up to rounding
 
     def _run_draw(self, h: torch.Tensor, J: torch.Tensor, u: np.ndarray, out: np.ndarray) -> None:
         """Shots of one chunk into ``out`` ``(rows, shots, n)`` int8: the inverse CDF of its renormalised float64
-        probabilities at ``u`` ``(rows, shots)`` (:func:`~hybrid_attention.exact.inverse_cdf`), read out as spins."""
+        probabilities at ``u`` ``(rows, shots)`` (:func:`.readout.draw_spins_into`, the draws of
+        :func:`~hybrid_attention.exact.inverse_cdf`), read out as spins."""
         p = self._run(h, J).to(torch.float64).cpu()
-        idx = inverse_cdf(p / p.sum(-1, keepdim=True), u)
-        n = out.shape[-1]
-        if n <= 16:  # one lookup into a (2**n, n) table, written in place
-            np.take(index_to_spins(np.arange(1 << n), n), idx, axis=0, out=out)
-        else:
-            out[...] = index_to_spins(idx, n)
+        draw_spins_into(p / p.sum(-1, keepdim=True), u, out)
 
     # ------------------------------------------------------------------ public API
     def probabilities(self, problem: IsingProblem) -> torch.Tensor:
