@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 
 import pytest
 import torch
@@ -16,6 +15,7 @@ import torch
 from hybrid_attention.apps import cli
 from hybrid_attention.apps.ablate import grid as ablate_grid
 from hybrid_attention.apps.fidelity import sweep as fidelity_sweep
+from hybrid_attention.apps.train import cost
 from hybrid_attention.apps.train import loop as train_loop
 from hybrid_attention.apps.train.cost import PROBE_ROWS, evaluations, probe_passes, probe_seconds, two_point
 
@@ -74,17 +74,31 @@ def test_train_says_its_projection_before_its_first_step(tmp_path, monkeypatch, 
     assert events[0] == "projection" and events.count("projection") == 1 and events.count("step") == 3
 
 
-class _SlowFirst(torch.nn.Module):
-    """A model whose first call costs ``first`` seconds (a kernel compiled, a template transpiled) and every later
-    one ``each`` seconds; sleeping, so that the timings hold on a loaded machine."""
+class _Clock:
+    """A fake ``time`` module for :mod:`hybrid_attention.apps.train.cost`: wall and CPU seconds advance only when a
+    pass says so, so the probe's fit is checked exactly, whatever the machine's load."""
 
-    def __init__(self, first: float, each: float) -> None:
+    def __init__(self) -> None:
+        self.wall = self.cpu = 0.0
+
+    def perf_counter(self) -> float:
+        return self.wall
+
+    def process_time(self) -> float:
+        return self.cpu
+
+
+class _SlowFirst(torch.nn.Module):
+    """A model whose first call costs ``first`` seconds of the clock (a kernel compiled, a template transpiled) and
+    every later one ``each`` seconds."""
+
+    def __init__(self, clock: _Clock, first: float, each: float) -> None:
         super().__init__()
         self.w = torch.nn.Parameter(torch.ones(()))
-        self.first, self.each, self.calls = first, each, 0
+        self.clock, self.first, self.each, self.calls = clock, first, each, 0
 
     def forward(self, x, y, sampling=None):
-        time.sleep(self.first if self.calls == 0 else self.each)
+        self.clock.wall += self.first if self.calls == 0 else self.each
         self.calls += 1
         return None, self.w * x.float().mean()
 
@@ -94,65 +108,67 @@ class _Task:
         return torch.zeros(rows, T), torch.zeros(rows, T)
 
 
-def test_the_probe_does_not_multiply_one_off_costs():
+def test_the_probe_does_not_multiply_one_off_costs(monkeypatch):
     """One timed pass scaled to the batch and the run multiplied a one-off cost by both (7.2 min projected for a
     15 s run): the warm-up pass pays it, the step is the mean of the full-batch passes after it."""
 
     class Cfg:
         batch_size, block_size, seed, eval_exact = 64, 4, 0, False
 
-    model = _SlowFirst(first=0.5, each=0.01)
+    clock = _Clock()
+    monkeypatch.setattr(cost, "time", clock)
+    model = _SlowFirst(clock, first=0.5, each=0.01)
     timing = probe_seconds(model, _Task(), Cfg(), None)
-    assert timing.warmup >= 0.5 and timing.rows == 64 and timing.passes >= 2
-    # the step is 0.01 s of sleep plus Python overhead; 0.5 s (the one-off cost) would be 50x that
-    assert timing.step < 0.25
+    assert timing.warmup == pytest.approx(0.5) and timing.rows == 64 and timing.passes >= 2
+    assert timing.step == pytest.approx(0.01)  # the one-off 0.5 s would make it 0.5 / passes + 0.01 or more
     assert model.w.grad is None  # the run's gradients are cleared
 
 
 class _PerJob(torch.nn.Module):
-    """A pass of ``rows`` rows sleeps ``fixed + per_row * rows`` seconds: a device route's pass, one job per call
-    whatever its rows (a fake backend's local executor: 17-25 s per job, about 0.8 s per row)."""
+    """A pass of ``rows`` rows takes ``fixed + per_row * rows`` seconds of the clock: a device route's pass, one job
+    per call whatever its rows (a fake backend's local executor: 17-25 s per job, about 0.8 s per row); a device
+    waits (wall time only), a fake backend computes (``busy``: CPU time too, ``wall_per_cpu`` wall seconds per CPU second)."""
 
-    def __init__(self, fixed: float, per_row: float, busy: bool = False) -> None:
+    def __init__(self, clock: _Clock, fixed: float, per_row: float, busy: bool = False, wall_per_cpu: float = 1.0):
         super().__init__()
         self.w = torch.nn.Parameter(torch.ones(()))
-        self.fixed, self.per_row, self.busy, self.rows = fixed, per_row, busy, []
+        self.clock, self.fixed, self.per_row, self.busy, self.wall_per_cpu = clock, fixed, per_row, busy, wall_per_cpu
+        self.rows = []
 
     def forward(self, x, y, sampling=None):
         self.rows.append(len(x))
         seconds = self.fixed + self.per_row * len(x)
-        if self.busy:  # CPU seconds, as a fake backend's local executor spends them
-            end = time.process_time() + seconds
-            while time.process_time() < end:
-                pass
-        else:
-            time.sleep(seconds)
+        if self.busy:
+            self.clock.cpu += seconds
+        self.clock.wall += seconds * (self.wall_per_cpu if self.busy else 1.0)
         return None, self.w * x.float().mean()
 
 
-def test_the_device_probe_separates_the_per_job_time_from_the_rows():
+def test_the_device_probe_separates_the_per_job_time_from_the_rows(monkeypatch):
     """On the IBM route one pass of PROBE_ROWS rows scaled to the batch multiplied the per-job time by 8 (the fake
     backend's docs example: 19.2 min projected, 3.0 min actual). Two passes of 1 and PROBE_ROWS - 1 rows fit both
-    parts; sleep is at least what is asked, so on a loaded machine both only grow: bounds from below are exact, and
-    the fitted step stays within 2x of the true one unless a pass is delayed by more than the per-row total."""
+    parts exactly (a fake clock: wall and CPU time advance only by what each pass costs)."""
 
     class Cfg:
         batch_size, block_size, seed, eval_exact = 64, 4, 0, True
 
-    model = _PerJob(fixed=0.2, per_row=0.01)
+    clock = _Clock()
+    monkeypatch.setattr(cost, "time", clock)
+    model = _PerJob(clock, fixed=0.2, per_row=0.01)
     t = probe_seconds(model, _Task(), Cfg(), None, full=False)
     assert model.rows[:2] == [1, PROBE_ROWS - 1] and (t.passes, t.rows, t.warmup) == (2, PROBE_ROWS, 0.0)
-    true = 0.2 + 0.01 * 64
-    assert t.fixed >= 0.2 - 0.01 and true / 2 < t.step < 2 * true  # one pass scaled by 64 / 8 would be 2.2x
+    true = 0.2 + 0.01 * 64  # one pass of 8 rows scaled by 64 / 8 would be 8 * 0.28 = 2.24 s, 2.7x this
+    assert t.fixed == pytest.approx(0.2) and t.step == pytest.approx(true)
     assert model.w.grad is None
     small = probe_seconds(
-        _PerJob(0.05, 0.001), _Task(), type("C", (Cfg,), {"batch_size": PROBE_ROWS})(), None, full=False
+        _PerJob(clock, 0.05, 0.001), _Task(), type("C", (Cfg,), {"batch_size": PROBE_ROWS})(), None, full=False
     )
     assert (small.rows, small.passes, small.fixed) == (PROBE_ROWS, 1, 0.0)  # a batch this small: one pass as it is
-    # a fake backend (local): the fit on CPU time, which a busy model spends in full whatever the machine's load
-    busy = _PerJob(fixed=0.2, per_row=0.01, busy=True)
+    # a fake backend (local): the fit on CPU time, turned into wall time by the probe's wall / CPU ratio (here a
+    # machine where the executor gets half a core: every CPU second takes two wall seconds)
+    busy = _PerJob(clock, fixed=0.2, per_row=0.01, busy=True, wall_per_cpu=2.0)
     t = probe_seconds(busy, _Task(), Cfg(), None, full=False, local=True)
-    assert t.fixed >= 0.2 * 0.9 and true / 2 < t.step < 2 * true
+    assert t.fixed == pytest.approx(2 * 0.2) and t.step == pytest.approx(2 * true)
     assert probe_passes(PROBE_ROWS) == 1 and probe_passes(PROBE_ROWS + 1) == 2
     assert two_point(22.0, 28.0, 1, 7) == (21.0, 1.0) and two_point(25.0, 24.0, 1, 7) == (25.0, 0.0)
 
