@@ -130,7 +130,7 @@ class QEMCMCSampler(MetropolisChain):
     """
 
     name = "qemcmc"
-    capabilities = SamplerCapabilities(markov_chain=True, needs_circuit=True)
+    capabilities = SamplerCapabilities(markov_chain=True, needs_circuit=True, pad_with_mask=True)
     option_groups: ClassVar[dict[str, tuple[str, str]]] = {
         **CHAIN_OPTIONS,
         "gamma": ("params", "gamma"),
