@@ -30,7 +30,7 @@ from hybrid_attention.sampleset import SampleSet
 
 from ..dqa.statevector import configuration_energies
 from .analysis import effective_sample_size, integrated_time
-from .chain_rows import ChainRows, fill_dropped, group_labels, spread_indices, visible_groups
+from .chain_rows import ChainRows, fill_dropped, group_labels, merge_groups, spread_indices, visible_groups
 from .qemcmc_engines import REAL
 
 __all__ = ["ChainSchedule", "MetropolisChain", "start_magnetisations", "STARTS"]
@@ -185,6 +185,11 @@ class MetropolisChain(Sampler):
     dtype = torch.complex64
     #: the IBM sampler of a quantum rule on IBM hardware (``None``: none)
     ibm: Any = None
+    #: the fixed cost of one group of a masked batch, in row-configurations, for :func:`.chain_rows.merge_groups`
+    #: (0: every group of rows with the same visible spins runs on those spins alone). Only for a proposal under
+    #: which dropped spins are free spins that change no draw of the others (the quantum proposal: a product driver
+    #: and a problem term without them), never for one that spends moves on them (a single-spin flip).
+    _merge_overhead: float = 0.0
 
     def __init__(
         self,
@@ -309,16 +314,16 @@ class MetropolisChain(Sampler):
             labels = None if len(groups) == 1 else group_labels(groups, N)
             m0 = start_magnetisations(rows.h, rows.J, rows.beta, rows.mask, opts["start"], labels)
             rows = dataclasses.replace(rows, m0=m0)
-        # nothing masked: the chunks' seeds come from ``seed`` itself; else one child seed per group of rows with the
-        # same spins (its chunks' seeds spawned from it, as a call on those spins alone would) and one for the
-        # dropped spins
+        runs = merge_groups(groups, self._merge_overhead)
+        # nothing masked: the chunks' seeds come from ``seed`` itself; else one child seed per run (its chunks' seeds
+        # spawned from it, as a call on the run's spins alone would) and one for the dropped spins
         dropped = groups[0][0] is not None
-        group_seeds = spawn_seeds(seed, len(groups) + 1) if dropped else [seed]
+        group_seeds = spawn_seeds(seed, len(runs) + 1) if dropped else [seed]
         self._jobs: list[list[str]] = []
         rec, final = np.zeros((N, C * r), dtype=np.int64), np.zeros((N, C), dtype=np.int64)  # indices over n spins
         acc, changed, energies = np.zeros((N, C)), np.zeros((N, C)), np.zeros((N, C, moves + 1))
         chunk_seeds, modes = [], []
-        for (idx, cols), sd in zip(groups, group_seeds):
+        for (idx, cols), sd in zip(runs, group_seeds):
             if cols is not None and len(cols) == 0:  # no spin takes part: every proposal is the current (empty) state
                 acc[idx] = moves
                 continue
@@ -403,7 +408,7 @@ class MetropolisChain(Sampler):
         C, r, burn, thin, params = opts["chains"], opts["records"], opts["burn_in"], opts["thinning"], opts["params"]
         moves = burn + (r - 1) * thin
         E = _energy_table(h, J)  # (N, 2**n) float64, the classical energies
-        engine = self._proposal_engine(E, h, J, None, part.alpha, params, mode)
+        engine = self._proposal_engine(E, h, J, part.mask, part.alpha, params, mode)
         En = E.numpy()
         bE = beta[:, None] * En  # (N, 2**n)
         if part.init is not None:

@@ -23,7 +23,7 @@ import torch
 from hybrid_attention.circuits.proposal import alpha_of
 from hybrid_attention.ising import IsingProblem, index_to_bits
 
-__all__ = ["ChainRows", "visible_groups", "group_labels", "spread_indices", "fill_dropped"]
+__all__ = ["ChainRows", "visible_groups", "merge_groups", "group_labels", "spread_indices", "fill_dropped"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,17 +66,25 @@ class ChainRows:
         beta = flat.beta_tensor().detach().to(torch.float64).cpu().numpy().reshape(-1)
         beta = np.full(N, beta[0]) if beta.size == 1 and N != 1 else beta
         init = None if opts["initial_state"] is None else opts["initial_state"].reshape(N, opts["chains"], n)
-        return cls(h64, J64, np.asarray(beta, dtype=np.float64), np.array(np.broadcast_to(alpha, (N,))), None, init, mask)
+        return cls(
+            h64, J64, np.asarray(beta, dtype=np.float64), np.array(np.broadcast_to(alpha, (N,))), None, init, mask
+        )
 
     def select(self, rows: np.ndarray | None, cols: np.ndarray | None) -> ChainRows:
-        """The rows ``rows`` on the spins ``cols`` (``None``: every row on every spin, no copy)."""
+        """The rows ``rows`` on the spins ``cols`` (``None``: every row on every spin, no copy). Spins of ``cols``
+        that a row does not see (a run of :func:`merge_groups`) stay in its problem as dropped spins: no field, no
+        coupling, magnetisation 0, masked."""
         if rows is None:
             return self
         r, c = torch.from_numpy(rows), torch.from_numpy(cols)
+        mk = self.mask[np.ix_(rows, cols)]
         if self.J.stride(0) == 0:  # shared couplings stay shared (the energy table's one-GEMM path)
             J = self.J[0][c[:, None], c].expand(len(rows), len(cols), len(cols))
         else:
             J = self.J[r[:, None, None], c[:, None], c]
+        if not mk.all():  # decouple the dropped spins row by row
+            m = torch.from_numpy(mk).to(J.dtype)
+            J = J * m[:, :, None] * m[:, None, :]
         return ChainRows(
             self.h[r[:, None], c],
             J,
@@ -84,7 +92,7 @@ class ChainRows:
             self.alpha[rows],
             None if self.m0 is None else self.m0[np.ix_(rows, cols)],
             None if self.init is None else self.init[rows][:, :, cols],
-            None,
+            None if mk.all() else mk,
             rows,
         )
 
@@ -116,6 +124,31 @@ def visible_groups(mask: np.ndarray | None) -> list[tuple[np.ndarray | None, np.
     order = np.argsort(inverse, kind="stable")
     bounds = np.searchsorted(inverse[order], np.arange(len(first) + 1))
     return [(order[bounds[k] : bounds[k + 1]], np.flatnonzero(mask[i])) for k, i in enumerate(first)]
+
+
+def merge_groups(
+    groups: list[tuple[np.ndarray | None, np.ndarray | None]], overhead: float
+) -> list[tuple[np.ndarray | None, np.ndarray | None]]:
+    """Groups of :func:`visible_groups` merged into runs of chains over the union of their spins where that is
+    cheaper, for a proposal under which dropped spins are free (module docstring): a run over ``k`` spins of ``R``
+    rows costs ``overhead + R * 2**k`` (``overhead``: the fixed cost of running one group, in units of one row's
+    configuration); groups are taken by their number of spins, and each joins the run before it when one run costs
+    less than two (greedy: for the prefixes of a causal layer, the short prefixes go together). ``overhead <= 0``:
+    the groups as they are. Returns ``[(rows, cols)]`` (rows sorted)."""
+    if overhead <= 0 or len(groups) < 2 or groups[0][0] is None:
+        return groups
+    order = sorted(groups, key=lambda g: (len(g[1]), int(g[0][0])))
+    runs = [(list(order[0][0]), set(order[0][1].tolist()))]
+    for rows, cols in order[1:]:
+        R, S = runs[-1]
+        union = S | set(cols.tolist())
+        merged = overhead + (len(R) + len(rows)) * float(1 << len(union))
+        apart = 2 * overhead + len(R) * float(1 << len(S)) + len(rows) * float(1 << len(cols))
+        if merged <= apart:
+            runs[-1] = (R + list(rows), union)
+        else:
+            runs.append((list(rows), set(cols.tolist())))
+    return [(np.sort(np.asarray(R, dtype=np.int64)), np.asarray(sorted(S), dtype=np.int64)) for R, S in runs]
 
 
 def group_labels(groups: list[tuple[np.ndarray | None, np.ndarray | None]], N: int) -> np.ndarray:

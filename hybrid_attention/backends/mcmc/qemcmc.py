@@ -86,6 +86,8 @@ _MODES = ("auto", "unitary", "columns")
 #: the defaults of the grouped options (frozen values; the registry's flat options replace their fields)
 _DEFAULT_PARAMS = ProposalParams()
 _DEFAULT_CHAIN = ChainSchedule(burn_in=128)
+#: the statevector engine's fixed cost of one group of rows (QEMCMCSampler._merge_overhead), in row-configurations
+_MERGE_OVERHEAD = 16384.0
 REAL = REAL
 
 
@@ -217,6 +219,13 @@ class QEMCMCSampler(MetropolisChain):
         elif backend is not None or ibm_options or ledger is not None:
             raise ValueError(f"qemcmc: backend, ibm_options and ledger are for engine='ibm', got engine={engine!r}")
         self.max_spins = limit if max_spins is None else check_positive_int(max_spins, "max_spins")
+
+    @property
+    def _merge_overhead(self) -> float:  # type: ignore[override]
+        """The simulator's fixed cost of one group of a masked batch (:func:`.chain_rows.merge_groups`), measured at
+        T = 12 (a group's setup and per-move draw calls against the arithmetic of one row's configuration); 0 for
+        circuits (a merged run would put idle qubits on the device)."""
+        return _MERGE_OVERHEAD if self.engine == "statevector" else 0.0
 
     @property
     def properties(self) -> dict[str, Any]:
