@@ -202,3 +202,23 @@ def test_the_bridge_makes_one_qemcmc_call_per_layer_and_matches_exact_marginals(
     # mean-field start + 30 moves: Rao-Blackwellised reads, at most the spin-average's standard error
     assert torch.all((m - ref).abs()[tril] <= Z * sd[tril] + 1e-9)
     assert torch.all(m[~tril] == 0)  # masked entries are set to 0
+
+
+def test_the_ibm_estimate_of_a_masked_batch_counts_the_jobs_its_groups_submit(tmp_path):
+    """On a (fake) IBM device each group of rows with the same visible spins runs on those spins (no merged runs for
+    circuits): the estimate counts one PUB per group per move, as the run submits."""
+    from hybrid_attention.backends import get_sampler
+
+    s = get_sampler(
+        "qemcmc", engine="ibm", backend="fake_manila", ledger=tmp_path / "q.jsonl", burn_in=2, trotter_steps=1
+    )
+    assert s._merge_overhead == 0.0
+    h = torch.tensor([[0.3, 0.0], [0.2, -0.4], [0.1, 0.5]], dtype=torch.float64)
+    J = torch.tensor([[0.0, 0.25], [0.25, 0.0]], dtype=torch.float64)
+    p = IsingProblem(h, J.expand(3, 2, 2), mask=torch.tensor([[True, False], [True, True], [True, True]]))
+    est = s.estimate(p, num_reads=3)
+    # two groups (1 spin: 1 problem; 2 spins: 2 problems), one chunk each: 2 PUBs per move, 3 problems x 3 chains
+    assert (est["jobs"], est["circuits"]) == (2 * 2, 3 * 3 * 2)
+    ss = s.sample(p, num_reads=3, seed=0)
+    assert len(ss.info["job_ids"]) == est["jobs"]
+    assert np.all(ss.spins[0, :, 1] ** 2 == 1)
