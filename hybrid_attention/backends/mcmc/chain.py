@@ -145,16 +145,23 @@ def _grouped_mean_field(m, h, J, b, mask, groups, shared, *, max_iter: int, tol:
 
 
 def _energy_table(h: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
-    """:func:`.statevector.configuration_energies` of ``h (N, n)``, ``J (N, n, n)`` (float64). When every problem has
-    the same couplings (one attention head: the bridge's problems share ``J``), the coupling energies of the ``2**n``
-    configurations are computed once and the fields are one GEMM: 4 kernel calls instead of the ~6 n of the doubling
-    (equal to 1e-12)."""
+    """:func:`.statevector.configuration_energies` of ``h (N, n)``, ``J (N, n, n)`` (float64). When the problems share
+    a few coupling matrices (one attention head: the bridge's problems share ``J``; a merged run of
+    :mod:`.chain_rows`: one per prefix length), the coupling energies of the ``2**n`` configurations are computed once
+    per distinct matrix and the fields are one GEMM: a few kernel calls instead of the ~6 n of the doubling (equal to
+    1e-12)."""
     N, n = h.shape
-    if N == 0 or n == 0 or not torch.equal(J, J[:1].expand_as(J)):
+    if N == 0 or n == 0:
         return configuration_energies(h, J)
     S = enumerate_states(n, dtype=h.dtype)  # (2**n, n), row c = s(c)
-    coupling = 0.5 * ((S @ J[0]) * S).sum(-1)  # sum_{j<k} J_jk s_j s_k (J symmetric, zero diagonal)
-    return (h @ S.T).add_(coupling).neg_()
+    if torch.equal(J, J[:1].expand_as(J)):
+        coupling = 0.5 * ((S @ J[0]) * S).sum(-1)  # sum_{j<k} J_jk s_j s_k (J symmetric, zero diagonal)
+        return (h @ S.T).add_(coupling).neg_()
+    distinct, which = torch.unique(J.reshape(N, n * n), dim=0, return_inverse=True)
+    if 2 * len(distinct) > N:  # mostly distinct couplings: the doubling
+        return configuration_energies(h, J)
+    coupling = 0.5 * ((S @ distinct.view(-1, n, n)) * S).sum(-1)  # (distinct, 2**n)
+    return (h @ S.T).add_(coupling[which]).neg_()
 
 
 class MetropolisChain(Sampler):
