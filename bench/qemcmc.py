@@ -126,8 +126,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--shots", type=int, default=256, help="DQA shots per problem of the dqa-shots row")
     p.add_argument("--reps", type=int, default=7)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", type=Path, default=None, help="also write the table (markdown) here")
+    p.add_argument("--out", type=Path, default=None, help="also write the table (markdown) to this new file")
     args = p.parse_args(argv)
+    if args.out is not None and args.out.exists():
+        p.error(f"--out {args.out} exists: give a new file (the results files keep their history)")
     moves_list = args.fresh_moves or [None]
     if any(k < 1 for k in moves_list if k is not None):
         p.error(f"--fresh-moves must be >= 1 (the qemcmc-k0 row has none), got {args.fresh_moves}")
