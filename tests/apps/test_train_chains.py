@@ -58,14 +58,22 @@ def test_chains_are_checkpointed_and_a_resumed_run_equals_an_uninterrupted_one(t
         assert torch.equal(v, b["model"][k]), k
 
 
-def test_a_checkpoint_written_before_the_sampling_value_resumes(tmp_path):
+def test_a_checkpoint_written_before_the_sampling_value_resumes(tmp_path, monkeypatch):
     """A run directory written when the sampler was attached to the layers (tests/apps/data/README.md) resumes, and
     continues exactly like a run trained straight through by today's code: the refactor kept every number.
+
+    The stored run drew its reads in one qemcmc call per prefix length; today's bridge sends qemcmc one padded call
+    per layer (``capabilities.pad_with_mask``), whose chains follow the same law from another random stream
+    (``tests/backends/test_qemcmc_groups.py``). The per-prefix calls, whose stream is unchanged, are restored here.
 
     The stored run was trained on another CPU, whose float kernels round differently, so its step-2 weights are
     compared with this machine's within a tolerance; the bit-for-bit check of the resume (determinism on one machine)
     runs on the old directory with this machine's step-2 tensors put in place of the stored ones, so that everything
     the old format decides (its configuration keys, format 2, the sampler read from the layers) is still exercised."""
+    from hybrid_attention.backends.mcmc.qemcmc import QEMCMCSampler
+
+    per_prefix = dataclasses.replace(QEMCMCSampler.capabilities, pad_with_mask=False)
+    monkeypatch.setattr(QEMCMCSampler, "capabilities", per_prefix)
     old = tmp_path / "old"
     shutil.copytree(Path(__file__).parent / "data" / "checkpoint_v2_qemcmc", old)
     before = load_checkpoint(old / "checkpoint.pt")

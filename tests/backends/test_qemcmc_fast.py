@@ -29,6 +29,19 @@ def test_energy_table_equals_the_doubling(n, shared):
     torch.testing.assert_close(_energy_table(h, J.contiguous()), configuration_energies(h, J), rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("n", [1, 3, 7])
+def test_energy_table_of_a_few_distinct_couplings_equals_the_doubling(n):
+    """A merged run's problems: one shared J with a different set of spins decoupled per row (few distinct
+    matrices)."""
+    g = torch.Generator().manual_seed(20 + n)
+    N = 12
+    h = torch.randn(N, n, generator=g, dtype=torch.float64)
+    J = couplings(N, n, g, shared=True)
+    keep = (torch.arange(n)[None, :] <= (torch.arange(N) % n)[:, None]).double()  # row r sees spins 0..r mod n
+    J = J * keep[:, :, None] * keep[:, None, :]
+    torch.testing.assert_close(_energy_table(h, J), configuration_energies(h, J), rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("shared", [True, False])
 @pytest.mark.parametrize("scale", [0.3, 3.0])  # converged, and stopped at max_iter (strong couplings)

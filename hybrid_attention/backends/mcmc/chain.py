@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from hybrid_attention.checks import check_memory, check_positive_int, describe_seed, spawn_seeds
-from hybrid_attention.circuits.proposal import ProposalParams, alpha_of
+from hybrid_attention.circuits.proposal import ProposalParams
 from hybrid_attention.exact import enumerate_states
 from hybrid_attention.ising import IsingProblem, index_to_bits, spins_to_index
 from hybrid_attention.sampler import Sampler, SamplerCapabilities
@@ -30,6 +30,7 @@ from hybrid_attention.sampleset import SampleSet
 
 from ..dqa.statevector import configuration_energies
 from .analysis import effective_sample_size, integrated_time
+from .chain_rows import ChainRows, fill_dropped, group_labels, merge_groups, spread_indices, visible_groups
 from .qemcmc_engines import REAL
 
 __all__ = ["ChainSchedule", "MetropolisChain", "start_magnetisations", "STARTS"]
@@ -73,26 +74,37 @@ class ChainSchedule:
 CHAIN_OPTIONS = {f.name: ("chain", f.name) for f in dataclasses.fields(ChainSchedule)}
 
 
-def start_magnetisations(h: torch.Tensor, J: torch.Tensor, beta: np.ndarray, mask: Any, start: str) -> np.ndarray:
+def start_magnetisations(
+    h: torch.Tensor, J: torch.Tensor, beta: np.ndarray, mask: Any, start: str, groups: np.ndarray | None = None
+) -> np.ndarray:
     """``(N, n)`` magnetisations of the independent-spin start: ``tanh(beta h)`` (``"fields"``) or the naive mean-field
     solution (``"meanfield"``: :func:`.meanfield.mean_field`'s damped iteration, 200 iterations at most, tolerance
-    1e-6, by :func:`_naive_mean_field`). ``h (N, n)``, ``J (N, n, n)`` float64 with dropped spins decoupled;
-    ``beta (N,)``."""
+    1e-6, by :func:`_naive_mean_field`). ``h (N, n)``, ``J (N, n, n)`` float64 with dropped spins without field (their
+    couplings need not be zeroed: their magnetisation stays 0); ``beta (N,)``; ``groups (N,)`` labels the rows whose
+    iteration stops together (``None``: all of them, as one call on those rows alone would)."""
     b = np.asarray(beta, dtype=np.float64)[:, None]
     if start == "fields":
         return np.tanh(b * h.numpy())
     mk = None if mask is None else np.asarray(mask, dtype=np.float64)
-    return _naive_mean_field(h.numpy(), J.numpy(), b, mk, max_iter=200, tol=1e-6)
+    return _naive_mean_field(h.numpy(), J.numpy(), b, mk, max_iter=200, tol=1e-6, groups=groups)
 
 
-def _naive_mean_field(h: np.ndarray, J: np.ndarray, b: np.ndarray, mask: Any, *, max_iter: int, tol: float):
+def _naive_mean_field(
+    h: np.ndarray, J: np.ndarray, b: np.ndarray, mask: Any, *, max_iter: int, tol: float, groups: Any = None
+) -> np.ndarray:
     """:func:`.meanfield.mean_field` (naive, damping 0.5, no gradient) in numpy for ``h (N, n)``, ``J (N, n, n)``,
     ``b (N, 1)``: the same iteration from ``tanh(b h)``, the same stopping test (the largest residual of the batch
-    below ``tol``), so the same solution (to 1e-12; ``tests/backends/test_qemcmc_start.py``). A chain start is one
-    small call per prefix length, where torch's per-call cost was most of the time; a shared ``J`` (one head) is one
-    matrix product per iteration."""
+    below ``tol``), so the same solution (to 1e-12; ``tests/backends/test_qemcmc_fast.py``). A shared ``J`` (one head)
+    is one matrix product per iteration.
+
+    ``groups`` (``(N,)`` int labels ``0..G-1``, or ``None``: one group) runs several batches at once, each with its
+    own stopping test: a group's rows stop moving at the first iteration where that group's largest residual is below
+    ``tol``, so every group gets the solution a call on its rows alone would (one call for the prefixes of a whole
+    attention layer instead of one per prefix length, where numpy's per-call cost was most of the time)."""
     shared = J.shape[0] > 0 and (J.strides[0] == 0 or bool((J == J[:1]).all()))
     m = np.tanh(b * h)
+    if groups is not None and h.size > 0 and int(groups.max()) > 0:
+        return _grouped_mean_field(m, h, J, b, mask, groups, shared, max_iter=max_iter, tol=tol)
     for _ in range(max_iter):
         field = h + (m @ J[0] if shared else np.einsum("rk,rkj->rj", m, J))
         f = np.tanh(b * field)
@@ -105,17 +117,51 @@ def _naive_mean_field(h: np.ndarray, J: np.ndarray, b: np.ndarray, mask: Any, *,
     return m
 
 
+def _grouped_mean_field(m, h, J, b, mask, groups, shared, *, max_iter: int, tol: float) -> np.ndarray:  # noqa: ANN001
+    """:func:`_naive_mean_field` from ``m`` with a stopping test per group: the rows of a group that has stopped leave
+    the iteration (written back as they are), so late iterations run on the slow groups' rows only."""
+    live = np.arange(h.shape[0])
+    hl, bl, ml, lab = h, b, m, groups
+    mkl = mask
+    worst = np.zeros(int(groups.max()) + 1)
+    for _ in range(max_iter):
+        field = hl + (ml @ J[0] if shared else np.einsum("rk,rkj->rj", ml, J[live]))
+        f = np.tanh(bl * field)
+        if mkl is not None:
+            f *= mkl
+        step = f - ml
+        worst.fill(0.0)
+        np.maximum.at(worst, lab, np.abs(step).max(-1))
+        keep = (worst >= tol)[lab]
+        if not keep.all():
+            m[live[~keep]] = ml[~keep]
+            live, hl, bl, ml, lab, step = live[keep], hl[keep], bl[keep], ml[keep], lab[keep], step[keep]
+            mkl = None if mkl is None else mkl[keep]
+            if live.size == 0:
+                return m
+        ml = ml + 0.5 * step
+    m[live] = ml
+    return m
+
+
 def _energy_table(h: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
-    """:func:`.statevector.configuration_energies` of ``h (N, n)``, ``J (N, n, n)`` (float64). When every problem has
-    the same couplings (one attention head: the bridge's problems share ``J``), the coupling energies of the ``2**n``
-    configurations are computed once and the fields are one GEMM: 4 kernel calls instead of the ~6 n of the doubling
-    (equal to 1e-12)."""
+    """:func:`.statevector.configuration_energies` of ``h (N, n)``, ``J (N, n, n)`` (float64). When the problems share
+    a few coupling matrices (one attention head: the bridge's problems share ``J``; a merged run of
+    :mod:`.chain_rows`: one per prefix length), the coupling energies of the ``2**n`` configurations are computed once
+    per distinct matrix and the fields are one GEMM: a few kernel calls instead of the ~6 n of the doubling (equal to
+    1e-12)."""
     N, n = h.shape
-    if N == 0 or n == 0 or not torch.equal(J, J[:1].expand_as(J)):
+    if N == 0 or n == 0:
         return configuration_energies(h, J)
     S = enumerate_states(n, dtype=h.dtype)  # (2**n, n), row c = s(c)
-    coupling = 0.5 * ((S @ J[0]) * S).sum(-1)  # sum_{j<k} J_jk s_j s_k (J symmetric, zero diagonal)
-    return (h @ S.T).add_(coupling).neg_()
+    if torch.equal(J, J[:1].expand_as(J)):
+        coupling = 0.5 * ((S @ J[0]) * S).sum(-1)  # sum_{j<k} J_jk s_j s_k (J symmetric, zero diagonal)
+        return (h @ S.T).add_(coupling).neg_()
+    distinct, which = torch.unique(J.reshape(N, n * n), dim=0, return_inverse=True)
+    if 2 * len(distinct) > N:  # mostly distinct couplings: the doubling
+        return configuration_energies(h, J)
+    coupling = 0.5 * ((S @ distinct.view(-1, n, n)) * S).sum(-1)  # (distinct, 2**n)
+    return (h @ S.T).add_(coupling[which]).neg_()
 
 
 class MetropolisChain(Sampler):
@@ -146,6 +192,11 @@ class MetropolisChain(Sampler):
     dtype = torch.complex64
     #: the IBM sampler of a quantum rule on IBM hardware (``None``: none)
     ibm: Any = None
+    #: the fixed cost of one group of a masked batch, in row-configurations, for :func:`.chain_rows.merge_groups`
+    #: (0: every group of rows with the same visible spins runs on those spins alone). Only for a proposal under
+    #: which dropped spins are free spins that change no draw of the others (the quantum proposal: a product driver
+    #: and a problem term without them), never for one that spends moves on them (a single-spin flip).
+    _merge_overhead: float = 0.0
 
     def __init__(
         self,
@@ -261,37 +312,64 @@ class MetropolisChain(Sampler):
         opts = self._resolve(problem, num_reads, options)
         flat = problem.flatten()
         N, n = flat.h.shape[0], flat.n
-        C, r, burn, thin, params = opts["chains"], opts["records"], opts["burn_in"], opts["thinning"], opts["params"]
+        C, r, burn, thin = opts["chains"], opts["records"], opts["burn_in"], opts["thinning"]
         moves = burn + (r - 1) * thin
-        h, J = flat.dropped()
-        h64 = h.detach().to(torch.float64).cpu()
-        J64 = J.detach().to(torch.float64).cpu().expand(N, n, n)
-        beta = flat.beta_tensor().detach().to(torch.float64).cpu().numpy()
-        mask = None if flat.mask is None else flat.mask.cpu().numpy()
-        alpha = alpha_of(h64.numpy(), J64.numpy(), mask) if params.alpha is None else np.full(N, params.alpha)
+        t0 = time.perf_counter()
+        rows = ChainRows.of(flat, opts)
+        groups = visible_groups(rows.mask)
+        if rows.init is None and opts["start"] != "random":  # every group's start in one solve, each its own stop
+            labels = None if len(groups) == 1 else group_labels(groups, N)
+            m0 = start_magnetisations(rows.h, rows.J, rows.beta, rows.mask, opts["start"], labels)
+            rows = dataclasses.replace(rows, m0=m0)
+        runs = merge_groups(groups, self._merge_overhead)
+        # nothing masked: the chunks' seeds come from ``seed`` itself; else one child seed per run (its chunks' seeds
+        # spawned from it, as a call on the run's spins alone would) and one for the dropped spins
+        dropped = groups[0][0] is not None
+        group_seeds = spawn_seeds(seed, len(runs) + 1) if dropped else [seed]
+        self._jobs: list[list[str]] = []
+        rec, final = np.zeros((N, C * r), dtype=np.int64), np.zeros((N, C), dtype=np.int64)  # indices over n spins
+        acc, changed, energies = np.zeros((N, C)), np.zeros((N, C)), np.zeros((N, C, moves + 1))
+        chunk_seeds, modes = [], []
+        for (idx, cols), sd in zip(runs, group_seeds):
+            if cols is not None and len(cols) == 0:  # no spin takes part: every proposal is the current (empty) state
+                acc[idx] = moves
+                continue
+            g = rows.select(idx, cols)
+            (rec_g, final_g, acc[g.rows], energies[g.rows], changed[g.rows]), mode, seeds = self._run_rows(g, opts, sd)
+            rec[g.rows], final[g.rows] = spread_indices(rec_g, cols), spread_indices(final_g, cols)
+            chunk_seeds += seeds
+            modes.append((g.h.shape[1], mode))
+        spins = 1 - 2 * index_to_bits(rec, n).astype(np.int8)  # (N, C * r, n), chain-major
+        final_spins = 1 - 2 * index_to_bits(final, n).astype(np.int8)
+        if dropped:  # free spins (uniform), or where persistent chains left them
+            fill_dropped(spins, final_spins, rows.mask, rows.init, group_seeds[-1])
+        mode = max(modes)[1] if modes else self._mode(0, C, moves, opts["params"])
+        info = self._info(problem, opts, spins, final_spins, acc, energies, changed, mode, seed, chunk_seeds)
+        info["timing"] = {"run": time.perf_counter() - t0}
+        bs, reads = tuple(problem.batch_shape), opts["reads"]
+        w = np.full((*bs, reads), 1.0 / reads)
+        return SampleSet(spins[:, :reads].reshape(*bs, reads, n), w, problem, info)
+
+    def _run_rows(self, g: ChainRows, opts: dict[str, Any], seed: Any) -> tuple[tuple[np.ndarray, ...], str, list]:
+        """The chains of the problems ``g`` (every spin taking part), chunked by memory: ``((records (N, C * r), final
+        (N, C), accepted, energies, changed), mode, chunk seeds)`` as :meth:`_run_chunk`, concatenated."""
+        N, n = g.h.shape
+        C, r, thin, params = opts["chains"], opts["records"], opts["thinning"], opts["params"]
+        moves = opts["burn_in"] + (r - 1) * thin
         mode = self._mode(n, C, moves, params)
         step = self._problems_per_chunk(n, C, mode)
         starts = list(range(0, N, step))
         seeds = spawn_seeds(seed, len(starts))
-        init = None if opts["initial_state"] is None else opts["initial_state"].reshape(N, C, n)
-        t0 = time.perf_counter()
-        self._jobs: list[list[str]] = []
         out = [
-            self._run_chunk(
-                h64[s : s + step],
-                J64[s : s + step],
-                beta[s : s + step],
-                alpha[s : s + step],
-                None if mask is None else mask[s : s + step],
-                None if init is None else init[s : s + step],
-                opts,
-                mode,
-                np.random.default_rng(sd),
-            )
-            for s, sd in zip(starts, seeds)
+            self._run_chunk(g.chunk(s, s + step), opts, mode, np.random.default_rng(sd)) for s, sd in zip(starts, seeds)
         ]
-        rec, final, acc, energies, changed = (np.concatenate([o[i] for o in out]) for i in range(5))
-        spins = 1 - 2 * index_to_bits(rec, n).astype(np.int8)  # (N, C * r, n), chain-major
+        return tuple(np.concatenate([o[i] for o in out]) for i in range(5)), mode, seeds
+
+    def _info(self, problem, opts, spins, final, acc, energies, changed, mode, seed, chunk_seeds):  # noqa: ANN001, ANN202
+        """``SampleSet.info`` of a call (:mod:`.qemcmc` module docstring) from its chains' output."""
+        N, _, n = spins.shape
+        C, r, burn, thin, params = opts["chains"], opts["records"], opts["burn_in"], opts["thinning"], opts["params"]
+        moves = burn + (r - 1) * thin
         bs = tuple(problem.batch_shape)
         start = burn // 2
         iat = integrated_time(energies[:, :, start:]) if moves - start >= 8 else np.full(N, np.nan)
@@ -312,40 +390,38 @@ class MetropolisChain(Sampler):
             "proposals": C * moves,
             "params": params,
             "seed": describe_seed(seed),
-            "chunk_seeds": seeds,
+            "chunk_seeds": chunk_seeds,
             "acceptance_rate": (acc / max(moves, 1)).mean(-1).reshape(bs),
             "move_rate": (changed / max(moves, 1)).mean(-1).reshape(bs),
             "iat": iat.reshape(bs),
             "ess": np.minimum(effective_sample_size(C, r, iat, thin), opts["reads"]).reshape(bs),
             "iat_spins": iat_s.reshape(*bs, n),
             "ess_spins": np.minimum(effective_sample_size(C, r, iat_s), opts["reads"]).reshape(*bs, n),
-            "final_state": (1 - 2 * index_to_bits(final, n).astype(np.int8)).reshape(*bs, C, n),
-            "timing": {"run": time.perf_counter() - t0},
+            "final_state": final.reshape(*bs, C, n),
         }
         if self.engine == "ibm":
             info.update(job_ids=[j for jobs in self._jobs for j in jobs], backend_name=self.ibm.backend.name)
-        w = np.full((*bs, opts["reads"]), 1.0 / opts["reads"])
-        return SampleSet(spins[:, : opts["reads"]].reshape(*bs, opts["reads"], n), w, problem, info)
+        return info
 
     def _proposal_engine(self, E, h, J, mask, alpha, params, mode):  # noqa: ANN001, ANN202 (internal)
         """The object whose ``propose(cur (N, C), gamma, t, rng) -> (N, C)`` draws each chain's proposal: the rule."""
         raise NotImplementedError(f"{type(self).__name__} gives no proposal rule")
 
-    def _run_chunk(self, h, J, beta, alpha, mask, init, opts, mode, rng):  # noqa: ANN001, ANN202 (internal)
-        """Chains of one chunk of problems: ``(records (N, C * r), final (N, C), accepted (N, C), energies
-        (N, C, moves + 1), changed (N, C))`` (``changed``: accepted moves to another configuration)."""
+    def _run_chunk(self, part: ChainRows, opts: dict[str, Any], mode: str, rng: np.random.Generator):  # noqa: ANN202
+        """Chains of one chunk of problems ``part`` (every spin taking part): ``(records (N, C * r), final (N, C), accepted
+        (N, C), energies (N, C, moves + 1), changed (N, C))`` (``changed``: accepted moves to another configuration)."""
+        h, J, beta = part.h, part.J, part.beta
         N, n = h.shape
         C, r, burn, thin, params = opts["chains"], opts["records"], opts["burn_in"], opts["thinning"], opts["params"]
         moves = burn + (r - 1) * thin
         E = _energy_table(h, J)  # (N, 2**n) float64, the classical energies
-        engine = self._proposal_engine(E, h, J, mask, alpha, params, mode)
+        engine = self._proposal_engine(E, h, J, part.mask, part.alpha, params, mode)
         En = E.numpy()
         bE = beta[:, None] * En  # (N, 2**n)
-        if init is not None:
-            cur = spins_to_index(init).astype(np.int64)
-        elif opts["start"] in ("fields", "meanfield"):  # independent spins, P(s_j = +1) = (1 + m_j) / 2
-            m0 = start_magnetisations(h, J, beta, mask, opts["start"])  # (N, n); dropped spins: 0
-            p_up = 0.5 * (1.0 + m0)
+        if part.init is not None:
+            cur = spins_to_index(part.init).astype(np.int64)
+        elif part.m0 is not None:  # independent spins, P(s_j = +1) = (1 + m_j) / 2 ("fields", "meanfield")
+            p_up = 0.5 * (1.0 + part.m0)
             cur = spins_to_index(np.where(rng.random((N, C, n)) < p_up[:, None, :], 1, -1).astype(np.int8))
         else:
             cur = rng.integers(0, 1 << n, size=(N, C))

@@ -67,6 +67,7 @@ from hybrid_attention.sampler import SamplerCapabilities
 
 from .analysis import transition_matrix
 from .chain import CHAIN_OPTIONS, ChainSchedule, MetropolisChain
+from .chain_rows import visible_groups
 from .qemcmc_engines import (
     REAL,
     CircuitEngine,
@@ -86,6 +87,8 @@ _MODES = ("auto", "unitary", "columns")
 #: the defaults of the grouped options (frozen values; the registry's flat options replace their fields)
 _DEFAULT_PARAMS = ProposalParams()
 _DEFAULT_CHAIN = ChainSchedule(burn_in=128)
+#: the statevector engine's fixed cost of one group of rows (QEMCMCSampler._merge_overhead), in row-configurations
+_MERGE_OVERHEAD = 16384.0
 REAL = REAL
 
 
@@ -130,7 +133,7 @@ class QEMCMCSampler(MetropolisChain):
     """
 
     name = "qemcmc"
-    capabilities = SamplerCapabilities(markov_chain=True, needs_circuit=True)
+    capabilities = SamplerCapabilities(markov_chain=True, needs_circuit=True, pad_with_mask=True)
     option_groups: ClassVar[dict[str, tuple[str, str]]] = {
         **CHAIN_OPTIONS,
         "gamma": ("params", "gamma"),
@@ -219,6 +222,13 @@ class QEMCMCSampler(MetropolisChain):
         self.max_spins = limit if max_spins is None else check_positive_int(max_spins, "max_spins")
 
     @property
+    def _merge_overhead(self) -> float:  # type: ignore[override]
+        """The simulator's fixed cost of one group of a masked batch (:func:`.chain_rows.merge_groups`), measured at
+        T = 12 (a group's setup and per-move draw calls against the arithmetic of one row's configuration); 0 for
+        circuits (a merged run would put idle qubits on the device)."""
+        return _MERGE_OVERHEAD if self.engine == "statevector" else 0.0
+
+    @property
     def properties(self) -> dict[str, Any]:
         props = {k: v for k, v in super().properties.items() if k != "burn_in"}
         return {**props, "engine": self.engine, "params": self.params, "burn_in": self.burn_in}
@@ -259,27 +269,44 @@ class QEMCMCSampler(MetropolisChain):
         Returns:
             The keys of :meth:`hybrid_attention.backends.ibm.sampler.IBMSampler.estimate`: ``jobs`` = ``pubs`` = chunks x
             moves, ``circuits`` = problems x chains x moves, ``shots`` = ``circuits``, the proposal's ISA ``depth``
-            and ``two_qubit_gates``, and ``qpu_seconds``; plus ``moves`` and ``chains``.
+            and ``two_qubit_gates``, and ``qpu_seconds``; plus ``moves`` and ``chains``. A masked batch counts each
+            group of rows with the same visible spins on those spins, as :meth:`sample` runs it (counts and seconds
+            summed over the groups, depth and gates of the deepest).
         """
         if self.engine != "ibm":
             raise ValueError(f"qemcmc: estimate is for engine='ibm' (circuits submitted to IBM), got {self.engine!r}")
         problem = self.validate(problem, num_reads=num_reads, options=options)
         opts = self._resolve(problem, num_reads, options)
         flat = problem.flatten()
-        N, n = int(flat.h.shape[0]), flat.n
-        C, params = opts["chains"], opts["params"]
+        C = opts["chains"]
         moves = opts["burn_in"] + (opts["records"] - 1) * opts["thinning"]
-        per_chunk = self._problems_per_chunk(n, C, self._mode(n, C, moves, params))
-        chunks = -(-N // per_chunk)
         _, J = flat.dropped()
-        nz = J.detach().abs().reshape(-1, n, n).amax(0) > 0
+        J = J.detach().expand(flat.h.shape[0], flat.n, flat.n)
+        mask = None if flat.mask is None else flat.mask.cpu().numpy()
+        # a masked batch runs each group of rows with the same visible spins on those spins (:mod:`.chain_rows`)
+        parts = [
+            self._estimate_group(J if rows is None else J[rows][:, cols][:, :, cols], C, moves, opts["params"])
+            for rows, cols in visible_groups(mask)
+            if cols is None or len(cols)
+        ]
+        est = {
+            k: sum(p[k] for p in parts)
+            for k in ("jobs", "pubs", "circuits", "shots", "qpu_seconds", "overhead_seconds")
+        }
+        est.update({k: max(p[k] for p in parts) for k in ("depth", "two_qubit_gates", "largest_job_seconds")})
+        return {**parts[-1], **est, "moves": moves, "chains": C}
+
+    def _estimate_group(self, J: torch.Tensor, C: int, moves: int, params: ProposalParams) -> dict[str, Any]:
+        """:meth:`estimate` of the problems with couplings ``J (N, n, n)``, every spin taking part."""
+        N, n = J.shape[0], J.shape[-1]
+        per_chunk = self._problems_per_chunk(n, C, self._mode(n, C, moves, params))
+        nz = J.abs().reshape(-1, n, n).amax(0) > 0
         edges = tuple((j, k) for j in range(n) for k in range(j + 1, n) if bool(nz[j, k]))
-        tmpl = proposal_template(n, edges, params.steps, self.circuit_options, params.shape)
-        isa = self.ibm.isa_circuit(tmpl)
-        est = self.ibm.cost(
+        isa = self.ibm.isa_circuit(proposal_template(n, edges, params.steps, self.circuit_options, params.shape))
+        chunks = -(-N // per_chunk)
+        return self.ibm.cost(
             isa, jobs=chunks * moves, circuits=N * C * moves, shots=1, job_circuits=min(N, per_chunk) * C
         )
-        return {**est, "moves": moves, "chains": C}
 
     def _proposal_engine(self, E, h, J, mask, alpha, params, mode):  # noqa: ANN001, ANN202 (internal)
         """The object whose ``propose(cur (N, C), gamma, t, rng) -> (N, C)`` draws each chain's proposal (the
