@@ -66,8 +66,8 @@ def iterate_rows(
     image: bool = False,
 ) -> tuple[torch.Tensor, ...]:
     """The damped iteration ``x <- g = x + d (fmap(x) - x)``, optionally accelerated (:func:`_secant`), with a
-    stopping test per row: a row stops once ``max |fmap(x) - x| < tol``; its iterate is recorded then, and it leaves
-    the batch once :data:`COMPACT` of the batch has stopped (until then it keeps iterating, its later iterates unused).
+    stopping test per row: a row stops once ``max |fmap(x) - x| < tol`` and stays at that iterate (recorded when it
+    leaves the batch, once :data:`COMPACT` of the batch has stopped; until then its map is evaluated, unused).
 
     Args:
         fmap: ``(x (r, n), data) -> (r, n)``, applied to the rows still in the batch (``data`` holds their rows).
@@ -88,10 +88,12 @@ def iterate_rows(
     img = torch.empty_like(x) if image else None
     if R == 0 or n == 0:  # nothing to solve: every row passes at the first test
         return (out, count.fill_(1), res.zero_()) + ((img,) if image else ())
-    rows = torch.arange(R)
-    live = torch.ones(R, dtype=torch.bool)  # rows not yet stopped (stopped ones iterate on until compaction)
+    rows = torch.arange(R)  # the batch's rows among the R
+    live = torch.ones(R, dtype=torch.bool)  # rows not yet stopped (stopped ones stay frozen until compaction)
+    stop = torch.full((R,), max_iter, dtype=torch.long)  # the iteration at which each row stopped
+    stop_r = res.clone()  # and its residual then
     left, size = R, R
-    r, prev = res, None
+    r, prev, record = res, None, (out, img, count, res)
     for it in range(1, max_iter + 1):
         fx = fmap(x, data)
         step = fx - x
@@ -99,32 +101,44 @@ def iterate_rows(
         r = (step.abs_() if damping == 1 and not accelerate else step.abs()).amax(-1)
         done = (r < tol).logical_and_(live)
         stopped = int(done.sum())
-        if stopped:  # integer gathers: index_select is several times faster than boolean or advanced indexing
-            idx = done.nonzero().squeeze(1)
-            gone = rows.index_select(0, idx)
-            out.index_copy_(0, gone, x.index_select(0, idx))
-            if img is not None:
-                img.index_copy_(0, gone, fx.index_select(0, idx))
-            count.index_fill_(0, gone, it)
-            res.index_copy_(0, gone, r.index_select(0, idx))
+        if stopped:  # a few small in-place updates; the rows' results are gathered once, at compaction
+            live.logical_xor_(done)
+            stop.masked_fill_(done, it)
+            stop_r = torch.where(done, r, stop_r)
             left -= stopped
             if not left:
+                _flush(record, rows, torch.arange(size), x, fx, stop, stop_r)
                 return (out, count, res) + ((img,) if image else ())
-            live.index_fill_(0, idx, False)
-            if size - left >= COMPACT * size:  # drop the stopped rows
+            if size - left >= COMPACT * size:  # drop the stopped rows (integer gathers: index_select is several
+                # times faster than boolean or advanced indexing)
+                _flush(record, rows, (~live).nonzero().squeeze(1), x, fx, stop, stop_r)
                 keep = live.nonzero().squeeze(1)
-                rows, x, fx, r = (t.index_select(0, keep) for t in (rows, x, fx, r))
+                rows, x, fx, r, stop, stop_r = (t.index_select(0, keep) for t in (rows, x, fx, r, stop, stop_r))
                 step = step.index_select(0, keep) if damping != 1 or accelerate else step
                 prev = None if prev is None else tuple(t.index_select(0, keep) for t in prev)
                 data = {k: v.index_select(0, keep) for k, v in data.items()}
                 live, size = live.index_select(0, keep), left
         g = fx if damping == 1 else torch.add(x, step, alpha=damping)
-        x, prev = (g if prev is None else _secant(g, step, *prev)), ((g, step) if accelerate else None)
+        new, prev = (g if prev is None else _secant(g, step, *prev)), ((g, step) if accelerate else None)
+        x = new if left == size else torch.where(live[:, None], new, x)  # stopped rows stay at their iterate
+    _flush(record, rows, (~live).nonzero().squeeze(1), x, fx, stop, stop_r)
     keep = live.nonzero().squeeze(1)
     gone = rows.index_select(0, keep)
     out.index_copy_(0, gone, x.index_select(0, keep))
     res.index_copy_(0, gone, r.index_select(0, keep))
     return (out, count, res) + ((img,) if image else ())
+
+
+def _flush(record, rows, sel, x, fx, stop, stop_r) -> None:
+    """Write the stopped batch rows ``sel`` (frozen at the iterate that passed the test: ``x``, ``fx = fmap(x)``)
+    into ``record = (out, image or None, count, res)`` at their rows ``rows[sel]``."""
+    out, img, count, res = record
+    gone = rows.index_select(0, sel)
+    out.index_copy_(0, gone, x.index_select(0, sel))
+    if img is not None:
+        img.index_copy_(0, gone, fx.index_select(0, sel))
+    count.index_copy_(0, gone, stop.index_select(0, sel))
+    res.index_copy_(0, gone, stop_r.index_select(0, sel))
 
 
 def _secant(g: torch.Tensor, step: torch.Tensor, g_prev: torch.Tensor, step_prev: torch.Tensor) -> torch.Tensor:
@@ -269,6 +283,30 @@ def _image(x, hh, J, bb, mk) -> torch.Tensor:
     return out if mk is None else out * mk
 
 
+def _stragglers(m, f, h, J, b, mask, late, tol: float, max_iter: int) -> tuple[int, float]:
+    """Naive mean field's rows still unconverged after :data:`SWITCH` iterations, of all blocks of one group at once
+    (zero-padded to the widest block's width ``W``; padded spins are masked): :func:`newton_free_energy` (when
+    ``max_iter > SWITCH``), written into ``m`` and ``f = f(m)`` ``(R, n)`` in place.
+
+    Args: ``h, mask (R, n)`` and ``b (R or 1, 1)`` of the group in block order, ``J (n, n)``; ``late``: per block
+    with such rows ``(their rows, width, iteration counts)``. Returns ``(Newton steps of the slowest, largest
+    final residual)``."""
+    rows = torch.cat([r for r, _, _ in late])
+    W = max(L for _, L, _ in late)
+    x, hh = m.index_select(0, rows)[:, :W], h.index_select(0, rows)[:, :W]
+    bb = b.index_select(0, rows) if b.shape[0] > 1 else b.expand(len(rows), 1)
+    mk = None if mask is None else mask.index_select(0, rows)[:, :W]
+    steps = torch.zeros(len(rows), dtype=torch.long)
+    if max_iter > SWITCH:
+        x, steps, _ = newton_free_energy(x, hh, J[:W, :W], bb, mk, tol=tol / 4, max_iter=max_iter - SWITCH)
+    image = _image(x, hh, J[:W, :W], bb, mk)
+    m[:, :W].index_copy_(0, rows, x)
+    if f is not None:
+        f[:, :W].index_copy_(0, rows, image)
+    r = (image - x).abs().amax(-1) if len(rows) else x.new_zeros(0)
+    return int(steps.max()) if len(rows) else 0, float(r.max()) if len(rows) else 0.0
+
+
 def solve_rows(
     h, J, mask, tap: bool, b, damping: float, tol: float, max_iter: int, blocks, start: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, int, float, dict[str, float]]:
@@ -311,29 +349,23 @@ def solve_rows(
             accelerate=False,  # forward: see the module docstring
             image=not tap,
         )
-        for (a, c, L), (x, count, rr, *img), (_, _, hh, bb, mk) in zip(spans, solved, probs):
+        late = []
+        for (a, c, L), (x, count, rr, *img) in zip(spans, solved):
             spent += float(count.sum()) * L * L
-            late = rr >= tol
-            if not tap and bool(late.any()):
-                if max_iter > SWITCH:  # the stragglers: Newton on the free energy
-                    newton += int(late.sum())
-                    x[late], steps, rr[late] = newton_free_energy(
-                        x[late],
-                        hh[late],
-                        Jg[:L, :L],
-                        bb[late],
-                        None if mk is None else mk[late],
-                        tol=tol / 4,
-                        max_iter=max_iter - SWITCH,
-                    )
-                    count[late] += steps
-                img[0][late] = _image(x[late], hh[late], Jg[:L, :L], bb[late], None if mk is None else mk[late])
             m[g, a:c, :L] = x
             if f is not None:
                 f[g, a:c, :L] = img[0]
+            slow = None if tap else rr >= tol  # naive mean field: the stragglers, solved below
+            if slow is not None and bool(slow.any()):
+                late.append((a + slow.nonzero().squeeze(1), L, count))
+                rr = rr.masked_fill(slow, 0.0)
             if count.numel():
-                iters = max(iters, int(count.max()))
-                res = max(res, float(rr.max()))
+                iters, res = max(iters, int(count.max())), max(res, float(rr.max()))
+        if late:
+            steps, rr = _stragglers(m[g], f[g], hg, Jg, bg, mg, late, tol, max_iter)
+            newton += sum(len(rows) for rows, _, _ in late)
+            iters = max(iters, max(int(count.max()) for _, _, count in late) + steps)
+            res = max(res, rr)
     if order is not None:  # back from block order
         m = torch.empty_like(m).index_copy_(1, order, m)
         f = None if f is None else torch.empty_like(f).index_copy_(1, order, f)
