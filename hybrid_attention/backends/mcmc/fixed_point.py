@@ -66,8 +66,8 @@ def iterate_rows(
     image: bool = False,
 ) -> tuple[torch.Tensor, ...]:
     """The damped iteration ``x <- g = x + d (fmap(x) - x)``, optionally accelerated (:func:`_secant`), with a
-    stopping test per row: a row stops once ``max |fmap(x) - x| < tol`` and stays at that iterate (recorded when it
-    leaves the batch, once :data:`COMPACT` of the batch has stopped; until then its map is evaluated, unused).
+    stopping test per row: a row stops once ``max |fmap(x) - x| < tol``; its iterate is recorded then, and it leaves
+    the batch once :data:`COMPACT` of the batch has stopped (until then it keeps iterating, its later iterates unused).
 
     Args:
         fmap: ``(x (r, n), data) -> (r, n)``, applied to the rows still in the batch (``data`` holds their rows).
@@ -88,12 +88,10 @@ def iterate_rows(
     img = torch.empty_like(x) if image else None
     if R == 0 or n == 0:  # nothing to solve: every row passes at the first test
         return (out, count.fill_(1), res.zero_()) + ((img,) if image else ())
-    rows = torch.arange(R)  # the batch's rows among the R
-    live = torch.ones(R, dtype=torch.bool)  # rows not yet stopped (stopped ones stay frozen until compaction)
-    stop = torch.full((R,), max_iter, dtype=torch.long)  # the iteration at which each row stopped
-    stop_r = res.clone()  # and its residual then
+    rows = torch.arange(R)
+    live = torch.ones(R, dtype=torch.bool)  # rows not yet stopped (stopped ones iterate on until compaction)
     left, size = R, R
-    r, prev, record = res, None, (out, img, count, res)
+    r, prev = res, None
     for it in range(1, max_iter + 1):
         fx = fmap(x, data)
         step = fx - x
@@ -101,44 +99,32 @@ def iterate_rows(
         r = (step.abs_() if damping == 1 and not accelerate else step.abs()).amax(-1)
         done = (r < tol).logical_and_(live)
         stopped = int(done.sum())
-        if stopped:  # a few small in-place updates; the rows' results are gathered once, at compaction
-            live.logical_xor_(done)
-            stop.masked_fill_(done, it)
-            stop_r = torch.where(done, r, stop_r)
+        if stopped:  # integer gathers: index_select is several times faster than boolean or advanced indexing
+            idx = done.nonzero().squeeze(1)
+            gone = rows.index_select(0, idx)
+            out.index_copy_(0, gone, x.index_select(0, idx))
+            if img is not None:
+                img.index_copy_(0, gone, fx.index_select(0, idx))
+            count.index_fill_(0, gone, it)
+            res.index_copy_(0, gone, r.index_select(0, idx))
             left -= stopped
             if not left:
-                _flush(record, rows, torch.arange(size), x, fx, stop, stop_r)
                 return (out, count, res) + ((img,) if image else ())
-            if size - left >= COMPACT * size:  # drop the stopped rows (integer gathers: index_select is several
-                # times faster than boolean or advanced indexing)
-                _flush(record, rows, (~live).nonzero().squeeze(1), x, fx, stop, stop_r)
+            live.index_fill_(0, idx, False)
+            if size - left >= COMPACT * size:  # drop the stopped rows
                 keep = live.nonzero().squeeze(1)
-                rows, x, fx, r, stop, stop_r = (t.index_select(0, keep) for t in (rows, x, fx, r, stop, stop_r))
+                rows, x, fx, r = (t.index_select(0, keep) for t in (rows, x, fx, r))
                 step = step.index_select(0, keep) if damping != 1 or accelerate else step
                 prev = None if prev is None else tuple(t.index_select(0, keep) for t in prev)
                 data = {k: v.index_select(0, keep) for k, v in data.items()}
                 live, size = live.index_select(0, keep), left
         g = fx if damping == 1 else torch.add(x, step, alpha=damping)
-        new, prev = (g if prev is None else _secant(g, step, *prev)), ((g, step) if accelerate else None)
-        x = new if left == size else torch.where(live[:, None], new, x)  # stopped rows stay at their iterate
-    _flush(record, rows, (~live).nonzero().squeeze(1), x, fx, stop, stop_r)
+        x, prev = (g if prev is None else _secant(g, step, *prev)), ((g, step) if accelerate else None)
     keep = live.nonzero().squeeze(1)
     gone = rows.index_select(0, keep)
     out.index_copy_(0, gone, x.index_select(0, keep))
     res.index_copy_(0, gone, r.index_select(0, keep))
     return (out, count, res) + ((img,) if image else ())
-
-
-def _flush(record, rows, sel, x, fx, stop, stop_r) -> None:
-    """Write the stopped batch rows ``sel`` (frozen at the iterate that passed the test: ``x``, ``fx = fmap(x)``)
-    into ``record = (out, image or None, count, res)`` at their rows ``rows[sel]``."""
-    out, img, count, res = record
-    gone = rows.index_select(0, sel)
-    out.index_copy_(0, gone, x.index_select(0, sel))
-    if img is not None:
-        img.index_copy_(0, gone, fx.index_select(0, sel))
-    count.index_copy_(0, gone, stop.index_select(0, sel))
-    res.index_copy_(0, gone, stop_r.index_select(0, sel))
 
 
 def _secant(g: torch.Tensor, step: torch.Tensor, g_prev: torch.Tensor, step_prev: torch.Tensor) -> torch.Tensor:
