@@ -8,6 +8,11 @@ at initialisation or at a trained checkpoint's weights; every measurement is CPU
 weights stay put), softmax and mean field interleaved step by step; prints each arm's median CPU ms per step and
 the median of the per-pair ratios.
 
+``lockstep``: two real training runs in one process, softmax and ``hj`` with the ``train`` default mean-field
+sampler, the CLI's configuration, schedule (``--steps`` as ``max_steps``) and batches, their steps interleaved (one
+softmax step, one mean-field step, ...): CPU ms per step of each over step ranges and the whole run, the ratio of the
+means (the mean-field step averaged over the run against softmax's), and the mean-field solver's iterations.
+
 ``profile``: the same step under ``cProfile`` (``timer=time.thread_time``), the mean-field step's time split into
 the parts of its path (cumulative CPU ms per step of the functions named in :data:`PARTS`, which nest: read the
 rows as a tree), softmax's step beside it. Profiling adds a per-call overhead, so the parts' absolute times are
@@ -15,6 +20,7 @@ inflated; compare rows of one table, and use ``steps`` for ratios.
 
     python -m bench.meanfield_profile steps --block-size 64 [--checkpoint RUN_DIR/checkpoint.pt]
     python -m bench.meanfield_profile profile --block-size 64 [--checkpoint RUN_DIR/checkpoint.pt]
+    python -m bench.meanfield_profile lockstep --block-size 64 --steps 500
 
 Run it with ``PYTHONPATH`` set to another checkout to profile that checkout's code (before/after a change).
 """
@@ -140,20 +146,89 @@ def profile(args: argparse.Namespace) -> None:
             print(f"| {label.replace(' ', '&nbsp;', len(label) - len(label.lstrip()))} | {s:.1f} | {m:.1f} |")
 
 
+def _trainer(attention: str, T: int, steps: int):
+    """``(step(i) -> CPU seconds, sampler)``: the CLI's training run (``train --attention ATTENTION [--sampler
+    meanfield] --block-size T --steps STEPS``: model, AdamW, schedule, batches) one step at a time."""
+    import torch
+
+    from bench.meanfield_run import _lr
+    from hybrid_attention import Transformer
+    from hybrid_attention.apps.train import TrainConfig, build_sampling, load_task
+
+    kw = {"sampler": "meanfield"} if attention == "hj" else {}
+    cfg = TrainConfig(attention=attention, block_size=T, max_steps=steps, **kw).resolved()
+    sampling = build_sampling(cfg) if attention == "hj" else None
+    task, _ = load_task(cfg)
+    torch.manual_seed(cfg.seed)  # the training loop's model, optimiser and batches (apps/train/loop.py)
+    model = Transformer(cfg.model_config(task.vocab_size))
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.99))
+    gen = torch.Generator().manual_seed(cfg.seed)
+
+    def step(i: int) -> float:
+        t0 = time.thread_time()
+        for g in opt.param_groups:
+            g["lr"] = _lr(i, cfg)
+        x, y = task.get_batch("train", cfg.batch_size, T, generator=gen)
+        _, loss = model(x, y, sampling=sampling)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        return time.thread_time() - t0
+
+    return step, (None if sampling is None else sampling.sampler)
+
+
+def lockstep(args: argparse.Namespace) -> None:
+    from bench.meanfield_run import RANGES
+
+    (soft, _), (mf, sampler) = (
+        _trainer("softmax", args.block_size, args.steps),
+        _trainer("hj", args.block_size, args.steps),
+    )
+    log = []
+    print(f"# T = {args.block_size}, {args.steps} steps, softmax and mean field interleaved step by step", flush=True)
+    for i in range(args.steps):
+        log.append((soft(i), mf(i), dict(sampler.last_info)))
+        if (i + 1) % 50 == 0:
+            print(f"#   step {i + 1}", flush=True)
+    print(
+        "| steps | softmax CPU ms/step | meanfield CPU ms/step | ratio of means | forward iterations | "
+        "backward iterations | Newton rows |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for lo, hi in RANGES + ((0, args.steps),):
+        part = log[lo:hi]
+        if not part:
+            continue
+        s, m = (statistics.mean(p[k] for p in part) * 1e3 for k in (0, 1))
+        it = (
+            statistics.mean(float(p[2].get(k) or 0) for p in part)
+            for k in ("iterations", "backward_iterations", "newton_rows")
+        )
+        print(
+            f"| {lo + 1}-{min(hi, len(log))} | {s:.1f} | {m:.1f} | {m / s:.2f} | "
+            + " | ".join(f"{v:.1f}" for v in it)
+            + " |"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="part", required=True)
-    s, q = sub.add_parser("steps"), sub.add_parser("profile")
+    s, q, k = sub.add_parser("steps"), sub.add_parser("profile"), sub.add_parser("lockstep")
+    k.add_argument("--block-size", type=int, default=64)
+    k.add_argument("--steps", type=int, default=500)
     for a in (s, q):
         a.add_argument("--block-size", type=int, default=64)
         a.add_argument("--checkpoint", default=None, help="a trained hj run's checkpoint.pt (read only)")
     s.add_argument("--pairs", type=int, default=30)
     q.add_argument("--steps", type=int, default=20)
     args = p.parse_args(argv)
-    {"steps": steps, "profile": profile}[args.part](args)
+    {"steps": steps, "profile": profile, "lockstep": lockstep}[args.part](args)
     return 0
 
 
