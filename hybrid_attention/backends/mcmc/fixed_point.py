@@ -21,7 +21,12 @@ unconverged, while most rows still converged in tens). Here:
   step 100 of that run: 9 rows of 4096 took the damped iteration 1600-1900 steps and Gauss-Seidel sweeps 400, to a
   well conditioned fixed point that Newton reached in 17 steps, within 6e-5);
 * the adjoint iterates with a secant step (:func:`_secant`, Anderson acceleration with memory 1); its stragglers are
-  solved directly (``(I - A^T) v = g`` per row, float64 LU).
+  solved directly (``(I - A^T) v = g`` per row, float64 LU);
+* the rows are gathered once into block order (:func:`_layout`), so each block is a slice; a row's ``f(m)`` at the
+  iterate that passed the test is recorded with it (the value :func:`solve_rows` returns, as the legacy implicit
+  step did, and the implicit gradient's ``D = beta (1 - f^2)``: no further map evaluation); for one inverse
+  temperature per group ``2 beta`` is folded into ``h`` and ``J`` once; the Newton stragglers of all blocks of a group
+  go in one zero-padded call.
 
 Descent keeps the fixed point the damped iteration heads for in most rows, but where the free energy has several
 minima (strong couplings) a row can settle in another one. Acceleration of the forward iteration: full Anderson was

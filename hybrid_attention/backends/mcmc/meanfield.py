@@ -15,7 +15,8 @@ iteration may also fail to converge (logged as a warning; see ``results/meanfiel
 
 Gradients (:meth:`MeanFieldSampler.differentiable_marginals`): ``"implicit"`` (default) differentiates the fixed
 point itself, ``dm = (I - df/dm)^-1 df/dtheta``, solving the adjoint system by the same damped iteration in the
-backward pass (memory of one step; per row with ``solver="rows"``, the stragglers solved directly); ``"unroll"``
+backward pass (memory of one step; per row with ``solver="rows"``, the stragglers solved directly, and for naive
+mean field the parameters' gradients in closed form: :class:`.mf_adjoint.RowsFixedPoint`); ``"unroll"``
 backpropagates through every iteration.
 Masked spins are decoupled (zero field and couplings), so their marginal is exactly 0.
 """
@@ -94,7 +95,9 @@ def mean_field(
         ``(m (G, R, n), info)`` with ``info = {"iterations", "converged", "residual"}`` (``solver="rows"`` adds
         ``"work"``, the iterations' work in units of one full-width iteration of every row, and ``"newton_rows"``;
         the implicit backward adds ``"backward_iterations"`` when it runs); ``m`` is differentiable with respect
-        to ``h``, ``J`` and ``beta``.
+        to ``h``, ``J`` and ``beta``. With ``solver="rows"`` and naive mean field ``m`` is the map ``f`` at each
+        row's solution (what the implicit step returns, with or without autograd), for the other settings the
+        solution itself without autograd.
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")

@@ -1,6 +1,7 @@
 """The implicit backward's adjoint systems ``v = g + (df/dm)^T v`` of mean field, per row (``solver="rows"``):
 the accelerated iteration of :func:`.fixed_point.iterate_blocks` for :data:`~.fixed_point.SWITCH` steps, then a direct
-float64 solve for the rows still unconverged."""
+float64 solve for the rows still unconverged; and (:class:`RowsFixedPoint`, naive mean field) the whole implicit
+gradient as one autograd Function, the parameters' gradients in closed form from the adjoint."""
 
 from __future__ import annotations
 
