@@ -22,7 +22,7 @@ unconverged, while most rows still converged in tens). Here:
   well conditioned fixed point that Newton reached in 17 steps, within 6e-5);
 * the adjoint iterates with a secant step (:func:`_secant`, Anderson acceleration with memory 1); its stragglers are
   solved directly (``(I - A^T) v = g`` per row, float64 LU);
-* the rows are gathered once into block order (:func:`_layout`), so each block is a slice; a row's ``f(m)`` at the
+* the rows are gathered once into block order (:func:`block_layout`), so each block is a slice; a row's ``f(m)`` at the
   iterate that passed the test is recorded with it (the value :func:`solve_rows` returns, as the legacy implicit
   step did, and the implicit gradient's ``D = beta (1 - f^2)``: no further map evaluation); for one inverse
   temperature per group ``2 beta`` is folded into ``h`` and ``J`` once; the Newton stragglers of all blocks of a group
@@ -49,7 +49,7 @@ import torch
 
 from .mf_newton import newton_free_energy
 
-__all__ = ["iterate_rows", "iterate_blocks", "newton_free_energy", "solve_rows", "SWITCH", "MERGE"]
+__all__ = ["iterate_rows", "iterate_blocks", "block_layout", "newton_free_energy", "solve_rows", "SWITCH", "MERGE"]
 
 #: compact the batch once this fraction of its rows has converged
 COMPACT = 0.25
@@ -225,7 +225,7 @@ def _mean_field_map(tap: bool, J: torch.Tensor, J2: torch.Tensor | None):
     return fmap
 
 
-def _layout(blocks, R: int) -> tuple[torch.Tensor | None, list[tuple[int, int, int]]]:
+def block_layout(blocks, R: int) -> tuple[torch.Tensor | None, list[tuple[int, int, int]]]:
     """``(order, spans)``: the rows of ``blocks`` (:func:`~hybrid_attention.backends.mcmc.meanfield.width_blocks`)
     in block order, and each block as ``(start, stop, width)`` of that order; ``blocks=None``: every row at full
     width (``order`` ``None``). Solving on rows gathered once into this order makes each block a slice."""
@@ -247,7 +247,7 @@ def _group(t: torch.Tensor | None, g: int, order: torch.Tensor | None) -> torch.
 
 
 def _block(hg, mg, bg, sg, a: int, c: int, L: int, tap: bool, scaled: bool):
-    """Rows ``a:c`` of a group's rows in block order (:func:`_layout`), their leading ``L`` spins: the start, the
+    """Rows ``a:c`` of a group's rows in block order (:func:`block_layout`), their leading ``L`` spins: the start, the
     map's data, fields, inverse temperatures ``(r, 1)`` and mask (or ``None``); ``scaled``: the map's ``J`` is
     ``2 beta J`` (one ``beta`` for the group), so its data hold ``2 beta h`` and no ``b2``."""
     hh = hg[a:c, :L]
@@ -316,7 +316,7 @@ def solve_rows(
         row's solution (:func:`~hybrid_attention.backends.mcmc.mf_adjoint.RowsFixedPoint` returns it).
     """
     G, R, n = h.shape
-    order, spans = _layout(blocks, R)
+    order, spans = block_layout(blocks, R)
     spans = [(a, c, n if L < 0 else L) for a, c, L in spans]
     m = h.new_zeros(h.shape)
     f = None if tap else h.new_zeros(h.shape)

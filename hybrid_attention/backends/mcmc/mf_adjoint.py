@@ -178,7 +178,7 @@ def _adjoint(g, D, J, b, blocks, damping: float, tol: float, max_iter: int, info
     width are masked (``D = 0`` there): their adjoint, 0 here, never reaches ``theta``."""
     if blocks is None:
         return block_adjoint([g], [(D, J, b)], None, damping, tol, max_iter, info)[0]
-    order, spans = fixed_point._layout(blocks, g.shape[1])
+    order, spans = fixed_point.block_layout(blocks, g.shape[1])
     gs, Ds = g.index_select(1, order), D.index_select(1, order)
     bs = b.expand(*g.shape[:2], 1).index_select(1, order)
     parts = [(Ds[:, a:c, :L], J[:, :L, :L], bs[:, a:c]) for a, c, L in spans]
