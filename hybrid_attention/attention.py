@@ -225,7 +225,8 @@ class _NormalisedWeights(torch.autograd.Function):
     ``alpha' = max(1 + m, 2 floor)`` on the visible keys, ``a = alpha' / sum alpha'``, bit for bit the rule's
     ``alpha = max((1 + m) / 2, floor)`` normalised (halving is exact in binary floating point, so every ``alpha'``
     and sum is exactly twice the rule's and every ratio the same); the backward in closed form,
-    ``dL/dm = [visible, 1 + m >= 2 floor] (g - sum_k g_k a_k) / sum alpha'``."""
+    ``dL/dm = [visible, 1 + m >= 2 floor] (g - sum_k g_k a_k) / sum alpha'``, in the order of autograd's operations
+    through the rule (so bit for bit its gradient too)."""
 
     @staticmethod
     def forward(ctx, m: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
@@ -242,8 +243,10 @@ class _NormalisedWeights(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None]:  # noqa: ANN001
         a, total, keep = ctx.saved_tensors
-        grad = g - (g * a).sum(-1, keepdim=True)
-        return grad.div_(total).mul_(keep), None
+        # autograd's operations through the rule (DivBackward: g / s and -g ((alpha / s) / s) summed), each exactly
+        # half of the rule's: the gradient is the rule's bit for bit, so training runs repeat to the last bit
+        grad = (g / total).add_((-g * (a / total)).sum(-1, keepdim=True))
+        return grad.mul_(keep), None
 
 
 def _exact_weights(h: torch.Tensor, J: torch.Tensor, b: torch.Tensor, causal: bool, band: int) -> torch.Tensor:
