@@ -300,7 +300,7 @@ def _stragglers(m, f, h, J, b, mask, late, tol: float, max_iter: int) -> tuple[i
 
 def solve_rows(
     h, J, mask, tap: bool, b, damping: float, tol: float, max_iter: int, blocks, start: torch.Tensor | None = None
-) -> tuple[torch.Tensor, int, float, dict[str, float]]:
+) -> tuple[torch.Tensor, int, float, dict[str, float], torch.Tensor | None]:
     """The mean-field equations per row (no gradient): :func:`iterate_rows` for :data:`SWITCH` iterations, then
     (naive mean field) :func:`newton_free_energy` for the rows still unconverged, per coupling group and row block.
 
@@ -354,7 +354,7 @@ def solve_rows(
                 iters, res = max(iters, int(count.max())), max(res, float(rr.max()))
         if late:
             steps, rr = _stragglers(m[g], f[g], hg, Jg, bg, mg, late, tol, max_iter)
-            newton += sum(len(rows) for rows, _, _ in late)
+            newton += sum(len(rows) for rows, _, _ in late) if max_iter > SWITCH else 0
             iters = max(iters, max(int(count.max()) for _, _, count in late) + steps)
             res = max(res, rr)
     if order is not None:  # back from block order
