@@ -305,6 +305,16 @@ def _zeros_on_graph(shape: tuple[int, ...], *tensors: Any) -> torch.Tensor:
     return out
 
 
+def _finite_where_seen(h: torch.Tensor, seen: torch.Tensor | None) -> bool:
+    """Whether ``h`` is finite where ``seen`` (``None``: everywhere). One reduction in the common case: a finite sum
+    (accumulated in float64) means every entry is finite (an infinity or NaN anywhere makes it infinite or NaN);
+    otherwise (also when a float64 sum of finite entries overflows) the entries are tested one by one, the unseen
+    ones excluded."""
+    if h.is_floating_point() and bool(torch.isfinite(h.sum(dtype=torch.float64))):
+        return True
+    return bool(torch.isfinite(h if seen is None else h.masked_fill(~seen, 0.0)).all())
+
+
 def _scalar_if_single(beta: torch.Tensor) -> torch.Tensor:
     # IsingProblem.flatten keeps a one-element beta as given; a 0-d tensor broadcasts to any batch shape
     return beta.reshape(()) if beta.numel() == 1 else beta
@@ -362,7 +372,7 @@ def attention_marginals(
     J = checks.check_head_couplings(J, H, T).to(h.dtype)
     b = checks.beta_per_head(beta, H, h)
     tril = torch.ones(T, T, dtype=torch.bool, device=h.device).tril()
-    if not bool(torch.isfinite(h.detach().masked_fill(~tril, 0.0) if causal else h.detach()).all()):
+    if not _finite_where_seen(h.detach(), tril if causal else None):
         raise ValueError("h (attention scores) must be finite on the keys each query sees")
     if B == 0:  # an empty batch: empty marginals, no sampler call
         return _zeros_on_graph((B, H, Tq, T), h, J, b)

@@ -161,3 +161,38 @@ def test_blocked_gradients_agree_with_the_damped_solver():
     bound = 2 * 1e-12 / 0.5 * float(w.abs().max()) * h.shape[1] * h.shape[2]
     for a, b in zip(grads["rows"], grads["damped"]):
         assert float((a - b).abs().max()) < bound
+
+
+def test_closed_form_gradients_agree_with_the_legacy_implicit_step_per_group_and_beta():
+    """The rows solver's closed-form backward (``mf_adjoint.RowsFixedPoint``: ``D v`` for ``h``, ``m*^T D v`` for
+    ``J``, ``sum_j v_j (1 - f_j^2) (h + m* J)_j`` for ``beta``) against the legacy route, a differentiable step
+    ``f(m*, theta)`` whose gradient the damped solver's hook completes, on two coupling groups of causal rows in width
+    blocks with a per-row ``beta`` that takes a gradient. Both adjoints stop at a residual ``r`` below ``tol`` times
+    the incoming gradient's scale ``s``; an adjoint iterate is then ``(I - A^T)^-1 r`` from the exact one (``A`` the
+    map's Jacobian per row), within ``||(I - A^T)^-1||_inf tol s`` per entry (the norm computed here), so the two
+    within twice that; the parameter gradients are sums over at most ``R n`` such entries, each multiplied by at most
+    ``beta`` (``beta (1 - f^2)``, for ``h`` one entry, for ``J`` a sum over the ``R`` rows with ``|m| <= 1``) or by
+    ``|h| + sum |J|`` (the field, for ``beta``: a sum over ``n`` spins)."""
+    h1, J1, b1, mask = causal(16, 64, 0.2, 11)
+    h2, J2, b2, _ = causal(16, 64, 0.2, 12)
+    h, J, beta, mask = torch.cat([h1, h2]), torch.cat([J1, J2]), torch.cat([b1, b2]), mask.expand(2, -1, -1)
+    assert meanfield.width_blocks(mask, 64) is not None  # the case under test
+    w = torch.tensor(np.random.default_rng(13).normal(size=h.shape))
+    tol, grads = 1e-12, {}
+    for solver in ("damped", "rows"):
+        hh, JJ, bb = h.clone().requires_grad_(), J.clone().requires_grad_(), beta.clone().requires_grad_()
+        d = 0.5 if solver == "damped" else 1.0
+        m, info = meanfield.mean_field(hh, JJ, bb, mask, tol=tol, max_iter=2000, solver=solver, damping=d)
+        assert info["converged"]
+        (m * w).sum().backward()
+        grads[solver] = (hh.grad, JJ.grad, bb.grad)
+        if solver == "rows":
+            A = (bb[..., None] * (1 - m**2) * mask).detach()[..., None] * J[:, None] * mask[..., None, :]
+            eye = torch.eye(A.shape[-1], dtype=A.dtype)
+            reach = float(torch.linalg.inv(eye - A.transpose(-1, -2)).abs().sum(-1).amax())
+    dv = 2 * reach * tol * float(w.abs().max())
+    R, n = h.shape[1], h.shape[2]
+    dfield = float(h.abs().max() + J.abs().sum(-1).max())
+    bounds = (dv * float(beta.max()), dv * float(beta.max()) * R, dv * dfield * n)
+    for a, b, bound in zip(grads["rows"], grads["damped"], bounds):
+        assert float((a - b).abs().max()) <= bound

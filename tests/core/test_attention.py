@@ -302,3 +302,32 @@ def test_forward_uses_the_unvalidated_kernel(monkeypatch):
     monkeypatch.setattr(kernels, "bidirectional_marginals", public)
     att = BoltzmannAttention(8, 2, block_size=6, mode="hj")
     assert att(torch.randn(2, 6, 8)).shape == (2, 6, 8)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sampled_weights_map_is_the_layers_rule_bit_for_bit_with_its_gradient(dtype):
+    """The sampler route's marginals -> weights map (``attention._NormalisedWeights``, fewer passes) against the rule
+    ``kernels.normalised_weights``: the weights bit for bit (its ``alpha`` and sums are exactly twice the rule's),
+    including a saturated key (``m = -1``, clamped) and a row saturated everywhere (uniform), and the gradient bit for
+    bit autograd's through the rule (the same operations in the same order in this process, on values that are each
+    exactly twice or half the rule's: halving is exact in binary floating point); in float64 also by gradcheck."""
+    from hybrid_attention import kernels
+    from hybrid_attention.attention import _NormalisedWeights
+
+    gen = torch.Generator().manual_seed(3)
+    vis = torch.ones(12, 12, dtype=torch.bool).tril()
+    m = ((torch.rand(2, 3, 12, 12, generator=gen, dtype=dtype) * 2 - 1) * vis).clamp(-1, 1)
+    m[0, 0, 5, :3] = -1.0
+    m[1, 2, 7, :8] = -1.0
+    assert torch.equal(_NormalisedWeights.apply(m, vis), kernels.normalised_weights(m, vis))
+    g = torch.randn(m.shape, generator=gen, dtype=dtype)
+    grads = []
+    for rule in (_NormalisedWeights.apply, kernels.normalised_weights):
+        x = m.clone().requires_grad_()
+        (rule(x, vis) * g).sum().backward()
+        grads.append(x.grad)
+    assert torch.equal(grads[0], grads[1])
+    assert float(grads[0][1, 2, 7, :8].abs().max()) == 0.0  # clamped keys: no gradient, as the rule's clamp
+    if dtype == torch.float64:
+        inner = (m * 0.9).requires_grad_()  # away from the clamp's kink
+        assert torch.autograd.gradcheck(lambda x: _NormalisedWeights.apply(x, vis), (inner,))

@@ -437,3 +437,21 @@ def test_removed_keywords_name_their_sampling_field(kw, field):
         boltzmann_attention(bad, bad, bad, **kw)
     with pytest.raises(TypeError, match="unexpected keyword argument 'samplr'"):
         attention_marginals(bad, bad, sampling=ex, samplr=1)
+
+
+def test_the_finiteness_check_of_the_scores_needs_one_reduction_and_falls_back_exactly():
+    """``bridge._finite_where_seen``: a finite float64 sum means every entry is finite; a non-finite sum (an infinity
+    or NaN anywhere, or finite float64 entries whose sum overflows) falls back to testing the seen entries one by one."""
+    from hybrid_attention.bridge import _finite_where_seen
+
+    seen = torch.ones(3, 3, dtype=torch.bool).tril()
+    h = torch.randn(2, 1, 3, 3)
+    assert _finite_where_seen(h, seen) and _finite_where_seen(h, None)
+    unseen = h.clone()
+    unseen[..., 0, 2] = float("inf")  # a future key: allowed when causal, not otherwise
+    assert _finite_where_seen(unseen, seen) and not _finite_where_seen(unseen, None)
+    both = h.clone()
+    both[0, 0, 1, 0], both[0, 0, 2, 1] = float("inf"), float("-inf")  # their sum is NaN: caught either way
+    assert not _finite_where_seen(both, seen)
+    huge = torch.full((1, 1, 3, 3), 1e308, dtype=torch.float64)  # finite, but its sum overflows to inf
+    assert _finite_where_seen(huge, seen) and _finite_where_seen(huge, None)

@@ -21,7 +21,12 @@ unconverged, while most rows still converged in tens). Here:
   step 100 of that run: 9 rows of 4096 took the damped iteration 1600-1900 steps and Gauss-Seidel sweeps 400, to a
   well conditioned fixed point that Newton reached in 17 steps, within 6e-5);
 * the adjoint iterates with a secant step (:func:`_secant`, Anderson acceleration with memory 1); its stragglers are
-  solved directly (``(I - A^T) v = g`` per row, float64 LU).
+  solved directly (``(I - A^T) v = g`` per row, float64 LU);
+* the rows are gathered once into block order (:func:`block_layout`), so each block is a slice; a row's ``f(m)`` at the
+  iterate that passed the test is recorded with it (the value :func:`solve_rows` returns, as the legacy implicit
+  step did, and the implicit gradient's ``D = beta (1 - f^2)``: no further map evaluation); for one inverse
+  temperature per group ``2 beta`` is folded into ``h`` and ``J`` once; the Newton stragglers of all blocks of a group
+  go in one zero-padded call.
 
 Descent keeps the fixed point the damped iteration heads for in most rows, but where the free energy has several
 minima (strong couplings) a row can settle in another one. Acceleration of the forward iteration: full Anderson was
@@ -44,7 +49,7 @@ import torch
 
 from .mf_newton import newton_free_energy
 
-__all__ = ["iterate_rows", "iterate_blocks", "newton_free_energy", "solve_rows", "SWITCH", "MERGE"]
+__all__ = ["iterate_rows", "iterate_blocks", "block_layout", "newton_free_energy", "solve_rows", "SWITCH", "MERGE"]
 
 #: compact the batch once this fraction of its rows has converged
 COMPACT = 0.25
@@ -63,7 +68,8 @@ def iterate_rows(
     tol: float,
     max_iter: int,
     accelerate: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    image: bool = False,
+) -> tuple[torch.Tensor, ...]:
     """The damped iteration ``x <- g = x + d (fmap(x) - x)``, optionally accelerated (:func:`_secant`), with a
     stopping test per row: a row stops once ``max |fmap(x) - x| < tol``; its iterate is recorded then, and it leaves
     the batch once :data:`COMPACT` of the batch has stopped (until then it keeps iterating, its later iterates unused).
@@ -74,16 +80,19 @@ def iterate_rows(
         data: per-row tensors ``(R, ...)`` that ``fmap`` reads (gathered with the rows when the batch is compacted).
         damping, tol, max_iter: the step ``d``, the stopping tolerance, the iterations at most.
         accelerate: the secant step of :func:`_secant` (else the plain damped iteration).
+        image: also return each converged row's ``fmap(x)`` at that iterate (unconverged rows: undefined).
 
     Returns:
         ``(x (R, n), iterations (R,), residual (R,))``: each converged row at the iterate whose residual passed the
-        test (an unconverged one at its last iterate), its count of map evaluations, its last ``max |fmap(x) - x|``.
+        test (an unconverged one at its last iterate), its count of map evaluations, its last ``max |fmap(x) - x|``;
+        with ``image``, ``fmap(x) (R, n)`` after them.
     """
     R, n = x.shape
     out, res = x.clone(), x.new_full((R,), float("inf"))
     count = torch.full((R,), max_iter, dtype=torch.long)
+    img = torch.empty_like(x) if image else None
     if R == 0 or n == 0:  # nothing to solve: every row passes at the first test
-        return out, count.fill_(1), res.zero_()
+        return (out, count.fill_(1), res.zero_()) + ((img,) if image else ())
     rows = torch.arange(R)
     live = torch.ones(R, dtype=torch.bool)  # rows not yet stopped (stopped ones iterate on until compaction)
     left, size = R, R
@@ -91,22 +100,26 @@ def iterate_rows(
     for it in range(1, max_iter + 1):
         fx = fmap(x, data)
         step = fx - x
-        r = step.abs().amax(-1)  # (a row-wise inf-norm; linalg.vector_norm is 15x slower on CPU)
+        # a row-wise inf-norm (linalg.vector_norm is 15x slower on CPU); in place when the step is not used again
+        r = (step.abs_() if damping == 1 and not accelerate else step.abs()).amax(-1)
         done = (r < tol).logical_and_(live)
         stopped = int(done.sum())
         if stopped:  # integer gathers: index_select is several times faster than boolean or advanced indexing
             idx = done.nonzero().squeeze(1)
             gone = rows.index_select(0, idx)
             out.index_copy_(0, gone, x.index_select(0, idx))
+            if img is not None:
+                img.index_copy_(0, gone, fx.index_select(0, idx))
             count.index_fill_(0, gone, it)
             res.index_copy_(0, gone, r.index_select(0, idx))
             left -= stopped
             if not left:
-                return out, count, res
+                return (out, count, res) + ((img,) if image else ())
             live.index_fill_(0, idx, False)
             if size - left >= COMPACT * size:  # drop the stopped rows
                 keep = live.nonzero().squeeze(1)
-                rows, x, fx, step, r = (t.index_select(0, keep) for t in (rows, x, fx, step, r))
+                rows, x, fx, r = (t.index_select(0, keep) for t in (rows, x, fx, r))
+                step = step.index_select(0, keep) if damping != 1 or accelerate else step
                 prev = None if prev is None else tuple(t.index_select(0, keep) for t in prev)
                 data = {k: v.index_select(0, keep) for k, v in data.items()}
                 live, size = live.index_select(0, keep), left
@@ -116,7 +129,7 @@ def iterate_rows(
     gone = rows.index_select(0, keep)
     out.index_copy_(0, gone, x.index_select(0, keep))
     res.index_copy_(0, gone, r.index_select(0, keep))
-    return out, count, res
+    return (out, count, res) + ((img,) if image else ())
 
 
 def _secant(g: torch.Tensor, step: torch.Tensor, g_prev: torch.Tensor, step_prev: torch.Tensor) -> torch.Tensor:
@@ -141,7 +154,8 @@ def iterate_blocks(
     tol: float,
     max_iter: int,
     accelerate: bool,
-) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    image: bool = False,
+) -> list[tuple[torch.Tensor, ...]]:
     """:func:`iterate_rows` on row blocks of different widths (one coupling matrix): each block alone for
     :data:`MERGE` iterations (most rows stop there, on their own block's narrow products), then the blocks' rows
     still unconverged as one batch at the widest of their widths, zero-padded (padded spins are masked: the map
@@ -151,17 +165,19 @@ def iterate_blocks(
         fmap: ``width -> map`` as :func:`iterate_rows` takes it, on the leading ``width`` spins.
         xs, datas: per block, the start ``(r_k, L_k)`` and the per-row data; ``wide``: the data keys of width ``L_k``
             (zero-padded when merged; the others are ``(r_k, 1)``).
-        damping, tol, max_iter, accelerate: as :func:`iterate_rows`.
+        damping, tol, max_iter, accelerate, image: as :func:`iterate_rows`.
 
     Returns:
-        per block, :func:`iterate_rows`'s ``(x, iterations, residual)``.
+        per block, :func:`iterate_rows`'s ``(x, iterations, residual)`` (and ``fmap(x)`` with ``image``).
     """
     first = max_iter if len(xs) == 1 else min(max_iter, MERGE)
     out = [
-        iterate_rows(fmap(x.shape[1]), x, d, damping=damping, tol=tol, max_iter=first, accelerate=accelerate)
+        iterate_rows(
+            fmap(x.shape[1]), x, d, damping=damping, tol=tol, max_iter=first, accelerate=accelerate, image=image
+        )
         for x, d in zip(xs, datas)
     ]
-    late = [res >= tol for _, _, res in out]
+    late = [o[2] >= tol for o in out]
     if first == max_iter or not any(bool(k.any()) for k in late):
         return out
     sel = [(k, idx) for k, idx in enumerate(t.nonzero().squeeze(1) for t in late) if len(idx)]
@@ -172,22 +188,26 @@ def iterate_blocks(
         key: torch.cat([(pad if key in wide else lambda t: t)(datas[k][key].index_select(0, idx)) for k, idx in sel])
         for key in datas[0]
     }
-    x, count, res = iterate_rows(
-        fmap(width), x, data, damping=damping, tol=tol, max_iter=max_iter - first, accelerate=accelerate
+    merged = iterate_rows(
+        fmap(width), x, data, damping=damping, tol=tol, max_iter=max_iter - first, accelerate=accelerate, image=image
     )
     at = 0
     for k, idx in sel:
-        (xk, ck, rk), end = out[k], at + len(idx)
-        xk.index_copy_(0, idx, x[at:end, : xk.shape[1]])
-        ck.index_copy_(0, idx, count[at:end] + first)
-        rk.index_copy_(0, idx, res[at:end])
+        end, L = at + len(idx), out[k][0].shape[1]
+        x, count, res, *img = out[k]
+        x.index_copy_(0, idx, merged[0][at:end, :L])
+        count.index_copy_(0, idx, merged[1][at:end] + first)
+        res.index_copy_(0, idx, merged[2][at:end])
+        if img:
+            img[0].index_copy_(0, idx, merged[3][at:end, :L])
         at = end
     return out
 
 
 def _mean_field_map(tap: bool, J: torch.Tensor, J2: torch.Tensor | None):
     """``f(m)`` on a block of rows: ``data`` holds ``h`` and, for TAP, ``b`` (``(r, 1)``) and ``mask`` (or no mask);
-    for naive mean field ``b2 = 2 b`` and, with a mask, ``mask2 = 2 mask``, ``nmask = -mask``: it evaluates
+    for naive mean field ``b2 = 2 b`` (or no ``b2`` when ``h`` and ``J`` come scaled by ``2 b``: one inverse temperature
+    for all rows) and, with a mask, ``mask2 = 2 mask``, ``nmask = -mask``: it evaluates
     ``tanh(z) = 2 sigmoid(2 z) - 1`` (about 3x faster than ``tanh`` on CPU, within a few float eps of it in absolute
     value, which is what the stopping test measures)."""
 
@@ -199,46 +219,88 @@ def _mean_field_map(tap: bool, J: torch.Tensor, J2: torch.Tensor | None):
             field.sub_(data["b"] * m * (q @ J2))
             out = field.mul_(data["b"]).tanh_()
             return out if mask is None else out.mul_(mask)
-        s = field.mul_(data["b2"]).sigmoid_()
+        s = (field if "b2" not in data else field.mul_(data["b2"])).sigmoid_()
         return s.mul_(2).sub_(1) if "mask2" not in data else torch.addcmul(data["nmask"], s, data["mask2"])
 
     return fmap
 
 
-def _parts(h, J, mask, b, blocks):
-    """``(group, rows or None, width)`` of every block that the solves iterate (``blocks`` of
-    :func:`~hybrid_attention.backends.mcmc.meanfield.width_blocks`, or ``None``: all rows at full width)."""
-    G, _, n = h.shape
+def block_layout(blocks, R: int) -> tuple[torch.Tensor | None, list[tuple[int, int, int]]]:
+    """``(order, spans)``: the rows of ``blocks`` (:func:`~hybrid_attention.backends.mcmc.meanfield.width_blocks`)
+    in block order, and each block as ``(start, stop, width)`` of that order; ``blocks=None``: every row at full
+    width (``order`` ``None``). Solving on rows gathered once into this order makes each block a slice."""
     if blocks is None:
-        return [(g, None, n) for g in range(G)]
-    return [(g, r, L) for g in range(G) for r, L in blocks]
+        return None, [(0, R, -1)]
+    spans, at = [], 0
+    for rows, L in blocks:
+        spans.append((at, at + len(rows), L))
+        at += len(rows)
+    return torch.cat([rows for rows, _ in blocks]), spans
 
 
-def _take(t: torch.Tensor | None, g: int, r: torch.Tensor | None, L: int) -> torch.Tensor | None:
+def _group(t: torch.Tensor | None, g: int, order: torch.Tensor | None) -> torch.Tensor | None:
+    """Group ``g`` of ``t (G or 1, R or 1, k)``, its rows in ``order``."""
     if t is None:
         return None
-    t = t[g] if t.shape[0] > 1 else t[0]
-    return (t if r is None else t[r])[:, :L]
+    t = t[g if t.shape[0] > 1 else 0]
+    return t if order is None or t.shape[0] == 1 else t.index_select(0, order)
 
 
-def _block(h, mask, b, start, g: int, r, L: int, tap: bool):
-    """One row block's start, map data, fields, inverse temperatures ``(r, 1)`` and mask (or ``None``)."""
-    hh, mk = _take(h, g, r, L), _take(mask, g, r, L)
-    bb = b[g] if b.shape[0] > 1 else b[0]
-    bb = (bb if r is None else bb[r]).expand(len(hh), 1)
-    x0 = torch.tanh(bb * hh) if start is None else _take(start, g, r, L).clamp(-1, 1)
-    if mk is not None:
-        x0 = x0 * mk
+def _block(hg, mg, bg, sg, a: int, c: int, L: int, tap: bool, scaled: bool):
+    """Rows ``a:c`` of a group's rows in block order (:func:`block_layout`), their leading ``L`` spins: the start, the
+    map's data, fields, inverse temperatures ``(r, 1)`` and mask (or ``None``); ``scaled``: the map's ``J`` is
+    ``2 beta J`` (one ``beta`` for the group), so its data hold ``2 beta h`` and no ``b2``."""
+    hh = hg[a:c, :L]
+    mk = None if mg is None else mg[a:c, :L]
+    bb = bg[a:c] if bg.shape[0] > 1 else bg.expand(c - a, 1)
     if tap:
+        x0 = torch.tanh(bb * hh) if sg is None else sg[a:c, :L].clamp(-1, 1)
         data = {"h": hh, "b": bb} | ({} if mk is None else {"mask": mk})
-    else:
-        data = {"h": hh, "b2": 2 * bb} | ({} if mk is None else {"mask2": 2 * mk, "nmask": -mk})
+        return (x0 if mk is None else x0 * mk), data, hh, bb, mk
+    bh = 2 * bb * hh
+    data = ({"h": bh} if scaled else {"h": hh, "b2": 2 * bb}) | ({} if mk is None else {"mask2": 2 * mk, "nmask": -mk})
+    if sg is not None:
+        x0 = sg[a:c, :L].clamp(-1, 1)
+        x0 = x0 if mk is None else x0 * mk
+    else:  # tanh(beta h) as the map evaluates it: 2 sigmoid(2 beta h) - 1, masked
+        s = torch.sigmoid(bh)
+        x0 = s.mul_(2).sub_(1) if mk is None else torch.addcmul(data["nmask"], s, data["mask2"])
     return x0, data, hh, bb, mk
+
+
+def _image(x, hh, J, bb, mk) -> torch.Tensor:
+    """Naive mean field's ``f(x) = tanh(beta (h + x J))`` (masked) on a few rows."""
+    out = torch.tanh(bb * torch.addmm(hh, x, J))
+    return out if mk is None else out * mk
+
+
+def _stragglers(m, f, h, J, b, mask, late, tol: float, max_iter: int) -> tuple[int, float]:
+    """Naive mean field's rows still unconverged after :data:`SWITCH` iterations, of all blocks of one group at once
+    (zero-padded to the widest block's width ``W``; padded spins are masked): :func:`newton_free_energy` (when
+    ``max_iter > SWITCH``), written into ``m`` and ``f = f(m)`` ``(R, n)`` in place.
+
+    Args: ``h, mask (R, n)`` and ``b (R or 1, 1)`` of the group in block order, ``J (n, n)``; ``late``: per block
+    with such rows ``(their rows, width, iteration counts)``. Returns ``(Newton steps of the slowest, largest
+    final residual)``."""
+    rows = torch.cat([r for r, _, _ in late])
+    W = max(L for _, L, _ in late)
+    x, hh = m.index_select(0, rows)[:, :W], h.index_select(0, rows)[:, :W]
+    bb = b.index_select(0, rows) if b.shape[0] > 1 else b.expand(len(rows), 1)
+    mk = None if mask is None else mask.index_select(0, rows)[:, :W]
+    steps = torch.zeros(len(rows), dtype=torch.long)
+    if max_iter > SWITCH:
+        x, steps, _ = newton_free_energy(x, hh, J[:W, :W], bb, mk, tol=tol / 4, max_iter=max_iter - SWITCH)
+    image = _image(x, hh, J[:W, :W], bb, mk)
+    m[:, :W].index_copy_(0, rows, x)
+    if f is not None:
+        f[:, :W].index_copy_(0, rows, image)
+    r = (image - x).abs().amax(-1) if len(rows) else x.new_zeros(0)
+    return int(steps.max()) if len(rows) else 0, float(r.max()) if len(rows) else 0.0
 
 
 def solve_rows(
     h, J, mask, tap: bool, b, damping: float, tol: float, max_iter: int, blocks, start: torch.Tensor | None = None
-) -> tuple[torch.Tensor, int, float, dict[str, float]]:
+) -> tuple[torch.Tensor, int, float, dict[str, float], torch.Tensor | None]:
     """The mean-field equations per row (no gradient): :func:`iterate_rows` for :data:`SWITCH` iterations, then
     (naive mean field) :func:`newton_free_energy` for the rows still unconverged, per coupling group and row block.
 
@@ -247,21 +309,26 @@ def solve_rows(
     the damped iteration's start), clamped to ``[-1, 1]`` and zero on masked spins.
 
     Returns:
-        ``(m (G, R, n), iterations, residual, extra)``: the iterations (and Newton steps) of the slowest row, the
-        largest final residual, and ``extra = {"work": the damped iterations' work in units of one full-width
+        ``(m (G, R, n), iterations, residual, extra, image)``: the iterations (and Newton steps) of the slowest row,
+        the largest final residual, ``extra = {"work": the damped iterations' work in units of one full-width
         iteration of every row (rows leave once converged and blocks are narrower than n), "newton_rows": rows that
-        switched to Newton}``.
+        switched to Newton}``, and (naive mean field; ``None`` for TAP) ``image = f(m) (G, R, n)``, the map at each
+        row's solution (:func:`~hybrid_attention.backends.mcmc.mf_adjoint.RowsFixedPoint` returns it).
     """
     G, R, n = h.shape
+    order, spans = block_layout(blocks, R)
+    spans = [(a, c, n if L < 0 else L) for a, c, L in spans]
     m = h.new_zeros(h.shape)
+    f = None if tap else h.new_zeros(h.shape)
     iters, res, spent, newton = 0, 0.0, 0.0, 0
-    parts = _parts(h, J, mask, b, blocks)
-    for g in sorted({p[0] for p in parts}):
-        mine = [(r, L) for gg, r, L in parts if gg == g]
+    first = max_iter if tap else min(max_iter, SWITCH)
+    for g in range(G):
         Jg = J[g if J.shape[0] > 1 else 0]
-        probs = [_block(h, mask, b, start, g, r, L, tap) for r, L in mine]
-        first = max_iter if tap else min(max_iter, SWITCH)
-        fmap = lambda L, Jg=Jg: _mean_field_map(tap, Jg[:L, :L], Jg[:L, :L] ** 2 if tap else None)  # noqa: E731
+        hg, mg, bg, sg = (_group(t, g, order) for t in (h, mask, b, start))
+        scaled = not tap and bool((bg == bg[0]).all())  # one beta: 2 beta folded into h and J once
+        probs = [_block(hg, mg, bg, sg, a, c, L, tap, scaled) for a, c, L in spans]
+        Jm = 2 * bg[0] * Jg if scaled else Jg
+        fmap = lambda L, Jm=Jm: _mean_field_map(tap, Jm[:L, :L], Jm[:L, :L] ** 2 if tap else None)  # noqa: E731
         solved = iterate_blocks(
             fmap,
             [p[0] for p in probs],
@@ -271,27 +338,26 @@ def solve_rows(
             tol=tol,
             max_iter=first,
             accelerate=False,  # forward: see the module docstring
+            image=not tap,
         )
-        for (r, L), (x, count, rr), (_, _, hh, bb, mk) in zip(mine, solved, probs):
+        late = []
+        for (a, c, L), (x, count, rr, *img) in zip(spans, solved):
             spent += float(count.sum()) * L * L
-            late = rr >= tol
-            if bool(late.any()) and not tap and max_iter > SWITCH:  # the stragglers: Newton on the free energy
-                newton += int(late.sum())
-                x[late], steps, rr[late] = newton_free_energy(
-                    x[late],
-                    hh[late],
-                    Jg[:L, :L],
-                    bb[late],
-                    None if mk is None else mk[late],
-                    tol=tol / 4,
-                    max_iter=max_iter - SWITCH,
-                )
-                count[late] += steps
-            if r is None:
-                m[g, :, :L] = x
-            else:
-                m[g, r, :L] = x
+            m[g, a:c, :L] = x
+            if f is not None:
+                f[g, a:c, :L] = img[0]
+            slow = None if tap else rr >= tol  # naive mean field: the stragglers, solved below
+            if slow is not None and bool(slow.any()):
+                late.append((a + slow.nonzero().squeeze(1), L, count))
+                rr = rr.masked_fill(slow, 0.0)
             if count.numel():
-                iters = max(iters, int(count.max()))
-                res = max(res, float(rr.max()))
-    return m, iters, res, {"work": spent / max(1, G * R * n * n), "newton_rows": newton}
+                iters, res = max(iters, int(count.max())), max(res, float(rr.max()))
+        if late:
+            steps, rr = _stragglers(m[g], f[g], hg, Jg, bg, mg, late, tol, max_iter)
+            newton += sum(len(rows) for rows, _, _ in late) if max_iter > SWITCH else 0
+            iters = max(iters, max(int(count.max()) for _, _, count in late) + steps)
+            res = max(res, rr)
+    if order is not None:  # back from block order
+        m = torch.empty_like(m).index_copy_(1, order, m)
+        f = None if f is None else torch.empty_like(f).index_copy_(1, order, f)
+    return m, iters, res, {"work": spent / max(1, G * R * n * n), "newton_rows": newton}, f

@@ -15,7 +15,8 @@ iteration may also fail to converge (logged as a warning; see ``results/meanfiel
 
 Gradients (:meth:`MeanFieldSampler.differentiable_marginals`): ``"implicit"`` (default) differentiates the fixed
 point itself, ``dm = (I - df/dm)^-1 df/dtheta``, solving the adjoint system by the same damped iteration in the
-backward pass (memory of one step; per row with ``solver="rows"``, the stragglers solved directly); ``"unroll"``
+backward pass (memory of one step; per row with ``solver="rows"``, the stragglers solved directly, and for naive
+mean field the parameters' gradients in closed form: :class:`.mf_adjoint.RowsFixedPoint`); ``"unroll"``
 backpropagates through every iteration.
 Masked spins are decoupled (zero field and couplings), so their marginal is exactly 0.
 """
@@ -94,7 +95,9 @@ def mean_field(
         ``(m (G, R, n), info)`` with ``info = {"iterations", "converged", "residual"}`` (``solver="rows"`` adds
         ``"work"``, the iterations' work in units of one full-width iteration of every row, and ``"newton_rows"``;
         the implicit backward adds ``"backward_iterations"`` when it runs); ``m`` is differentiable with respect
-        to ``h``, ``J`` and ``beta``.
+        to ``h``, ``J`` and ``beta``. With ``solver="rows"`` and naive mean field ``m`` is the map ``f`` at each
+        row's solution (what the implicit step returns, with or without autograd), for the other settings the
+        solution itself without autograd.
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
@@ -106,6 +109,7 @@ def mean_field(
     tap = method == "tap"
     need_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (h, J, beta))
     unroll = need_grad and grad == "unroll"
+    image = None  # solver rows, naive mean field: f(m) at the solution m (the value returned)
     if unroll:
         m = torch.tanh(b * h)
         res, it = float("inf"), 0
@@ -122,7 +126,7 @@ def mean_field(
         with torch.no_grad():
             if solver == "rows":
                 st = None if start is None else start.detach().to(h.dtype)
-                m, it, res, extra = fixed_point.solve_rows(
+                m, it, res, extra, image = fixed_point.solve_rows(
                     h.detach(), J.detach(), mk, tap, b.detach(), damping, tol, max_iter, blocks, st
                 )
             else:
@@ -132,7 +136,11 @@ def mean_field(
         logger.warning(
             "mean field (%s) did not converge in %d iterations (residual %.2e); strong couplings?", method, it, res
         )
-    if need_grad and not unroll:
+    if need_grad and image is not None:  # naive mean field, solver rows: the map's value f(m*) and its gradient
+        m = mf_adjoint.RowsFixedPoint.apply(h, J, b, m, image, mk, blocks, damping, tol, max_iter, info)
+    elif image is not None:
+        m = image
+    elif need_grad and not unroll:
         m = implicit(m.detach(), h, J, mask, tap, b, damping, max_iter, tol, info, blocks, solver)
     return m, info
 
@@ -160,8 +168,9 @@ def width_blocks(mask: torch.Tensor | None, n: int) -> list[tuple[torch.Tensor, 
     that are not prefix-like)."""
     if mask is None or mask.shape[1] * n * n < 2**20:  # small batches: the blocks' overhead outweighs the saving
         return None
-    on = (mask != 0).any(0)  # (R, n): active in some group
-    width = torch.where(on.any(-1), n - on.flip(-1).to(torch.uint8).argmax(-1), 0)  # last active spin + 1
+    on = mask[0] != 0 if mask.shape[0] == 1 else (mask != 0).any(0)  # (R, n): active in some group
+    last = torch.arange(1, n + 1, dtype=torch.int32, device=mask.device)
+    width = torch.where(on, last, 0).amax(-1)  # last active spin + 1 (0: none)
     order = torch.argsort(width, stable=True)
     blocks = [(rows, int(width[rows[-1]])) for rows in order.tensor_split(_BLOCKS) if rows.numel()]
     if sum(len(r) * L * L for r, L in blocks) > 0.8 * mask.shape[1] * n * n:

@@ -1,6 +1,7 @@
 """The implicit backward's adjoint systems ``v = g + (df/dm)^T v`` of mean field, per row (``solver="rows"``):
 the accelerated iteration of :func:`.fixed_point.iterate_blocks` for :data:`~.fixed_point.SWITCH` steps, then a direct
-float64 solve for the rows still unconverged."""
+float64 solve for the rows still unconverged; and (:class:`RowsFixedPoint`, naive mean field) the whole implicit
+gradient as one autograd Function, the parameters' gradients in closed form from the adjoint."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import logging
 from collections.abc import Callable
 
 import torch
+from torch.autograd.function import once_differentiable
 
 from . import fixed_point
 from .fixed_point import iterate_blocks
 
-__all__ = ["adjoint_rows", "block_adjoint"]
+__all__ = ["adjoint_rows", "block_adjoint", "RowsFixedPoint"]
 
 logger = logging.getLogger(__name__)
 
@@ -124,3 +126,64 @@ def block_adjoint(
 def _group(t: torch.Tensor, g: int) -> torch.Tensor:
     """Group ``g`` of a tensor whose leading dimension is the coupling group (or 1: shared by all)."""
     return t[g if t.shape[0] > 1 else 0]
+
+
+class RowsFixedPoint(torch.autograd.Function):
+    """Naive mean field's fixed point with its implicit gradient in closed form (``solver="rows"``).
+
+    ``forward(h (G, R, n), J (G, n, n), b (G, R, 1), m_star, image, mask, blocks, damping, tol, max_iter, info)``
+    returns ``image = f(m*) = tanh(b (h + m* J)) mask`` of the forward solve's solution ``m_star`` (both computed by
+    :func:`~.fixed_point.solve_rows`, no graph): the value the legacy implicit step
+    :func:`~hybrid_attention.backends.mcmc.meanfield.implicit` returns. The backward solves the adjoint
+    ``v = g + A^T v`` (``A = diag(D) J``, ``D = b (1 - f^2) mask``) per row (:func:`block_adjoint`, stopping relative
+    to the incoming gradient's scale) and applies ``df/dtheta`` directly: ``w = D v`` is the gradient of ``h``,
+    ``m*^T w`` that of ``J`` (per group), ``sum_j v_j (1 - f_j^2) mask_j (h + m* J)_j`` that of ``b``: the legacy
+    route's gradients (a differentiable step ``f(m*, theta)`` with a hook on it) without its graph.
+    """
+
+    @staticmethod
+    def forward(ctx, h, J, b, m_star, image, mask, blocks, damping, tol, max_iter, info):  # noqa: ANN001, ANN205
+        ctx.save_for_backward(h, J, b, m_star, image, mask)
+        ctx.settings = (blocks, damping, tol, max_iter, info)
+        return image
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):  # noqa: ANN001, ANN205
+        h, J, b, m_star, f, mask = ctx.saved_tensors
+        blocks, damping, tol, max_iter, info = ctx.settings
+        info["backward_iterations"] = 0
+        none = (None,) * 8
+        # the stopping test is relative to the incoming gradient's scale (a loss averaged over many targets gives
+        # entries far below tol; an absolute test would stop after one step: a truncated, not the implicit, gradient)
+        scale = float(g.abs().max())
+        if scale == 0.0:
+            return (None, None, None, *none)
+        slope = 1 - f * f  # dtanh / dz at the fixed point
+        if mask is not None:
+            slope.mul_(mask)
+        D = slope * b
+        v = _adjoint(g, D, J, b, blocks, damping, tol * scale, max_iter, info)
+        w = v.mul_(D) if not ctx.needs_input_grad[2] else v * D
+        gJ = torch.bmm(m_star.transpose(1, 2), w) if ctx.needs_input_grad[1] else None
+        gb = None
+        if ctx.needs_input_grad[2]:  # autograd sums it to b's shape if b was broadcast
+            gb = (v.mul_(slope) * torch.bmm(m_star, J).add_(h)).sum(-1, keepdim=True)
+        return (w if ctx.needs_input_grad[0] else None), gJ, gb, *none
+
+
+def _adjoint(g, D, J, b, blocks, damping: float, tol: float, max_iter: int, info: dict) -> torch.Tensor:
+    """The adjoint ``v (G, R, n)`` of :class:`RowsFixedPoint` by :func:`block_adjoint`, on the forward solve's row
+    blocks gathered once into block order (``blocks`` ``None``: all rows at full width). Spins beyond a block's
+    width are masked (``D = 0`` there): their adjoint, 0 here, never reaches ``theta``."""
+    if blocks is None:
+        return block_adjoint([g], [(D, J, b)], None, damping, tol, max_iter, info)[0]
+    order, spans = fixed_point.block_layout(blocks, g.shape[1])
+    gs, Ds = g.index_select(1, order), D.index_select(1, order)
+    bs = b.expand(*g.shape[:2], 1).index_select(1, order)
+    parts = [(Ds[:, a:c, :L], J[:, :L, :L], bs[:, a:c]) for a, c, L in spans]
+    vs = block_adjoint([gs[:, a:c, :L] for a, c, L in spans], parts, None, damping, tol, max_iter, info)
+    v = torch.zeros_like(gs)
+    for vb, (a, c, L) in zip(vs, spans):
+        v[:, a:c, :L] = vb
+    return torch.empty_like(v).index_copy_(1, order, v)
