@@ -39,8 +39,10 @@ def _blocks() -> list[tuple[str, str, str | None]]:
 # The training example (100 steps, three runs): measured with `bash tests/readme_kernels.sh` on an AMD EPYC (AVX-512)
 # under ATEN_CPU_CAPABILITY=default, avx2 and avx512 with 1 and 2 threads, the final val_loss moved by at most 4e-4
 # between kernel settings (0.1337-0.1340 and 0.1399-0.1401; the shown values come from another machine) and the
-# accuracies not at all. 3e-3 is over seven times that, and below the gap the example shows between exact and
-# qemcmc-trained hj (6e-3 in val_loss).
+# accuracies not at all. With qemcmc's one-move default and one masked call per layer (2026-12-07), on an AMD EPYC
+# without AVX-512 (default and avx2, 1 and 2 threads): 0.1337-0.1340 and 0.1435-0.1440, accuracies unchanged.
+# 3e-3 is over six times either spread, and below the gap the example shows between exact and qemcmc-trained hj
+# (1e-2 in val_loss).
 TRAINING = 3e-3
 
 

@@ -10,6 +10,8 @@ import pytest
 import torch
 
 from hybrid_attention.apps import cli
+from hybrid_attention.apps.train import TrainConfig
+from hybrid_attention.apps.train.config import PERSISTENT_BURN_IN, TRAINING_DEFAULTS
 
 QEMCMC = [
     "train",
@@ -39,14 +41,42 @@ def test_a_qemcmc_run_resumes_with_its_own_command_line(tmp_path, capsys):
     out = str(tmp_path / "q")
     assert cli.main([*QEMCMC, "--out", out]) == 0
     saved = json.loads((tmp_path / "q" / "config.json").read_text())["run"]["sampler_options"]
-    assert saved == {"burn_in": 2, "start": "meanfield", "trotter_steps": 2}
+    assert (
+        saved
+        == TRAINING_DEFAULTS["qemcmc"]["sampler_options"]
+        == {"burn_in": 1, "start": "meanfield", "trotter_steps": 2}
+    )
     assert cli.main([*QEMCMC, "--out", out, "--resume"]) == 0
-    assert cli.main([*QEMCMC, "--out", out, "--resume", "--steps", "2", "--sampler-option", "burn_in=2"]) == 0
+    assert cli.main([*QEMCMC, "--out", out, "--resume", "--steps", "2", "--sampler-option", "burn_in=1"]) == 0
     capsys.readouterr()
     assert cli.main([*QEMCMC, "--out", out, "--resume", "--steps", "3", "--sampler-option", "burn_in=3"]) == 2
     err = capsys.readouterr().err
-    assert "option burn_in: checkpoint 2, now 3" in err
+    assert "option burn_in: checkpoint 1, now 3" in err
     assert json.loads((tmp_path / "q" / "metrics.json").read_text())["step"] == 2
+
+
+def test_a_qemcmc_run_recorded_with_two_moves_resumes_with_two(tmp_path):
+    """The training default was two moves until the one-move row was validated (PROTOCOL_qemcmc_1move.md): a run that
+    ``--sampler qemcmc`` alone started then (two moves recorded) resumes with two from the same command line; other
+    recorded options are not taken for a former default."""
+    out = tmp_path / "q"
+    assert cli.main([*QEMCMC, "--out", str(out), "--sampler-option", "burn_in=2"]) == 0  # what that version recorded
+    assert cli.main([*QEMCMC, "--out", str(out), "--resume", "--steps", "2"]) == 0
+    assert json.loads((out / "config.json").read_text())["run"]["sampler_options"]["burn_in"] == 2
+    assert torch.load(out / "checkpoint.pt", weights_only=False)["config"]["sampler_options"]["burn_in"] == 2
+    other = tmp_path / "q3"
+    assert cli.main([*QEMCMC, "--out", str(other), "--sampler-option", "burn_in=3"]) == 0
+    assert cli.main([*QEMCMC, "--out", str(other), "--resume", "--steps", "2"]) == 2
+
+
+def test_persistent_qemcmc_chains_continue_by_the_persistent_moves_not_the_fresh_chains_burn_in():
+    fresh = TrainConfig(attention="hj", sampler="qemcmc").resolved()
+    kept = TrainConfig(attention="hj", sampler="qemcmc", persistent_chains=8).resolved()
+    given = TrainConfig(
+        attention="hj", sampler="qemcmc", persistent_chains=8, sampler_options={"burn_in": 1}
+    ).resolved()
+    assert (fresh.sampler_options["burn_in"], kept.sampler_options["burn_in"]) == (1, PERSISTENT_BURN_IN)
+    assert given.sampler_options["burn_in"] == 1
 
 
 EXACT = ["train", "--task", "brackets", "--block-size", "4", "--steps", "1", "--batch-size", "2", "--eval-size", "4",

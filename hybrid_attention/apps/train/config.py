@@ -101,15 +101,17 @@ DEFAULT_SHOTS = 256
 #: scratch (Gibbs' generic 256 sweeps). 2 is the setting the project measured persistent chains with: the long-context
 #: protocol's candidate engine (``experiments/long_context/plan.py``, ``CANDIDATE_CONFIGS["gibbs-persistent"]``;
 #: ``results/long_context/PROTOCOL.md``, "The engine") and its step-time bench (``results/bench/long_context.md``:
-#: 6.8-7.2x softmax at T = 64), as qemcmc's training default continues its chains by 2 moves.
+#: 6.8-7.2x softmax at T = 64).
 PERSISTENT_BURN_IN = 2
 #: what a sampler trains with when a run leaves ``shots``, ``estimator``, ``persistent_chains`` or one of these
 #: constructor options unset. ``qemcmc``: the settings the project validated for training: fresh chains from the
-#: mean-field magnetisations, two moves of a 2-Trotter-step proposal, one read per chain and 8 chains,
-#: Rao-Blackwellised; in ``results/quantum_training/`` it matches exact training on both tasks at T = 8 and 12
-#: (Shakespeare T = 12: +0.32 % perplexity, 3 seeds), at 8-9x the exact step (``results/bench/qemcmc.md``), where the
-#: sampler's generic defaults (random start, 128 moves, 256 reads) cost about 25 million proposal circuits per step at
-#: T = 12. ``gibbs``: 8 reads, Rao-Blackwellised, from 8 persistent chains continued by :data:`PERSISTENT_BURN_IN`
+#: mean-field magnetisations, one move of a 2-Trotter-step proposal, one read per chain and 8 chains,
+#: Rao-Blackwellised. Validated by training (``results/quantum_training/``, row ``qemcmc-1move``, pre-registered in
+#: ``PROTOCOL_qemcmc_1move.md``): within 0.10-0.16 % perplexity and 0.14-0.63 accuracy points of exact training at
+#: T = 8 and 12 (3 seeds per cell, the study's targets met in all four), as the two-move row ``qemcmc`` was (0.12-0.17 %,
+#: 0.17-0.48 points), at half its proposal circuits; runs recorded with two moves resume with two. The sampler's
+#: generic defaults (random start, 128 moves, 256 reads) cost about 25 million proposal circuits per step at T = 12.
+#: ``gibbs``: 8 reads, Rao-Blackwellised, from 8 persistent chains continued by :data:`PERSISTENT_BURN_IN`
 #: sweeps per step: the long-context protocol's candidate (2), 6.8-7.2x the softmax step at T = 64, where the generic
 #: defaults (256 fresh chains of 256 sweeps, spin averages) took minutes per step. Validated by training
 #: (``results/quantum_training/``, row ``gibbs-persistent``, pre-registered in ``PROTOCOL_gibbs_persistent.md``): within
@@ -118,14 +120,20 @@ PERSISTENT_BURN_IN = 2
 #: (``results/long_context/engine_validation.md``) found its one-step coupling gradient far from the exact one
 #: (cosine 0.1-0.9 on round 1's T = 64 models), which those runs do not reach. ``meanfield``: the per-row solver
 #: (:mod:`hybrid_attention.backends.mcmc.fixed_point`: each row stops on its own, Newton for the stragglers) with
-#: undamped steps (damping 1; rows that oscillate go to Newton): 2.16-2.17x the softmax step over a run's first 500
-#: steps at T = 64, against the legacy solver's 5.30x (``results/bench/meanfield_run.md``). Runs that recorded no ``solver`` and ``damping`` resume with the sampler's
-#: defaults, the legacy whole-batch iteration at damping 0.5 (:meth:`TrainConfig.pinned_options`).
+#: undamped steps (damping 1; rows that oscillate go to Newton) (``results/bench/meanfield_run.md``). Runs that
+#: recorded no ``solver`` and ``damping`` resume with the sampler's defaults, the legacy whole-batch iteration at
+#: damping 0.5 (:meth:`TrainConfig.pinned_options`).
+#: earlier versions' :data:`TRAINING_DEFAULTS` sampler options, as runs started with ``--sampler X`` alone recorded
+#: them: the same command line resumes such a run with its recorded options (``qemcmc``: two moves until the
+#: one-move row was validated, 2026-12-07)
+FORMER_TRAINING_OPTIONS: dict[str, tuple[dict[str, Any], ...]] = {
+    "qemcmc": ({"burn_in": 2, "start": "meanfield", "trotter_steps": 2},),
+}
 TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
     "qemcmc": {
         "shots": 8,
         "estimator": "conditional",
-        "sampler_options": {"burn_in": 2, "start": "meanfield", "trotter_steps": 2},
+        "sampler_options": {"burn_in": 1, "start": "meanfield", "trotter_steps": 2},
     },
     "gibbs": {"shots": 8, "estimator": "conditional", "persistent_chains": 8},
     "meanfield": {"sampler_options": {"solver": "rows", "damping": 1.0}},
@@ -434,11 +442,11 @@ class TrainConfig:
 
     def resolved_sampler_options(self) -> dict[str, Any]:
         """The sampler's training-default constructor options (:data:`TRAINING_DEFAULTS`) updated by
-        ``sampler_options``; with persistent chains and ``burn_in`` still unset, ``burn_in`` =
-        :data:`PERSISTENT_BURN_IN` (chains continued by a few sweeps, not a burn-in from scratch), for samplers that
-        take it."""
+        ``sampler_options``; with persistent chains and no ``burn_in`` given, ``burn_in`` = :data:`PERSISTENT_BURN_IN`
+        (chains continued by a few sweeps, not a burn-in from scratch; a training default's burn-in is that of fresh
+        chains and does not apply), for samplers that take it."""
         options = {**self._training_default("sampler_options", {}), **self.sampler_options}
-        if self.resolved_persistent_chains() and "burn_in" not in options and self._takes("burn_in"):
+        if self.resolved_persistent_chains() and "burn_in" not in self.sampler_options and self._takes("burn_in"):
             options["burn_in"] = PERSISTENT_BURN_IN
         return options
 
@@ -512,7 +520,7 @@ class TrainConfig:
     def saved_or_given_options(self, saved: dict[str, Any]) -> dict[str, Any]:
         """The sampler options a resumed run continues with: the run's ``saved`` ones when ``sampler_options`` is
         unset or means the same (equal as given, or once resolved with today's training defaults, as a run records
-        them: ``--sampler qemcmc`` alone is the run's ``burn_in=2, start=meanfield, trotter_steps=2``), else
+        them: ``--sampler qemcmc`` alone is the run's ``burn_in=1, start=meanfield, trotter_steps=2``), else
         ``sampler_options`` (the resume check then names each option that differs)."""
         return dict(saved) if not self.sampler_options or self.means_options(saved) else dict(self.sampler_options)
 
@@ -520,8 +528,12 @@ class TrainConfig:
         """Whether ``sampler_options`` are a run's ``saved`` ones: equal as given (a run written before the
         training defaults), once resolved with them (:meth:`resolved_sampler_options`, what a run records), or the
         options a run that recorded fewer of them ran with (:meth:`pinned_options`: ``{}`` saved by a mean-field run
-        before its training default existed means the sampler's own ``solver="damped", damping=0.5``)."""
+        before its training default existed means the sampler's own ``solver="damped", damping=0.5``), or, none
+        given, a training default of an earlier version (:data:`FORMER_TRAINING_OPTIONS`: ``--sampler X`` alone
+        resumes a run it started under that version)."""
         if self.sampler_options == saved or self.resolved_sampler_options() == saved:
+            return True
+        if not self.sampler_options and saved in FORMER_TRAINING_OPTIONS.get(self.sampler, ()):
             return True
         return dataclasses.replace(self, sampler_options=dict(saved)).pinned_options().sampler_options == (
             self.sampler_options
