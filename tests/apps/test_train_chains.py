@@ -146,7 +146,7 @@ def test_sampler_options_named_like_the_anneal_flags_reach_the_sampler():
 
 
 def test_plain_sampler_qemcmc_trains_with_the_validated_settings_and_records_them(tmp_path):
-    """``train --sampler qemcmc`` with no other flag: mean-field start, 2 moves, 2-step proposals, 8 reads,
+    """``train --sampler qemcmc`` with no other flag: mean-field start, 1 move, 2-step proposals, 8 reads,
     Rao-Blackwellised (TRAINING_DEFAULTS); the sampler's generic defaults for arbitrary problems are unchanged, and a
     setting the run gives wins."""
     import json
@@ -156,7 +156,7 @@ def test_plain_sampler_qemcmc_trains_with_the_validated_settings_and_records_the
 
     s = build_sampling(TrainConfig(sampler="qemcmc"))
     assert (s.num_reads, s.estimator, s.readout) == (8, "conditional", "shots")
-    assert (s.sampler.burn_in, s.sampler.start, s.sampler.params.steps) == (2, "meanfield", 2)
+    assert (s.sampler.burn_in, s.sampler.start, s.sampler.params.steps) == (1, "meanfield", 2)
     generic = get_sampler("qemcmc")
     assert (generic.burn_in, generic.start) == (128, "random")
     mine = build_sampling(TrainConfig(sampler="qemcmc", shots=16, estimator="reads", sampler_options={"burn_in": 4}))
@@ -222,14 +222,14 @@ def test_bad_persistent_chain_settings_are_refused_before_any_work(tmp_path, cha
 
 def test_a_sampler_run_says_its_work_and_projected_time_before_its_first_step(tmp_path, caplog):
     """The count is the hand count: rows x layers x heads x queries x chains x moves (qemcmc's training default:
-    8 chains, 2 moves); the probe leaves the run as it was (a run with it equals the same run resumed)."""
+    8 chains, 1 move); the probe leaves the run as it was (a run with it equals the same run resumed)."""
     import logging
 
     from hybrid_attention.apps.train import build_sampling
     from hybrid_attention.apps.train.cost import step_work
 
     cfg = TrainConfig(sampler="qemcmc", task="brackets", block_size=6, batch_size=5, n_layer=2, n_head=2, n_embd=8)
-    assert step_work(cfg, build_sampling(cfg)).count == 5 * 2 * 2 * 6 * 8 * 2
+    assert step_work(cfg, build_sampling(cfg)).count == 5 * 2 * 2 * 6 * 8 * 1
     chains = TrainConfig(sampler="gibbs", task="brackets", block_size=6, batch_size=5, persistent_chains=4, shots=4)
     chains = chains.resolved()
     w = step_work(chains, build_sampling(chains))
