@@ -124,12 +124,6 @@ PERSISTENT_BURN_IN = 2
 #: at T = 64 on a quiet machine, against the legacy solver's 5.30x (``results/bench/meanfield_run.md``). Runs that
 #: recorded no ``solver`` and ``damping`` resume with the sampler's defaults, the legacy whole-batch iteration at
 #: damping 0.5 (:meth:`TrainConfig.pinned_options`).
-#: earlier versions' :data:`TRAINING_DEFAULTS` sampler options, as runs started with ``--sampler X`` alone recorded
-#: them: the same command line resumes such a run with its recorded options (``qemcmc``: two moves until the
-#: one-move row was validated, 2026-12-07)
-FORMER_TRAINING_OPTIONS: dict[str, tuple[dict[str, Any], ...]] = {
-    "qemcmc": ({"burn_in": 2, "start": "meanfield", "trotter_steps": 2},),
-}
 TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
     "qemcmc": {
         "shots": 8,
@@ -138,6 +132,12 @@ TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
     },
     "gibbs": {"shots": 8, "estimator": "conditional", "persistent_chains": 8},
     "meanfield": {"sampler_options": {"solver": "rows", "damping": 1.0}},
+}
+#: earlier versions' :data:`TRAINING_DEFAULTS` sampler options, as runs started with ``--sampler X`` alone recorded
+#: them: the same command line resumes such a run with its recorded options (``qemcmc``: two moves until the
+#: one-move row was validated, 2026-12-07)
+FORMER_TRAINING_OPTIONS: dict[str, tuple[dict[str, Any], ...]] = {
+    "qemcmc": ({"burn_in": 2, "start": "meanfield", "trotter_steps": 2},),
 }
 
 
