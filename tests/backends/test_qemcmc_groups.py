@@ -129,6 +129,7 @@ def test_a_masked_batch_draws_what_each_group_draws_on_its_own_spins(start):
 
 
 def test_persistent_chains_keep_their_dropped_spins():
+    """A dropped spin is never moved: its int8 state is carried from ``initial_state`` as it is (no arithmetic)."""
     problem, _ = causal_batch(B=2, T=4, seed=5)
     init = np.random.default_rng(0).choice(np.array([-1, 1], dtype=np.int8), size=(2, 4, 4, 4))
     ss = QEMCMCSampler(params=FIXED).sample(problem, num_reads=4, burn_in=2, initial_state=init, seed=0)

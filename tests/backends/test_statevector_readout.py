@@ -1,6 +1,8 @@
 """The statevector read-out's vectorised inverse CDF (:mod:`hybrid_attention.backends.dqa.readout`) against
 :func:`hybrid_attention.exact.inverse_cdf` (``torch.searchsorted``): the same draws, index for index, on flat and
-peaked rows, empty bins, uniforms equal to table entries, and the smallest tables."""
+peaked rows, empty bins, uniforms equal to table entries, and the smallest tables. Exact equality: both search the
+same cumulative table, built by the same torch operations on the same input in this process (determinism on one
+machine, whatever its float kernels), so only the search differs."""
 
 from __future__ import annotations
 
