@@ -474,7 +474,9 @@ def _fields_by_indexing(x: torch.Tensor, keys: torch.Tensor, queries: torch.Tens
 
 
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("n,Q,W", [(13, 13, 4), (37, 37, 5), (9, 9, 8), (20, 20, 1), (20, 7, 3), (20, 33, 4), (16, 1, 8)])
+@pytest.mark.parametrize(
+    "n,Q,W", [(13, 13, 4), (37, 37, 5), (9, 9, 8), (20, 20, 1), (20, 7, 3), (20, 33, 4), (16, 1, 8)]
+)
 def test_block_fields_view_equals_indexing(n, Q, W, causal):
     """The fields gathered by one strided view, and their gradient scattered back through it, against advanced
     indexing, for causal plans (every query) and bidirectional ones (any number of queries). Exact equality: both
