@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from . import banded_workspace as workspace
+
 __all__ = ["BlockSweepFn", "DenseBlockSweepFn", "block_energies", "split", "state_bits", "SPLIT_MIN_W"]
 
 #: the narrowest band whose transfer matrices are applied factorised (below it the dense product is faster: the
@@ -173,8 +175,9 @@ class DenseBlockSweepFn(torch.autograd.Function):
         Ns = [(Q - first[b]) * R for b in range(nb)]
         es = [((first[b + 1] if b + 1 < nb else Q) - first[b]) * R for b in range(nb)]  # columns ending at b
         size = P * G * S
-        bufA, bufF, bufB = (M.new_empty(size * sum(Ns)) for _ in range(3))
-        sc1, sc2 = M.new_empty(size * Ns[0]), M.new_empty(size * Ns[0])
+        bufA, bufF, bufB = (workspace.take(f"dense {r}", size * sum(Ns), M, ctx) for r in "AFB")
+        token = workspace.Token()  # the scratch buffers (nothing saved views them) are free again after this call
+        sc1, sc2 = (workspace.take(f"dense scratch {i}", size * Ns[0], M, token) for i in range(2))
         offs = [0]
         for N in Ns:
             offs.append(offs[-1] + size * N)
@@ -240,7 +243,8 @@ class DenseBlockSweepFn(torch.autograd.Function):
         Ns = [(Q - first[b]) * R for b in range(nb)]
         es = [((first[b + 1] if b + 1 < nb else Q) - first[b]) * R for b in range(nb)]
         size = P * G * S
-        bufs = [M.new_empty(size * Ns[0]) for _ in range(5)]
+        token = workspace.Token()  # the scratch buffers are free again once this call returns
+        bufs = [workspace.take(f"dense scratch {i}", size * Ns[0], M, token) for i in range(5)]
 
         def scratch(i: int, N: int) -> torch.Tensor:
             return bufs[i][: size * N].view(P, G, N, S)
@@ -329,7 +333,8 @@ class BlockSweepFn(torch.autograd.Function):
         Hh, Hl = 1 << hi, 1 << lo
         Ns = [(Q - first[b]) * R for b in range(nb)]
         es = [((first[b + 1] if b + 1 < nb else Q) - first[b]) * R for b in range(nb)]  # columns ending at b
-        bufs = _Buffers(C, P, G, Hh, Hl, Ns)
+        token = workspace.Token()  # the scratch buffers (nothing saved views them) are free again after this call
+        bufs = _Buffers(C, P, G, Hh, Hl, Ns, owner=ctx, scratch_owner=token)
         Xs = [X[b, :, :, first[b] :].flatten(2, 3) for b in range(nb)]  # (P, G, N, k)
         Fs = [_field_factors(x, lo) for x in Xs]  # (P, G, Hh, N, Hl)
         As, Ds = [], []
@@ -380,7 +385,8 @@ class BlockSweepFn(torch.autograd.Function):
         Hh, Hl = 1 << hi, 1 << lo
         Ns = [(Q - first[b]) * R for b in range(nb)]
         es = [((first[b + 1] if b + 1 < nb else Q) - first[b]) * R for b in range(nb)]
-        bufs = _Buffers(K1, P, G, Hh, Hl, Ns, n_scratch=6)
+        token = workspace.Token()  # the scratch buffers are free again once this call returns
+        bufs = _Buffers(K1, P, G, Hh, Hl, Ns, n_scratch=6, owner=token, scratch_owner=token)
         ohT = (_onehot(lo, K1).T, _onehot(hi, K1).T)
         gS = []
         for b, g in enumerate(gout.split(Ns, dim=2)):  # d/dS0 = g S1 / (S0 (S0 + S1)), d/dS1 = -g / (S0 + S1)
@@ -430,16 +436,20 @@ class BlockSweepFn(torch.autograd.Function):
 
 
 class _Buffers:
-    """Message segments ``(P, G, Hh, N_b, Hl)`` per block (``A``, ``B``) and scratch buffers for the largest block:
-    a fresh large allocation per block costs more in page faults than the arithmetic it holds."""
+    """Message segments ``(P, G, Hh, N_b, Hl)`` per block (``A``, ``B``, held by ``owner``) and scratch buffers for the
+    largest block (held by ``scratch_owner``): a fresh large allocation per block costs more in page faults than the
+    arithmetic it holds, and across calls they come back from :mod:`hybrid_attention.banded_workspace`."""
 
-    def __init__(self, like: torch.Tensor, P: int, G: int, Hh: int, Hl: int, Ns: list[int], n_scratch: int = 3):
+    def __init__(self, like: torch.Tensor, P: int, G: int, Hh: int, Hl: int, Ns: list[int], *, owner: Any,
+                 scratch_owner: Any, n_scratch: int = 3):  # fmt: skip
         self.shape, self.Ns = (P, G, Hh, Hl), Ns
         self.offs = [0]
         for N in Ns:
             self.offs.append(self.offs[-1] + P * G * Hh * Hl * N)
-        self.full = {key: like.new_empty(self.offs[-1]) for key in ("A", "B")}
-        self.scr = [like.new_empty(P * G * Hh * Hl * Ns[0]) for _ in range(n_scratch)]
+        self.full = {key: workspace.take(key, self.offs[-1], like, owner) for key in ("A", "B")}
+        self.scr = [
+            workspace.take(f"scratch {i}", P * G * Hh * Hl * Ns[0], like, scratch_owner) for i in range(n_scratch)
+        ]
 
     def seg(self, key: str, b: int) -> torch.Tensor:
         P, G, Hh, Hl = self.shape
