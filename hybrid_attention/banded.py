@@ -481,7 +481,8 @@ def _block_run(x: torch.Tensor, c: torch.Tensor, beta: torch.Tensor, causal: boo
     X = _block_fields(x, keys, queries, causal)  # (nb, P, G, Q', R, k)
     nb, G, k = keys.shape
     # the posterior A_b * B_b of a window is at least exp(-(2 |beta h| + 2 span + 2 W log 2)) where it matters
-    fast = _FAST_LIMIT[x.dtype] - 2 * float(X.detach().abs().max()) - 2 * W * math.log(2)
+    lo, hi = torch.aminmax(X.detach())  # max |X| in one pass, without an |X| temporary
+    fast = _FAST_LIMIT[x.dtype] - 2 * max(-float(lo), float(hi)) - 2 * W * math.log(2)
     fn = _BlockSweepFn if _split(W) else _DenseBlockSweepFn  # transfer matrices factorised over half-windows or dense
     out, status = fn.apply(C, X, tuple(first), limit, fast)  # (P, G, sum_b q_b R, k)
     if int(status) == 1:  # couplings too strong for the probability domain over a whole block

@@ -278,7 +278,9 @@ class DenseBlockSweepFn(torch.autograd.Function):
             gpost = torch.matmul(gS[b], ohT, out=scratch(0, Ns[b]))
             gA = torch.mul(gpost, Bs[b], out=scratch(1 + b % 2, Ns[b]))
             if b < nb - 1:
-                gA[:, :, es[b] :] += torch.matmul(gY, M[:, :, b + 1], out=scratch(4, Ns[b + 1]))
+                # gA += gY M_{b+1} in place (no full-size temporary): one batched product into the slice
+                tgt = gA[:, :, es[b] :].view(P * G, Ns[b + 1], S)
+                tgt.baddbmm_(gY.view(P * G, Ns[b + 1], S), M[:, :, b + 1].reshape(P * G, S, S))
             gL[b] += torch.mul(As[b], gA, out=scratch(3, Ns[b])) @ Sp
             gY = gA.mul_(Fs[b]).mul_(Ds[b])
             Ain = As[b - 1][:, :, es[b - 1] :] if b else None
@@ -420,8 +422,9 @@ class BlockSweepFn(torch.autograd.Function):
                 Rt = None if K2 is None else ops[b + 1].step1(Ain, bufs.scratch(5, Ns[b + 1]))
                 g2b = None if g2 is None else g2[:, :, b + 1]
                 ops[b + 1].grad(g1[:, :, b + 1], g2b, gY, Ain, Lt, Rt)
-                tgt = gA[:, :, :, es[b] :]
-                tgt += (K1[:, :, b + 1].transpose(-1, -2) @ Lt.flatten(-2)).view_as(tgt)
+                # gA += K1^T Lt in place (no full-size temporary): each older-half row of the slice is contiguous
+                tgt = gA[:, :, :, es[b] :].view(P * G, Hh, Ns[b + 1] * Hl)
+                tgt.baddbmm_(K1[:, :, b + 1].transpose(-1, -2).reshape(P * G, Hh, Hh), Lt.view(P * G, Hh, -1))
             _add_field_grad(gLh[b], gLl[b], torch.mul(As[b], gA, out=bufs.scratch(3, Ns[b])))
             gY = gA.mul_(Fs[b]).mul_(Ds[b])
             if b == 0:  # the first block's input is all ones
