@@ -336,14 +336,16 @@ class BlockSweepFn(torch.autograd.Function):
         Ns = [(Q - first[b]) * R for b in range(nb)]
         es = [((first[b + 1] if b + 1 < nb else Q) - first[b]) * R for b in range(nb)]  # columns ending at b
         token = workspace.Token()  # the scratch buffers (nothing saved views them) are free again after this call
-        bufs = _Buffers(C, P, G, Hh, Hl, Ns, owner=ctx, scratch_owner=token)
+        # U = K1 A_{b-1} and L = X_b K2 (the factorised products' halves) are kept for the adjoint, which needs both
+        keys = ("A", "B", "U", "L") if lo else ("A", "B")
+        bufs = _Buffers(C, P, G, Hh, Hl, Ns, owner=ctx, scratch_owner=token, keys=keys)
         Xs = [X[b, :, :, first[b] :].flatten(2, 3) for b in range(nb)]  # (P, G, N, k)
         Fs = [_field_factors(x, lo) for x in Xs]  # (P, G, Hh, N, Hl)
         As, Ds = [], []
         A = C.new_ones(P, G, Hh, Ns[0], Hl)
         for b in range(nb):
             Ain = A[:, :, :, A.shape[3] - Ns[b] :]  # the slots still running
-            A = ops[b].fwd(Ain, bufs.seg("A", b), bufs.scratch(0, Ns[b]))
+            A = ops[b].fwd(Ain, bufs.seg("A", b), bufs.seg("U", b) if lo else bufs.scratch(0, Ns[b]))
             A.mul_(Fs[b])
             D = _column_max(A).reciprocal_()
             A.mul_(D)
@@ -360,7 +362,8 @@ class BlockSweepFn(torch.autograd.Function):
                 B.fill_(1.0)
             else:
                 Xb = torch.mul(Bs[b + 1], Fs[b + 1], out=bufs.scratch(0, Ns[b + 1]))
-                Bn = ops[b + 1].adj(Xb, bufs.scratch(1, Ns[b + 1]), bufs.scratch(2, Ns[b + 1]))
+                tmp = bufs.seg("L", b + 1) if lo else bufs.scratch(2, Ns[b + 1])
+                Bn = ops[b + 1].adj(Xb, bufs.scratch(1, Ns[b + 1]), tmp)
                 Es[b] = _column_max(Bn).reciprocal_()
                 B[:, :, :, : es[b]].fill_(1.0)
                 torch.mul(Bn, Es[b], out=B[:, :, :, es[b] :])
@@ -369,7 +372,8 @@ class BlockSweepFn(torch.autograd.Function):
             S0, S1 = Ss[b].unflatten(-1, (k, 2)).unbind(-1)
             outs[b] = S0.log() - (S0 + S1).log()
         ctx.first, ctx.shape, ctx.lo = first, X.shape, lo
-        ctx.save_for_backward(K1, *(() if K2 is None else (K2,)), *Xs, *As, *Bs, *Ds, *Fs, *Es[:-1], *Ss)
+        UL = [bufs.seg(key, b) for key in ("U", "L") for b in range(1, nb)] if lo else []
+        ctx.save_for_backward(K1, *(() if K2 is None else (K2,)), *Xs, *As, *Bs, *Ds, *Fs, *Es[:-1], *Ss, *UL)
         return torch.cat(outs, dim=2), status
 
     @staticmethod
@@ -382,7 +386,10 @@ class BlockSweepFn(torch.autograd.Function):
         K2 = saved.pop(0) if lo else None
         Xs, As, Bs, Ds, Fs = (saved[i * nb : (i + 1) * nb] for i in range(5))
         Es = saved[5 * nb : 6 * nb - 1]
-        Ss = saved[6 * nb - 1 :]
+        Ss = saved[6 * nb - 1 : 7 * nb - 1]
+        # the forward's K1 A_{b-1} and X_b K2 of blocks 1..nb-1 (factorised only), indexed by block
+        Us = [None, *saved[7 * nb - 1 : 8 * nb - 2]] if lo else [None] * nb
+        Ls = [None, *saved[8 * nb - 2 :]] if lo else [None] * nb
         ops = [_Ops(K1[:, :, b], None if K2 is None else K2[:, :, b]) for b in range(nb)]
         Hh, Hl = 1 << hi, 1 << lo
         Ns = [(Q - first[b]) * R for b in range(nb)]
@@ -407,7 +414,7 @@ class BlockSweepFn(torch.autograd.Function):
                 X = torch.mul(Bs[b], Fs[b], out=bufs.scratch(3, Ns[b]))
                 Rt = ops[b].step1(V, bufs.scratch(4, Ns[b]))
                 gX = Rt if K2 is None else torch.matmul(Rt, ops[b].K2T, out=bufs.scratch(5, Ns[b]))
-                Lt = ops[b].adj1(X, bufs.scratch(0, Ns[b]))
+                Lt = ops[b].adj1(X, bufs.scratch(0, Ns[b])) if Ls[b] is None else Ls[b]  # the forward's X_b K2
                 ops[b].grad(g1[:, :, b], None if g2 is None else g2[:, :, b], X, V, Lt, Rt)
                 _add_field_grad(gLh[b], gLl[b], X.mul_(gX))
                 gBb.addcmul_(gX, Fs[b])
@@ -419,7 +426,7 @@ class BlockSweepFn(torch.autograd.Function):
             if b < nb - 1:  # gA += M_{b+1}^T gY_{b+1}, and M_{b+1}'s gradient with its input A_b
                 Ain = As[b][:, :, :, es[b] :]
                 Lt = ops[b + 1].adj1(gY, bufs.scratch(4, Ns[b + 1]))
-                Rt = None if K2 is None else ops[b + 1].step1(Ain, bufs.scratch(5, Ns[b + 1]))
+                Rt = Us[b + 1]  # the forward's K1 A_b (None when lo = 0: no K2, no second factor)
                 g2b = None if g2 is None else g2[:, :, b + 1]
                 ops[b + 1].grad(g1[:, :, b + 1], g2b, gY, Ain, Lt, Rt)
                 # gA += K1^T Lt in place (no full-size temporary): each older-half row of the slice is contiguous
@@ -444,12 +451,12 @@ class _Buffers:
     arithmetic it holds, and across calls they come back from :mod:`hybrid_attention.banded_workspace`."""
 
     def __init__(self, like: torch.Tensor, P: int, G: int, Hh: int, Hl: int, Ns: list[int], *, owner: Any,
-                 scratch_owner: Any, n_scratch: int = 3):  # fmt: skip
+                 scratch_owner: Any, n_scratch: int = 3, keys: tuple[str, ...] = ("A", "B")):  # fmt: skip
         self.shape, self.Ns = (P, G, Hh, Hl), Ns
         self.offs = [0]
         for N in Ns:
             self.offs.append(self.offs[-1] + P * G * Hh * Hl * N)
-        self.full = {key: workspace.take(key, self.offs[-1], like, owner) for key in ("A", "B")}
+        self.full = {key: workspace.take(key, self.offs[-1], like, owner) for key in keys}
         self.scr = [
             workspace.take(f"scratch {i}", P * G * Hh * Hl * Ns[0], like, scratch_owner) for i in range(n_scratch)
         ]
