@@ -16,7 +16,9 @@ message viewed as ``(2**hi, columns * 2**lo)``, then per older half a ``(columns
 with :class:`DenseBlockSweepFn`, the dense engine of the same recursions in a ``(P, G, columns, 2**k)`` layout).
 
 Everything else follows the dense engine: per-column rescaling of the messages (detached constants that cancel),
-the posterior ``A * B`` of each block window summed per bit, and the gradient as the adjoint of the two sweeps.
+the posterior ``A * B`` of each block window summed per bit, and the gradient as the adjoint of the two sweeps; the
+factorised forward keeps the half-products ``K1 A`` and ``X K2`` that the adjoint needs again. Message and scratch
+buffers come from :mod:`hybrid_attention.banded_workspace` (kept between calls, no page faults per step).
 """
 
 from __future__ import annotations
