@@ -54,6 +54,7 @@ from .banded_block import DenseBlockSweepFn as _DenseBlockSweepFn
 from .banded_block import block_energies as _block_energies
 from .banded_block import split as _split
 from .banded_block import state_bits as _state_bits
+from .banded_layout import BlockFieldsFn as _BlockFieldsFn
 
 __all__ = [
     "bandwidth",
@@ -458,16 +459,12 @@ def _block_plan(n: int, W: int, Q: int, causal: bool, device: Any):
 
 def _block_fields(x: torch.Tensor, keys: torch.Tensor, queries: torch.Tensor, causal: bool) -> torch.Tensor:
     """The sweep's fields ``beta h`` as ``(nb, P, G, Q', R, k)`` from ``x (n, P, Q, R)`` (any strides); ghosts,
-    padding slots and (causal) keys after a slot's query, which no sweep reads, get 0 (a free spin)."""
-    n, P, Q, R = x.shape
-    kk = keys[:, :, None, None, :]  # (nb, G, 1, 1, k)
-    qq = queries[None, :, :, None, None]  # (1, G, Q', 1, 1)
-    ok = (kk >= 0) & (qq >= 0)
+    padding slots and (causal) keys after a slot's query, which no sweep reads, get 0 (a free spin). One strided view
+    of a padded copy (:mod:`hybrid_attention.banded_layout`), with the plan's ``keys``, ``queries`` only for the mask."""
+    ok = (keys[:, :, None, None, :] >= 0) & (queries[None, :, :, None, None] >= 0)
     if causal:
-        ok = ok & (kk <= qq)
-    rr = torch.arange(R, device=x.device)[None, None, None, :, None]
-    g = x[kk.clamp(min=0), :, qq.clamp(min=0), rr]  # (nb, G, Q', R, k, P)
-    return torch.where(ok[..., None], g, 0.0).permute(0, 5, 1, 2, 3, 4)
+        ok = ok & (keys[:, :, None, None, :] <= queries[None, :, :, None, None])
+    return _BlockFieldsFn.apply(x, ok, keys.shape[-1], causal)
 
 
 def _block_run(x: torch.Tensor, c: torch.Tensor, beta: torch.Tensor, causal: bool) -> torch.Tensor | None:
@@ -484,7 +481,8 @@ def _block_run(x: torch.Tensor, c: torch.Tensor, beta: torch.Tensor, causal: boo
     X = _block_fields(x, keys, queries, causal)  # (nb, P, G, Q', R, k)
     nb, G, k = keys.shape
     # the posterior A_b * B_b of a window is at least exp(-(2 |beta h| + 2 span + 2 W log 2)) where it matters
-    fast = _FAST_LIMIT[x.dtype] - 2 * float(X.detach().abs().max()) - 2 * W * math.log(2)
+    lo, hi = torch.aminmax(X.detach())  # max |X| in one pass, without an |X| temporary
+    fast = _FAST_LIMIT[x.dtype] - 2 * max(-float(lo), float(hi)) - 2 * W * math.log(2)
     fn = _BlockSweepFn if _split(W) else _DenseBlockSweepFn  # transfer matrices factorised over half-windows or dense
     out, status = fn.apply(C, X, tuple(first), limit, fast)  # (P, G, sum_b q_b R, k)
     if int(status) == 1:  # couplings too strong for the probability domain over a whole block

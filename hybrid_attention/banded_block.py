@@ -16,7 +16,9 @@ message viewed as ``(2**hi, columns * 2**lo)``, then per older half a ``(columns
 with :class:`DenseBlockSweepFn`, the dense engine of the same recursions in a ``(P, G, columns, 2**k)`` layout).
 
 Everything else follows the dense engine: per-column rescaling of the messages (detached constants that cancel),
-the posterior ``A * B`` of each block window summed per bit, and the gradient as the adjoint of the two sweeps.
+the posterior ``A * B`` of each block window summed per bit, and the gradient as the adjoint of the two sweeps; the
+factorised forward keeps the half-products ``K1 A`` and ``X K2`` that the adjoint needs again. Message and scratch
+buffers come from :mod:`hybrid_attention.banded_workspace` (kept between calls, no page faults per step).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+from . import banded_workspace as workspace
 
 __all__ = ["BlockSweepFn", "DenseBlockSweepFn", "block_energies", "split", "state_bits", "SPLIT_MIN_W"]
 
@@ -173,8 +177,9 @@ class DenseBlockSweepFn(torch.autograd.Function):
         Ns = [(Q - first[b]) * R for b in range(nb)]
         es = [((first[b + 1] if b + 1 < nb else Q) - first[b]) * R for b in range(nb)]  # columns ending at b
         size = P * G * S
-        bufA, bufF, bufB = (M.new_empty(size * sum(Ns)) for _ in range(3))
-        sc1, sc2 = M.new_empty(size * Ns[0]), M.new_empty(size * Ns[0])
+        bufA, bufF, bufB = (workspace.take(f"dense {r}", size * sum(Ns), M, ctx) for r in "AFB")
+        token = workspace.Token()  # the scratch buffers (nothing saved views them) are free again after this call
+        sc1, sc2 = (workspace.take(f"dense scratch {i}", size * Ns[0], M, token) for i in range(2))
         offs = [0]
         for N in Ns:
             offs.append(offs[-1] + size * N)
@@ -240,7 +245,8 @@ class DenseBlockSweepFn(torch.autograd.Function):
         Ns = [(Q - first[b]) * R for b in range(nb)]
         es = [((first[b + 1] if b + 1 < nb else Q) - first[b]) * R for b in range(nb)]
         size = P * G * S
-        bufs = [M.new_empty(size * Ns[0]) for _ in range(5)]
+        token = workspace.Token()  # the scratch buffers are free again once this call returns
+        bufs = [workspace.take(f"dense scratch {i}", size * Ns[0], M, token) for i in range(5)]
 
         def scratch(i: int, N: int) -> torch.Tensor:
             return bufs[i][: size * N].view(P, G, N, S)
@@ -274,7 +280,9 @@ class DenseBlockSweepFn(torch.autograd.Function):
             gpost = torch.matmul(gS[b], ohT, out=scratch(0, Ns[b]))
             gA = torch.mul(gpost, Bs[b], out=scratch(1 + b % 2, Ns[b]))
             if b < nb - 1:
-                gA[:, :, es[b] :] += torch.matmul(gY, M[:, :, b + 1], out=scratch(4, Ns[b + 1]))
+                # gA += gY M_{b+1} in place (no full-size temporary): one batched product into the slice
+                tgt = gA[:, :, es[b] :].view(P * G, Ns[b + 1], S)
+                tgt.baddbmm_(gY.view(P * G, Ns[b + 1], S), M[:, :, b + 1].reshape(P * G, S, S))
             gL[b] += torch.mul(As[b], gA, out=scratch(3, Ns[b])) @ Sp
             gY = gA.mul_(Fs[b]).mul_(Ds[b])
             Ain = As[b - 1][:, :, es[b - 1] :] if b else None
@@ -329,14 +337,17 @@ class BlockSweepFn(torch.autograd.Function):
         Hh, Hl = 1 << hi, 1 << lo
         Ns = [(Q - first[b]) * R for b in range(nb)]
         es = [((first[b + 1] if b + 1 < nb else Q) - first[b]) * R for b in range(nb)]  # columns ending at b
-        bufs = _Buffers(C, P, G, Hh, Hl, Ns)
+        token = workspace.Token()  # the scratch buffers (nothing saved views them) are free again after this call
+        # U = K1 A_{b-1} and L = X_b K2 (the factorised products' halves) are kept for the adjoint, which needs both
+        keys = ("A", "B", "U", "L") if lo else ("A", "B")
+        bufs = _Buffers(C, P, G, Hh, Hl, Ns, owner=ctx, scratch_owner=token, keys=keys)
         Xs = [X[b, :, :, first[b] :].flatten(2, 3) for b in range(nb)]  # (P, G, N, k)
         Fs = [_field_factors(x, lo) for x in Xs]  # (P, G, Hh, N, Hl)
         As, Ds = [], []
         A = C.new_ones(P, G, Hh, Ns[0], Hl)
         for b in range(nb):
             Ain = A[:, :, :, A.shape[3] - Ns[b] :]  # the slots still running
-            A = ops[b].fwd(Ain, bufs.seg("A", b), bufs.scratch(0, Ns[b]))
+            A = ops[b].fwd(Ain, bufs.seg("A", b), bufs.seg("U", b) if lo else bufs.scratch(0, Ns[b]))
             A.mul_(Fs[b])
             D = _column_max(A).reciprocal_()
             A.mul_(D)
@@ -353,7 +364,8 @@ class BlockSweepFn(torch.autograd.Function):
                 B.fill_(1.0)
             else:
                 Xb = torch.mul(Bs[b + 1], Fs[b + 1], out=bufs.scratch(0, Ns[b + 1]))
-                Bn = ops[b + 1].adj(Xb, bufs.scratch(1, Ns[b + 1]), bufs.scratch(2, Ns[b + 1]))
+                tmp = bufs.seg("L", b + 1) if lo else bufs.scratch(2, Ns[b + 1])
+                Bn = ops[b + 1].adj(Xb, bufs.scratch(1, Ns[b + 1]), tmp)
                 Es[b] = _column_max(Bn).reciprocal_()
                 B[:, :, :, : es[b]].fill_(1.0)
                 torch.mul(Bn, Es[b], out=B[:, :, :, es[b] :])
@@ -362,7 +374,8 @@ class BlockSweepFn(torch.autograd.Function):
             S0, S1 = Ss[b].unflatten(-1, (k, 2)).unbind(-1)
             outs[b] = S0.log() - (S0 + S1).log()
         ctx.first, ctx.shape, ctx.lo = first, X.shape, lo
-        ctx.save_for_backward(K1, *(() if K2 is None else (K2,)), *Xs, *As, *Bs, *Ds, *Fs, *Es[:-1], *Ss)
+        UL = [bufs.seg(key, b) for key in ("U", "L") for b in range(1, nb)] if lo else []
+        ctx.save_for_backward(K1, *(() if K2 is None else (K2,)), *Xs, *As, *Bs, *Ds, *Fs, *Es[:-1], *Ss, *UL)
         return torch.cat(outs, dim=2), status
 
     @staticmethod
@@ -375,12 +388,16 @@ class BlockSweepFn(torch.autograd.Function):
         K2 = saved.pop(0) if lo else None
         Xs, As, Bs, Ds, Fs = (saved[i * nb : (i + 1) * nb] for i in range(5))
         Es = saved[5 * nb : 6 * nb - 1]
-        Ss = saved[6 * nb - 1 :]
+        Ss = saved[6 * nb - 1 : 7 * nb - 1]
+        # the forward's K1 A_{b-1} and X_b K2 of blocks 1..nb-1 (factorised only), indexed by block
+        Us = [None, *saved[7 * nb - 1 : 8 * nb - 2]] if lo else [None] * nb
+        Ls = [None, *saved[8 * nb - 2 :]] if lo else [None] * nb
         ops = [_Ops(K1[:, :, b], None if K2 is None else K2[:, :, b]) for b in range(nb)]
         Hh, Hl = 1 << hi, 1 << lo
         Ns = [(Q - first[b]) * R for b in range(nb)]
         es = [((first[b + 1] if b + 1 < nb else Q) - first[b]) * R for b in range(nb)]
-        bufs = _Buffers(K1, P, G, Hh, Hl, Ns, n_scratch=6)
+        token = workspace.Token()  # the scratch buffers are free again once this call returns
+        bufs = _Buffers(K1, P, G, Hh, Hl, Ns, n_scratch=6, owner=token, scratch_owner=token)
         ohT = (_onehot(lo, K1).T, _onehot(hi, K1).T)
         gS = []
         for b, g in enumerate(gout.split(Ns, dim=2)):  # d/dS0 = g S1 / (S0 (S0 + S1)), d/dS1 = -g / (S0 + S1)
@@ -399,7 +416,7 @@ class BlockSweepFn(torch.autograd.Function):
                 X = torch.mul(Bs[b], Fs[b], out=bufs.scratch(3, Ns[b]))
                 Rt = ops[b].step1(V, bufs.scratch(4, Ns[b]))
                 gX = Rt if K2 is None else torch.matmul(Rt, ops[b].K2T, out=bufs.scratch(5, Ns[b]))
-                Lt = ops[b].adj1(X, bufs.scratch(0, Ns[b]))
+                Lt = ops[b].adj1(X, bufs.scratch(0, Ns[b])) if Ls[b] is None else Ls[b]  # the forward's X_b K2
                 ops[b].grad(g1[:, :, b], None if g2 is None else g2[:, :, b], X, V, Lt, Rt)
                 _add_field_grad(gLh[b], gLl[b], X.mul_(gX))
                 gBb.addcmul_(gX, Fs[b])
@@ -411,11 +428,12 @@ class BlockSweepFn(torch.autograd.Function):
             if b < nb - 1:  # gA += M_{b+1}^T gY_{b+1}, and M_{b+1}'s gradient with its input A_b
                 Ain = As[b][:, :, :, es[b] :]
                 Lt = ops[b + 1].adj1(gY, bufs.scratch(4, Ns[b + 1]))
-                Rt = None if K2 is None else ops[b + 1].step1(Ain, bufs.scratch(5, Ns[b + 1]))
+                Rt = Us[b + 1]  # the forward's K1 A_b (None when lo = 0: no K2, no second factor)
                 g2b = None if g2 is None else g2[:, :, b + 1]
                 ops[b + 1].grad(g1[:, :, b + 1], g2b, gY, Ain, Lt, Rt)
-                tgt = gA[:, :, :, es[b] :]
-                tgt += (K1[:, :, b + 1].transpose(-1, -2) @ Lt.flatten(-2)).view_as(tgt)
+                # gA += K1^T Lt in place (no full-size temporary): each older-half row of the slice is contiguous
+                tgt = gA[:, :, :, es[b] :].view(P * G, Hh, Ns[b + 1] * Hl)
+                tgt.baddbmm_(K1[:, :, b + 1].transpose(-1, -2).reshape(P * G, Hh, Hh), Lt.view(P * G, Hh, -1))
             _add_field_grad(gLh[b], gLl[b], torch.mul(As[b], gA, out=bufs.scratch(3, Ns[b])))
             gY = gA.mul_(Fs[b]).mul_(Ds[b])
             if b == 0:  # the first block's input is all ones
@@ -430,16 +448,20 @@ class BlockSweepFn(torch.autograd.Function):
 
 
 class _Buffers:
-    """Message segments ``(P, G, Hh, N_b, Hl)`` per block (``A``, ``B``) and scratch buffers for the largest block:
-    a fresh large allocation per block costs more in page faults than the arithmetic it holds."""
+    """Message segments ``(P, G, Hh, N_b, Hl)`` per block (``A``, ``B``, held by ``owner``) and scratch buffers for the
+    largest block (held by ``scratch_owner``): a fresh large allocation per block costs more in page faults than the
+    arithmetic it holds, and across calls they come back from :mod:`hybrid_attention.banded_workspace`."""
 
-    def __init__(self, like: torch.Tensor, P: int, G: int, Hh: int, Hl: int, Ns: list[int], n_scratch: int = 3):
+    def __init__(self, like: torch.Tensor, P: int, G: int, Hh: int, Hl: int, Ns: list[int], *, owner: Any,
+                 scratch_owner: Any, n_scratch: int = 3, keys: tuple[str, ...] = ("A", "B")):  # fmt: skip
         self.shape, self.Ns = (P, G, Hh, Hl), Ns
         self.offs = [0]
         for N in Ns:
             self.offs.append(self.offs[-1] + P * G * Hh * Hl * N)
-        self.full = {key: like.new_empty(self.offs[-1]) for key in ("A", "B")}
-        self.scr = [like.new_empty(P * G * Hh * Hl * Ns[0]) for _ in range(n_scratch)]
+        self.full = {key: workspace.take(key, self.offs[-1], like, owner) for key in keys}
+        self.scr = [
+            workspace.take(f"scratch {i}", P * G * Hh * Hl * Ns[0], like, scratch_owner) for i in range(n_scratch)
+        ]
 
     def seg(self, key: str, b: int) -> torch.Tensor:
         P, G, Hh, Hl = self.shape

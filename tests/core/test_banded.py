@@ -458,3 +458,37 @@ def test_a_band_nearly_as_wide_as_the_system_is_enumerated():
     J8 = band_J(T8, W, gen, batch=(1,))
     h8 = torch.randn(2, 1, T8, T8, generator=gen, dtype=F64)
     assert (kernels.causal_marginals(h8, J8) - kernels.causal_marginals_loop(h8, J8)).abs().max() < 1e-12
+
+
+def _fields_by_indexing(x: torch.Tensor, keys: torch.Tensor, queries: torch.Tensor, causal: bool) -> torch.Tensor:
+    """The block fields by advanced indexing (the engine's former gather): the reference of the strided view."""
+    R = x.shape[-1]
+    kk = keys[:, :, None, None, :]  # (nb, G, 1, 1, k)
+    qq = queries[None, :, :, None, None]  # (1, G, Q', 1, 1)
+    ok = (kk >= 0) & (qq >= 0)
+    if causal:
+        ok = ok & (kk <= qq)
+    rr = torch.arange(R)[None, None, None, :, None]
+    g = x[kk.clamp(min=0), :, qq.clamp(min=0), rr]  # (nb, G, Q', R, k, P)
+    return torch.where(ok[..., None], g, 0.0).permute(0, 5, 1, 2, 3, 4)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize(
+    "n,Q,W", [(13, 13, 4), (37, 37, 5), (9, 9, 8), (20, 20, 1), (20, 7, 3), (20, 33, 4), (16, 1, 8)]
+)
+def test_block_fields_view_equals_indexing(n, Q, W, causal):
+    """The fields gathered by one strided view, and their gradient scattered back through it, against advanced
+    indexing, for causal plans (every query) and bidirectional ones (any number of queries). Exact equality: both
+    only copy the same values (no arithmetic), and no two block entries read the same score, so the scatter adds
+    nothing but zeros."""
+    if causal:
+        Q = n
+    gen = torch.Generator().manual_seed(n + 100 * W)
+    x = torch.randn(3, 2, Q, n, generator=gen, dtype=F64).permute(3, 1, 2, 0).requires_grad_(True)  # as the engine
+    _, keys, queries, _ = banded._block_plan(n, W, Q, causal, x.device)
+    got = banded._block_fields(x, keys, queries, causal)
+    ref = _fields_by_indexing(x, keys, queries, causal)
+    assert got.shape == ref.shape and torch.equal(got, ref)
+    g = torch.randn(ref.shape, generator=gen, dtype=F64)
+    assert torch.equal(*(torch.autograd.grad((y * g).sum(), x)[0] for y in (got, ref)))
