@@ -38,7 +38,7 @@ import torch
 from hybrid_attention.circuits.proposal import proposal_layers
 
 from ..dqa.driver import REAL, phase_into
-from ..dqa.rotating_frame import Block, amplitude_table, apply_block, frame_codes, rotated_blocks
+from ..dqa.rotating_frame import Block, amplitude_table, apply_block, block_operand, frame_codes, rotated_blocks
 from ..workspace import scratch as _scratch
 
 __all__ = ["draw_basis_proposals"]
@@ -86,6 +86,27 @@ def _draw_low(z: torch.Tensor, blocks: list[Block], u: np.ndarray) -> np.ndarray
         idx += t << lo
         z = y[rows, torch.from_numpy(t)]
     return idx
+
+
+def _middle_calls(middle: list, blocks: dict, work: torch.Tensor, rows: int, size: int) -> tuple[list, torch.Tensor]:
+    """The kernel calls of the middle layers on a sub-chunk of ``rows`` rows in the ping-pong buffers ``work``
+    ``(2, >= rows, size)``, their operand views made once (a view is a few microseconds of Python; a call has ~10 of
+    them): ``([("P", value, state view (rows, size)) | ("G", gemm, args, out)], the buffer holding the result)``."""
+    cur, buf = work[0, :rows], work[1, :rows]
+    calls: list = []
+    for kd, val in middle:
+        if kd == "P":
+            calls.append(("P", val, cur))
+            continue
+        for block in blocks[val]:
+            lo, g, M, MT = block
+            zv, ov = block_operand(cur, block), block_operand(buf, block)
+            if lo == 0:
+                calls.append(("G", torch.mm, (zv, MT), ov))
+            else:
+                calls.append(("G", torch.bmm, (M.expand(zv.shape[0], 1 << g, 1 << g), zv), ov))
+            cur, buf = buf, cur
+    return calls, cur
 
 
 def draw_basis_proposals(
@@ -137,26 +158,28 @@ def draw_basis_proposals(
     ph_all = _scratch("phases", (len(pvals), N, size), dtype)
     angle = _scratch("angle", (N, size), E.dtype)
     phases = {v: phase_into(torch.mul(E, -v, out=angle), ph_all[k]) for k, v in enumerate(pvals)}  # (N, 2**n) each
-    first = middle[0][1] if middle and middle[0][0] == "P" else None
+    # the middle layers start with a problem layer: multiplied in with the prepared state
+    first, inner = middle[0][1], middle[1:]
     per = max(1, cache_limit // (size * torch.empty(0, dtype=dtype).element_size() * 3) // C)  # problems/sub-chunk
     macro = min(N, per * _MACRO)
     work = _scratch("work", (2, min(per, N) * C, size), dtype)  # ping-pong buffers, reused by every sub-chunk
     Y = _scratch("top", (macro * C, 1 << g_t, 1 << lo_t), dtype)  # the top group's output of a macro-chunk
     W = _scratch("weights", (macro * C, 1 << g_t), real)  # its group weights
+    std = min(per, N)  # problems of every sub-chunk but a last partial one: their calls made once
+    full = _middle_calls(inner, blocks, work, std * C, size)
     out = np.empty(N * C, dtype=np.int64)
     for m0 in range(0, N, macro):
         m1 = min(N, m0 + macro)
         for p0 in range(m0, m1, per):
             p1 = min(m1, p0 + per)
             P, rows = p1 - p0, slice(p0 * C, p1 * C)
-            cur, buf = work[0, : P * C], work[1, : P * C]
-            _prepare(cur, hi_amp[rows], lo_amp[rows], None if first is None else phases[first][p0:p1], P, C)
-            for kd, val in middle[1:] if first is not None else middle:
-                if kd == "P":
-                    cur.view(P, C, size).mul_(phases[val][p0:p1, None, :])
+            calls, cur = full if P == std else _middle_calls(inner, blocks, work, P * C, size)
+            _prepare(work[0, : P * C], hi_amp[rows], lo_amp[rows], phases[first][p0:p1], P, C)
+            for call in calls:
+                if call[0] == "P":
+                    call[2].view(P, C, size).mul_(phases[call[1]][p0:p1, None, :])
                 else:
-                    for block in blocks[val]:
-                        cur, buf = apply_block(cur, buf, block), cur
+                    call[1](*call[2], out=call[3])
             r0, r1 = (p0 - m0) * C, (p1 - m0) * C
             apply_block(cur, Y[r0:r1].view(P * C, size), top)
             _weights(Y[r0:r1], out=W[r0:r1])  # while in cache
