@@ -49,8 +49,23 @@ _MACRO = 16
 
 
 def _half_amplitudes(bits: np.ndarray, m: int, x: float, dtype: torch.dtype) -> torch.Tensor:
-    """``<b'|R(x)^{(x) m}|bits_r>`` ``(R, 2**m)`` (real values, in the complex ``dtype``) for every row's input."""
-    return torch.from_numpy(amplitude_table(m, x).astype(_NP[dtype])[frame_codes(m)[bits]])
+    """``<b'|R(x)^{(x) m}|bits_r>`` ``(R, 2**m)`` (real values, in the complex ``dtype``) for every row's input: rows
+    of the ``(2**m, 2**m)`` table (one gather of ``R`` rows, not one per amplitude)."""
+    return torch.from_numpy(amplitude_table(m, x).astype(_NP[dtype])[frame_codes(m)]).index_select(
+        0, torch.from_numpy(bits)
+    )
+
+
+def _phases_into(E: torch.Tensor, v: float, angle: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``exp(-i v E)`` into the complex ``out`` (``angle``: scratch of ``E``'s shape and dtype). float32: numpy's
+    sine and cosine (vectorised for float32; torch's ran ~1.7x slower on AVX2), to the same float32 rounding."""
+    torch.mul(E, -v, out=angle)
+    if angle.dtype != torch.float32:
+        return phase_into(angle, out)
+    a, o = angle.numpy(), torch.view_as_real(out).numpy()
+    np.cos(a, out=o[..., 0])
+    np.sin(a, out=o[..., 1])
+    return out
 
 
 def _draw_group(p: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -166,7 +181,7 @@ def draw_basis_proposals(
     pvals = sorted({v for kd, v in layers if kd == "P"})
     ph_all = _scratch("phases", (len(pvals), N, size), dtype)
     angle = _scratch("angle", (N, size), E.dtype)
-    phases = {v: phase_into(torch.mul(E, -v, out=angle), ph_all[k]) for k, v in enumerate(pvals)}  # (N, 2**n) each
+    phases = {v: _phases_into(E, v, angle, ph_all[k]) for k, v in enumerate(pvals)}  # (N, 2**n) each
     # the middle layers start with a problem layer: multiplied in with the prepared state
     first, inner = middle[0][1], middle[1:]
     per = max(1, cache_limit // (size * torch.empty(0, dtype=dtype).element_size() * 3) // C)  # problems/sub-chunk
