@@ -58,7 +58,9 @@ def _half_amplitudes(bits: np.ndarray, m: int, x: float, dtype: torch.dtype) -> 
 
 def _phases_into(E: torch.Tensor, v: float, angle: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """``exp(-i v E)`` into the complex ``out`` (``angle``: scratch of ``E``'s shape and dtype). float32: numpy's
-    sine and cosine (vectorised for float32; torch's ran ~1.7x slower on AVX2), to the same float32 rounding."""
+    sine and cosine (vectorised for float32; torch's ran ~1.7x slower on AVX2), within a few float32 ulps of torch's,
+    so a draw can change only where its uniform lies that close to a bin edge (``tests/backends/test_qemcmc_draw.py``
+    counts them)."""
     torch.mul(E, -v, out=angle)
     if angle.dtype != torch.float32:
         return phase_into(angle, out)
