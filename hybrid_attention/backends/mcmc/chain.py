@@ -107,7 +107,7 @@ def _naive_mean_field(
         return _grouped_mean_field(m, h, J, b, mask, groups, shared, max_iter=max_iter, tol=tol)
     for _ in range(max_iter):
         field = h + (m @ J[0] if shared else np.einsum("rk,rkj->rj", m, J))
-        f = np.tanh(b * field)
+        f = torch.from_numpy(b * field).tanh_().numpy()  # torch's tanh: vectorised, ~2x numpy's (to an ulp)
         if mask is not None:
             f *= mask
         step = f - m
@@ -126,7 +126,7 @@ def _grouped_mean_field(m, h, J, b, mask, groups, shared, *, max_iter: int, tol:
     worst = np.zeros(int(groups.max()) + 1)
     for _ in range(max_iter):
         field = hl + (ml @ J[0] if shared else np.einsum("rk,rkj->rj", ml, J[live]))
-        f = np.tanh(bl * field)
+        f = torch.from_numpy(bl * field).tanh_().numpy()  # (as in _naive_mean_field)
         if mkl is not None:
             f *= mkl
         step = f - ml
@@ -417,7 +417,7 @@ class MetropolisChain(Sampler):
         E = _energy_table(h, J)  # (N, 2**n) float64, the classical energies
         engine = self._proposal_engine(E, h, J, part.mask, part.alpha, params, mode)
         En = E.numpy()
-        bE = beta[:, None] * En  # (N, 2**n)
+        b = beta[:, None]  # the acceptance's beta E at the two states only (the same products as of a beta E table)
         if part.init is not None:
             cur = spins_to_index(part.init).astype(np.int64)
         elif part.m0 is not None:  # independent spins, P(s_j = +1) = (1 + m_j) / 2 ("fields", "meanfield")
@@ -435,7 +435,7 @@ class MetropolisChain(Sampler):
         for t in _progress(range(1, moves + 1), moves, N * C * (1 << n)):
             g, tm = params.draw(rng)
             new = engine.propose(cur, float(g[0]), float(tm[0]), rng)
-            dE = bE[rows, new] - bE[rows, cur]
+            dE = b * En[rows, new] - b * En[rows, cur]
             acc = np.log(rng.random((N, C))) < -dE
             changed += acc & (new != cur)
             cur = np.where(acc, new, cur)

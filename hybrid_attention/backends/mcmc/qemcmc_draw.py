@@ -38,7 +38,7 @@ import torch
 from hybrid_attention.circuits.proposal import proposal_layers
 
 from ..dqa.driver import REAL, phase_into
-from ..dqa.rotating_frame import Block, amplitude_table, apply_block, frame_codes, rotated_blocks
+from ..dqa.rotating_frame import Block, amplitude_table, apply_block, block_operand, frame_codes, rotated_blocks
 from ..workspace import scratch as _scratch
 
 __all__ = ["draw_basis_proposals"]
@@ -49,15 +49,33 @@ _MACRO = 16
 
 
 def _half_amplitudes(bits: np.ndarray, m: int, x: float, dtype: torch.dtype) -> torch.Tensor:
-    """``<b'|R(x)^{(x) m}|bits_r>`` ``(R, 2**m)`` (real values, in the complex ``dtype``) for every row's input."""
-    return torch.from_numpy(amplitude_table(m, x).astype(_NP[dtype])[frame_codes(m)[bits]])
+    """``<b'|R(x)^{(x) m}|bits_r>`` ``(R, 2**m)`` (real values, in the complex ``dtype``) for every row's input: rows
+    of the ``(2**m, 2**m)`` table (one gather of ``R`` rows, not one per amplitude)."""
+    return torch.from_numpy(amplitude_table(m, x).astype(_NP[dtype])[frame_codes(m)]).index_select(
+        0, torch.from_numpy(bits)
+    )
+
+
+def _phases_into(E: torch.Tensor, v: float, angle: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``exp(-i v E)`` into the complex ``out`` (``angle``: scratch of ``E``'s shape and dtype). float32: numpy's
+    sine and cosine (vectorised for float32; torch's ran ~1.7x slower on AVX2), within a few float32 ulps of torch's,
+    so a draw can change only where its uniform lies that close to a bin edge (``tests/backends/test_qemcmc_draw.py``
+    counts them)."""
+    torch.mul(E, -v, out=angle)
+    if angle.dtype != torch.float32:
+        return phase_into(angle, out)
+    a, o = angle.numpy(), torch.view_as_real(out).numpy()
+    np.cos(a, out=o[..., 0])
+    np.sin(a, out=o[..., 1])
+    return out
 
 
 def _draw_group(p: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Inverse-CDF draw of one index per row of the unnormalised weights ``p`` ``(R, G)`` at the uniforms ``u`` ``(R,)``
     float64: ``(t (R,) int64, u')``, ``u'`` the position of ``u`` within the drawn bin rescaled to ``[0, 1]`` (the
-    uniform of the next, conditional, draw). numpy: these arrays are small, and numpy's calls cost a third of torch's."""
-    cdf = np.cumsum(p, axis=-1, dtype=np.float64)
+    uniform of the next, conditional, draw). numpy: these arrays are small, and numpy's calls cost a third of torch's;
+    but the cumulative sums in torch (numpy's ``cumsum`` along rows runs ~10x slower; the same sequential sums)."""
+    cdf = torch.cumsum(torch.from_numpy(p).to(torch.float64), dim=-1).numpy()
     target = u * cdf[:, -1]
     t = np.minimum((cdf < target[:, None]).sum(-1), p.shape[-1] - 1)  # searchsorted, left side, per row
     rows = np.arange(len(t))
@@ -74,6 +92,13 @@ def _weights(y: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     return w.square_()
 
 
+def _squared(z: torch.Tensor) -> np.ndarray:
+    """``|z|^2`` ``(R, L)`` float of ``z`` ``(R, L)`` complex, from its real view in numpy (torch's reductions over the
+    real view's last axis of 2 run ~10x slower)."""
+    zr = torch.view_as_real(z).numpy()
+    return np.square(zr[..., 0]) + np.square(zr[..., 1])
+
+
 def _draw_low(z: torch.Tensor, blocks: list[Block], u: np.ndarray) -> np.ndarray:
     """The lower groups' bits ``(R,)`` of the outcome, drawn from the most significant group of ``blocks`` down;
     ``z`` ``(R, 2**m)`` holds each row's state (before the layer) at its drawn higher groups."""
@@ -82,10 +107,32 @@ def _draw_low(z: torch.Tensor, blocks: list[Block], u: np.ndarray) -> np.ndarray
     for block in reversed(blocks):
         lo, g = block[0], block[1]
         y = apply_block(z, torch.empty_like(z), block).view(R, 1 << g, 1 << lo)
-        t, u = _draw_group(_weights(y).numpy(), u)
+        t, u = _draw_group(_weights(y).numpy() if lo else _squared(y.view(R, -1)), u)
         idx += t << lo
-        z = y[rows, torch.from_numpy(t)]
+        if lo:
+            z = y[rows, torch.from_numpy(t)]
     return idx
+
+
+def _middle_calls(middle: list, blocks: dict, work: torch.Tensor, rows: int, size: int) -> tuple[list, torch.Tensor]:
+    """The kernel calls of the middle layers on a sub-chunk of ``rows`` rows in the ping-pong buffers ``work``
+    ``(2, >= rows, size)``, their operand views made once (a view is a few microseconds of Python; a call has ~10 of
+    them): ``([("P", value, state view (rows, size)) | ("G", gemm, args, out)], the buffer holding the result)``."""
+    cur, buf = work[0, :rows], work[1, :rows]
+    calls: list = []
+    for kd, val in middle:
+        if kd == "P":
+            calls.append(("P", val, cur))
+            continue
+        for block in blocks[val]:
+            lo, g, M, MT = block
+            zv, ov = block_operand(cur, block), block_operand(buf, block)
+            if lo == 0:
+                calls.append(("G", torch.mm, (zv, MT), ov))
+            else:
+                calls.append(("G", torch.bmm, (M.expand(zv.shape[0], 1 << g, 1 << g), zv), ov))
+            cur, buf = buf, cur
+    return calls, cur
 
 
 def draw_basis_proposals(
@@ -136,30 +183,35 @@ def draw_basis_proposals(
     pvals = sorted({v for kd, v in layers if kd == "P"})
     ph_all = _scratch("phases", (len(pvals), N, size), dtype)
     angle = _scratch("angle", (N, size), E.dtype)
-    phases = {v: phase_into(torch.mul(E, -v, out=angle), ph_all[k]) for k, v in enumerate(pvals)}  # (N, 2**n) each
-    first = middle[0][1] if middle and middle[0][0] == "P" else None
+    phases = {v: _phases_into(E, v, angle, ph_all[k]) for k, v in enumerate(pvals)}  # (N, 2**n) each
+    # the middle layers start with a problem layer: multiplied in with the prepared state
+    first, inner = middle[0][1], middle[1:]
     per = max(1, cache_limit // (size * torch.empty(0, dtype=dtype).element_size() * 3) // C)  # problems/sub-chunk
     macro = min(N, per * _MACRO)
     work = _scratch("work", (2, min(per, N) * C, size), dtype)  # ping-pong buffers, reused by every sub-chunk
     Y = _scratch("top", (macro * C, 1 << g_t, 1 << lo_t), dtype)  # the top group's output of a macro-chunk
     W = _scratch("weights", (macro * C, 1 << g_t), real)  # its group weights
+    std = min(per, N)  # problems of every sub-chunk but a last partial one: their calls made once
+    full = _middle_calls(inner, blocks, work, std * C, size)
     out = np.empty(N * C, dtype=np.int64)
     for m0 in range(0, N, macro):
         m1 = min(N, m0 + macro)
         for p0 in range(m0, m1, per):
             p1 = min(m1, p0 + per)
             P, rows = p1 - p0, slice(p0 * C, p1 * C)
-            cur, buf = work[0, : P * C], work[1, : P * C]
-            _prepare(cur, hi_amp[rows], lo_amp[rows], None if first is None else phases[first][p0:p1], P, C)
-            for kd, val in middle[1:] if first is not None else middle:
-                if kd == "P":
-                    cur.view(P, C, size).mul_(phases[val][p0:p1, None, :])
+            calls, cur = full if P == std else _middle_calls(inner, blocks, work, P * C, size)
+            _prepare(work[0, : P * C], hi_amp[rows], lo_amp[rows], phases[first][p0:p1], P, C)
+            for call in calls:
+                if call[0] == "P":
+                    call[2].view(P, C, size).mul_(phases[call[1]][p0:p1, None, :])
                 else:
-                    for block in blocks[val]:
-                        cur, buf = apply_block(cur, buf, block), cur
+                    call[1](*call[2], out=call[3])
             r0, r1 = (p0 - m0) * C, (p1 - m0) * C
             apply_block(cur, Y[r0:r1].view(P * C, size), top)
-            _weights(Y[r0:r1], out=W[r0:r1])  # while in cache
+            if lo_t:  # while in cache
+                _weights(Y[r0:r1], out=W[r0:r1])
+            else:  # (a single block: the real view's last axis is 2)
+                W[r0:r1].numpy()[:] = _squared(Y[r0:r1].view(P * C, -1))
         R = (m1 - m0) * C
         y = Y[:R]
         t, u_low = _draw_group(W[:R].numpy(), u[m0 * C : m1 * C])
