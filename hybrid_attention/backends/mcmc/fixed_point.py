@@ -8,12 +8,13 @@ its largest residual is below ``tol``: every row pays for the slowest. In traini
 become very slow (a Tiny Shakespeare run at T = 64: 5 iterations at initialisation; from about step 70 more than 500,
 unconverged, while most rows still converged in tens). Here:
 
-* the same damped iteration (same map, damping and start), but a row stops once its own residual
-  ``max_j |f(m)_j - m_j|`` is below ``tol`` and leaves the batch (compacted once :data:`COMPACT` of it has converged,
-  by integer gathers: boolean indexing and ``linalg.vector_norm`` cost several times the map on CPU);
-* causal row blocks (:func:`~hybrid_attention.backends.mcmc.meanfield.width_blocks`) iterate apart for :data:`MERGE`
-  iterations, then their unconverged rows as one zero-padded batch (:func:`iterate_blocks`): the slow rows' long
-  tail pays one iteration's fixed cost per step instead of one per block;
+* the same damped iteration (same map, damping and start), but each row has its own stopping test on its residual
+  ``max_j |f(m)_j - m_j| < tol``: the rows that pass when :data:`COMPACT` of the batch passes are recorded and leave
+  it (by integer gathers: boolean indexing and ``linalg.vector_norm`` cost several times the map on CPU; rows that
+  passed earlier iterate on until then, one gather per compaction instead of one per iteration with a stop);
+* causal row blocks (:func:`~hybrid_attention.backends.mcmc.meanfield.width_blocks`) iterate apart in rounds of
+  :data:`MERGE` iterations until their unconverged rows cost less as one zero-padded batch (:func:`iterate_blocks`):
+  the slow rows' long tail pays one iteration's fixed cost per step instead of one per block;
 * naive mean field evaluates ``tanh(z)`` as ``2 sigmoid(2 z) - 1`` (3-4x faster on CPU, equal within float eps);
 * rows of naive mean field still unconverged after :data:`SWITCH` iterations switch to Newton's method on the
   mean-field free energy (:mod:`.mf_newton`). These rows are slow for any first-order method: on the way to their
@@ -36,7 +37,9 @@ per-row least squares cost several times the map). The secant step of :func:`_se
 T = 128 step 60: no row moved by 1e-2, against 93 of 4096 rows clipped at 1.5 and 101-778 unclipped) and cut the
 mean iterations per row by a third, but the rows it still left unconverged took Newton longer: the forward solve at
 T = 128 steps 100 and 200 became 1.3-1.8x slower. So the forward iteration is not accelerated (``accelerate`` of
-:func:`iterate_rows` is off there); the adjoint, a linear system whose solution the step cannot change, is.
+:func:`iterate_rows` is off there); the adjoint, a linear system whose solution the step cannot change, is. Tried
+again with Newton in the fields (:mod:`.mf_newton`) on captured training states (mf-speed4): 1-5 rows of 8192 moved
+by more than 1e-2 at T = 128 steps 100-250, forward solves 1-5 % faster; still off.
 
 Warm start: the solve may start from any guess (``start``); the stopping test alone decides when a row is done.
 """
