@@ -68,9 +68,7 @@ def test_blocks_alone_or_merged_reach_the_same_fixed_point(monkeypatch, merge):
     blocks = [(torch.arange(24 * k, 24 * (k + 1)), L) for k, L in enumerate(widths)]
     tol = 1e-9
     with torch.no_grad():
-        m, it, res, _, f = fixed_point.solve_rows(
-            h[None], J[None], causal[None], False, b[None], 1.0, tol, 400, blocks
-        )
+        m, it, res, _, f = fixed_point.solve_rows(h[None], J[None], causal[None], False, b[None], 1.0, tol, 400, blocks)
     assert res < tol and it < 400
     assert float((f[0] * (1 - causal)).abs().max()) == 0.0  # masked spins: products of exact zeros
     fixed = torch.zeros_like(h)
@@ -120,7 +118,7 @@ def test_the_damped_solver_iterates_exactly_as_before(monkeypatch):
     with torch.no_grad():
         got, info = meanfield.mean_field(h[None], J[None], beta, mask[None], damping=0.5, tol=tol, solver="damped")
     m = torch.tanh(beta[..., None] * h[None])
-    for it in range(1, 501):
+    for it in range(1, 501):  # noqa: B007 (the count is compared after the loop)
         step = meanfield.update(m, h[None], J[None], mask[None], False, beta[..., None]) - m
         if float(step.abs().max()) < tol:
             break

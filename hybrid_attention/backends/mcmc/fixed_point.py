@@ -182,10 +182,12 @@ def iterate_blocks(
         widths = [out[k][0].shape[1] for k, _ in sel]
         if _merge_pays([len(idx) for _, idx in sel], widths):
             width = max(widths)
-            pad = lambda t: torch.nn.functional.pad(t, (0, width - t.shape[1]))  # noqa: E731
+            pad = lambda t, width=width: torch.nn.functional.pad(t, (0, width - t.shape[1]))  # noqa: E731
             x = torch.cat([pad(out[k][0].index_select(0, idx)) for k, idx in sel])
             data = {
-                key: torch.cat([(pad if key in wide else lambda t: t)(datas[k][key].index_select(0, idx)) for k, idx in sel])
+                key: torch.cat(
+                    [(pad if key in wide else lambda t: t)(datas[k][key].index_select(0, idx)) for k, idx in sel]
+                )
                 for key in datas[0]
             }
             _scatter(out, sel, iterate_rows(fmap(width), x, data, max_iter=max_iter - done, **kw), done)
