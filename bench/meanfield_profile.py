@@ -194,21 +194,22 @@ def lockstep(args: argparse.Namespace) -> None:
             print(f"#   step {i + 1}", flush=True)
     print(
         "| steps | softmax CPU ms/step | meanfield CPU ms/step | ratio of means | forward iterations | "
-        "backward iterations | Newton rows |"
+        "forward iterations, max | backward iterations | Newton rows |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for lo, hi in RANGES + ((0, args.steps),):
         part = log[lo:hi]
         if not part:
             continue
         s, m = (statistics.mean(p[k] for p in part) * 1e3 for k in (0, 1))
-        it = (
+        it = [
             statistics.mean(float(p[2].get(k) or 0) for p in part)
             for k in ("iterations", "backward_iterations", "newton_rows")
-        )
+        ]
+        top = max(int(p[2].get("iterations") or 0) for p in part)
         print(
-            f"| {lo + 1}-{min(hi, len(log))} | {s:.1f} | {m:.1f} | {m / s:.2f} | "
-            + " | ".join(f"{v:.1f}" for v in it)
+            f"| {lo + 1}-{min(hi, len(log))} | {s:.1f} | {m:.1f} | {m / s:.2f} | {it[0]:.1f} | {top} | "
+            + " | ".join(f"{v:.1f}" for v in it[1:])
             + " |"
         )
 

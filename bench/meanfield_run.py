@@ -116,15 +116,19 @@ def trace(args: argparse.Namespace) -> None:
         opt.step()
         log.append({"s": time.perf_counter() - t0, **sampling.sampler.last_info})
     print(f"# T = {args.block_size}, solver {args.solver}: per-step means over step ranges")
-    print("| steps | forward iterations | backward iterations | work (full-width iterations) | Newton rows | s/step |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print(
+        "| steps | forward iterations | forward iterations, max | backward iterations | work (full-width iterations) | "
+        "Newton rows | s/step |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for lo, hi in RANGES + ((0, args.steps),):
         part = log[lo:hi]
         if not part:
             continue
         mean = lambda k: statistics.mean(float(x.get(k) or 0) for x in part)  # noqa: E731
         print(
-            f"| {lo + 1}-{min(hi, len(log))} | {mean('iterations'):.1f} | {mean('backward_iterations'):.1f} | "
+            f"| {lo + 1}-{min(hi, len(log))} | {mean('iterations'):.1f} | {max(int(x['iterations']) for x in part)} | "
+            f"{mean('backward_iterations'):.1f} | "
             f"{mean('work'):.1f} | {mean('newton_rows'):.1f} | {mean('s'):.3f} |"
         )
     if args.json:

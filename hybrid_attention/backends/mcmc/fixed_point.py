@@ -8,12 +8,13 @@ its largest residual is below ``tol``: every row pays for the slowest. In traini
 become very slow (a Tiny Shakespeare run at T = 64: 5 iterations at initialisation; from about step 70 more than 500,
 unconverged, while most rows still converged in tens). Here:
 
-* the same damped iteration (same map, damping and start), but a row stops once its own residual
-  ``max_j |f(m)_j - m_j|`` is below ``tol`` and leaves the batch (compacted once :data:`COMPACT` of it has converged,
-  by integer gathers: boolean indexing and ``linalg.vector_norm`` cost several times the map on CPU);
-* causal row blocks (:func:`~hybrid_attention.backends.mcmc.meanfield.width_blocks`) iterate apart for :data:`MERGE`
-  iterations, then their unconverged rows as one zero-padded batch (:func:`iterate_blocks`): the slow rows' long
-  tail pays one iteration's fixed cost per step instead of one per block;
+* the same damped iteration (same map, damping and start), but each row has its own stopping test on its residual
+  ``max_j |f(m)_j - m_j| < tol``: the rows that pass when :data:`COMPACT` of the batch passes are recorded and leave
+  it (by integer gathers: boolean indexing and ``linalg.vector_norm`` cost several times the map on CPU; rows that
+  passed earlier iterate on until then, one gather per compaction instead of one per iteration with a stop);
+* causal row blocks (:func:`~hybrid_attention.backends.mcmc.meanfield.width_blocks`) iterate apart in rounds of
+  :data:`MERGE` iterations until their unconverged rows cost less as one zero-padded batch (:func:`iterate_blocks`):
+  the slow rows' long tail pays one iteration's fixed cost per step instead of one per block;
 * naive mean field evaluates ``tanh(z)`` as ``2 sigmoid(2 z) - 1`` (3-4x faster on CPU, equal within float eps);
 * rows of naive mean field still unconverged after :data:`SWITCH` iterations switch to Newton's method on the
   mean-field free energy (:mod:`.mf_newton`). These rows are slow for any first-order method: on the way to their
@@ -36,7 +37,9 @@ per-row least squares cost several times the map). The secant step of :func:`_se
 T = 128 step 60: no row moved by 1e-2, against 93 of 4096 rows clipped at 1.5 and 101-778 unclipped) and cut the
 mean iterations per row by a third, but the rows it still left unconverged took Newton longer: the forward solve at
 T = 128 steps 100 and 200 became 1.3-1.8x slower. So the forward iteration is not accelerated (``accelerate`` of
-:func:`iterate_rows` is off there); the adjoint, a linear system whose solution the step cannot change, is.
+:func:`iterate_rows` is off there); the adjoint, a linear system whose solution the step cannot change, is. Tried
+again with Newton in the fields (:mod:`.mf_newton`) on captured training states (mf-speed4): 1-5 rows of 8192 moved
+by more than 1e-2 at T = 128 steps 100-250, forward solves 1-5 % faster; still off.
 
 Warm start: the solve may start from any guess (``start``); the stopping test alone decides when a row is done.
 """
@@ -71,8 +74,10 @@ def iterate_rows(
     image: bool = False,
 ) -> tuple[torch.Tensor, ...]:
     """The damped iteration ``x <- g = x + d (fmap(x) - x)``, optionally accelerated (:func:`_secant`), with a
-    stopping test per row: a row stops once ``max |fmap(x) - x| < tol``; its iterate is recorded then, and it leaves
-    the batch once :data:`COMPACT` of the batch has stopped (until then it keeps iterating, its later iterates unused).
+    stopping test per row: ``max |fmap(x) - x| < tol``. The rows that pass at an iteration where at least
+    :data:`COMPACT` of the batch passes (or all of it, or the last) are recorded at that iterate and leave the batch;
+    until then every row iterates on (a row that passed keeps iterating towards its fixed point and is recorded at a
+    later iterate that passes the test again: one gather per compaction instead of one per iteration with a stop).
 
     Args:
         fmap: ``(x (r, n), data) -> (r, n)``, applied to the rows still in the batch (``data`` holds their rows).
@@ -83,9 +88,9 @@ def iterate_rows(
         image: also return each converged row's ``fmap(x)`` at that iterate (unconverged rows: undefined).
 
     Returns:
-        ``(x (R, n), iterations (R,), residual (R,))``: each converged row at the iterate whose residual passed the
-        test (an unconverged one at its last iterate), its count of map evaluations, its last ``max |fmap(x) - x|``;
-        with ``image``, ``fmap(x) (R, n)`` after them.
+        ``(x (R, n), iterations (R,), residual (R,))``: each converged row at the recorded iterate (whose residual
+        passed the test), an unconverged one at its next iterate (where another call resumes the same iteration), its
+        count of map evaluations, its last ``max |fmap(x) - x|``; with ``image``, ``fmap(x) (R, n)`` after them.
     """
     R, n = x.shape
     out, res = x.clone(), x.new_full((R,), float("inf"))
@@ -94,17 +99,16 @@ def iterate_rows(
     if R == 0 or n == 0:  # nothing to solve: every row passes at the first test
         return (out, count.fill_(1), res.zero_()) + ((img,) if image else ())
     rows = torch.arange(R)
-    live = torch.ones(R, dtype=torch.bool)  # rows not yet stopped (stopped ones iterate on until compaction)
-    left, size = R, R
-    r, prev = res, None
+    size, r, prev = R, res, None
     for it in range(1, max_iter + 1):
         fx = fmap(x, data)
         step = fx - x
         # a row-wise inf-norm (linalg.vector_norm is 15x slower on CPU); in place when the step is not used again
         r = (step.abs_() if damping == 1 and not accelerate else step.abs()).amax(-1)
-        done = (r < tol).logical_and_(live)
+        done = r < tol
         stopped = int(done.sum())
-        if stopped:  # integer gathers: index_select is several times faster than boolean or advanced indexing
+        if stopped and (stopped >= COMPACT * size or it == max_iter):
+            # integer gathers: index_select is several times faster than boolean or advanced indexing
             idx = done.nonzero().squeeze(1)
             gone = rows.index_select(0, idx)
             out.index_copy_(0, gone, x.index_select(0, idx))
@@ -112,23 +116,18 @@ def iterate_rows(
                 img.index_copy_(0, gone, fx.index_select(0, idx))
             count.index_fill_(0, gone, it)
             res.index_copy_(0, gone, r.index_select(0, idx))
-            left -= stopped
-            if not left:
+            if stopped == size:
                 return (out, count, res) + ((img,) if image else ())
-            live.index_fill_(0, idx, False)
-            if size - left >= COMPACT * size:  # drop the stopped rows
-                keep = live.nonzero().squeeze(1)
-                rows, x, fx, r = (t.index_select(0, keep) for t in (rows, x, fx, r))
-                step = step.index_select(0, keep) if damping != 1 or accelerate else step
-                prev = None if prev is None else tuple(t.index_select(0, keep) for t in prev)
-                data = {k: v.index_select(0, keep) for k, v in data.items()}
-                live, size = live.index_select(0, keep), left
+            keep = done.logical_not_().nonzero().squeeze(1)  # drop the recorded rows
+            rows, x, fx, r = (t.index_select(0, keep) for t in (rows, x, fx, r))
+            step = step.index_select(0, keep) if damping != 1 or accelerate else step
+            prev = None if prev is None else tuple(t.index_select(0, keep) for t in prev)
+            data = {k: v.index_select(0, keep) for k, v in data.items()}
+            size -= stopped
         g = fx if damping == 1 else torch.add(x, step, alpha=damping)
         x, prev = (g if prev is None else _secant(g, step, *prev)), ((g, step) if accelerate else None)
-    keep = live.nonzero().squeeze(1)
-    gone = rows.index_select(0, keep)
-    out.index_copy_(0, gone, x.index_select(0, keep))
-    res.index_copy_(0, gone, r.index_select(0, keep))
+    out.index_copy_(0, rows, x)
+    res.index_copy_(0, rows, r)
     return (out, count, res) + ((img,) if image else ())
 
 
@@ -156,10 +155,12 @@ def iterate_blocks(
     accelerate: bool,
     image: bool = False,
 ) -> list[tuple[torch.Tensor, ...]]:
-    """:func:`iterate_rows` on row blocks of different widths (one coupling matrix): each block alone for
-    :data:`MERGE` iterations (most rows stop there, on their own block's narrow products), then the blocks' rows
-    still unconverged as one batch at the widest of their widths, zero-padded (padded spins are masked: the map
-    keeps them at 0), so that the long tail of slow rows costs one iteration's overhead per step, not one per block.
+    """:func:`iterate_rows` on row blocks of different widths (one coupling matrix): each block alone in rounds of
+    :data:`MERGE` iterations (on its own block's narrow products) until merging is cheaper (:func:`_merge_pays`),
+    then the blocks' rows still unconverged as one batch at the widest of their widths, zero-padded (padded spins are
+    masked: the map keeps them at 0), so that the long tail of slow rows costs one iteration's overhead per step, not
+    one per block. A row's iterates are those of one uninterrupted iteration (a round resumes from the next iterate),
+    except that the secant step's memory restarts at each round.
 
     Args:
         fmap: ``width -> map`` as :func:`iterate_rows` takes it, on the leading ``width`` spins.
@@ -170,38 +171,62 @@ def iterate_blocks(
     Returns:
         per block, :func:`iterate_rows`'s ``(x, iterations, residual)`` (and ``fmap(x)`` with ``image``).
     """
+    kw = {"damping": damping, "tol": tol, "accelerate": accelerate, "image": image}
     first = max_iter if len(xs) == 1 else min(max_iter, MERGE)
-    out = [
-        iterate_rows(
-            fmap(x.shape[1]), x, d, damping=damping, tol=tol, max_iter=first, accelerate=accelerate, image=image
-        )
-        for x, d in zip(xs, datas)
-    ]
-    late = [o[2] >= tol for o in out]
-    if first == max_iter or not any(bool(k.any()) for k in late):
-        return out
-    sel = [(k, idx) for k, idx in enumerate(t.nonzero().squeeze(1) for t in late) if len(idx)]
-    width = max(out[k][0].shape[1] for k, _ in sel)
-    pad = lambda t: torch.nn.functional.pad(t, (0, width - t.shape[1]))  # noqa: E731
-    x = torch.cat([pad(out[k][0].index_select(0, idx)) for k, idx in sel])
-    data = {
-        key: torch.cat([(pad if key in wide else lambda t: t)(datas[k][key].index_select(0, idx)) for k, idx in sel])
-        for key in datas[0]
-    }
-    merged = iterate_rows(
-        fmap(width), x, data, damping=damping, tol=tol, max_iter=max_iter - first, accelerate=accelerate, image=image
-    )
+    out = [iterate_rows(fmap(x.shape[1]), x, d, max_iter=first, **kw) for x, d in zip(xs, datas)]
+    done = first
+    while done < max_iter:
+        sel = [(k, idx) for k, idx in enumerate((o[2] >= tol).nonzero().squeeze(1) for o in out) if len(idx)]
+        if not sel:
+            break
+        widths = [out[k][0].shape[1] for k, _ in sel]
+        if _merge_pays([len(idx) for _, idx in sel], widths):
+            width = max(widths)
+            pad = lambda t, width=width: torch.nn.functional.pad(t, (0, width - t.shape[1]))  # noqa: E731
+            x = torch.cat([pad(out[k][0].index_select(0, idx)) for k, idx in sel])
+            data = {
+                key: torch.cat(
+                    [(pad if key in wide else lambda t: t)(datas[k][key].index_select(0, idx)) for k, idx in sel]
+                )
+                for key in datas[0]
+            }
+            _scatter(out, sel, iterate_rows(fmap(width), x, data, max_iter=max_iter - done, **kw), done)
+            break
+        chunk = min(MERGE, max_iter - done)  # another round of each block alone, on its unconverged rows
+        for k, idx in sel:
+            d = {key: v.index_select(0, idx) for key, v in datas[k].items()}
+            x = out[k][0].index_select(0, idx)
+            _scatter(out, [(k, idx)], iterate_rows(fmap(x.shape[1]), x, d, max_iter=chunk, **kw), done)
+        done += chunk
+    return out
+
+
+#: the fixed cost of one iteration of :func:`iterate_rows` (about 15 torch operations' dispatch) in units of the
+#: cost per spin of a row: 20-30 us against 2.5-3.5 ns per row and spin on the 2-core CPU this was tuned on (one
+#: thread; batches of 16-1024 rows, 16-64 spins, where the elementwise passes cost more than the product)
+OVERHEAD = 8192
+
+
+def _merge_pays(rows: list[int], widths: list[int]) -> bool:
+    """Whether one padded batch (the blocks' ``rows`` at the widest of ``widths``) costs less per iteration than
+    the blocks apart: the padding's spins against :data:`OVERHEAD` per block saved."""
+    W = max(widths)
+    return sum(r * (W - L) for r, L in zip(rows, widths)) <= OVERHEAD * (len(rows) - 1)
+
+
+def _scatter(out: list[tuple[torch.Tensor, ...]], sel, got: tuple[torch.Tensor, ...], offset: int) -> None:
+    """Write :func:`iterate_rows`'s result ``got`` on the rows ``sel`` (``(block, row indices)``, in that order, at
+    most their block's width) into the blocks' results ``out``, the iteration counts after ``offset``."""
     at = 0
     for k, idx in sel:
         end, L = at + len(idx), out[k][0].shape[1]
         x, count, res, *img = out[k]
-        x.index_copy_(0, idx, merged[0][at:end, :L])
-        count.index_copy_(0, idx, merged[1][at:end] + first)
-        res.index_copy_(0, idx, merged[2][at:end])
+        x.index_copy_(0, idx, got[0][at:end, :L])
+        count.index_copy_(0, idx, got[1][at:end] + offset)
+        res.index_copy_(0, idx, got[2][at:end])
         if img:
-            img[0].index_copy_(0, idx, merged[3][at:end, :L])
+            img[0].index_copy_(0, idx, got[3][at:end, :L])
         at = end
-    return out
 
 
 def _mean_field_map(tap: bool, J: torch.Tensor, J2: torch.Tensor | None):
