@@ -223,3 +223,18 @@ def test_the_ibm_estimate_of_a_masked_batch_counts_the_jobs_its_groups_submit(tm
     ss = s.sample(p, num_reads=3, seed=0)
     assert len(ss.info["job_ids"]) == est["jobs"]
     assert np.all(ss.spins[0, :, 1] ** 2 == 1)
+
+
+def test_the_ibm_estimate_of_a_batch_with_every_spin_masked_is_no_work(tmp_path):
+    """Nothing visible, nothing to run: the estimate counts no job (it raised a bare ``max()`` error before) and
+    ``sample`` submits none."""
+    from hybrid_attention.backends import get_sampler
+
+    s = get_sampler("qemcmc", engine="ibm", backend="fake_manila", ledger=tmp_path / "q.jsonl", burn_in=1)
+    h = torch.tensor([[0.3, 0.1], [0.2, -0.4]], dtype=torch.float64)
+    J = torch.tensor([[0.0, 0.25], [0.25, 0.0]], dtype=torch.float64)
+    p = IsingProblem(h, J.expand(2, 2, 2), mask=torch.zeros(2, 2, dtype=torch.bool))
+    est = s.estimate(p, num_reads=3)
+    assert (est["jobs"], est["circuits"], est["shots"], est["qpu_seconds"]) == (0, 0, 0, 0.0)
+    ss = s.sample(p, num_reads=3, seed=0)
+    assert len(ss.info["job_ids"]) == est["jobs"]

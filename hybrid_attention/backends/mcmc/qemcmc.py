@@ -289,6 +289,10 @@ class QEMCMCSampler(MetropolisChain):
             for rows, cols in visible_groups(mask)
             if cols is None or len(cols)
         ]
+        if not parts:  # every spin of every problem masked: sample runs no chain and submits nothing
+            zero = dict.fromkeys(("jobs", "pubs", "circuits", "shots", "depth", "two_qubit_gates"), 0)
+            seconds = dict.fromkeys(("qpu_seconds", "overhead_seconds", "largest_job_seconds"), 0.0)
+            return {**zero, **seconds, "mode": self.ibm.mode, "moves": moves, "chains": C}
         est = {
             k: sum(p[k] for p in parts)
             for k in ("jobs", "pubs", "circuits", "shots", "qpu_seconds", "overhead_seconds")
