@@ -131,24 +131,34 @@ def _free_energy(m, h, J, b, mk) -> torch.Tensor:
     return -(h * m).sum(-1) - 0.5 * ((m @ J) * m).sum(-1) - entropy / b[:, 0]
 
 
-def _line_search_fields(u, du, slope, m, h, J, b, mk, r) -> torch.Tensor:
-    """:func:`_line_search` on the curve ``m = tanh(u + a du)`` (``slope``: ``dF/da`` at ``a = 0``), returning ``u``."""
-    F0 = _free_energy(m, h, J, b, mk)
+def _backtrack(point, F0, slope, h, J, b, mk, r):  # noqa: ANN001, ANN202 (internal)
+    """Armijo backtracking shared by both line searches: each row's step ``a`` (from 1) halved until ``F`` at
+    ``point(a) -> (x, m)`` (``x`` the iterate returned, ``m`` its magnetisations) drops by ``1e-4 a slope``, or stays
+    within float64's resolution of ``F`` while the residual ``r`` shrinks (40 halvings at most); returns ``x``."""
     flat = 1e-13 * (1 + F0.abs())
-    a = u.new_ones(len(u), 1)
-    new = u
+    a = F0.new_ones(len(F0), 1)  # one step per row
+    x = None
     for _ in range(40):
-        new = (u + a * du).clamp(-U_MAX, U_MAX)
-        x = torch.tanh(new) * mk
-        F = _free_energy(x, h, J, b, mk)
+        x, m = point(a)
+        F = _free_energy(m, h, J, b, mk)
         ok = F <= F0 + 1e-4 * a[:, 0] * slope
         if not bool(ok.all()):
-            r_new = (torch.tanh(b * (h + x @ J)) * mk - x).abs().amax(-1)
+            r_new = (torch.tanh(b * (h + m @ J)) * mk - m).abs().amax(-1)
             ok |= (F <= F0 + flat) & (r_new < r)
         if bool(ok.all()):
             break
         a = torch.where(ok[:, None], a, a / 2)
-    return new
+    return x
+
+
+def _line_search_fields(u, du, slope, m, h, J, b, mk, r) -> torch.Tensor:
+    """:func:`_line_search` on the curve ``m = tanh(u + a du)`` (``slope``: ``dF/da`` at ``a = 0``), returning ``u``."""
+
+    def point(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        new = (u + a * du).clamp(-U_MAX, U_MAX)
+        return new, torch.tanh(new) * mk
+
+    return _backtrack(point, _free_energy(m, h, J, b, mk), slope, h, J, b, mk, r)
 
 
 def _line_search(m, dm, grad, h, J, b, mk, r) -> torch.Tensor:
@@ -156,19 +166,9 @@ def _line_search(m, dm, grad, h, J, b, mk, r) -> torch.Tensor:
     Near a minimum ``F`` changes by about the squared residual, below float64's resolution of ``F``: there a step
     is also taken when ``F`` stays within that resolution and the residual ``r`` shrinks."""
     edge = 1 - 1e-15
-    F0 = _free_energy(m, h, J, b, mk)
-    flat = 1e-13 * (1 + F0.abs())
-    slope = (grad * dm).sum(-1)
-    a = m.new_ones(len(m), 1)
-    new = m
-    for _ in range(40):
+
+    def point(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         new = (m + a * dm).clamp(-edge, edge) * mk
-        F = _free_energy(new, h, J, b, mk)
-        ok = F <= F0 + 1e-4 * a[:, 0] * slope
-        if not bool(ok.all()):
-            r_new = (torch.tanh(b * (h + new @ J)) * mk - new).abs().amax(-1)
-            ok |= (F <= F0 + flat) & (r_new < r)
-        if bool(ok.all()):
-            break
-        a = torch.where(ok[:, None], a, a / 2)
-    return new
+        return new, new
+
+    return _backtrack(point, _free_energy(m, h, J, b, mk), (grad * dm).sum(-1), h, J, b, mk, r)
