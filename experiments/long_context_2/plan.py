@@ -7,7 +7,9 @@ Run it with ``python -m experiments.run_plan long_context_2 --plan NAME`` (resum
 Plans (the protocol's cut order runs from the last to the first):
 
 * ``primary``: Tiny Shakespeare and MQAR at T = 64 and 128, the six primary arms, seeds 0-2 sweep the learning rate
-  over the grid (extended by rule), seeds 3-9 run at the chosen rate;
+  over the grid (extended by rule), seeds 3-9 run at the chosen rate; MQAR under PROTOCOL.md change 5's floor rule
+  (:func:`at_floor`): a cell whose every arm is within 2 points of chance runs no main seeds, and T = 128 first runs
+  sweep seed 0 alone;
 * ``pilot256``: the same tasks and arms at T = 256, seeds 0-2, each arm at its T = 128 chosen rate (waits for it);
 * ``secondary_arms``: ``mta``, ``h`` and the engine control ``hj-band4-mf`` on the primary tasks, 5 seeds;
 * ``secondary_tasks``: the runs task (3 decoys at every T) and brackets below the ceiling, the primary arms, 5 seeds;
@@ -21,9 +23,11 @@ at most :data:`MAX_STEPS` steps.
 
 from __future__ import annotations
 
+import dataclasses
 from functools import cache
 from pathlib import Path
 
+from hybrid_attention.apps.claims.report.load import read_run
 from hybrid_attention.apps.claims.runner import LRSweep, Study, chosen_lr
 from hybrid_attention.apps.train import TrainConfig
 from hybrid_attention.sizing import count_parameters
@@ -141,6 +145,60 @@ def _sweep() -> LRSweep:
     return LRSweep(LRS, None, seeds=SWEEP_SEEDS, extend=True, max_extend=2, extend_below_divergence=True)
 
 
+#: PROTOCOL.md change 5, the floor rule: a primary MQAR cell whose every arm's mean accuracy at its chosen rate over
+#: the sweep seeds lies within this many points of chance is untestable, and its main seeds are not run
+FLOOR_POINTS = 2.0
+#: change 5: MQAR at these T first runs only these sweep seeds, at the starting grid (no extension); the rest of the
+#: cell runs only if some arm is then more than FLOOR_POINTS from chance
+FLOOR_FIRST_SEEDS = {128: (0,)}
+
+
+def chance(task: str, T: int) -> float | None:
+    """The accuracy in % of guessing one of the context's values (100 / pairs) on MQAR at ``T``; ``None`` for a task
+    without a floor rule."""
+    return 100.0 / task_settings(task, T)["kv_pairs"] if task == "mqar" else None
+
+
+def floor_means(study: Study, root: str | Path = ROOT) -> dict[str, float | None]:
+    """Per arm of ``study`` (as it stands: :meth:`Study.resolve`), the mean accuracy in % at its chosen rate over
+    the sweep's seeds (a diverged run: its last evaluation before the divergence); ``None`` while the rate or a run
+    is pending."""
+    st, root = study.resolve(root), Path(root)
+    T = st.block_sizes[0]
+    out: dict[str, float | None] = {}
+    for arm in st.modes:
+        lr = chosen_lr(st, arm, root, T)
+        rows = [] if lr is None else [
+            read_run(root / st.name / "sweep" / f"{arm}_T{T}_lr{lr:g}_s{seed}", diverged=True) for seed in st.sweep.seeds
+        ]  # fmt: skip
+        out[arm] = None if lr is None or any(r is None for r in rows) else sum(r["metric"] for r in rows) / len(rows)
+    return out
+
+
+def at_floor(study: Study, root: str | Path = ROOT) -> bool | None:
+    """Whether every arm of ``study`` (an MQAR cell) is within :data:`FLOOR_POINTS` of chance (PROTOCOL.md change 5):
+    ``True`` (untestable), ``False``, or ``None`` while an arm's rate or sweep run is pending; ``False`` when some
+    arm with a result is already beyond it."""
+    c = chance(study.base["task"], study.block_sizes[0])
+    means = floor_means(study, root)
+    if any(m is not None and abs(m - c) > FLOOR_POINTS for m in means.values()):
+        return False
+    return None if any(m is None for m in means.values()) else True
+
+
+def _floor_stage(study: Study, root: Path) -> Study:
+    """The MQAR cell as it stands under the floor rule (PROTOCOL.md change 5): at a T of :data:`FLOOR_FIRST_SEEDS`,
+    first those sweep seeds alone; then, unless every arm is at chance, the whole sweep; main seeds only once the
+    sweep shows some arm beyond the floor."""
+    T = study.block_sizes[0]
+    plain = dataclasses.replace(study, stage=None)
+    if T in FLOOR_FIRST_SEEDS:
+        first = dataclasses.replace(plain, sweep=LRSweep(LRS, None, seeds=FLOOR_FIRST_SEEDS[T]), seeds=())
+        if at_floor(first, root) is not False:
+            return first
+    return plain if at_floor(plain, root) is False else dataclasses.replace(plain, seeds=())
+
+
 def _study(name: str, task: str, T: int, names: tuple[str, ...], seeds: tuple[int, ...], label: str) -> Study:
     a = arms(task, T, names)
     return Study(
@@ -152,6 +210,7 @@ def _study(name: str, task: str, T: int, names: tuple[str, ...], seeds: tuple[in
         _sweep(),
         label=label,
         mode_base=a,
+        stage=_floor_stage if chance(task, T) is not None and names == PRIMARY_ARMS else None,
     )
 
 
@@ -197,7 +256,7 @@ for _task in ("shakespeare", "mqar"):
 def pilot_study(task: str, root: str | Path = ROOT) -> Study | None:
     """The T = 256 pilot of ``task``: the primary arms on seeds 0-2, each at its chosen rate at T = 128 (``None``
     until every primary arm's T = 128 sweep has chosen)."""
-    source = STUDIES[f"{task}_T128"]
+    source = STUDIES[f"{task}_T128"].resolve(root)
     rates = {arm: chosen_lr(source, arm, Path(root), 128) for arm in PRIMARY_ARMS}
     if any(r is None for r in rates.values()):
         return None

@@ -14,11 +14,14 @@ Rules, as the protocol states them:
   95 % paired t intervals; Holm within a task's family of its 6 primary contrasts (3 hj arms x T = 64, 128);
 * verdict: **hj better** (Holm p < 0.05, gain > 0), **hj worse** (Holm p < 0.05, gain < 0), **no practical gain**
   (the interval at the family's Bonferroni level, 0.05 / 6, lies below +0.5), else **undecided**; an accuracy task
-  whose strongest baseline is at the ceiling (mean >= 99.5 %) is **untestable**; a cell short of its seeds is
-  **pending**;
+  whose strongest baseline is at the ceiling (mean >= 99.5 %) is **untestable**; an MQAR cell whose every arm's mean
+  accuracy at its chosen rate over the sweep seeds lies within 2 points of chance (100 / pairs %) is **untestable
+  (every arm at chance)** (change 5's floor rule; its main seeds are not run, and at T = 128 the sweep first runs
+  seed 0 alone: ``plan.at_floor``); a cell short of its seeds is **pending**;
 * thesis per task: **supported** when some hj arm is "better" at T = 128 and its gain at T = 128 exceeds its gain at
   T = 64 (Welch 95 % interval of the difference above 0); **refuted** when every hj arm at both T is "worse" or "no
-  practical gain"; otherwise **inconclusive** (**pending** while a primary cell is pending).
+  practical gain"; otherwise **inconclusive** (**pending** while a primary cell is pending; **untestable** when a
+  primary cell of the task is at chance).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ BASELINES = ("softmax", "softmax-2L", "bias")
 HJ_ARMS = ("hj-band4", "hj-band8", "hj-full")
 MARGIN = 0.5
 CEILING = 99.5
+FLOOR_VERDICT = "untestable (every arm at chance)"
 ALPHA = 0.05
 FAMILY_SIZE = 6  # per task: 3 hj arms x T = 64, 128 (PROTOCOL.md "Families")
 
@@ -97,6 +101,10 @@ def _gains(a: list[dict], b: list[dict], task: str, key: str = "metric", seeds: 
 def cell_table(root: Path, studies: dict[str, Study], task: str, T: int, full: int) -> dict[str, Any]:
     """Everything of one (task, T): per arm its rows and rate, the strongest baseline and each hj arm's contrast."""
     study = studies[f"{task}_T{T}"]
+    floor = plan.at_floor(study, root) if study.stage is not None else None
+    study = study.resolve(root)
+    if floor:  # every arm at chance: the cell is its sweep's seeds (PROTOCOL.md change 5)
+        full = len(study.sweep.seeds)
     arms, damaged = {}, []
     for arm in study.modes:
         rows, bad, lr = arm_rows(root, study, arm, T)
@@ -121,12 +129,14 @@ def cell_table(root: Path, studies: dict[str, Study], task: str, T: int, full: i
             "full": len(g) >= full,
         }
     return {"task": task, "T": T, "arms": arms, "base": base, "means": means, "contrasts": contrasts,
-            "damaged": damaged}  # fmt: skip
+            "damaged": damaged, "floor": floor}  # fmt: skip
 
 
 def decide(cells: list[dict[str, Any]]) -> None:
     """Holm within the task's family and each contrast's verdict, in place (module docstring)."""
-    family = [(c, arm) for c in cells for arm, x in c["contrasts"].items() if x["full"] and x["res"].n >= 2]
+    family = [
+        (c, arm) for c in cells if not c.get("floor") for arm, x in c["contrasts"].items() if x["full"] and x["res"].n >= 2
+    ]
     adj = holm([c["contrasts"][arm]["res"].p for c, arm in family]) if family else []
     for (c, arm), p in zip(family, adj):
         x = c["contrasts"][arm]
@@ -134,7 +144,9 @@ def decide(cells: list[dict[str, Any]]) -> None:
         x["bonferroni"] = paired_ci(list(x["gains"].values()), level=1 - ALPHA / FAMILY_SIZE)
     for c in cells:
         for x in c["contrasts"].values():
-            if _higher_better(c["task"]) and c["means"][c["base"]] >= CEILING:
+            if c.get("floor"):
+                x["verdict"] = FLOOR_VERDICT
+            elif _higher_better(c["task"]) and c["means"][c["base"]] >= CEILING:
                 x["verdict"] = "untestable (baseline at the ceiling)"
             elif "p_holm" not in x:
                 x["verdict"] = f"pending ({x['res'].n if x['res'] else 0} seeds)"
@@ -149,6 +161,10 @@ def decide(cells: list[dict[str, Any]]) -> None:
 def thesis(cells: list[dict[str, Any]]) -> tuple[str, str]:
     """The thesis verdict of one task's cells (T = 64 and 128) and its reason."""
     by_T = {c["T"]: c for c in cells}
+    low = [c for c in cells if c.get("floor")]
+    if low:
+        where = " and ".join(f"T = {c['T']} (chance {plan.chance(c['task'], c['T']):g} %)" for c in low)
+        return FLOOR_VERDICT, f"every arm within {plan.FLOOR_POINTS:g} points of chance at {where}"
     if set(by_T) != {64, 128} or any(
         arm not in by_T[T]["contrasts"] or by_T[T]["contrasts"][arm]["verdict"].startswith("pending")
         for T in (64, 128)
@@ -191,7 +207,9 @@ def report(root: Path = OUT, studies: dict[str, Study] | None = None, figure: st
         "points (MQAR, runs, brackets) of an hj arm over the strongest baseline (the best of softmax, softmax-2L and",
         "bias at that task and T), positive means hj is better; 95 % paired t intervals by seed; Holm within each",
         f'task\'s family of {FAMILY_SIZE} primary contrasts; "no practical gain": the interval at the Bonferroni level',
-        f"(0.05 / {FAMILY_SIZE}) lies below +{MARGIN}. Engines: "
+        f"(0.05 / {FAMILY_SIZE}) lies below +{MARGIN}; an MQAR cell whose every arm is within {plan.FLOOR_POINTS:g} points of",
+        "chance (100 / pairs %) at its chosen rate over the sweep seeds is untestable, its main seeds not run (change 5).",
+        "Engines: "
         + "; ".join(f"`{a}` {plan.ENGINES[a]}" for a in (*HJ_ARMS, "h", "hj-band4-mf"))
         + ".",
         "",
@@ -253,7 +271,11 @@ def _arm_means(cells: list[dict[str, Any]], task: str) -> list[str]:
         parts = [
             f"{arm} {_mean(v['rows']):.4g} ({len(v['rows'])}; {v['lr']:g})" for arm, v in c["arms"].items() if v["rows"]
         ]
-        out.append(f"- T = {c['T']}: " + (", ".join(parts) or "no finished cell yet"))
+        floor = ""
+        if c["floor"] is not None or plan.chance(task, c["T"]) is not None and parts:
+            state = {True: "every arm at chance", False: "some arm beyond it", None: "pending"}[c["floor"]]
+            floor = f" (chance {plan.chance(task, c['T']):g} %; floor rule: {state})"
+        out.append(f"- T = {c['T']}: " + (", ".join(parts) or "no finished cell yet") + floor)
     return out + [""]
 
 
@@ -272,6 +294,7 @@ def _secondary(root: Path, studies: dict[str, Study]) -> list[str]:
             prim, sec = studies.get(f"{task}_T{T}"), studies.get(f"{task}_T{T}_secondary")
             if prim is None:
                 continue
+            prim = prim.resolve(root)
             rows = {arm: arm_rows(root, prim, arm, T)[0] for arm in prim.modes}
             if sec is not None:
                 rows.update({arm: arm_rows(root, sec, arm, T)[0] for arm in sec.modes})
@@ -292,13 +315,15 @@ def _rates(root: Path, studies: dict[str, Study]) -> list[str]:
     out = [
         "## Learning rates",
         "",
-        "Per arm, task and T, swept on seeds 0-2: the mean final validation loss per rate (bold: chosen; edge: the chosen",
-        "rate lies on an edge of the swept grid after its extensions).",
+        "Per arm, task and T, swept on seeds 0-2 (MQAR at T = 128 first on seed 0 alone, at the starting grid: change 5):",
+        "the mean final validation loss per rate (bold: chosen; edge: the chosen rate lies on an edge of the swept grid",
+        "after its extensions).",
         "",
         "| study | arm | rates: mean final validation loss | chosen |",
         "| --- | --- | --- | --- |",
     ]
     for name, st in studies.items():
+        st = st.resolve(root)
         if st.sweep is None:
             continue
         T = st.block_sizes[0]
@@ -334,8 +359,8 @@ def gain_plot(path: Path, root: Path = OUT, studies: dict[str, Study] | None = N
     drawn = False
     for ax, task in zip(axes[0], ("shakespeare", "mqar")):
         cells = [cell_table(root, studies, task, T, 10) for T in plan.BLOCK_SIZES if f"{task}_T{T}" in studies]
-        for i, arm in enumerate(HJ_ARMS):
-            pts = [(c["T"], c["contrasts"][arm]["res"]) for c in cells if arm in c["contrasts"]]
+        for i, arm in enumerate(HJ_ARMS):  # a cell at chance has no contrast to draw (PROTOCOL.md change 5)
+            pts = [(c["T"], c["contrasts"][arm]["res"]) for c in cells if arm in c["contrasts"] and not c["floor"]]
             pts = [(T, r) for T, r in pts if r is not None and r.n >= 2]
             if not pts:
                 continue
@@ -351,8 +376,10 @@ def gain_plot(path: Path, root: Path = OUT, studies: dict[str, Study] | None = N
         ax.set_ylabel(
             "gain over the strongest baseline (" + ("% perplexity" if task == "shakespeare" else "points") + ")"
         )
-        ax.set_title(task)
-        ax.legend(fontsize=8)
+        low = [str(c["T"]) for c in cells if c["floor"]]
+        ax.set_title(task + (f" (T = {', '.join(low)}: every arm at chance, untestable)" if low else ""), fontsize=10)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
     if drawn:
         fig.tight_layout()
         fig.savefig(path, dpi=120)

@@ -27,7 +27,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,6 +105,9 @@ class Study:
             ``softmax`` cannot take): ``{"hj": {"sampler": "meanfield"}}``. A mode is an attention mode, or an arm
             named freely whose fields say its ``attention``: ``{"softmax-2L": {"attention": "softmax", "n_layer": 2}}``
             (run directories and reports use the mode's name).
+        stage: a rule giving the study as it stands from its finished runs, ``stage(study, root) -> Study`` (e.g. a
+            first stage with fewer sweep seeds, or a stopping rule that drops the main seeds); :func:`plan_runs`
+            and reports read :meth:`resolve`'s study. ``None``: the study is fixed.
     """
 
     name: str
@@ -115,11 +118,22 @@ class Study:
     sweep: LRSweep | None = None
     label: str = ""
     mode_base: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stage: Callable[[Study, Path], Study] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.mode_base) - set(self.modes))
         if unknown:
             raise ValueError(f"Study {self.name!r}: mode_base names modes {unknown} that are not in modes {self.modes}")
+
+    def resolve(self, root: str | Path) -> Study:
+        """The study as it stands given the finished runs under ``root``: ``self`` without a ``stage`` rule, else the
+        rule's study (without a rule of its own; its name and modes must be this study's)."""
+        if self.stage is None:
+            return self
+        st = dataclasses.replace(self.stage(self, Path(root)), stage=None)
+        if (st.name, st.modes) != (self.name, self.modes):
+            raise ValueError(f"Study {self.name!r}: its stage rule returned study {st.name!r} with modes {st.modes}")
+        return st
 
     def config(self, mode: str, T: int, seed: int, lr: float, out: Path) -> TrainConfig:
         """The validated :class:`TrainConfig` of one run (one torch thread, no progress bar)."""
@@ -253,7 +267,7 @@ def plan_runs(studies: Iterable[Study], root: str | Path) -> tuple[list[RunSpec]
     ``(runs, waiting)``, ``waiting`` = main runs whose rate awaits the sweep. Every configuration is validated."""
     root = Path(root)
     sweeps, mains, waiting = [], [], 0
-    for st in studies:
+    for st in (s.resolve(root) for s in studies):
         lrs = {}
         if st.sweep is not None:
             grids = {}
