@@ -68,7 +68,7 @@ def banded_models(root: Path) -> tuple[list[tuple[str, Path]], list[str]]:
     still waiting (rate not chosen yet, or the run not finished)."""
     out, pending = [], []
     for name in plan.PLANS["primary"]:
-        study = plan.STUDIES[name]
+        study = plan.STUDIES[name].resolve(root)  # MQAR T = 128 first sweeps seed 0 alone (change 5)
         T = study.block_sizes[0]
         lr = chosen_lr(study, "hj-band8", root, T)
         d = None if lr is None else root / name / "sweep" / f"hj-band8_T{T}_lr{lr:g}_s0"
