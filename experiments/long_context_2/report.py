@@ -135,7 +135,11 @@ def cell_table(root: Path, studies: dict[str, Study], task: str, T: int, full: i
 def decide(cells: list[dict[str, Any]]) -> None:
     """Holm within the task's family and each contrast's verdict, in place (module docstring)."""
     family = [
-        (c, arm) for c in cells if not c.get("floor") for arm, x in c["contrasts"].items() if x["full"] and x["res"].n >= 2
+        (c, arm)
+        for c in cells
+        if not c.get("floor")
+        for arm, x in c["contrasts"].items()
+        if x["full"] and x["res"].n >= 2
     ]
     adj = holm([c["contrasts"][arm]["res"].p for c, arm in family]) if family else []
     for (c, arm), p in zip(family, adj):
@@ -209,9 +213,7 @@ def report(root: Path = OUT, studies: dict[str, Study] | None = None, figure: st
         f'task\'s family of {FAMILY_SIZE} primary contrasts; "no practical gain": the interval at the Bonferroni level',
         f"(0.05 / {FAMILY_SIZE}) lies below +{MARGIN}; an MQAR cell whose every arm is within {plan.FLOOR_POINTS:g} points of",
         "chance (100 / pairs %) at its chosen rate over the sweep seeds is untestable, its main seeds not run (change 5).",
-        "Engines: "
-        + "; ".join(f"`{a}` {plan.ENGINES[a]}" for a in (*HJ_ARMS, "h", "hj-band4-mf"))
-        + ".",
+        "Engines: " + "; ".join(f"`{a}` {plan.ENGINES[a]}" for a in (*HJ_ARMS, "h", "hj-band4-mf")) + ".",
         "",
     ]
     damaged: list[Damaged] = []

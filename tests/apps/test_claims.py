@@ -512,6 +512,26 @@ def test_mode_base_applies_to_its_mode_only_and_names_a_mode_of_the_study(tmp_pa
         rn.Study("s", base, ("softmax", "hj"), (4,), (0,), mode_base={"h": {"sampler": "meanfield"}})
 
 
+def test_a_staged_study_is_scheduled_as_its_rule_gives_it(tmp_path):
+    """``Study.stage``: plan_runs schedules the study the rule returns from the runs under the root (here: main seeds
+    only once a file exists), and a rule that returns another study is refused by name."""
+    gate = tmp_path / "open"
+
+    def rule(st, root):
+        return st if (root / "open").exists() else dataclasses.replace(st, seeds=())
+
+    study = dataclasses.replace(_study(sweep=False, seeds=(0, 1)), stage=rule)
+    assert rn.plan_runs([study], tmp_path) == ([], 0)
+    gate.touch()
+    runs, _ = rn.plan_runs([study], tmp_path)
+    assert sorted((r.config.attention, r.config.seed) for r in runs) == [
+        (m, s) for m in ("hj", "softmax") for s in (0, 1)
+    ]
+    other = dataclasses.replace(study, stage=lambda st, root: dataclasses.replace(st, name="t"))
+    with pytest.raises(ValueError, match="its stage rule returned study 't'"):
+        rn.plan_runs([other], tmp_path)
+
+
 def _finish(runs, loss):
     """Mark sweep runs finished with ``loss(mode, T, lr)`` as their final validation loss (``None``: diverged)."""
     for r in runs:
