@@ -100,6 +100,16 @@ def test_newton_in_the_fields_converges_where_saturated_spins_slow_newton_in_m()
     assert float((image(fields, h, J, b, mask) - fields).abs().amax()) < tol
 
 
+def test_newton_leaves_a_float64_start_as_the_caller_gave_it():
+    """``newton_free_energy`` updates its iterate in place: a float64 start (which ``.double()`` would not copy)
+    must come back unchanged."""
+    h, J, b, mask = contracting(8, 6, 3, field=4.0)
+    m0 = (-torch.tanh(h)) * mask  # the wrong sign: Newton must move every row
+    before = m0.clone()
+    m, _, _ = mf_newton.newton_free_energy(m0, h, J, b, mask, tol=1e-10, max_iter=50)
+    assert m0.dtype == torch.float64 and torch.equal(m0, before) and not torch.equal(m, before)
+
+
 def test_the_damped_solver_iterates_exactly_as_before(monkeypatch):
     """``solver="damped"`` (pinned by ``experiments/long_context_2``) runs none of the rows solver's code (each entry
     point of :mod:`.fixed_point` and :mod:`.mf_newton` raises if called), and its result is the reference damped

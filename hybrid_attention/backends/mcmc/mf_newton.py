@@ -44,7 +44,8 @@ def newton_free_energy(
         ``(m (r, n), steps (r,), residual (r,))`` in ``m``'s dtype.
     """
     dt = m.dtype
-    m, h, J, b = m.double(), h.double(), J.double(), b.double()
+    m = m.to(torch.float64, copy=True)  # updated in place below: a float64 input must stay the caller's
+    h, J, b = h.double(), J.double(), b.double()
     mk = torch.ones_like(m) if mask is None else mask.double()
     b = b.expand(len(m), 1)
     m, count, res = _newton_magnetisations(m, h, J, b, mk, tol, min(max_iter, M_STEPS))
