@@ -249,7 +249,8 @@ def report(root: Path = OUT, studies: dict[str, Study] | None = None, figure: st
                         f"| {_fmt(x['later'], unit)} | {_fmt(x['best'], unit)} "
                         f"| {x['p_holm']:.3g} | [{bon.lo:+.2f}, {bon.hi:+.2f}] | {x['verdict']}{need} |"
                         if bon is not None
-                        else f"| {task} | {c['T']} | {c['base']} | {arm} | {plan.ENGINES[arm]} | {len(rows)} | "
+                        else f"| {task} | {c['T']} | {c['base']} ({c['means'][c['base']]:.4g}) | {arm} | {plan.ENGINES[arm]} "
+                        f"| {len(rows)} | "
                         f"{_mean(rows):.4g} | {_fmt(x['res'], unit)} | | | | | {x['verdict']} |"
                     )
             if family == "primary":
