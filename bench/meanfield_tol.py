@@ -104,10 +104,13 @@ def _argv(arm: str, T: int, seed: int, tol: float | None, out: Path) -> list[str
 def runs(args: argparse.Namespace) -> None:
     jobs = [(arm, T, seed) for arm in args.arms for T in args.block_size for seed in args.seeds]
     jobs.sort(key=lambda j: -j[1])  # the longest (T = 128) first
+    skip = {tuple(x.split(":")) for x in args.skip}
     todo = [j for j in jobs if not (_run_dir(args.out, *j) / "metrics.json").exists()]
+    todo = [j for j in todo if (j[0], str(j[1]), str(j[2])) not in skip]
     running: list[tuple[subprocess.Popen, tuple, float]] = []
     while todo or running:
-        while todo and len(running) < args.jobs:
+        busy = sum(_alive(pid) for pid in args.after)  # runs started elsewhere hold their slots until they end
+        while todo and len(running) + busy < args.jobs:
             arm, T, seed = job = todo.pop(0)
             out = _run_dir(args.out, *job)
             cmd = ["nice", "-n", "5", sys.executable, "-m", "hybrid_attention.apps", *_argv(arm, T, seed, args.tol, out)]
@@ -120,6 +123,14 @@ def runs(args: argparse.Namespace) -> None:
             if p.poll() is not None:
                 running.remove((p, job, t0))
                 print(f"done {job} rc {p.returncode} in {time.time() - t0:.0f} s", flush=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _run_dir(out: str, arm: str, T: int, seed: int) -> Path:
@@ -168,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--tol", type=float, default=None, help="the candidate tolerance (needed for the candidate arm)")
     r.add_argument("--arms", nargs="+", default=["default", "candidate"], choices=["default", "candidate"])
     r.add_argument("--jobs", type=int, default=2)
+    r.add_argument("--after", type=int, nargs="*", default=[], metavar="PID", help="runs started elsewhere: each "
+                   "holds a slot until it ends")
+    r.add_argument("--skip", nargs="*", default=[], metavar="ARM:T:SEED", help="runs to leave out (started elsewhere)")
     args = p.parse_args(argv)
     if args.part == "runs" and "candidate" in args.arms and args.tol is None:
         p.error("the candidate arm needs --tol")
