@@ -80,8 +80,10 @@ def accuracy(args: argparse.Namespace) -> None:
     gen = torch.Generator().manual_seed(args.batch_seed)
     x, y = task.get_batch("train", cfg.batch_size, args.block_size, generator=gen)
     m_ref, g_ref, info = _grads_and_marginals(copy.deepcopy(model).double(), x, y, TIGHT)
-    print(f"# T = {args.block_size}, weights {args.weights}, batch seed {args.batch_seed}; reference: float64, tol "
-          f"{TIGHT:g}: forward iterations {info['iterations']}, converged {info['converged']}")
+    print(
+        f"# T = {args.block_size}, weights {args.weights}, batch seed {args.batch_seed}; reference: float64, tol "
+        f"{TIGHT:g}: forward iterations {info['iterations']}, converged {info['converged']}"
+    )
     print("| T | tol | max abs(m - m_tight) | rms | gradient cosine | forward iterations | all rows converged |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for tol in args.tols:
@@ -113,7 +115,15 @@ def runs(args: argparse.Namespace) -> None:
         while todo and len(running) + busy < args.jobs:
             arm, T, seed = job = todo.pop(0)
             out = _run_dir(args.out, *job)
-            cmd = ["nice", "-n", "5", sys.executable, "-m", "hybrid_attention.apps", *_argv(arm, T, seed, args.tol, out)]
+            cmd = [
+                "nice",
+                "-n",
+                "5",
+                sys.executable,
+                "-m",
+                "hybrid_attention.apps",
+                *_argv(arm, T, seed, args.tol, out),
+            ]
             print(f"start {' '.join(cmd[3:])}; load {os.getloadavg()[0]:.1f}", flush=True)
             out.parent.mkdir(parents=True, exist_ok=True)
             with open(f"{out}.log", "w") as log:  # the child keeps its own copy of the descriptor
@@ -158,10 +168,14 @@ def table(args: argparse.Namespace) -> None:
         r = paired_ci(diffs)
         ok = abs(r.mean) <= MEAN_BOUND and -CI_BOUND <= r.lo and r.hi <= CI_BOUND
         verdict.append(ok)
-        print(f"| {T} | mean (95 % paired t interval) | | | {r.mean:+.3f} ({r.lo:+.3f}, {r.hi:+.3f}): "
-              f"{'within' if ok else 'outside'} the rule |")
-    print(f"\n# candidate tol {tol}: {'validated' if all(verdict) else 'not validated'} (rule: mean within "
-          f"+-{MEAN_BOUND} %, 95 % interval within +-{CI_BOUND} %, in every block size)")
+        print(
+            f"| {T} | mean (95 % paired t interval) | | | {r.mean:+.3f} ({r.lo:+.3f}, {r.hi:+.3f}): "
+            f"{'within' if ok else 'outside'} the rule |"
+        )
+    print(
+        f"\n# candidate tol {tol}: {'validated' if all(verdict) else 'not validated'} (rule: mean within "
+        f"+-{MEAN_BOUND} %, 95 % interval within +-{CI_BOUND} %, in every block size)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,8 +193,14 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--tol", type=float, default=None, help="the candidate tolerance (needed for the candidate arm)")
     r.add_argument("--arms", nargs="+", default=["default", "candidate"], choices=["default", "candidate"])
     r.add_argument("--jobs", type=int, default=2)
-    r.add_argument("--after", type=int, nargs="*", default=[], metavar="PID", help="runs started elsewhere: each "
-                   "holds a slot until it ends")
+    r.add_argument(
+        "--after",
+        type=int,
+        nargs="*",
+        default=[],
+        metavar="PID",
+        help="runs started elsewhere: each holds a slot until it ends",
+    )
     r.add_argument("--skip", nargs="*", default=[], metavar="ARM:T:SEED", help="runs to leave out (started elsewhere)")
     args = p.parse_args(argv)
     if args.part == "runs" and "candidate" in args.arms and args.tol is None:
