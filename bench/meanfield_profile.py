@@ -12,6 +12,10 @@ the median of the per-pair ratios.
 sampler, the CLI's configuration, schedule (``--steps`` as ``max_steps``) and batches, their steps interleaved (one
 softmax step, one mean-field step, ...): CPU ms per step of each over step ranges and the whole run, the ratio of the
 means (the mean-field step averaged over the run against softmax's), and the mean-field solver's iterations.
+``--sampler-option KEY=VALUE`` (repeatable, as ``train``'s flag) sets the mean-field arm's options over ``train``'s
+defaults; ``--also KEY=VALUE[,KEY=VALUE]`` (repeatable) adds a further mean-field run with those options on top,
+interleaved with the others (one softmax step, then one step of each mean-field run), a table each; ``--save
+PREFIX`` writes each mean-field run's final weights to ``PREFIX<arm>.pt`` (arm 0 the first).
 
 ``profile``: the same step under ``cProfile`` (``timer=time.thread_time``), the mean-field step's time split into
 the parts of its path (cumulative CPU ms per step of the functions named in :data:`PARTS`, which nest: read the
@@ -20,7 +24,7 @@ inflated; compare rows of one table, and use ``steps`` for ratios.
 
     python -m bench.meanfield_profile steps --block-size 64 [--checkpoint RUN_DIR/checkpoint.pt]
     python -m bench.meanfield_profile profile --block-size 64 [--checkpoint RUN_DIR/checkpoint.pt]
-    python -m bench.meanfield_profile lockstep --block-size 64 --steps 500
+    python -m bench.meanfield_profile lockstep --block-size 64 --steps 500 [--sampler-option tol=1e-3] [--also tol=3e-4]
 
 Run it with ``PYTHONPATH`` set to another checkout to profile that checkout's code (before/after a change).
 """
@@ -146,16 +150,17 @@ def profile(args: argparse.Namespace) -> None:
             print(f"| {label.replace(' ', '&nbsp;', len(label) - len(label.lstrip()))} | {s:.1f} | {m:.1f} |")
 
 
-def _trainer(attention: str, T: int, steps: int):
-    """``(step(i) -> CPU seconds, sampler)``: the CLI's training run (``train --attention ATTENTION [--sampler
-    meanfield] --block-size T --steps STEPS``: model, AdamW, schedule, batches) one step at a time."""
+def _trainer(attention: str, T: int, steps: int, options: dict | None = None):
+    """``(step(i) -> CPU seconds, sampler, model)``: the CLI's training run (``train --attention ATTENTION [--sampler
+    meanfield [--sampler-option KEY=VALUE ...]] --block-size T --steps STEPS``: model, AdamW, schedule, batches) one
+    step at a time; ``options``: the mean-field sampler options given (over ``train``'s defaults)."""
     import torch
 
     from bench.meanfield_run import _lr
     from hybrid_attention import Transformer
     from hybrid_attention.apps.train import TrainConfig, build_sampling, load_task
 
-    kw = {"sampler": "meanfield"} if attention == "hj" else {}
+    kw = {"sampler": "meanfield", "sampler_options": dict(options or {})} if attention == "hj" else {}
     cfg = TrainConfig(attention=attention, block_size=T, max_steps=steps, **kw).resolved()
     sampling = build_sampling(cfg) if attention == "hj" else None
     task, _ = load_task(cfg)
@@ -176,28 +181,55 @@ def _trainer(attention: str, T: int, steps: int):
         opt.step()
         return time.thread_time() - t0
 
-    return step, (None if sampling is None else sampling.sampler)
+    return step, (None if sampling is None else sampling.sampler), model
+
+
+def _arm_options(args: argparse.Namespace) -> list[dict]:
+    """The mean-field runs' sampler options given: ``--sampler-option`` for the first, each ``--also`` on top."""
+    from hybrid_attention.apps.train.flags import parse_sampler_option
+
+    base = dict(parse_sampler_option(o) for o in args.sampler_option)
+    also = [dict(parse_sampler_option(o) for o in a.split(",")) for a in args.also]
+    return [base, *({**base, **a} for a in also)]
 
 
 def lockstep(args: argparse.Namespace) -> None:
-    from bench.meanfield_run import RANGES
+    import os
 
-    (soft, _), (mf, sampler) = (
-        _trainer("softmax", args.block_size, args.steps),
-        _trainer("hj", args.block_size, args.steps),
+    import torch
+
+    soft, _, _ = _trainer("softmax", args.block_size, args.steps)
+    options = _arm_options(args)
+    arms = [_trainer("hj", args.block_size, args.steps, o) for o in options]
+    logs: list[list] = [[] for _ in arms]
+    print(
+        f"# T = {args.block_size}, {args.steps} steps, softmax and mean field interleaved step by step; "
+        f"load {os.getloadavg()}",
+        flush=True,
     )
-    log = []
-    print(f"# T = {args.block_size}, {args.steps} steps, softmax and mean field interleaved step by step", flush=True)
     for i in range(args.steps):
-        log.append((soft(i), mf(i), dict(sampler.last_info)))
+        s = soft(i)
+        for log, (mf, sampler, _) in zip(logs, arms):
+            log.append((s, mf(i), dict(sampler.last_info)))
         if (i + 1) % 50 == 0:
             print(f"#   step {i + 1}", flush=True)
+    for k, (log, o, (_, sampler, model)) in enumerate(zip(logs, options, arms)):
+        print(f"\n## mean-field arm {k}: --sampler-option {o or '(none)'} -> {sampler!r}, tol {sampler.tol}")
+        _lockstep_table(log, args.steps)
+        if args.save:
+            torch.save(model.state_dict(), f"{args.save}{k}.pt")
+    print(f"# load at the end {os.getloadavg()}")
+
+
+def _lockstep_table(log: list, steps: int) -> None:
+    from bench.meanfield_run import RANGES
+
     print(
         "| steps | softmax CPU ms/step | meanfield CPU ms/step | ratio of means | forward iterations | "
         "forward iterations, max | backward iterations | Newton rows |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for lo, hi in RANGES + ((0, args.steps),):
+    for lo, hi in RANGES + ((0, steps),):
         part = log[lo:hi]
         if not part:
             continue
@@ -223,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     s, q, k = sub.add_parser("steps"), sub.add_parser("profile"), sub.add_parser("lockstep")
     k.add_argument("--block-size", type=int, default=64)
     k.add_argument("--steps", type=int, default=500)
+    k.add_argument("--sampler-option", action="append", default=[], metavar="KEY=VALUE")
+    k.add_argument("--also", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]")
+    k.add_argument("--save", default=None, metavar="PREFIX", help="write each mean-field run's final weights")
     for a in (s, q):
         a.add_argument("--block-size", type=int, default=64)
         a.add_argument("--checkpoint", default=None, help="a trained hj run's checkpoint.pt (read only)")

@@ -84,3 +84,23 @@ def test_a_run_that_recorded_no_solver_resumes_under_the_round1_pin_and_a_real_d
             ),
             new,
         )
+
+
+def test_the_long_context_studies_mean_field_runs_resolve_to_the_damped_iteration_at_the_samplers_tolerance():
+    """Every mean-field arm of the long-context round-2 studies resolves to exactly the options it gives,
+    ``{"solver": "damped", "damping": 0.5}``, new or resumed, and builds the sampler at its own tolerance
+    (``tol=None``: 1000 float32 eps), whatever ``train``'s mean-field training default is."""
+    from experiments.long_context_2.plan import ROUND1_MEANFIELD, STUDIES
+
+    studied = 0
+    for study in STUDIES.values():
+        for arm in study.mode_base.values():
+            if arm.get("sampler") != "meanfield":
+                continue
+            cfg = TrainConfig(**{**study.base, **arm, "block_size": study.block_sizes[0]})
+            assert cfg.resolved().sampler_options == ROUND1_MEANFIELD == {"solver": "damped", "damping": 0.5}
+            assert cfg.pinned_options().sampler_options == ROUND1_MEANFIELD  # as a resumed run of the study
+            sampler = build_sampling(cfg).sampler
+            assert (sampler.solver, sampler.damping, sampler.tol) == ("damped", 0.5, None)
+            studied += 1
+    assert studied > 0
