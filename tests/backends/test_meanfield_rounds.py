@@ -107,7 +107,10 @@ def test_newton_leaves_a_float64_start_as_the_caller_gave_it():
     m0 = (-torch.tanh(h)) * mask  # the wrong sign: Newton must move every row
     before = m0.clone()
     m, _, _ = mf_newton.newton_free_energy(m0, h, J, b, mask, tol=1e-10, max_iter=50)
-    assert m0.dtype == torch.float64 and torch.equal(m0, before) and not torch.equal(m, before)
+    # bitwise equality of the caller's buffer with its copy taken before the call: no float kernel is compared here
+    assert m0.dtype == torch.float64 and torch.equal(m0, before)
+    # the solve did move the rows (to the other sign), by far more than rounding
+    assert float((m - before).abs().amax()) > 0.5
 
 
 def test_the_damped_solver_iterates_exactly_as_before(monkeypatch):
