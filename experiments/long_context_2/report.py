@@ -100,9 +100,9 @@ def _gains(a: list[dict], b: list[dict], task: str, key: str = "metric", seeds: 
 
 def cell_table(root: Path, studies: dict[str, Study], task: str, T: int, full: int) -> dict[str, Any]:
     """Everything of one (task, T): per arm its rows and rate, the strongest baseline and each hj arm's contrast."""
-    study = studies[f"{task}_T{T}"]
-    floor = plan.at_floor(study, root) if study.stage is not None else None
-    study = study.resolve(root)
+    staged = studies[f"{task}_T{T}"]
+    study = staged.resolve(root)  # the floor rule's stage, read once; at_floor of it is the rule's answer
+    floor = plan.at_floor(study, root) if staged.stage is not None else None
     if floor:  # every arm at chance: the cell is its sweep's seeds (PROTOCOL.md change 5)
         full = len(study.sweep.seeds)
     arms, damaged = {}, []
