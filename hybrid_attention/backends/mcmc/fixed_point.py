@@ -337,7 +337,7 @@ def solve_rows(
         ``(m (G, R, n), iterations, residual, extra, image)``: the iterations (and Newton steps) of the slowest row,
         the largest final residual, ``extra = {"work": the damped iterations' work in units of one full-width
         iteration of every row (rows leave once converged and blocks are narrower than n), "newton_rows": rows that
-        switched to Newton}``, and (naive mean field; ``None`` for TAP) ``image = f(m) (G, R, n)``, the map at each
+        switched to Newton, "kernel": "torch"}`` (:mod:`.mf_kernel`'s loops say ``"compiled"``), and (naive mean field; ``None`` for TAP) ``image = f(m) (G, R, n)``, the map at each
         row's solution (:func:`~hybrid_attention.backends.mcmc.mf_adjoint.RowsFixedPoint` returns it).
     """
     G, R, n = h.shape
@@ -385,4 +385,4 @@ def solve_rows(
     if order is not None:  # back from block order
         m = torch.empty_like(m).index_copy_(1, order, m)
         f = None if f is None else torch.empty_like(f).index_copy_(1, order, f)
-    return m, iters, res, {"work": spent / max(1, G * R * n * n), "newton_rows": newton}, f
+    return m, iters, res, {"work": spent / max(1, G * R * n * n), "newton_rows": newton, "kernel": "torch"}, f
