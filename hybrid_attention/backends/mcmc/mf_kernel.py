@@ -39,13 +39,37 @@ def available() -> bool:
 
 
 def _jit(name: str):
-    """The jitted loop ``name`` (compiled on first use, cached on disk by numba)."""
+    """The jitted loop ``name`` (compiled on first use, cached on disk by numba); the helper :func:`_axpy8` that
+    the loops call is compiled first and takes its place in this module (numba calls compiled functions only)."""
     if name not in _LOOPS:
         import numba
 
         # error_model="numpy": a float division by zero gives inf instead of raising, so divisions vectorise
-        _LOOPS[name] = numba.njit(cache=True, nogil=True, fastmath=_FLAGS, error_model="numpy")(globals()[name])
+        opts = {"cache": True, "nogil": True, "fastmath": _FLAGS, "error_model": "numpy"}
+        if "_axpy8" not in _LOOPS:
+            _LOOPS["_axpy8"] = globals()["_axpy8"] = numba.njit(**opts)(_axpy8)
+        _LOOPS[name] = numba.njit(**opts)(globals()[name])
     return _LOOPS[name]
+
+
+def _axpy8(y, x, J, W):  # noqa: N803
+    """``y[:W] += x[:W] @ J[:W, :W]`` (rows of ``J`` contiguous), eight rows of ``J`` per pass over ``y``: a pass
+    loads and stores ``y`` once for eight products instead of once per product (1.5x faster on the 2-core CPU this
+    was tuned on, at W = 64 and 128)."""
+    k = 0
+    while k + 7 < W:
+        x0, x1, x2, x3 = x[k], x[k + 1], x[k + 2], x[k + 3]
+        x4, x5, x6, x7 = x[k + 4], x[k + 5], x[k + 6], x[k + 7]
+        for j in range(W):
+            y[j] += ((x0 * J[k, j] + x1 * J[k + 1, j]) + (x2 * J[k + 2, j] + x3 * J[k + 3, j])) + (
+                (x4 * J[k + 4, j] + x5 * J[k + 5, j]) + (x6 * J[k + 6, j] + x7 * J[k + 7, j])
+            )
+        k += 8
+    while k < W:
+        xk = x[k]
+        for j in range(W):
+            y[j] += xk * J[k, j]
+        k += 1
 
 
 def _forward_loop(h, J, mask, b, width, x0, start, damping, tol, max_iter, out, img, count, res):  # noqa: C901
@@ -87,10 +111,7 @@ def _forward_loop(h, J, mask, b, width, x0, start, damping, tol, max_iter, out, 
         for it in range(1, max_iter + 1):
             for j in range(W):
                 field[j] = h[r, j]
-            for k in range(W):  # J symmetric: (J m)_j = sum_k m_k J_kj, rows of J contiguous
-                xk = x[k]
-                for j in range(W):
-                    field[j] += xk * J[k, j]
+            _axpy8(field, x, J, W)  # J symmetric: (J m)_j = sum_k m_k J_kj
             for j in range(W):
                 z = min(max(br * field[j], -c), c)
                 z2 = z * z
@@ -119,6 +140,7 @@ def _adjoint_loop(g, D, J, width, damping, tol, max_iter, out, count, res):  # n
     R, n = g.shape
     f32 = np.float32
     v = np.empty(n, f32)
+    w = np.empty(n, f32)
     fx = np.empty(n, f32)
     step = np.empty(n, f32)
     gp = np.empty(n, f32)  # the previous damped iterate and step (the secant step's memory)
@@ -133,10 +155,8 @@ def _adjoint_loop(g, D, J, width, damping, tol, max_iter, out, count, res):  # n
         for it in range(1, max_iter + 1):
             for j in range(W):
                 fx[j] = g[r, j]
-            for k in range(W):  # A^T v = J (D v), J symmetric
-                wk = D[r, k] * v[k]
-                for j in range(W):
-                    fx[j] += wk * J[k, j]
+                w[j] = D[r, j] * v[j]
+            _axpy8(fx, w, J, W)  # A^T v = J (D v), J symmetric
             rmax = f32(0.0)
             for j in range(W):
                 s = fx[j] - v[j]
@@ -204,6 +224,7 @@ def forward(
     damping: float,
     tol: float,
     max_iter: int,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The damped iteration of naive mean field on one coupling group's rows, each row alone until it passes.
 
@@ -212,6 +233,7 @@ def forward(
             temperatures; width: ``(R,)`` active widths (:func:`widths`); start: ``(R, n)`` or ``None``
             (``tanh(beta h)``), clamped to ``[-1, 1]`` and masked.
         damping, tol, max_iter: the step ``d``, the per-row stopping tolerance, the iterations at most.
+        out: ``(x, image)`` to write into, contiguous ``(R, n)`` float32 zeros (``None``: new ones).
 
     Returns:
         ``(x, count, res, image)``: ``x (R, n)`` each converged row at the first iterate whose residual passed, an
@@ -220,7 +242,7 @@ def forward(
         converged rows (0 elsewhere). Spins beyond a row's width are 0 in ``x`` and ``image``.
     """
     R, n = h.shape
-    x, img = h.new_zeros(R, n), h.new_zeros(R, n)
+    x, img = (h.new_zeros(R, n), h.new_zeros(R, n)) if out is None else out
     count, res = torch.empty(R, dtype=torch.int64), h.new_empty(R)
     mk = _np(mask) if mask is not None else np.ones((1, n), np.float32).repeat(R, 0)
     x0 = _np(start) if start is not None else mk
@@ -280,11 +302,10 @@ def solve_rows(
     for g in range(G):
         Jg, bg = J[g if J.shape[0] > 1 else 0], b[g if b.shape[0] > 1 else 0]
         mg = None if mask is None else mask[g if mask.shape[0] > 1 else 0]
-        x, count, rr, img = forward(
+        _, count, rr, _ = forward(
             h[g], Jg, mg, bg[:, 0].expand(R), width[g], None if start is None else start[g],
-            damping=damping, tol=tol, max_iter=min(max_iter, SWITCH),
+            damping=damping, tol=tol, max_iter=min(max_iter, SWITCH), out=(m[g], f[g]),
         )  # fmt: skip
-        m[g], f[g] = x, img
         spent += float((count * width[g] ** 2).sum())
         slow = rr >= tol
         if bool(slow.any()):  # naive mean field's stragglers: Newton, in torch
