@@ -42,6 +42,10 @@ again with Newton in the fields (:mod:`.mf_newton`) on captured training states 
 by more than 1e-2 at T = 128 steps 100-250, forward solves 1-5 % faster; still off.
 
 Warm start: the solve may start from any guess (``start``); the stopping test alone decides when a row is done.
+
+These are the torch loops; naive mean field in float32 (training's problems) runs the same iterations in compiled
+per-row loops when numba is installed (:mod:`.mf_kernel`, ``kernel=`` of the sampler), with this module's Newton
+stage for its stragglers.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ Both are solved by a damped parallel fixed-point iteration ``m <- (1 - d) m + d 
 The stopping test is on the fixed-point residual ``max |f(m) - m|``: over the whole batch (``solver="damped"``, the
 sampler's default and what runs recorded before the option existed) or per row (``solver="rows"``, what training
 uses by default: :mod:`.fixed_point`; converged rows leave the batch, and rows of naive mean field still
-unconverged after 50 iterations switch to Newton's method on the mean-field free energy).
+unconverged after 50 iterations switch to Newton's method on the mean-field free energy; for naive mean field in
+float32 the iterations run in compiled loops, one row at a time, when numba is installed: :mod:`.mf_kernel`).
 They are approximations: exact when ``J = 0`` (the spins are independent), accurate to ``O(J**2)`` (naive) or
 ``O(J**3)`` (TAP) for weak couplings, and poor for strong or frustrated couplings at low temperature, where the
 iteration may also fail to converge (logged as a warning; see ``results/meanfield/`` for the measured errors).
