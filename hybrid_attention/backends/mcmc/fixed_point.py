@@ -56,7 +56,16 @@ import torch
 
 from .mf_newton import newton_free_energy
 
-__all__ = ["iterate_rows", "iterate_blocks", "block_layout", "newton_free_energy", "solve_rows", "SWITCH", "MERGE"]
+__all__ = [
+    "iterate_rows",
+    "iterate_blocks",
+    "block_layout",
+    "newton_free_energy",
+    "solve_rows",
+    "stragglers",
+    "SWITCH",
+    "MERGE",
+]
 
 #: compact the batch once this fraction of its rows has converged
 COMPACT = 0.25
@@ -303,7 +312,7 @@ def _image(x, hh, J, bb, mk) -> torch.Tensor:
     return out if mk is None else out * mk
 
 
-def _stragglers(m, f, h, J, b, mask, late, tol: float, max_iter: int) -> tuple[int, float]:
+def stragglers(m, f, h, J, b, mask, late, tol: float, max_iter: int) -> tuple[int, float]:
     """Naive mean field's rows still unconverged after :data:`SWITCH` iterations, of all blocks of one group at once
     (zero-padded to the widest block's width ``W``; padded spins are masked): :func:`newton_free_energy` (when
     ``max_iter > SWITCH``), written into ``m`` and ``f = f(m)`` ``(R, n)`` in place.
@@ -382,7 +391,7 @@ def solve_rows(
             if count.numel():
                 iters, res = max(iters, int(count.max())), max(res, float(rr.max()))
         if late:
-            steps, rr = _stragglers(m[g], f[g], hg, Jg, bg, mg, late, tol, max_iter)
+            steps, rr = stragglers(m[g], f[g], hg, Jg, bg, mg, late, tol, max_iter)
             newton += sum(len(rows) for rows, _, _ in late) if max_iter > SWITCH else 0
             iters = max(iters, max(int(count.max()) for _, _, count in late) + steps)
             res = max(res, rr)

@@ -25,7 +25,9 @@ import importlib.util
 import numpy as np
 import torch
 
-__all__ = ["available", "finite", "forward", "adjoint", "widths"]
+from .fixed_point import SWITCH, stragglers
+
+__all__ = ["available", "finite", "forward", "adjoint", "widths", "solve_rows"]
 
 #: LLVM fast math (vectorised sums, FMA, no NaN or infinity: the callers hand the loops finite inputs only,
 #: :func:`finite`; about twice as fast as the same loops without ``nnan`` and ``ninf`` here)
@@ -294,8 +296,6 @@ def solve_rows(
 
     Returns: as :func:`.fixed_point.solve_rows` (``m, iterations, residual, extra, image``).
     """
-    from .fixed_point import SWITCH, _stragglers
-
     G, R, n = h.shape
     m, f = h.new_zeros(h.shape), h.new_zeros(h.shape)
     iters, res, spent, newton = 0, 0.0, 0.0, 0
@@ -311,7 +311,7 @@ def solve_rows(
         if bool(slow.any()):  # naive mean field's stragglers: Newton, in torch
             rows = slow.nonzero().squeeze(1)
             late = [(rows, int(width[g].index_select(0, rows).max()), count.index_select(0, rows))]
-            steps, r_late = _stragglers(m[g], f[g], h[g], Jg, bg, mg, late, tol, max_iter)
+            steps, r_late = stragglers(m[g], f[g], h[g], Jg, bg, mg, late, tol, max_iter)
             newton += len(rows) if max_iter > SWITCH else 0
             iters, res = max(iters, int(late[0][2].max()) + steps), max(res, r_late)
             rr = rr.masked_fill(slow, 0.0)
