@@ -2,7 +2,8 @@
 
 Part 1 (``runs``): the user's shortest commands, ``train --attention hj --sampler meanfield --block-size T`` (today
 the per-row solver, ``solver=rows``), the same with ``--sampler-option solver=damped`` (the legacy whole-batch
-damped iteration) and ``train --attention softmax --block-size T``, each for ``--steps`` steps with one evaluation
+damped iteration), the same with ``--sampler-option kernel=torch`` (the per-row solver in torch loops, as before its
+compiled loops; arm ``torch``) and ``train --attention softmax --block-size T``, each for ``--steps`` steps with one evaluation
 at the end (``--eval-interval`` = ``--steps``). A run's per-step time is its own ``elapsed_s / steps`` from
 ``metrics.json`` (the training loop's clock, which excludes evaluation, start-up and the cost probe): the average over
 the run's first ``--steps`` steps. The commands of one repetition run back to back (softmax, rows, damped, ...), and
@@ -40,6 +41,14 @@ ARMS = {
     "softmax": ["--attention", "softmax"],
     "meanfield rows (default)": ["--attention", "hj", "--sampler", "meanfield"],
     "meanfield damped (legacy)": ["--attention", "hj", "--sampler", "meanfield", "--sampler-option", "solver=damped"],
+    "meanfield rows, torch loops (torch)": [
+        "--attention",
+        "hj",
+        "--sampler",
+        "meanfield",
+        "--sampler-option",
+        "kernel=torch",
+    ],
 }
 RANGES = ((0, 10), (10, 60), (60, 160), (160, 360), (360, 500))
 
@@ -252,7 +261,10 @@ def main(argv: list[str] | None = None) -> int:
         q.add_argument("--steps", type=int, default=500)
     r.add_argument("--reps", type=int, default=1)
     r.add_argument(
-        "--arms", nargs="+", default=["softmax", "default", "legacy"], help="softmax, default (rows), legacy (damped)"
+        "--arms",
+        nargs="+",
+        default=["softmax", "default", "legacy"],
+        help="softmax, default (rows), legacy (damped), torch (rows in the torch loops, not the compiled ones)",
     )
     r.add_argument("--base-tree", default=None, help="also run the default arm on this checkout's code (before/after)")
     t.add_argument("--solver", choices=("rows", "damped"), default="rows")

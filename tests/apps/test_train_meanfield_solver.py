@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
+from hybrid_attention import IsingProblem
 from hybrid_attention.apps import cli
 from hybrid_attention.apps.run_files import load_checkpoint
 from hybrid_attention.apps.train import TrainConfig, build_sampling
@@ -55,6 +57,24 @@ def _forget_options(out):
 
 def _saved(out):
     return {k: v for k, v in json.loads((out / "config.json").read_text())["run"].items() if k != "resume"}
+
+
+def test_trainings_solver_runs_the_compiled_loops_and_kernel_torch_the_torch_ones(tmp_path):
+    """``train --sampler meanfield`` (numba installed, as the test extra has it): the rows solver's compiled loops;
+    ``--sampler-option kernel=torch`` the torch loops, recorded with the run's options (a resume keeps it)."""
+    pytest.importorskip("numba")
+    sampler = build_sampling(TrainConfig(sampler="meanfield")).sampler
+    assert sampler.kernel == "auto"
+    p = IsingProblem(torch.randn(3, 4), 0.1 * torch.ones(4, 4).triu(1) + 0.1 * torch.ones(4, 4).triu(1).T)
+    sampler.differentiable_marginals(p)
+    assert sampler.last_info["kernel"] == "compiled"
+    out = tmp_path / "torch"
+    assert cli.main([*command(out, 1), "--sampler-option", "kernel=torch"]) == 0
+    saved = json.loads((out / "config.json").read_text())["run"]["sampler_options"]
+    assert saved == {"solver": "rows", "damping": 1.0, "kernel": "torch"}
+    sampler = build_sampling(TrainConfig(sampler="meanfield", sampler_options=saved)).sampler
+    sampler.differentiable_marginals(p)
+    assert sampler.last_info["kernel"] == "torch"
 
 
 def test_a_run_that_recorded_no_solver_resumes_under_the_round1_pin_and_a_real_difference_is_refused(tmp_path):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hybrid_attention.backends.mcmc import fixed_point, meanfield, mf_newton
+from hybrid_attention.backends.mcmc import fixed_point, meanfield, mf_kernel, mf_newton
 
 
 def contracting(r: int, n: int, seed: int, *, field: float = 1.0, masked: bool = True):
@@ -117,7 +117,8 @@ def test_the_damped_solver_iterates_exactly_as_before(monkeypatch):
     """``solver="damped"`` (pinned by ``experiments/long_context_2``) runs none of the rows solver's code (each entry
     point of :mod:`.fixed_point` and :mod:`.mf_newton` raises if called), and its result is the reference damped
     iteration ``m <- m + d (f(m) - m)`` from ``tanh(beta h)`` with :func:`meanfield.update` as ``f``, bit for bit:
-    the same float operations in the same order in one process (``_residual`` is ``update`` in place)."""
+    the same float operations in the same order in one process (``_residual`` is ``update`` in place); in float32
+    (what the round's runs train in) it runs no compiled loop either."""
 
     def forbidden(*args, **kwargs):
         raise AssertionError("the damped solver called the rows solver's code")
@@ -125,6 +126,8 @@ def test_the_damped_solver_iterates_exactly_as_before(monkeypatch):
     for name in ("solve_rows", "iterate_rows", "iterate_blocks", "newton_free_energy"):
         monkeypatch.setattr(fixed_point, name, forbidden)
     monkeypatch.setattr(mf_newton, "newton_free_energy", forbidden)
+    for name in ("solve_rows", "forward", "adjoint"):  # nor the compiled loops (float32 below too)
+        monkeypatch.setattr(mf_kernel, name, forbidden)
     h, J, b, mask = contracting(12, 16, 3, field=1.5)
     beta = torch.full((1, 12), 1.3, dtype=torch.float64)
     tol = 1e-9
@@ -138,6 +141,11 @@ def test_the_damped_solver_iterates_exactly_as_before(monkeypatch):
         m = m + 0.5 * step
     assert info["iterations"] == it
     assert torch.equal(got, m)  # same operations, same order, one process
+    with torch.no_grad():
+        _, info32 = meanfield.mean_field(
+            *(t[None].float() for t in (h, J)), beta.float(), mask[None].float(), damping=0.5, solver="damped"
+        )
+    assert "kernel" not in info32
     m_grad, _ = meanfield.mean_field(
         h[None].requires_grad_(), J[None], beta, mask[None], damping=0.5, tol=tol, solver="damped"
     )

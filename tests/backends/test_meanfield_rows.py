@@ -196,3 +196,17 @@ def test_closed_form_gradients_agree_with_the_legacy_implicit_step_per_group_and
     bounds = (dv * float(beta.max()), dv * float(beta.max()) * R, dv * dfield * n)
     for a, b, bound in zip(grads["rows"], grads["damped"], bounds):
         assert float((a - b).abs().max()) <= bound
+
+
+def test_without_numba_the_rows_solver_runs_its_torch_loops(monkeypatch):
+    """No numba (``mf_kernel.available()`` false): ``kernel="auto"`` runs the torch loops on training's float32
+    problems, and asking for the compiled loops is refused before any work."""
+    from hybrid_attention.backends.mcmc import mf_kernel
+
+    monkeypatch.setattr(mf_kernel, "available", lambda: False)
+    h, J, beta, mask = (t.float() for t in causal(2, 8, 0.3, 0))
+    with torch.no_grad():
+        _, info = meanfield.mean_field(h, J, beta, mask, solver="rows", damping=1.0, tol=1e-4)
+    assert info["kernel"] == "torch" and info["converged"]
+    with pytest.raises(ImportError, match="kernel='compiled' needs numba"):
+        MeanFieldSampler(solver="rows", kernel="compiled")

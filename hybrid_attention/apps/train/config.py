@@ -120,8 +120,9 @@ PERSISTENT_BURN_IN = 2
 #: (``results/long_context/engine_validation.md``) found its one-step coupling gradient far from the exact one
 #: (cosine 0.1-0.9 on round 1's T = 64 models), which those runs do not reach. ``meanfield``: the per-row solver
 #: (:mod:`hybrid_attention.backends.mcmc.fixed_point`: each row stops on its own, Newton for the stragglers) with
-#: undamped steps (damping 1; rows that oscillate go to Newton): 1.56x the softmax step over a run's first 500 steps
-#: at T = 64 on a quiet machine, against the legacy solver's 5.30x (``results/bench/meanfield_run.md``). Runs that
+#: undamped steps (damping 1; rows that oscillate go to Newton), in compiled loops when numba is installed: 1.23x the
+#: softmax step over a run's first 500 steps at T = 64 on a quiet machine (1.46x in torch loops, the legacy solver
+#: 5.30x; ``results/bench/meanfield_run.md``). Runs that
 #: recorded no ``solver`` and ``damping`` resume with the sampler's defaults, the legacy whole-batch iteration at
 #: damping 0.5 (:meth:`TrainConfig.pinned_options`).
 TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {

@@ -42,6 +42,10 @@ again with Newton in the fields (:mod:`.mf_newton`) on captured training states 
 by more than 1e-2 at T = 128 steps 100-250, forward solves 1-5 % faster; still off.
 
 Warm start: the solve may start from any guess (``start``); the stopping test alone decides when a row is done.
+
+These are the torch loops; naive mean field in float32 (training's problems) runs the same iterations in compiled
+per-row loops when numba is installed (:mod:`.mf_kernel`, ``kernel=`` of the sampler), with this module's Newton
+stage for its stragglers.
 """
 
 from __future__ import annotations
@@ -52,7 +56,16 @@ import torch
 
 from .mf_newton import newton_free_energy
 
-__all__ = ["iterate_rows", "iterate_blocks", "block_layout", "newton_free_energy", "solve_rows", "SWITCH", "MERGE"]
+__all__ = [
+    "iterate_rows",
+    "iterate_blocks",
+    "block_layout",
+    "newton_free_energy",
+    "solve_rows",
+    "stragglers",
+    "SWITCH",
+    "MERGE",
+]
 
 #: compact the batch once this fraction of its rows has converged
 COMPACT = 0.25
@@ -299,7 +312,7 @@ def _image(x, hh, J, bb, mk) -> torch.Tensor:
     return out if mk is None else out * mk
 
 
-def _stragglers(m, f, h, J, b, mask, late, tol: float, max_iter: int) -> tuple[int, float]:
+def stragglers(m, f, h, J, b, mask, late, tol: float, max_iter: int) -> tuple[int, float]:
     """Naive mean field's rows still unconverged after :data:`SWITCH` iterations, of all blocks of one group at once
     (zero-padded to the widest block's width ``W``; padded spins are masked): :func:`newton_free_energy` (when
     ``max_iter > SWITCH``), written into ``m`` and ``f = f(m)`` ``(R, n)`` in place.
@@ -337,7 +350,7 @@ def solve_rows(
         ``(m (G, R, n), iterations, residual, extra, image)``: the iterations (and Newton steps) of the slowest row,
         the largest final residual, ``extra = {"work": the damped iterations' work in units of one full-width
         iteration of every row (rows leave once converged and blocks are narrower than n), "newton_rows": rows that
-        switched to Newton}``, and (naive mean field; ``None`` for TAP) ``image = f(m) (G, R, n)``, the map at each
+        switched to Newton, "kernel": "torch"}`` (:mod:`.mf_kernel`'s loops say ``"compiled"``), and (naive mean field; ``None`` for TAP) ``image = f(m) (G, R, n)``, the map at each
         row's solution (:func:`~hybrid_attention.backends.mcmc.mf_adjoint.RowsFixedPoint` returns it).
     """
     G, R, n = h.shape
@@ -378,11 +391,11 @@ def solve_rows(
             if count.numel():
                 iters, res = max(iters, int(count.max())), max(res, float(rr.max()))
         if late:
-            steps, rr = _stragglers(m[g], f[g], hg, Jg, bg, mg, late, tol, max_iter)
+            steps, rr = stragglers(m[g], f[g], hg, Jg, bg, mg, late, tol, max_iter)
             newton += sum(len(rows) for rows, _, _ in late) if max_iter > SWITCH else 0
             iters = max(iters, max(int(count.max()) for _, _, count in late) + steps)
             res = max(res, rr)
     if order is not None:  # back from block order
         m = torch.empty_like(m).index_copy_(1, order, m)
         f = None if f is None else torch.empty_like(f).index_copy_(1, order, f)
-    return m, iters, res, {"work": spent / max(1, G * R * n * n), "newton_rows": newton}, f
+    return m, iters, res, {"work": spent / max(1, G * R * n * n), "newton_rows": newton, "kernel": "torch"}, f

@@ -11,10 +11,10 @@ from collections.abc import Callable
 import torch
 from torch.autograd.function import once_differentiable
 
-from . import fixed_point
+from . import fixed_point, mf_kernel
 from .fixed_point import iterate_blocks
 
-__all__ = ["adjoint_rows", "block_adjoint", "RowsFixedPoint"]
+__all__ = ["adjoint_rows", "block_adjoint", "solve_direct", "RowsFixedPoint"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,20 +60,24 @@ def adjoint_rows(
         late = res >= tol
         if jacobian is not None and bool(late.any()) and max_iter > fixed_point.SWITCH:
             d = {k: x[late] for k, x in d.items()}
-            A = jacobian(d, v.shape[1]).double()
-            eye = torch.eye(A.shape[-1], dtype=A.dtype)
-            sol, info = torch.linalg.solve_ex(eye - A.transpose(1, 2), d["g"].double()[..., None])
-            sol = sol[..., 0]
-            bad = (info != 0) | ~torch.isfinite(sol).all(-1)
-            if bool(bad.any()):  # no stable fixed point there: the one-step gradient, as the damped adjoint does
-                logger.warning(
-                    "mean-field adjoint: %d singular rows; using the one-step gradient there", int(bad.sum())
-                )
-                sol[bad] = d["g"][bad].double()
-            v[late] = sol.to(v.dtype)
+            v[late] = solve_direct(jacobian(d, v.shape[1]), d["g"])
             count[late] += 1
         slowest = max(slowest, int(count.max()) if count.numel() else 0)
     return [v for v, _, _ in solved], slowest
+
+
+def solve_direct(A: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """``(I - A^T) v = g`` per row in float64 (``A (r, L, L)``, ``g (r, L)``), in ``g``'s dtype; a row without a
+    solution gets ``g`` (no stable fixed point there: the one-step gradient, as the damped adjoint does)."""
+    A = A.double()
+    eye = torch.eye(A.shape[-1], dtype=A.dtype)
+    sol, info = torch.linalg.solve_ex(eye - A.transpose(1, 2), g.double()[..., None])
+    sol = sol[..., 0]
+    bad = (info != 0) | ~torch.isfinite(sol).all(-1)
+    if bool(bad.any()):
+        logger.warning("mean-field adjoint: %d singular rows; using the one-step gradient there", int(bad.sum()))
+        sol[bad] = g[bad].double()
+    return sol.to(g.dtype)
 
 
 def _adjoint_map(J: torch.Tensor, J2: torch.Tensor | None):
@@ -131,29 +135,30 @@ def _group(t: torch.Tensor, g: int) -> torch.Tensor:
 class RowsFixedPoint(torch.autograd.Function):
     """Naive mean field's fixed point with its implicit gradient in closed form (``solver="rows"``).
 
-    ``forward(h (G, R, n), J (G, n, n), b (G, R, 1), m_star, image, mask, blocks, damping, tol, max_iter, info)``
-    returns ``image = f(m*) = tanh(b (h + m* J)) mask`` of the forward solve's solution ``m_star`` (both computed by
+    ``forward(h (G, R, n), J (G, n, n), b (G, R, 1), m_star, image, mask, blocks, damping, tol, max_iter, info,
+    width)`` returns ``image = f(m*) = tanh(b (h + m* J)) mask`` of the forward solve's solution ``m_star`` (both computed by
     :func:`~.fixed_point.solve_rows`, no graph): the value the legacy implicit step
     :func:`~hybrid_attention.backends.mcmc.meanfield.implicit` returns. The backward solves the adjoint
-    ``v = g + A^T v`` (``A = diag(D) J``, ``D = b (1 - f^2) mask``) per row (:func:`block_adjoint`, stopping relative
-    to the incoming gradient's scale) and applies ``df/dtheta`` directly: ``w = D v`` is the gradient of ``h``,
+    ``v = g + A^T v`` (``A = diag(D) J``, ``D = b (1 - f^2) mask``) per row (stopping relative to the incoming
+    gradient's scale; :func:`block_adjoint` in ``blocks``, or with the rows' active widths ``width (G, R)`` the
+    compiled loop, :func:`.mf_kernel.adjoint`, ``None``: the former) and applies ``df/dtheta`` directly: ``w = D v`` is the gradient of ``h``,
     ``m*^T w`` that of ``J`` (per group), ``sum_j v_j (1 - f_j^2) mask_j (h + m* J)_j`` that of ``b``: the legacy
     route's gradients (a differentiable step ``f(m*, theta)`` with a hook on it) without its graph.
     """
 
     @staticmethod
-    def forward(ctx, h, J, b, m_star, image, mask, blocks, damping, tol, max_iter, info):  # noqa: ANN001, ANN205
+    def forward(ctx, h, J, b, m_star, image, mask, blocks, damping, tol, max_iter, info, width=None):  # noqa: ANN001, ANN205
         ctx.save_for_backward(h, J, b, m_star, image, mask)
-        ctx.settings = (blocks, damping, tol, max_iter, info)
+        ctx.settings = (blocks, damping, tol, max_iter, info, width)
         return image
 
     @staticmethod
     @once_differentiable
     def backward(ctx, g):  # noqa: ANN001, ANN205
         h, J, b, m_star, f, mask = ctx.saved_tensors
-        blocks, damping, tol, max_iter, info = ctx.settings
+        blocks, damping, tol, max_iter, info, width = ctx.settings
         info["backward_iterations"] = 0
-        none = (None,) * 8
+        none = (None,) * 9
         # the stopping test is relative to the incoming gradient's scale (a loss averaged over many targets gives
         # entries far below tol; an absolute test would stop after one step: a truncated, not the implicit, gradient)
         scale = float(g.abs().max())
@@ -163,7 +168,10 @@ class RowsFixedPoint(torch.autograd.Function):
         if mask is not None:
             slope.mul_(mask)
         D = slope * b
-        v = _adjoint(g, D, J, b, blocks, damping, tol * scale, max_iter, info)
+        if width is not None and mf_kernel.finite(g):
+            v = _adjoint_compiled(g, D, J, width, damping, tol * scale, max_iter, info)
+        else:  # (a non-finite gradient: the torch loops, at full width if the forward ran compiled)
+            v = _adjoint(g, D, J, b, blocks, damping, tol * scale, max_iter, info)
         w = v.mul_(D) if not ctx.needs_input_grad[2] else v * D
         gJ = torch.bmm(m_star.transpose(1, 2), w) if ctx.needs_input_grad[1] else None
         gb = None
@@ -187,3 +195,22 @@ def _adjoint(g, D, J, b, blocks, damping: float, tol: float, max_iter: int, info
     for vb, (a, c, L) in zip(vs, spans):
         v[:, a:c, :L] = vb
     return torch.empty_like(v).index_copy_(1, order, v)
+
+
+def _adjoint_compiled(g, D, J, width, damping: float, tol: float, max_iter: int, info: dict) -> torch.Tensor:
+    """The adjoint ``v (G, R, n)`` of :class:`RowsFixedPoint` by the compiled loop (:func:`.mf_kernel.adjoint`), one
+    coupling group at a time, the rows still unconverged after :data:`~.fixed_point.SWITCH` iterations solved
+    directly (:func:`solve_direct`) as :func:`adjoint_rows` does."""
+    v = torch.empty_like(g)
+    first = min(max_iter, fixed_point.SWITCH)
+    for gi in range(g.shape[0]):
+        Jg = _group(J, gi)
+        vg, count, res = mf_kernel.adjoint(g[gi], D[gi], Jg, width[gi], damping=damping, tol=tol, max_iter=first)
+        late = res >= tol
+        if bool(late.any()) and max_iter > fixed_point.SWITCH:
+            vg[late] = solve_direct(D[gi][late][:, :, None] * Jg, g[gi][late])
+            count[late] += 1
+        v[gi] = vg
+        if count.numel():
+            info["backward_iterations"] = max(int(count.max()), info.get("backward_iterations", 0))
+    return v
