@@ -350,8 +350,8 @@ def solve_rows(
         ``(m (G, R, n), iterations, residual, extra, image)``: the iterations (and Newton steps) of the slowest row,
         the largest final residual, ``extra = {"work": the damped iterations' work in units of one full-width
         iteration of every row (rows leave once converged and blocks are narrower than n), "newton_rows": rows that
-        switched to Newton, "kernel": "torch"}`` (:mod:`.mf_kernel`'s loops say ``"compiled"``), and (naive mean field; ``None`` for TAP) ``image = f(m) (G, R, n)``, the map at each
-        row's solution (:func:`~hybrid_attention.backends.mcmc.mf_adjoint.RowsFixedPoint` returns it).
+        switched to Newton, "kernel": "torch"}`` (:mod:`.mf_kernel`'s loops say ``"compiled"``), and (naive mean
+        field; ``None`` for TAP) ``image = f(m) (G, R, n)``, the map at each row's solution (:func:`~hybrid_attention.backends.mcmc.mf_adjoint.RowsFixedPoint` returns it).
     """
     G, R, n = h.shape
     order, spans = block_layout(blocks, R)

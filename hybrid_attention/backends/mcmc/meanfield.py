@@ -47,7 +47,8 @@ _GRADS = ("implicit", "unroll")
 #: ``damped``: the whole batch iterates until its largest residual passes (legacy); ``rows``: per-row stopping,
 #: Newton for the stragglers (:mod:`.fixed_point`)
 SOLVERS = ("damped", "rows")
-#: the loops of ``solver="rows"`` (naive mean field, float32): compiled when numba is installed, compiled, torch
+#: the loops of ``solver="rows"`` (naive mean field, float32): ``auto`` (compiled when numba is installed),
+#: ``compiled`` (:mod:`.mf_kernel`), ``torch`` (:mod:`.fixed_point`)
 KERNELS = ("auto", "compiled", "torch")
 
 

@@ -136,13 +136,14 @@ class RowsFixedPoint(torch.autograd.Function):
     """Naive mean field's fixed point with its implicit gradient in closed form (``solver="rows"``).
 
     ``forward(h (G, R, n), J (G, n, n), b (G, R, 1), m_star, image, mask, blocks, damping, tol, max_iter, info,
-    width)`` returns ``image = f(m*) = tanh(b (h + m* J)) mask`` of the forward solve's solution ``m_star`` (both computed by
-    :func:`~.fixed_point.solve_rows`, no graph): the value the legacy implicit step
+    width)`` returns ``image = f(m*) = tanh(b (h + m* J)) mask`` of the forward solve's solution ``m_star`` (both
+    computed by :func:`~.fixed_point.solve_rows` or :func:`.mf_kernel.solve_rows`, no graph): the value the legacy
+    implicit step
     :func:`~hybrid_attention.backends.mcmc.meanfield.implicit` returns. The backward solves the adjoint
     ``v = g + A^T v`` (``A = diag(D) J``, ``D = b (1 - f^2) mask``) per row (stopping relative to the incoming
     gradient's scale; :func:`block_adjoint` in ``blocks``, or with the rows' active widths ``width (G, R)`` the
-    compiled loop, :func:`.mf_kernel.adjoint`, ``None``: the former) and applies ``df/dtheta`` directly: ``w = D v`` is the gradient of ``h``,
-    ``m*^T w`` that of ``J`` (per group), ``sum_j v_j (1 - f_j^2) mask_j (h + m* J)_j`` that of ``b``: the legacy
+    compiled loop, :func:`.mf_kernel.adjoint`, ``None``: the former) and applies ``df/dtheta`` directly: ``w = D v``
+    is the gradient of ``h``, ``m*^T w`` that of ``J`` (per group), ``sum_j v_j (1 - f_j^2) mask_j (h + m* J)_j`` that of ``b``: the legacy
     route's gradients (a differentiable step ``f(m*, theta)`` with a hook on it) without its graph.
     """
 
