@@ -42,15 +42,17 @@ def available() -> bool:
 
 
 def _jit(name: str):
-    """The jitted loop ``name`` (compiled on first use, cached on disk by numba); the helper :func:`_axpy8` that
-    the loops call is compiled first and takes its place in this module (numba calls compiled functions only)."""
+    """The jitted loop ``name`` (compiled on first use, cached on disk by numba); the helpers that the loops call
+    (:data:`_HELPERS`) are compiled first and take their places in this module (numba calls compiled functions
+    only)."""
     if name not in _LOOPS:
         import numba
 
         # error_model="numpy": a float division by zero gives inf instead of raising, so divisions vectorise
         opts = {"cache": True, "nogil": True, "fastmath": _FLAGS, "error_model": "numpy"}
-        if "_axpy8" not in _LOOPS:
-            _LOOPS["_axpy8"] = globals()["_axpy8"] = numba.njit(**opts)(_axpy8)
+        for helper in _HELPERS:
+            if helper not in _LOOPS:
+                _LOOPS[helper] = globals()[helper] = numba.njit(**opts)(globals()[helper])
         _LOOPS[name] = numba.njit(**opts)(globals()[name])
     return _LOOPS[name]
 
@@ -75,52 +77,51 @@ def _axpy8(y, x, J, W):  # noqa: N803
         k += 1
 
 
-def _forward_loop(h, J, mask, b, width, x0, start, damping, tol, max_iter, out, img, count, res):  # noqa: C901
+def _tanh_masked(out, z, beta, mask, W):
+    """``out[:W] = tanh(beta z[:W]) mask[:W]`` by Eigen's float rational form of ``tanh`` (its clamp, beyond which the
+    form is within float eps of +-1, and its coefficients; at most 3e-7 from ``tanh``)."""
+    f32 = np.float32
+    c = f32(7.90531110763549805)
+    a13, a11, a9 = f32(-2.76076847742355e-16), f32(2.00018790482477e-13), f32(-8.60467152213735e-11)
+    a7, a5, a3, a1 = f32(5.12229709037114e-08), f32(1.48572235717979e-05), f32(6.37261928875436e-04), f32(
+        4.89352455891786e-03
+    )  # fmt: skip
+    b6, b4, b2, b0 = f32(1.19825839466702e-06), f32(1.18534705686654e-04), f32(2.26843463243900e-03), f32(
+        4.89352518554385e-03
+    )  # fmt: skip
+    for j in range(W):
+        t = min(max(beta * z[j], -c), c)
+        t2 = t * t
+        p = t * (((((((a13 * t2 + a11) * t2 + a9) * t2 + a7) * t2 + a5) * t2 + a3) * t2) + a1)
+        q = ((b6 * t2 + b4) * t2 + b2) * t2 + b0
+        out[j] = p / q * mask[j]
+
+
+#: the jitted functions that the loops call, compiled before them (:func:`_jit`)
+_HELPERS = ("_axpy8", "_tanh_masked")
+
+
+def _forward_loop(h, J, mask, b, width, x0, start, damping, tol, max_iter, out, img, count, res):
     """Plain-Python body of the compiled forward loop (numba nopython subset; see :func:`forward`)."""
     R, n = h.shape
     f32 = np.float32
-    c = f32(7.90531110763549805)  # Eigen's clamp: the rational form is within float eps of +-1 beyond it
-    a13, a11, a9 = f32(-2.76076847742355e-16), f32(2.00018790482477e-13), f32(-8.60467152213735e-11)
-    a7, a5, a3, a1 = (
-        f32(5.12229709037114e-08),
-        f32(1.48572235717979e-05),
-        f32(6.37261928875436e-04),
-        f32(4.89352455891786e-03),
-    )
-    b6, b4, b2, b0 = (
-        f32(1.19825839466702e-06),
-        f32(1.18534705686654e-04),
-        f32(2.26843463243900e-03),
-        f32(4.89352518554385e-03),
-    )
     field = np.empty(n, f32)
     x = np.empty(n, f32)
     fx = np.empty(n, f32)
     for r in range(R):
         W = min(n, (width[r] + 7) // 8 * 8)  # whole vectors of 8 floats (the spins past the width are masked)
-        br = b[r]
         if start:
             for j in range(W):
                 x[j] = min(max(x0[r, j], f32(-1.0)), f32(1.0)) * mask[r, j]
         else:  # tanh(beta h)
-            for j in range(W):
-                z = min(max(br * h[r, j], -c), c)
-                z2 = z * z
-                p = z * (((((((a13 * z2 + a11) * z2 + a9) * z2 + a7) * z2 + a5) * z2 + a3) * z2) + a1)
-                q = ((b6 * z2 + b4) * z2 + b2) * z2 + b0
-                x[j] = p / q * mask[r, j]
+            _tanh_masked(x, h[r], b[r], mask[r], W)
         count[r] = max_iter
         rmax = f32(0.0)
         for it in range(1, max_iter + 1):
             for j in range(W):
                 field[j] = h[r, j]
             _axpy8(field, x, J, W)  # J symmetric: (J m)_j = sum_k m_k J_kj
-            for j in range(W):
-                z = min(max(br * field[j], -c), c)
-                z2 = z * z
-                p = z * (((((((a13 * z2 + a11) * z2 + a9) * z2 + a7) * z2 + a5) * z2 + a3) * z2) + a1)
-                q = ((b6 * z2 + b4) * z2 + b2) * z2 + b0
-                fx[j] = p / q * mask[r, j]
+            _tanh_masked(fx, field, b[r], mask[r], W)
             rmax = f32(0.0)
             for j in range(W):
                 rmax = max(rmax, abs(fx[j] - x[j]))
