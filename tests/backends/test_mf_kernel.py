@@ -79,7 +79,9 @@ def test_compiled_solution_is_within_the_stopping_bound_of_the_fixed_point(masks
     assert info["kernel"] == "compiled" and info["converged"]
     bound = 1.5 * (1 + kappa) * (TOL + DELTA)
     assert bool(((m.double() - m_star).abs().amax(-1) <= bound).all())
-    assert float((m * (1 - mask.float())).abs().max()) == 0.0  # masked spins are held at 0, not computed
+    # masked spins are held at 0, not computed: exact on any CPU (the loops write 0 there or multiply a finite value
+    # by the mask's 0.0); no float kernel's result is compared
+    assert float((m * (1 - mask.float())).abs().max()) == 0.0
     with torch.no_grad():
         t, _ = meanfield.mean_field(*(x.float() for x in (h, J, beta, mask)), solver="rows", damping=1.0, tol=TOL,
                                     kernel="torch")  # fmt: skip
