@@ -6,8 +6,8 @@ The same iterations, stopping tests and hand-over as the torch loops of :mod:`.f
 ``max_j |f(m)_j - m_j| < tol``; rows still unconverged after :data:`~.fixed_point.SWITCH` iterations go to Newton in
 the forward solve and to a direct float64 solve in the adjoint, both in torch), without their per-iteration cost:
 the torch loops spend most of a training step's solve on the dispatch and elementwise passes of about 15 operations
-per iteration over a batch that shrinks as rows converge (most rows of a trained model take 2-5 iterations at
-T = 64 and about 11 at T = 128, the slowest 40-70). Here
+per iteration over a batch that shrinks as rows converge (most rows take a few iterations, the slowest 40-70 in
+training: ``results/bench/meanfield_run.md``). Here
 each row iterates alone, in cache, over its active width only (the last unmasked spin + 1: a causal row ``r`` costs
 ``r**2`` per iteration). Two differences from the torch loops, both within the stopping test: a row is recorded at
 the first iterate that passes (the torch loop records rows when a quarter of the batch passes, so a row that passed
