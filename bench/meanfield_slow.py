@@ -10,8 +10,10 @@ the steps ``--at`` captured. On each, the rows still unconverged after ``SWITCH`
   below ``tol``, Newton for the rows that do not pass by then.
 
 Each answer is polished in float64 (Newton on the free energy to a residual of 1e-12) to the fixed point it
-belongs to: the table gives the largest distance between the two polished points (the same fixed point or not),
-each answer's largest distance from its own, and the single-thread CPU time of each way (the whole forward solve of
+belongs to: the table gives the rows whose two polished points differ (by more than 1e-6: another fixed point;
+both are local minima of the free energy where the iteration or Newton's descent converges) and in how many of them
+the slow stage's is the lower minimum, the largest distance between the polished points, each answer's largest
+distance from its own, and the single-thread CPU time of each way (the whole forward solve of
 the step's rows).
 
     python -m bench.meanfield_slow --block-size 128 --steps 500 --at 100 150 250 450
@@ -77,8 +79,12 @@ def _both_ways(p: dict) -> dict:
         ref, _, r = mf_newton.newton_free_energy(x, hh, p["J"].double(), bb, mk, tol=1e-12, max_iter=100)
         polished[name] = (ref, (x - ref).abs().amax(-1))
     same = (polished["newton"][0] - polished["slow stage"][0]).abs().amax(-1)
+    apart = same > 1e-6  # polished to a residual of 1e-12: distinct fixed points, not one point twice
+    F = {k: mf_newton._free_energy(v[0], hh, p["J"].double(), bb, mk) for k, v in polished.items()}
     return {
         "rows": len(rows),
+        "apart": int(apart.sum()),
+        "lower": int((F["slow stage"] < F["newton"])[apart].sum()),
         "newton after": out["slow stage"]["late"],
         "same": float(same.max()) if len(rows) else 0.0,
         "err newton": float(polished["newton"][1].max()) if len(rows) else 0.0,
@@ -104,15 +110,17 @@ def main(argv: list[str] | None = None) -> int:
     got = _capture(args.block_size, args.steps, sorted(set(args.at)))
     print(f"# T = {args.block_size}, a {args.steps}-step run; rows past SWITCH: Newton against the slow stage")
     print(
-        "| step | rows past SWITCH | to Newton after the slow stage | polished points apart (max) | "
+        "| step | rows past SWITCH | to Newton after the slow stage | at another fixed point (of them, the slow "
+        "stage's lower in free energy) | polished points apart (max) | "
         "Newton's answer from its point (max) | slow stage's (max) | slowest row's iterations | "
         "forward solve CPU ms: Newton | slow stage |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for step, problem in got:
         r = _both_ways(problem)
         print(
-            f"| {step} | {r['rows']} | {r['newton after']} | {r['same']:.1e} | {r['err newton']:.1e} | "
+            f"| {step} | {r['rows']} | {r['newton after']} | {r['apart']} ({r['lower']}) | {r['same']:.1e} | "
+            f"{r['err newton']:.1e} | "
             f"{r['err slow']:.1e} | {r['iters']} | {r['ms newton']:.1f} | {r['ms slow']:.1f} |"
         )
     return 0
