@@ -44,8 +44,9 @@ by more than 1e-2 at T = 128 steps 100-250, forward solves 1-5 % faster; still o
 Warm start: the solve may start from any guess (``start``); the stopping test alone decides when a row is done.
 
 These are the torch loops; naive mean field in float32 (training's problems) runs the same iterations in compiled
-per-row loops when numba is installed (:mod:`.mf_kernel`, ``kernel=`` of the sampler), with this module's Newton
-stage for its stragglers.
+per-row loops when numba is installed (:mod:`.mf_kernel`, ``kernel=`` of the sampler). There the rows past
+:data:`SWITCH` iterate on in a slow stage, which stops on the estimated distance to the fixed point, and only the rows
+that still fail go to this module's Newton stage (:mod:`.mf_kernel`'s docstring explains why and what it changes).
 """
 
 from __future__ import annotations
