@@ -54,8 +54,6 @@ def _capture(T: int, steps: int, at: list[int]) -> list[tuple[int, dict]]:
 
 def _both_ways(p: dict) -> dict:
     """The step's forward solve without and with the slow stage, polished in float64 (module docstring)."""
-    import torch
-
     from hybrid_attention.backends.mcmc import fixed_point, mf_kernel, mf_newton
 
     kw = {k: v for k, v in p["kw"].items() if k not in ("max_iter", "switch")} | {"max_iter": 500}
@@ -80,7 +78,7 @@ def _both_ways(p: dict) -> dict:
         polished[name] = (ref, (x - ref).abs().amax(-1))
     same = (polished["newton"][0] - polished["slow stage"][0]).abs().amax(-1)
     apart = same > 1e-6  # polished to a residual of 1e-12: distinct fixed points, not one point twice
-    F = {k: mf_newton._free_energy(v[0], hh, p["J"].double(), bb, mk) for k, v in polished.items()}
+    F = {k: mf_newton.free_energy(v[0], hh, p["J"].double(), bb, mk) for k, v in polished.items()}
     return {
         "rows": len(rows),
         "apart": int(apart.sum()),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["newton_free_energy"]
+__all__ = ["newton_free_energy", "free_energy"]
 
 #: Newton steps in the magnetisations before the rows still unconverged go on in the fields (module docstring)
 M_STEPS = 3
@@ -125,8 +125,10 @@ def _descent(hess: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
     return dm
 
 
-def _free_energy(m, h, J, b, mk) -> torch.Tensor:
-    """``F(m)`` per row (masked spins are 0 and carry no entropy)."""
+def free_energy(m, h, J, b, mk) -> torch.Tensor:
+    """The naive mean-field free energy ``F(m) = -h.m - m.J.m / 2 - S(m) / beta`` per row (masked spins are 0 and
+    carry no entropy): ``m, h, mk (r, n)`` float64 (``mk`` the 0/1 mask), ``J (n, n)``, ``b (r, 1)`` inverse
+    temperatures -> ``(r,)``."""
     p, q = ((1 + m) / 2).clamp_min(1e-300), ((1 - m) / 2).clamp_min(1e-300)
     entropy = -((p * p.log() + q * q.log()) * mk).sum(-1)
     return -(h * m).sum(-1) - 0.5 * ((m @ J) * m).sum(-1) - entropy / b[:, 0]
@@ -141,7 +143,7 @@ def _backtrack(point, F0, slope, h, J, b, mk, r):  # noqa: ANN001, ANN202 (inter
     x = None
     for _ in range(40):
         x, m = point(a)
-        F = _free_energy(m, h, J, b, mk)
+        F = free_energy(m, h, J, b, mk)
         ok = F <= F0 + 1e-4 * a[:, 0] * slope
         if not bool(ok.all()):
             r_new = (torch.tanh(b * (h + m @ J)) * mk - m).abs().amax(-1)
@@ -159,7 +161,7 @@ def _line_search_fields(u, du, slope, m, h, J, b, mk, r) -> torch.Tensor:
         new = (u + a * du).clamp(-U_MAX, U_MAX)
         return new, torch.tanh(new) * mk
 
-    return _backtrack(point, _free_energy(m, h, J, b, mk), slope, h, J, b, mk, r)
+    return _backtrack(point, free_energy(m, h, J, b, mk), slope, h, J, b, mk, r)
 
 
 def _line_search(m, dm, grad, h, J, b, mk, r) -> torch.Tensor:
@@ -172,4 +174,4 @@ def _line_search(m, dm, grad, h, J, b, mk, r) -> torch.Tensor:
         new = (m + a * dm).clamp(-edge, edge) * mk
         return new, new
 
-    return _backtrack(point, _free_energy(m, h, J, b, mk), (grad * dm).sum(-1), h, J, b, mk, r)
+    return _backtrack(point, free_energy(m, h, J, b, mk), (grad * dm).sum(-1), h, J, b, mk, r)
