@@ -56,19 +56,20 @@ def _both_ways(p: dict) -> dict:
     """The step's forward solve without and with the slow stage, polished in float64 (module docstring)."""
     from hybrid_attention.backends.mcmc import fixed_point, mf_kernel, mf_newton
 
-    kw = {k: v for k, v in p["kw"].items() if k not in ("max_iter", "switch")} | {"max_iter": 500}
-    tol = kw["tol"]
-    args = (p["h"], p["J"], p["mask"], p["b"], p["width"], None)
+    damping, tol = p["kw"]["damping"], p["kw"]["tol"]
+    h, J, mk, width = (p[k][None] for k in ("h", "J", "mask", "width"))
     out = {}
     for name, long in (("newton", fixed_point.SWITCH), ("slow stage", mf_kernel.LONG)):
-        t0 = time.thread_time()
-        x, count, res, img = mf_kernel.forward(*args, **{**kw, "max_iter": long, "switch": fixed_point.SWITCH})
-        late = (res >= tol).nonzero().squeeze(1)
-        if len(late):
-            w = int(p["width"].index_select(0, late).max())
-            fixed_point.stragglers(x, img, p["h"], p["J"], p["b"][:, None], p["mask"], [(late, w, count[late])], tol,
-                                   kw["max_iter"])  # fmt: skip
-        out[name] = {"x": x, "s": time.thread_time() - t0, "count": count, "late": len(late)}
+        saved, mf_kernel.LONG = mf_kernel.LONG, long  # the library's solve, with or without the slow stage
+        try:
+            t0 = time.thread_time()
+            x, _, _, extra, _ = mf_kernel.solve_rows(h, J, mk, p["b"][None, :, None], damping, tol, 500, width)
+            out[name] = {"x": x[0], "s": time.thread_time() - t0, "late": extra["newton_rows"]}
+        finally:
+            mf_kernel.LONG = saved
+    _, count, _, _ = mf_kernel.forward(p["h"], p["J"], p["mask"], p["b"], p["width"], None, damping=damping, tol=tol,
+                                       max_iter=mf_kernel.LONG, switch=fixed_point.SWITCH)  # fmt: skip
+    out["slow stage"]["count"] = count
     rows = (out["slow stage"]["count"] > fixed_point.SWITCH).nonzero().squeeze(1)
     hh, mk, bb = (t.index_select(0, rows).double() for t in (p["h"], p["mask"], p["b"][:, None]))
     polished = {}
