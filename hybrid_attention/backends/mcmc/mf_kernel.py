@@ -23,7 +23,7 @@ that do not pass by then go to Newton, from the iterate after ``SWITCH`` (Newton
 In training at T = 128, 16-144 rows per step are past ``SWITCH``; on ten states of a T = 128 run
 (``python -m bench.meanfield_slow``, ``results/bench/meanfield_run.md`` section 00001) the slow stage passed 711 of
 those 715 rows (the other 4 went to Newton from its usual start: the same answers) and the step's whole forward solve
-took 1.7-4.5x less CPU time than with Newton for all of them. Each passed row is within 1.7e-4 of its fixed point
+took 1.9-4.7x less CPU time than with Newton for all of them. Each passed row is within 1.7e-4 of its fixed point
 (Newton's answers: within 4.1e-4); 707 are at the fixed point Newton reaches (within 6e-12, both polished in
 float64), 4 at another local minimum of the free energy, in each case a higher one than Newton's: the iteration's own
 limit, where Newton's descent from iterate 51 left that basin for a lower minimum (about one row of 8192 every few
