@@ -22,10 +22,10 @@ ratio to the exact step of the same repetition): on a loaded machine they move l
 
 Where the time goes, measured in the same run: ``qemcmc-k0`` is the ``qemcmc`` step with zero moves (the mean-field
 start and the Rao-Blackwellised estimator alone: the model, the bridge and the sampler's per-call work), so
-``qemcmc - qemcmc-k0`` is the proposals' time. Their floor is the arithmetic the statevector engine must do: per move,
-for every chain of every prefix problem (``B`` rows x ``--fresh-reads`` chains, ``n = 1..T`` spins), the middle driver
-layer (every Kronecker block) and the last layer's most significant block (``hybrid_attention/backends/mcmc/qemcmc_draw.py``), as GEMMs of
-the engine's own shapes and sub-chunks, timed alone (interleaved with the steps; medians).
+``qemcmc - qemcmc-k0`` is the proposals' time. ``qemcmc-torch`` is the ``qemcmc`` step with the proposal draw's torch
+kernel (``--sampler-option kernel=torch``: :mod:`hybrid_attention.backends.mcmc.qemcmc_draw`'s GEMMs) instead of the
+default compiled one (:mod:`hybrid_attention.backends.mcmc.qemcmc_kernel`, when numba is installed), so the last
+columns compare the two kernels' proposals side by side.
 
     python -m bench.qemcmc --block-sizes 12 --reps 11 --fresh-moves 1 2
     python -m bench.qemcmc --block-sizes 8 --reps 3 --chains 8 --moves 2 --trotter-steps 4
@@ -49,39 +49,15 @@ from hybrid_attention.circuits.proposal import ProposalParams
 from hybrid_attention.sampling import PersistentChains, Sampling
 
 
-def proposal_gemms(T: int, rows: int, moves: int, steps: int):
-    """A callable running the GEMMs the statevector proposals of one training step must do (module docstring): for
-    each prefix length ``n``, ``rows`` chains, ``moves`` moves of ``steps`` Trotter steps (``steps - 1`` full driver
-    layers between the analytic first and the last layer, of which only the top block), on cache-sized sub-chunks as
-    the engine runs them."""
-    from hybrid_attention.backends.dqa.rotating_frame import apply_block, rotated_blocks
-
-    work = []
-    for n in range(1, T + 1):
-        size = 1 << n
-        per_rows = max(1, (2 << 20) // (size * 8 * 3))  # the engine's sub-chunk (problems x chains), in rows
-        sub = min(rows, per_rows)
-        blocks = rotated_blocks(n, 4, 0.3, torch.complex64)
-        layer = blocks * (steps - 1) + blocks[-1:]
-        cur = torch.randn(sub, size, dtype=torch.complex64)
-        work.append((cur, torch.empty_like(cur), layer, -(-rows // sub) * moves))
-
-    def run() -> None:
-        for cur, buf, layer, times in work:
-            for _ in range(times):
-                for block in layer:
-                    apply_block(cur, buf, block)
-
-    return run
-
-
-def training_sampling(moves: int | None, T: int) -> tuple[Sampling, str]:
+def training_sampling(moves: int | None, T: int, kernel: str | None = None) -> tuple[Sampling, str]:
     """The :class:`Sampling` value ``train --sampler qemcmc --block-size T`` trains with when given
-    ``--sampler-option burn_in=moves`` (``None``: the training default's burn-in), seeded 0, and the ``train`` options
-    that give it."""
+    ``--sampler-option burn_in=moves`` (``None``: the training default's burn-in) and ``--sampler-option
+    kernel=kernel`` (``None``: the default), seeded 0, and the ``train`` options that give it."""
     options = {} if moves is None else {"burn_in": moves}
+    if kernel is not None:
+        options["kernel"] = kernel
     cfg = TrainConfig(sampler="qemcmc", block_size=T, sampler_options=options)
-    flags = "--sampler qemcmc" + ("" if moves is None else f" --sampler-option burn_in={moves}")
+    flags = "--sampler qemcmc" + "".join(f" --sampler-option {k}={v}" for k, v in options.items())
     return build_sampling(cfg).with_seed(0), flags
 
 
@@ -90,7 +66,7 @@ def describe(sampling: Sampling) -> str:
     s = sampling.sampler
     return (
         f"{sampling.num_reads} reads x 1 per chain, estimator {sampling.estimator!r}, burn_in {s.burn_in}, start "
-        f"{s.start!r}, {s.params}, engine {s.engine!r}, mode {s.mode!r}"
+        f"{s.start!r}, {s.params}, engine {s.engine!r}, mode {s.mode!r}, kernel {s.kernel!r}"
     )
 
 
@@ -153,9 +129,10 @@ def main(argv: list[str] | None = None) -> None:
         "| T | moves | exact ms/step | qemcmc ms/step | qemcmc / exact | qemcmc per-rep min - max |"
         " qemcmc-persistent / exact | persistent per-rep min - max | dqa-shots / exact |"
         " qemcmc circuits (= shots) per step | qemcmc-persistent circuits per step | qemcmc-k0 / exact |"
-        " proposals ms (qemcmc - k0) | proposal GEMM floor ms | proposals / floor | qemcmc / exact, CPU time |"
-        " qemcmc-k0 / exact, CPU time |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        " proposals ms (qemcmc - k0) | qemcmc / exact, CPU time | qemcmc-k0 / exact, CPU time |"
+        " qemcmc-torch / exact | qemcmc-torch / exact, CPU time | proposals ms, torch kernel |"
+        " proposals, torch / compiled |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     print("\n".join(lines), flush=True)
     for T in args.block_sizes:
@@ -179,8 +156,7 @@ def _measure(T: int, moves_list: list, shape: argparse.Namespace, args: argparse
     steps = {"exact": make_step("hj", T, shape)}
     for k, f in fresh.items():
         steps[f"qemcmc{k}"] = make_step("hj", T, shape, f)
-        ks = f.sampler.burn_in
-        steps[f"floor{k}"] = proposal_gemms(T, args.batch_size * f.num_reads, ks, f.sampler.params.steps)
+        steps[f"torch{k}"] = make_step("hj", T, shape, training_sampling(k, T, kernel="torch")[0])
     steps["qemcmc-persistent"] = make_step("hj", T, shape, Sampling(qs, reads, chains=chains, seed=0))
     steps["dqa-shots"] = make_step("hj", T, shape, Sampling(sv, args.shots, readout="shots", seed=0))
     steps["qemcmc-k0"] = make_step("hj", T, shape, k0)
@@ -206,14 +182,14 @@ def _measure(T: int, moves_list: list, shape: argparse.Namespace, args: argparse
 
     rows = []
     for k, f in fresh.items():
-        q, fl = f"qemcmc{k}", f"floor{k}"
+        q, tq = f"qemcmc{k}", f"torch{k}"
         executions = problems * f.num_reads * f.sampler.burn_in  # chains x moves per problem
-        prop = med[q] - med["qemcmc-k0"]
+        prop, prop_torch = med[q] - med["qemcmc-k0"], med[tq] - med["qemcmc-k0"]
         rows.append(
             f"| {T} | {f.sampler.burn_in} | {1e3 * med['exact']:.1f} | {1e3 * med[q]:.1f} | {r[q]:.1f}x | {spread(q)} | "
             f"{r['qemcmc-persistent']:.1f}x | {spread('qemcmc-persistent')} | {r['dqa-shots']:.1f}x | "
-            f"{executions:,} | {persistent:,} | {r['qemcmc-k0']:.1f}x | {1e3 * prop:.1f} | {1e3 * med[fl]:.1f} | "
-            f"{prop / med[fl]:.1f}x | {cpu_ratio[q]:.2f}x | {cpu_ratio['qemcmc-k0']:.2f}x |"
+            f"{executions:,} | {persistent:,} | {r['qemcmc-k0']:.1f}x | {1e3 * prop:.1f} | {cpu_ratio[q]:.2f}x | "
+            f"{cpu_ratio['qemcmc-k0']:.2f}x | {r[tq]:.1f}x | {cpu_ratio[tq]:.2f}x | {1e3 * prop_torch:.1f} | {prop_torch / prop:.1f}x |"
         )
     return rows
 

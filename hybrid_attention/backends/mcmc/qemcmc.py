@@ -14,6 +14,8 @@ Proposal engines (``engine=``):
   cost (``mode="auto"``): ``"columns"`` evolves each chain's basis state and draws from ``|U|s>|^2`` (one circuit
   execution per chain step, as on hardware); ``"unitary"`` evolves all ``2**n`` basis states once per parameter
   draw and draws each chain's proposal from its row of ``Q = |U|^2`` (cheaper when chains x steps exceed ``2**n``).
+  The ``"columns"`` draw runs compiled loops when numba is installed (``kernel=``; :mod:`.qemcmc_kernel`), else
+  torch GEMMs (:mod:`.qemcmc_draw`).
 * ``"aer"``: the proposal circuit (:class:`~hybrid_attention.circuits.proposal.ProposalTemplate`) run by qiskit-aer's
   ``SamplerV2``, one shot per chain per step (one PUB per step with a bindings row per chain); ``noise_backend=`` a
   (fake) IBM backend adds its noise model and ISA transpilation.
@@ -65,6 +67,7 @@ from hybrid_attention.circuits.proposal import ProposalParams, proposal_template
 from hybrid_attention.ising import IsingProblem
 from hybrid_attention.sampler import SamplerCapabilities
 
+from . import qemcmc_kernel
 from .analysis import transition_matrix
 from .chain import CHAIN_OPTIONS, ChainSchedule, MetropolisChain
 from .chain_rows import visible_groups
@@ -84,6 +87,7 @@ logger = logging.getLogger(__name__)
 
 _ENGINES = ("statevector", "aer", "ibm")
 _MODES = ("auto", "unitary", "columns")
+_KERNELS = ("auto", "compiled", "torch")
 #: the defaults of the grouped options (frozen values; the registry's flat options replace their fields)
 _DEFAULT_PARAMS = ProposalParams()
 _DEFAULT_CHAIN = ChainSchedule(burn_in=128)
@@ -119,6 +123,9 @@ class QEMCMCSampler(MetropolisChain):
             gates, transpilation and the runtime primitive. Every chain step is one job waiting on the last, so the
             engine runs in a ``Session`` unless ``mode`` says otherwise (``mode="batch"`` on the Open Plan, which has
             no sessions; ``mode="job"`` warns on a device with the projected per-job overhead).
+        kernel: statevector engine, ``"columns"`` mode: the proposal draw's loops, ``"auto"`` (default: compiled when
+            numba is installed, the ``fast`` extra), ``"compiled"`` (:mod:`.qemcmc_kernel`) or ``"torch"``
+            (:mod:`.qemcmc_draw`'s GEMMs); both draw the same proposals up to rounding at the bin edges.
         ledger: ibm engine: the job ledger (a ``.jsonl`` path or a
             :class:`~hybrid_attention.backends.ibm.ledger.JobLedger`): every step's PUB is recorded before it is awaited,
             and a rerun with the same seed submits none twice (:mod:`.ledger`); same as ``ibm_options["ledger"]``.
@@ -167,6 +174,7 @@ class QEMCMCSampler(MetropolisChain):
         backend: Any = None,
         ibm_options: dict[str, Any] | None = None,
         ledger: Any = None,
+        kernel: str = "auto",
     ) -> None:
         if engine not in _ENGINES:
             raise ValueError(f"qemcmc: engine must be one of {_ENGINES}, got {engine!r}")
@@ -174,6 +182,11 @@ class QEMCMCSampler(MetropolisChain):
             raise ValueError(f"qemcmc: mode must be one of {_MODES}, got {mode!r}")
         if dtype not in REAL:
             raise ValueError(f"qemcmc: dtype must be torch.complex64 or torch.complex128, got {dtype}")
+        if kernel not in _KERNELS:
+            raise ValueError(f"qemcmc: kernel must be one of {_KERNELS}, got {kernel!r}")
+        if kernel == "compiled" and not qemcmc_kernel.available():
+            raise ImportError("qemcmc: kernel='compiled' needs numba: pip install numba (or use kernel='torch')")
+        self.kernel = ("compiled" if qemcmc_kernel.available() else "torch") if kernel == "auto" else kernel
         self.params = self._check_params(ProposalParams() if params is None else params)
         self.engine, self.mode, self.dtype = engine, mode, dtype
         super().__init__(
@@ -231,7 +244,10 @@ class QEMCMCSampler(MetropolisChain):
     @property
     def properties(self) -> dict[str, Any]:
         props = {k: v for k, v in super().properties.items() if k != "burn_in"}
-        return {**props, "engine": self.engine, "params": self.params, "burn_in": self.burn_in}
+        props = {**props, "engine": self.engine, "params": self.params, "burn_in": self.burn_in}
+        if self.engine == "statevector":
+            props["kernel"] = self.kernel
+        return props
 
     def __repr__(self) -> str:
         return f"QEMCMCSampler(engine={self.engine!r}, params={self.params}, burn_in={self.burn_in})"
@@ -316,7 +332,7 @@ class QEMCMCSampler(MetropolisChain):
         """The object whose ``propose(cur (N, C), gamma, t, rng) -> (N, C)`` draws each chain's proposal (the
         classical Metropolis samplers of :mod:`.metropolis` override it)."""
         if self.engine == "statevector":
-            return StatevectorEngine(E, alpha, params, mode, dtype=self.dtype, group=self.group)
+            return StatevectorEngine(E, alpha, params, mode, dtype=self.dtype, group=self.group, kernel=self.kernel)
         if self.engine == "aer":
             circuit_for, run = self._aer_circuit, aer_runner(self.backend_options)
         else:

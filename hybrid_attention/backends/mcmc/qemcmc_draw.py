@@ -25,7 +25,9 @@ with about half the arithmetic and a fraction of the kernel calls:
   through every layer in place on two reused buffers; only the top group's output (``1/2**g`` of it is read back) is
   kept for a whole macro-chunk, whose draws then take a handful of kernel calls.
 
-No autograd, CPU.
+No autograd, CPU. When numba is installed, :func:`draw_basis_proposals` runs the compiled loops of
+:mod:`.qemcmc_kernel` instead (``kernel="auto"``): the same draw with the chains of a problem side by side and the
+driver layers one qubit at a time; this module's GEMMs remain the ``kernel="torch"`` path.
 """
 
 from __future__ import annotations
@@ -40,10 +42,13 @@ from hybrid_attention.circuits.proposal import proposal_layers
 from ..dqa.driver import REAL, phase_into
 from ..dqa.rotating_frame import Block, amplitude_table, apply_block, block_operand, frame_codes, rotated_blocks
 from ..workspace import scratch as _scratch
+from . import qemcmc_kernel as compiled
 
 __all__ = ["draw_basis_proposals"]
 
 _NP = {torch.complex64: np.complex64, torch.complex128: np.complex128}
+_NP_REAL = {torch.complex64: np.float32, torch.complex128: np.float64}
+_KERNELS = ("auto", "compiled", "torch")
 #: macro-chunk (rows whose top-group output is kept for one draw) in units of ``cache_limit``
 _MACRO = 16
 
@@ -146,7 +151,8 @@ def draw_basis_proposals(
     dtype: torch.dtype = torch.complex64,
     group: int = 4,
     cache_limit: int = 2 << 20,
-) -> torch.Tensor:
+    kernel: str = "auto",
+) -> np.ndarray:
     """One proposal per chain from ``|<s'|U|idx>|^2`` (module docstring).
 
     Args:
@@ -157,7 +163,11 @@ def draw_basis_proposals(
         u: ``(N * C,)`` float64 uniforms in ``[0, 1)`` (numpy or torch), row ``p * C + c`` for chain ``c`` of
             problem ``p``.
         dtype: ``torch.complex64`` or ``torch.complex128``; group: qubits per Kronecker block;
-        cache_limit: bytes of one sub-chunk's working set.
+        cache_limit: bytes of one sub-chunk's working set (torch kernel).
+        kernel: ``"compiled"`` (:mod:`.qemcmc_kernel`: numba, every chain of a problem side by side, one qubit at
+            a time; ``python -m bench.qemcmc`` times the two side by side), ``"torch"`` (this module's GEMMs) or
+            ``"auto"`` (default: compiled when numba is installed). The two draw the same proposals up to rounding
+            at the bin edges.
 
     Returns:
         ``(N, C)`` int64 numpy proposals: the inverse CDF of ``|U|idx>|^2`` at ``u`` (up to rounding at the bin
@@ -172,6 +182,13 @@ def draw_basis_proposals(
     layers = proposal_layers(a, b, steps)
     if layers[0][0] != "D" or layers[-1][0] != "D":
         raise ValueError("draw_basis_proposals: the proposal must start and end with a driver layer")
+    if kernel not in _KERNELS:
+        raise ValueError(f"draw_basis_proposals: kernel must be one of {_KERNELS}, got {kernel!r}")
+    if kernel == "compiled" and not compiled.available():
+        raise ImportError("draw_basis_proposals: kernel='compiled' needs numba: pip install numba (or kernel='torch')")
+    if kernel == "compiled" or kernel == "auto" and compiled.available():
+        E = E.detach().cpu().numpy() if isinstance(E, torch.Tensor) else np.asarray(E)
+        return compiled.draw(idx, E, layers, u, _NP_REAL[dtype])
     (_, x0), middle, (_, x_last) = layers[0], layers[1:-1], layers[-1]
     blocks = {v: rotated_blocks(n, group, v, dtype) for kd, v in layers[1:] if kd == "D"}
     *low, top = blocks[x_last]

@@ -188,12 +188,21 @@ class StatevectorEngine:
     Args:
         E: ``(N, 2**n)`` classical energies; alpha: ``(N,)`` scales of the proposal's problem term.
         params, mode, dtype, group: the proposal, the mode, the simulation dtype, qubits per driver block.
+        kernel: the ``"columns"`` draw's loops (:func:`.qemcmc_draw.draw_basis_proposals`).
     """
 
     def __init__(
-        self, E: torch.Tensor, alpha: Any, params: ProposalParams, mode: str, *, dtype: torch.dtype, group: int
+        self,
+        E: torch.Tensor,
+        alpha: Any,
+        params: ProposalParams,
+        mode: str,
+        *,
+        dtype: torch.dtype,
+        group: int,
+        kernel: str = "auto",
     ) -> None:
-        self.params, self.mode, self.dtype, self.group = params, mode, dtype, group
+        self.params, self.mode, self.dtype, self.group, self.kernel = params, mode, dtype, group, kernel
         alpha = torch.as_tensor(np.asarray(alpha, dtype=np.float64))
         self.PE = (alpha[:, None] * E).to(REAL[dtype])  # (N, 2**n): the proposal's problem term
         self._cdf: np.ndarray | None = None  # unitary mode: cumulative rows of Q (N, 2**n, 2**n)
@@ -209,7 +218,7 @@ class StatevectorEngine:
             return _draw_one(self._cdf[np.arange(N)[:, None], cur], rng)
         # columns: the fused draw (rotating frame, last layer only as far as the draw needs it), equal to the inverse
         # CDF of |evolve_basis_states(cur)|^2 at the same uniforms (tests/backends/test_qemcmc_draw.py)
-        return draw_basis_proposals(cur, self.PE, a, b, K, rng.random(N * C), dtype=dt, group=g)
+        return draw_basis_proposals(cur, self.PE, a, b, K, rng.random(N * C), dtype=dt, group=g, kernel=self.kernel)
 
 
 class CircuitEngine:
