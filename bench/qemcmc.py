@@ -14,6 +14,11 @@ engine with ``--trotter-steps`` Trotter steps:
 * ``qemcmc-persistent``: persistent chains (:class:`hybrid_attention.PersistentChains`): every (row, head,
   prefix) problem continues its ``--chains`` chains for ``--moves`` moves and records ``--records`` states per chain.
 
+With ``--checkpoint RUN_DIR/checkpoint.pt`` (a ``train`` run of ``hj`` at the same block size) every row runs the
+command line's model at that run's weights on four fixed Tiny Shakespeare batches of ``--batch-size`` rows (as
+``bench.meanfield_profile`` does), instead of the fresh one-layer model on random tokens: the speed at trained
+weights, where the couplings (and the mean-field start's iterations) have grown.
+
 The table also reports the circuit executions (= shots: one measured proposal each) per optimiser step. Target
 (issue #44, item 3): the ``qemcmc`` training step at most 5x the exact step at T = 12.
 
@@ -28,6 +33,7 @@ default compiled one (:mod:`hybrid_attention.backends.mcmc.qemcmc_kernel`, when 
 columns compare the two kernels' proposals side by side.
 
     python -m bench.qemcmc --block-sizes 12 --reps 11 --fresh-moves 1 2
+    python -m bench.qemcmc --block-sizes 12 --reps 11 --fresh-moves 1 --checkpoint RUN_DIR/checkpoint.pt
     python -m bench.qemcmc --block-sizes 8 --reps 3 --chains 8 --moves 2 --trotter-steps 4
 """
 
@@ -103,20 +109,34 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--reps", type=int, default=7)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", type=Path, default=None, help="also write the table (markdown) to this new file")
+    p.add_argument(
+        "--checkpoint",
+        default=None,
+        help="a train run's checkpoint.pt (hj at the one --block-sizes value): every row at its weights (docstring)",
+    )
     args = p.parse_args(argv)
     if args.out is not None and args.out.exists():
         p.error(f"--out {args.out} exists: give a new file (the results files keep their history)")
     moves_list = args.fresh_moves or [None]
+    if args.checkpoint is not None and (len(args.block_sizes) != 1 or not Path(args.checkpoint).is_file()):
+        p.error(
+            f"--checkpoint needs one --block-sizes value and an existing file, got {args.block_sizes}, {args.checkpoint}"
+        )
     if any(k < 1 for k in moves_list if k is not None):
         p.error(f"--fresh-moves must be >= 1 (the qemcmc-k0 row has none), got {args.fresh_moves}")
     torch.set_num_threads(args.threads)
     steps_default = TRAINING_DEFAULTS["qemcmc"]["sampler_options"]["trotter_steps"]
     args.trotter_steps = steps_default if args.trotter_steps is None else args.trotter_steps
     shape = argparse.Namespace(n_embd=64, n_head=1, n_layer=1, batch_size=args.batch_size)
+    model = (
+        f"the command line's hj model at the weights of {args.checkpoint}, Tiny Shakespeare batches"
+        if args.checkpoint
+        else "hj, 1 layer, 1 head, n_embd 64, random tokens"
+    )
     lines = [
         f"Command: `python -m bench.qemcmc {' '.join(argv if argv is not None else sys.argv[1:])}`",
         "",
-        f"hj, 1 layer, 1 head, n_embd 64, batch {args.batch_size}, {args.threads} thread(s), torch {torch.__version__};",
+        f"{model}, batch {args.batch_size}, {args.threads} thread(s), torch {torch.__version__};",
     ]
     for k in moves_list:
         trained, flags = training_sampling(k, args.block_sizes[0])
@@ -144,6 +164,40 @@ def main(argv: list[str] | None = None) -> None:
         args.out.write_text("# qemcmc training step vs exact\n\n" + "\n".join(lines) + "\n")
 
 
+def trained_step(T: int, checkpoint: str, batch_size: int, sampling: Sampling | None = None):
+    """One training step (forward, backward, clipping, AdamW at a negligible learning rate, so the weights stay where
+    the run left them) of the command line's ``hj`` model at ``T``, loaded from a ``train`` run's ``checkpoint``,
+    cycling over four fixed Tiny Shakespeare batches of ``batch_size`` rows; exact marginals without ``sampling``."""
+    from hybrid_attention import Transformer
+    from hybrid_attention.apps.train import load_task
+
+    cfg = TrainConfig(attention="hj", sampler="exact", block_size=T, batch_size=batch_size).resolved()
+    task, _ = load_task(cfg)
+    model = Transformer(cfg.model_config(task.vocab_size))
+    state = torch.load(checkpoint, weights_only=False)["model"]
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as exc:  # another model shape or block size
+        raise SystemExit(
+            f"--checkpoint {checkpoint}: not a train run of hj at T = {T} with the default model ({exc})"
+        ) from exc
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-12)
+    gen = torch.Generator().manual_seed(5)
+    batches = [task.get_batch("train", batch_size, T, generator=gen) for _ in range(4)]
+    count = [0]
+
+    def step() -> None:
+        x, y = batches[count[0] % 4]
+        count[0] += 1
+        _, loss = model(x, y, sampling=sampling)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+
+    return step
+
+
 def _measure(T: int, moves_list: list, shape: argparse.Namespace, args: argparse.Namespace) -> list[str]:
     """The table's rows at block size ``T``, one per entry of ``moves_list``, from one set of interleaved
     repetitions."""
@@ -153,13 +207,19 @@ def _measure(T: int, moves_list: list, shape: argparse.Namespace, args: argparse
     fresh = {k: training_sampling(k, T)[0] for k in moves_list}
     k0, _ = training_sampling(0, T)
     reads = args.chains * args.records
-    steps = {"exact": make_step("hj", T, shape)}
+
+    def make(mode: str, T: int, shape: argparse.Namespace, sampling: Sampling | None = None):
+        if args.checkpoint is None:
+            return make_step(mode, T, shape, sampling)
+        return trained_step(T, args.checkpoint, args.batch_size, sampling)
+
+    steps = {"exact": make("hj", T, shape)}
     for k, f in fresh.items():
-        steps[f"qemcmc{k}"] = make_step("hj", T, shape, f)
-        steps[f"torch{k}"] = make_step("hj", T, shape, training_sampling(k, T, kernel="torch")[0])
-    steps["qemcmc-persistent"] = make_step("hj", T, shape, Sampling(qs, reads, chains=chains, seed=0))
-    steps["dqa-shots"] = make_step("hj", T, shape, Sampling(sv, args.shots, readout="shots", seed=0))
-    steps["qemcmc-k0"] = make_step("hj", T, shape, k0)
+        steps[f"qemcmc{k}"] = make("hj", T, shape, f)
+        steps[f"torch{k}"] = make("hj", T, shape, training_sampling(k, T, kernel="torch")[0])
+    steps["qemcmc-persistent"] = make("hj", T, shape, Sampling(qs, reads, chains=chains, seed=0))
+    steps["dqa-shots"] = make("hj", T, shape, Sampling(sv, args.shots, readout="shots", seed=0))
+    steps["qemcmc-k0"] = make("hj", T, shape, k0)
     for f in steps.values():
         f()  # warm-up (the persistent chains also make their first moves from random states)
     times: dict[str, list[float]] = {k: [] for k in steps}
