@@ -177,7 +177,7 @@ def trained_step(T: int, checkpoint: str, batch_size: int, sampling: Sampling | 
     state = torch.load(checkpoint, weights_only=False)["model"]
     try:
         model.load_state_dict(state)
-    except RuntimeError as exc:  # another model shape or block size
+    except (RuntimeError, ValueError) as exc:  # another model shape, band or block size
         raise SystemExit(
             f"--checkpoint {checkpoint}: not a train run of hj at T = {T} with the default model ({exc})"
         ) from exc
