@@ -65,34 +65,14 @@ PARTS = (
 
 def _setup(attention: str, T: int, checkpoint: str | None):
     """``(step, sampler)``: one training step of the CLI's model for ``attention`` (softmax or hj with the
-    ``train`` default mean-field sampler) cycling over four fixed batches."""
-    import torch
-
-    from hybrid_attention import Transformer
-    from hybrid_attention.apps.train import TrainConfig, build_sampling, load_task
+    ``train`` default mean-field sampler) cycling over four fixed batches (:func:`bench.train_step.cli_step`)."""
+    from bench.train_step import cli_step
+    from hybrid_attention.apps.train import TrainConfig, build_sampling
 
     cfg = TrainConfig(attention=attention, sampler="meanfield" if attention == "hj" else "exact", block_size=T)
     cfg = cfg.resolved()
     sampling = build_sampling(cfg) if attention == "hj" else None
-    task, _ = load_task(cfg)
-    torch.manual_seed(0)
-    model = Transformer(cfg.model_config(task.vocab_size))
-    if checkpoint and attention == "hj":
-        model.load_state_dict(torch.load(checkpoint, weights_only=False)["model"])
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-12)  # the optimiser's work, weights (nearly) unchanged
-    gen = torch.Generator().manual_seed(5)
-    batches = [task.get_batch("train", cfg.batch_size, T, generator=gen) for _ in range(4)]
-    count = [0]
-
-    def step() -> None:
-        x, y = batches[count[0] % 4]
-        count[0] += 1
-        _, loss = model(x, y, sampling=sampling)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-
+    step = cli_step(cfg, checkpoint if attention == "hj" else None, sampling)
     return step, (None if sampling is None else sampling.sampler)
 
 

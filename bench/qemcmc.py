@@ -47,7 +47,7 @@ from pathlib import Path
 
 import torch
 
-from bench.train_step import make_step
+from bench.train_step import cli_step, make_step
 from hybrid_attention.apps.train import TRAINING_DEFAULTS, TrainConfig, build_sampling
 from hybrid_attention.backends import get_sampler
 from hybrid_attention.circuits import DQASchedule
@@ -164,40 +164,6 @@ def main(argv: list[str] | None = None) -> None:
         args.out.write_text("# qemcmc training step vs exact\n\n" + "\n".join(lines) + "\n")
 
 
-def trained_step(T: int, checkpoint: str, batch_size: int, sampling: Sampling | None = None):
-    """One training step (forward, backward, clipping, AdamW at a negligible learning rate, so the weights stay where
-    the run left them) of the command line's ``hj`` model at ``T``, loaded from a ``train`` run's ``checkpoint``,
-    cycling over four fixed Tiny Shakespeare batches of ``batch_size`` rows; exact marginals without ``sampling``."""
-    from hybrid_attention import Transformer
-    from hybrid_attention.apps.train import load_task
-
-    cfg = TrainConfig(attention="hj", sampler="exact", block_size=T, batch_size=batch_size).resolved()
-    task, _ = load_task(cfg)
-    model = Transformer(cfg.model_config(task.vocab_size))
-    state = torch.load(checkpoint, weights_only=False)["model"]
-    try:
-        model.load_state_dict(state)
-    except (RuntimeError, ValueError) as exc:  # another model shape, band or block size
-        raise SystemExit(
-            f"--checkpoint {checkpoint}: not a train run of hj at T = {T} with the default model ({exc})"
-        ) from exc
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-12)
-    gen = torch.Generator().manual_seed(5)
-    batches = [task.get_batch("train", batch_size, T, generator=gen) for _ in range(4)]
-    count = [0]
-
-    def step() -> None:
-        x, y = batches[count[0] % 4]
-        count[0] += 1
-        _, loss = model(x, y, sampling=sampling)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-
-    return step
-
-
 def _measure(T: int, moves_list: list, shape: argparse.Namespace, args: argparse.Namespace) -> list[str]:
     """The table's rows at block size ``T``, one per entry of ``moves_list``, from one set of interleaved
     repetitions."""
@@ -211,7 +177,8 @@ def _measure(T: int, moves_list: list, shape: argparse.Namespace, args: argparse
     def make(mode: str, T: int, shape: argparse.Namespace, sampling: Sampling | None = None):
         if args.checkpoint is None:
             return make_step(mode, T, shape, sampling)
-        return trained_step(T, args.checkpoint, args.batch_size, sampling)
+        cfg = TrainConfig(attention="hj", sampler="exact", block_size=T, batch_size=args.batch_size).resolved()
+        return cli_step(cfg, args.checkpoint, sampling)
 
     steps = {"exact": make("hj", T, shape)}
     for k, f in fresh.items():

@@ -49,6 +49,39 @@ def make_step(mode: str, T: int, args: argparse.Namespace, sampling: Sampling | 
     return step
 
 
+def cli_step(cfg, checkpoint: str | None = None, sampling: Sampling | None = None):
+    """One training step (forward, backward, clipping, AdamW at a negligible learning rate, so trained weights stay
+    where their run left them) of the command line's model for the resolved ``TrainConfig`` ``cfg``, at the weights of
+    a ``train`` run's ``checkpoint`` (``None``: its initialisation, seed 0), cycling over four fixed batches of the
+    task of ``cfg.batch_size`` rows; ``sampling`` as :meth:`Transformer.forward` takes it (``None``: exact)."""
+    from hybrid_attention.apps.train import load_task
+
+    task, _ = load_task(cfg)
+    torch.manual_seed(0)
+    model = Transformer(cfg.model_config(task.vocab_size))
+    if checkpoint:
+        try:
+            model.load_state_dict(torch.load(checkpoint, weights_only=False)["model"])
+        except (RuntimeError, ValueError) as exc:  # another model shape, band or block size
+            raise SystemExit(f"{checkpoint}: not a train run of this model ({exc})") from exc
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-12)
+    gen = torch.Generator().manual_seed(5)
+    T = cfg.block_size
+    batches = [task.get_batch("train", cfg.batch_size, T, generator=gen) for _ in range(4)]
+    count = [0]
+
+    def step() -> None:
+        x, y = batches[count[0] % 4]
+        count[0] += 1
+        _, loss = model(x, y, sampling=sampling)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+
+    return step
+
+
 def time_steps(step, n: int) -> float:
     t = time.perf_counter()
     for _ in range(n):
