@@ -9,9 +9,12 @@ persistent Gibbs with the Rao-Blackwellised estimator at most 20x softmax at T =
 The floor column is what the engine's attention part must compute at the matrix-product rate measured in the same
 run (``--gemm`` size, float32, one thread), added to the softmax step (everything but the attention marginals):
 
-* meanfield: every iteration of the fixed point is one product of the ``(B T, T)`` magnetisations with the head's
+* meanfield (``get_sampler("meanfield")``, the library's default: the damped solver over the whole batch): every
+  iteration of the fixed point is one product of the ``(B T, T)`` magnetisations with the head's
   ``(T, T)`` couplings, ``2 B T^3`` flops, forward and (adjoint iteration) backward: ``2 B T^3 (k_fwd + k_bwd)``
   with the iteration counts the run reports;
+* meanfield-train (the sampler ``train --sampler meanfield`` builds: ``solver="rows"``, each row stopping on its own,
+  in compiled loops when numba is installed): no floor column (its rows stop at different iterations);
 * tap (TAP mean field, ``get_sampler("meanfield", method="tap")``): as meanfield, the Onsager correction being
   elementwise;
 * gibbs: a sweep updates every spin of every chain once: the local fields of all ``B T`` problems' ``C`` chains are
@@ -21,6 +24,7 @@ run (``--gemm`` size, float32, one thread), added to the softmax step (everythin
 
     python -m bench.long_context                                   # T = 32 64 128: softmax, meanfield
     python -m bench.long_context --engines softmax meanfield gibbs --block-sizes 64 --out results/bench/long_context.md
+    python -m bench.long_context --engines softmax meanfield meanfield-train tap gibbs --block-sizes 32 64 128 --reps 5
 """
 
 from __future__ import annotations
@@ -34,11 +38,12 @@ from pathlib import Path
 import torch
 
 from bench.train_step import make_step, time_steps
+from hybrid_attention.apps.train import TRAINING_DEFAULTS
 from hybrid_attention.backends import get_sampler
 from hybrid_attention.sampling import PersistentChains, Sampling
 
 #: engine -> how it samples (None: softmax attention, no sampler)
-ENGINES = ("softmax", "meanfield", "tap", "gibbs")
+ENGINES = ("softmax", "meanfield", "meanfield-train", "tap", "gibbs")
 
 
 def gemm_rate(n: int, reps: int = 20) -> float:
@@ -60,6 +65,8 @@ def sampling_for(engine: str, args: argparse.Namespace) -> Sampling | None:
         return None
     if engine == "meanfield":
         return Sampling(get_sampler("meanfield"), seed=0)
+    if engine == "meanfield-train":  # what train --sampler meanfield runs: per-row solver, compiled loops with numba
+        return Sampling(get_sampler("meanfield", **TRAINING_DEFAULTS["meanfield"]["sampler_options"]), seed=0)
     if engine == "tap":
         return Sampling(get_sampler("meanfield", method="tap"), seed=0)
     if engine == "gibbs":
