@@ -8,8 +8,9 @@ down, last layer only as far as the draw needs it), with a different layout and 
   array: row ``z`` holds the real parts of the ``C`` chains' amplitudes at ``z``, then their imaginary parts. Every
   operation is then a loop over a contiguous row of ``2 C`` floats (vectorised by LLVM), whatever qubit it acts on,
   and the whole state stays in cache (256 KiB at ``n = 12``, ``C = 8``, float32).
-* **One qubit at a time.** A driver layer ``R(x)^{(x) n}`` is applied as ``n`` two-row rotations (4 multiply-adds
-  per amplitude and qubit, against 16 per amplitude and block of four qubits as a dense Kronecker block).
+* **One qubit at a time.** A driver layer ``R(x)^{(x) n}`` is applied as ``n`` two-row rotations, two qubits per pass
+  over the state (4 multiply-adds per amplitude and qubit, against 16 per amplitude and block of four qubits as a
+  dense Kronecker block).
 * **The last layer bit by bit.** Its rotations on the ``top`` most significant qubits run on every chain at once;
   each chain then draws those bits from their marginal, takes the slice of its state at the drawn value and draws
   the lower bits one after another, each after the rotation of its own qubit (the rotations of the lower qubits are
@@ -248,6 +249,10 @@ def draw(idx: np.ndarray, E: np.ndarray, layers: list, u: np.ndarray, dtype: typ
     Returns:
         ``(N, C)`` int64 proposals (the inverse CDF of ``|U|idx>|^2`` at ``u``, up to rounding at the bin edges).
     """
+    if layers[0][0] != "D" or layers[-1][0] != "D":
+        raise ValueError(f"qemcmc_kernel.draw: the program must start and end with a driver layer, got {layers}")
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"qemcmc_kernel.draw: dtype must be np.float32 or np.float64, got {dtype}")
     N, C = idx.shape
     size = E.shape[-1]
     (_, x0), middle, (_, xl) = layers[0], layers[1:-1], layers[-1]
