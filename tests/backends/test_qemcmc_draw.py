@@ -105,6 +105,23 @@ def test_draws_follow_the_proposal_distribution(kernel):
     assert np.all(np.abs(freq - q) <= 5 * np.sqrt(q * (1 - q) / draws) + 1e-12)
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize(("problems", "chains", "n"), [(0, 8, 5), (3, 1, 5), (2, 3, 0), (1, 8, 1)])
+def test_edge_shapes(problems, chains, n, kernel):
+    """No problem, one chain, no spin (one state: every draw is 0), one spin: the shapes come back and the draws
+    equal the slow path's (complex128; which has no n = 0 case)."""
+    E = torch.randn(problems, 1 << n, generator=torch.Generator().manual_seed(n), dtype=torch.float64)
+    idx = torch.randint(0, 1 << n, (problems, chains), generator=torch.Generator().manual_seed(1))
+    u = np.random.default_rng(3).random(problems * chains)
+    a, b = ProposalParams(steps=2).slices(0.4, 5.0)
+    got = draw_basis_proposals(idx, E, a, b, 2, u, dtype=torch.complex128, kernel=kernel)
+    assert got.shape == (problems, chains)
+    if n == 0:
+        np.testing.assert_array_equal(got, 0)
+    elif problems:
+        np.testing.assert_array_equal(got, slow_draw(idx, E, a, b, 2, u))
+
+
 def test_kernel_is_checked_before_any_work(monkeypatch):
     """An unknown kernel is refused by name; ``"compiled"`` without numba says how to get it, and ``"auto"`` then runs
     the torch kernel (the same draws as asking for it)."""

@@ -186,6 +186,8 @@ def draw_basis_proposals(
         raise ValueError(f"draw_basis_proposals: kernel must be one of {_KERNELS}, got {kernel!r}")
     if kernel == "compiled" and not compiled.available():
         raise ImportError("draw_basis_proposals: kernel='compiled' needs numba: pip install numba (or kernel='torch')")
+    if N == 0:
+        return np.empty((0, C), dtype=np.int64)
     if kernel == "compiled" or kernel == "auto" and compiled.available():
         E = E.detach().cpu().numpy() if isinstance(E, torch.Tensor) else np.asarray(E)
         return compiled.draw(idx, E, layers, u, _NP_REAL[dtype])
