@@ -325,10 +325,11 @@ def test_constructor_and_option_validation():
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
 def test_the_compiled_and_torch_kernels_run_the_same_chains(dtype):
     """``kernel=`` changes how the proposals are computed, not what they are: the same seed gives the same chains
-    (a masked batch of random problems at n = 9, 1 and 5 moves). The integer draws agree unless a uniform lies within
-    rounding of a bin edge of its inverse CDF (about float32's relative precision per draw; ``test_qemcmc_draw.py``
-    bounds it below 1e-3 of the draws at n = 12), far fewer than the few thousand draws here, so the reads are
-    compared exactly; and the sampler reports its kernel."""
+    (a masked batch of random problems at n = 9, 1 and 5 moves), and the sampler reports its kernel. The two kernels'
+    float arithmetic differs (and differs between CPUs), so a draw may move where its uniform lies within rounding of
+    a bin edge (``test_qemcmc_draw.py`` bounds that below 1e-3 of the draws at n = 12 in float32), and a moved draw
+    sends its chain elsewhere from then on: at most one of the 96 reads may differ; a wrong proposal rule would change
+    most of them."""
     pytest.importorskip("numba")
     p = random_problem(9, seed=41, batch=(6,), mask=torch.arange(9) <= torch.arange(6)[:, None] + 3)
     for moves in (1, 5):
@@ -337,7 +338,8 @@ def test_the_compiled_and_torch_kernels_run_the_same_chains(dtype):
             s = QEMCMCSampler(kernel=kernel, dtype=dtype, chain=ChainSchedule(burn_in=moves, start="meanfield"))
             assert s.properties["kernel"] == kernel
             runs[kernel] = s.sample(p, num_reads=16, seed=5).spins
-        np.testing.assert_array_equal(runs["compiled"], runs["torch"])
+        differ = (np.asarray(runs["compiled"]) != np.asarray(runs["torch"])).any(-1)
+        assert differ.shape == (6, 16) and differ.sum() <= 1, f"{differ.sum()} of 96 reads differ after {moves} moves"
 
 
 def test_registry_folds_flat_options_into_the_grouped_values():

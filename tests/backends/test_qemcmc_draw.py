@@ -30,11 +30,30 @@ def test_rotation_block_is_the_driver_in_the_rotating_frame(g):
     np.testing.assert_allclose(S @ rotation_block(g, x) @ S.conj().T, want, atol=1e-14)
 
 
-def slow_draw(idx, E, a, b, steps, u):
+def _slow_cdf(idx, E, a, b, steps, u):
+    """The slow path's cumulative distributions ``(N C, 2**n)`` and each uniform's target ``u * total``."""
     psi = evolve_basis_states(idx, E, a, b, steps, dtype=torch.complex128)
     cdf = torch.cumsum(psi.real**2 + psi.imag**2, dim=-1)
-    target = torch.from_numpy(u) * cdf[:, -1]
+    return cdf, torch.from_numpy(u) * cdf[:, -1]
+
+
+def slow_draw(idx, E, a, b, steps, u):
+    cdf, target = _slow_cdf(idx, E, a, b, steps, u)
     return torch.searchsorted(cdf, target[:, None]).clamp_(max=E.shape[-1] - 1).reshape(idx.shape).numpy()
+
+
+def assert_draws_match(got, idx, E, a, b, steps, u, rtol=1e-9):
+    """``got`` equals the slow path's inverse-CDF draws, except where rounding may move a draw: to a neighbouring
+    bin, and only when the uniform's target lies within ``rtol`` (relative to the total) of the edge between the two
+    bins. Two float64 computations (numba's and torch's kernels differ between CPUs) agree to ~1e-15, so ``1e-9``
+    still fails every real error in the draw."""
+    cdf, target = _slow_cdf(idx, E, a, b, steps, u)
+    want = torch.searchsorted(cdf, target[:, None]).clamp_(max=E.shape[-1] - 1)[:, 0].numpy()
+    got = np.asarray(got).reshape(-1)
+    for r in np.flatnonzero(got != want):
+        assert abs(int(got[r]) - int(want[r])) == 1, f"draw {r}: {got[r]} against {want[r]}, not a neighbouring bin"
+        edge = float(cdf[r, min(got[r], want[r])])
+        assert abs(float(target[r]) - edge) <= rtol * float(cdf[r, -1]), f"draw {r}: {got[r]} against {want[r]}"
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -43,19 +62,17 @@ def slow_draw(idx, E, a, b, steps, u):
 @pytest.mark.parametrize("n", [1, 2, 4, 5, 9, 11])
 def test_draws_equal_the_inverse_cdf_of_the_simulated_states(shape, steps, n, kernel):
     """complex128: the same proposal for every chain as the full simulation with the same uniform (torch: sub-chunked
-    through several macro-chunks with a tiny cache limit, and in one piece). Equality of integer draws: the two
-    float64 computations differ by rounding only, which moves a draw only where its uniform lies within ~1e-15 of a
-    bin edge (none of these 35 uniforms per case)."""
+    through several macro-chunks with a tiny cache limit, and in one piece), up to rounding at the bin edges
+    (:func:`assert_draws_match`)."""
     g = torch.Generator().manual_seed(100 * n + steps)
     problems, chains = 7, 5
     E = torch.randn(problems, 1 << n, generator=g, dtype=torch.float64)
     idx = torch.randint(0, 1 << n, (problems, chains), generator=g)
     a, b = ProposalParams(gamma=0.45, time=7.0, steps=steps, shape=shape).slices(0.45, 7.0)
     u = np.random.default_rng(n).random(problems * chains)
-    want = slow_draw(idx, E, a, b, steps, u)
     for limit in (1 << 10, 2 << 20):
         got = draw_basis_proposals(idx, E, a, b, steps, u, dtype=torch.complex128, cache_limit=limit, kernel=kernel)
-        np.testing.assert_array_equal(got, want)
+        assert_draws_match(got, idx, E, a, b, steps, u)
 
 
 @needs_numba
@@ -63,8 +80,8 @@ def test_draws_equal_the_inverse_cdf_of_the_simulated_states(shape, steps, n, ke
 @pytest.mark.parametrize("n", [1, 3, 7, 10])
 def test_compiled_draws_equal_the_inverse_cdf_at_any_split_of_the_last_layer(n, top):
     """The compiled kernel rotates the last layer's ``top`` qubits on all chains, then each chain draws the rest bit
-    by bit: every split (including ``top >= n``, the whole layer at once) gives the slow path's draws (complex128;
-    equality as in the test above)."""
+    by bit: every split (including ``top >= n``, the whole layer at once) gives the slow path's draws (complex128, up
+    to rounding at the bin edges as in the test above)."""
     g = torch.Generator().manual_seed(7 * n + top)
     problems, chains = 4, 9
     E = torch.randn(problems, 1 << n, generator=g, dtype=torch.float64)
@@ -72,7 +89,7 @@ def test_compiled_draws_equal_the_inverse_cdf_at_any_split_of_the_last_layer(n, 
     a, b = ProposalParams(steps=2).slices(0.3, 9.0)
     u = np.random.default_rng(top).random(problems * chains)
     got = qemcmc_kernel.draw(idx.numpy(), E.numpy(), proposal_layers(a, b, 2), u, np.float64, top=top)
-    np.testing.assert_array_equal(got, slow_draw(idx, E, a, b, 2, u))
+    assert_draws_match(got, idx, E, a, b, 2, u)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -108,8 +125,8 @@ def test_draws_follow_the_proposal_distribution(kernel):
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize(("problems", "chains", "n"), [(0, 8, 5), (3, 1, 5), (2, 3, 0), (1, 8, 1)])
 def test_edge_shapes(problems, chains, n, kernel):
-    """No problem, one chain, no spin (one state: every draw is 0), one spin: the shapes come back and the draws
-    equal the slow path's (complex128; which has no n = 0 case)."""
+    """No problem, one chain, no spin (one state: every draw is 0, exactly, whatever the arithmetic), one spin: the
+    shapes come back and the draws match the slow path's (complex128; which has no n = 0 case)."""
     E = torch.randn(problems, 1 << n, generator=torch.Generator().manual_seed(n), dtype=torch.float64)
     idx = torch.randint(0, 1 << n, (problems, chains), generator=torch.Generator().manual_seed(1))
     u = np.random.default_rng(3).random(problems * chains)
@@ -119,7 +136,7 @@ def test_edge_shapes(problems, chains, n, kernel):
     if n == 0:
         np.testing.assert_array_equal(got, 0)
     elif problems:
-        np.testing.assert_array_equal(got, slow_draw(idx, E, a, b, 2, u))
+        assert_draws_match(got, idx, E, a, b, 2, u)
 
 
 def test_kernel_is_checked_before_any_work(monkeypatch):
@@ -134,6 +151,7 @@ def test_kernel_is_checked_before_any_work(monkeypatch):
     with pytest.raises(ImportError, match="needs numba"):
         draw_basis_proposals(idx, E, a, b, 1, u, kernel="compiled")
     auto = draw_basis_proposals(idx, E, a, b, 1, u, dtype=torch.complex128)
+    # the same torch path twice on the same inputs in one process: a determinism check, not a float comparison
     np.testing.assert_array_equal(
         auto, draw_basis_proposals(idx, E, a, b, 1, u, dtype=torch.complex128, kernel="torch")
     )
