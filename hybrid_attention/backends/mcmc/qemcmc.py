@@ -71,6 +71,7 @@ from . import qemcmc_kernel
 from .analysis import transition_matrix
 from .chain import CHAIN_OPTIONS, ChainSchedule, MetropolisChain
 from .chain_rows import visible_groups
+from .qemcmc_draw import KERNELS
 from .qemcmc_engines import (
     REAL,
     CircuitEngine,
@@ -87,7 +88,6 @@ logger = logging.getLogger(__name__)
 
 _ENGINES = ("statevector", "aer", "ibm")
 _MODES = ("auto", "unitary", "columns")
-_KERNELS = ("auto", "compiled", "torch")
 #: the defaults of the grouped options (frozen values; the registry's flat options replace their fields)
 _DEFAULT_PARAMS = ProposalParams()
 _DEFAULT_CHAIN = ChainSchedule(burn_in=128)
@@ -182,8 +182,8 @@ class QEMCMCSampler(MetropolisChain):
             raise ValueError(f"qemcmc: mode must be one of {_MODES}, got {mode!r}")
         if dtype not in REAL:
             raise ValueError(f"qemcmc: dtype must be torch.complex64 or torch.complex128, got {dtype}")
-        if kernel not in _KERNELS:
-            raise ValueError(f"qemcmc: kernel must be one of {_KERNELS}, got {kernel!r}")
+        if kernel not in KERNELS:
+            raise ValueError(f"qemcmc: kernel must be one of {KERNELS}, got {kernel!r}")
         if kernel == "compiled" and not qemcmc_kernel.available():
             raise ImportError("qemcmc: kernel='compiled' needs numba: pip install numba (or use kernel='torch')")
         self.kernel = ("compiled" if qemcmc_kernel.available() else "torch") if kernel == "auto" else kernel

@@ -48,7 +48,8 @@ __all__ = ["draw_basis_proposals"]
 
 _NP = {torch.complex64: np.complex64, torch.complex128: np.complex128}
 _NP_REAL = {torch.complex64: np.float32, torch.complex128: np.float64}
-_KERNELS = ("auto", "compiled", "torch")
+#: the draw's loops: ``auto`` (compiled when numba is installed), ``compiled`` (:mod:`.qemcmc_kernel`), ``torch``
+KERNELS = ("auto", "compiled", "torch")
 #: macro-chunk (rows whose top-group output is kept for one draw) in units of ``cache_limit``
 _MACRO = 16
 
@@ -182,8 +183,8 @@ def draw_basis_proposals(
     layers = proposal_layers(a, b, steps)
     if layers[0][0] != "D" or layers[-1][0] != "D":
         raise ValueError("draw_basis_proposals: the proposal must start and end with a driver layer")
-    if kernel not in _KERNELS:
-        raise ValueError(f"draw_basis_proposals: kernel must be one of {_KERNELS}, got {kernel!r}")
+    if kernel not in KERNELS:
+        raise ValueError(f"draw_basis_proposals: kernel must be one of {KERNELS}, got {kernel!r}")
     if kernel == "compiled" and not compiled.available():
         raise ImportError("draw_basis_proposals: kernel='compiled' needs numba: pip install numba (or kernel='torch')")
     if N == 0:

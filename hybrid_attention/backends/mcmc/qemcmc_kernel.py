@@ -28,6 +28,9 @@ import importlib.util
 import math
 
 import numpy as np
+import torch
+
+from ..workspace import scratch as _scratch
 
 __all__ = ["available", "draw"]
 
@@ -258,9 +261,11 @@ def draw(idx: np.ndarray, E: np.ndarray, layers: list, u: np.ndarray, dtype: typ
     (_, x0), middle, (_, xl) = layers[0], layers[1:-1], layers[-1]
     pvals = sorted({v for kd, v in layers if kd == "P"})
     Ed = np.ascontiguousarray(E, dtype=dtype)
-    cos_ph = np.empty((len(pvals), N, size), dtype=dtype)
-    sin_ph = np.empty_like(cos_ph)
-    angle = np.empty((N, size), dtype=dtype)
+    real = torch.float32 if dtype == np.float32 else torch.float64
+    # reused buffers (fresh ones of this size cost a page fault per 4 KiB on every call)
+    cos_ph = _scratch("kernel cos", (len(pvals), N, size), real).numpy()
+    sin_ph = _scratch("kernel sin", (len(pvals), N, size), real).numpy()
+    angle = _scratch("kernel angle", (N, size), real).numpy()
     for k, v in enumerate(pvals):  # exp(-i v E) = cos(-v E) + i sin(-v E)
         np.multiply(Ed, dtype(-v), out=angle)
         np.cos(angle, out=cos_ph[k])
